@@ -1,0 +1,557 @@
+"""Capture sets: the HDF5 file kind shared by acquisition, decoders, analysis and the GUI.
+
+A capture set holds several *sources* (``send_pci``, ``recv_pci``, ``probe``, ...)
+recorded by one or more instruments, each on its own time base, plus tables:
+``truth/`` (ground truth written by the simulated rig) and ``decoded/``
+(tables written by the decoders). The layout is documented in
+``docs/formats.md`` precisely enough to read it with bare h5py; this module is
+the one reader and writer.
+
+Samples are packed as sigrok packs them: channel ``k`` is bit ``k % 8`` of byte
+``k // 8`` of a sample, so a source with ``n`` channels has
+``unitsize = ceil(n / 8)`` bytes per sample and its rows can be handed to
+libsigrokdecode unchanged.
+
+Times are integer picoseconds (``int64``). The common timeline of the set has
+its zero at the trigger: a sample's time on it is its time on the source's own
+time base, minus that of the source's trigger sample, plus the source's
+``offset_ps`` (the deskew between instruments). Picoseconds, not the
+nanoseconds used elsewhere, because clocked (state-mode) buses have periods
+that are not whole nanoseconds (PCI-X 133: 7.5 ns).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import h5py
+import numpy as np
+
+from nicrig import __version__
+from nicrig.errors import FormatError, UsageError
+
+FORMAT_NAME = "nicrig-capture-set"
+FORMAT_VERSION = 1
+RESULTS_FORMAT_NAME = "nicrig-results"
+
+#: Samples per HDF5 chunk: 64 Ki samples is 64 KiB to 1 MiB depending on width,
+#: small enough that a narrow time window reads little, large enough to compress well.
+DEFAULT_CHUNK_SAMPLES = 1 << 16
+COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+
+Mode = Literal["timing", "state"]
+_VECTOR_BIT = re.compile(r"^(?P<name>.+)\[(?P<bit>\d+)\]$")
+
+
+def unitsize_for(num_channels: int) -> int:
+    """Bytes per packed sample for ``num_channels`` logic channels (sigrok's unitsize)."""
+    return max(1, math.ceil(num_channels / 8))
+
+
+def vectors_from_names(channels: Sequence[str]) -> dict[str, list[str]]:
+    """Group channels named ``NAME[k]`` into vectors, bit 0 (LSB) first.
+
+    ``["FRAME#", "AD[1]", "AD[0]"]`` gives ``{"AD": ["AD[0]", "AD[1]"]}``. A vector
+    must have every bit from 0 to its width - 1; a gap is an error, since a
+    vector value read with a missing bit would silently be wrong.
+    """
+    bits: dict[str, dict[int, str]] = {}
+    for ch in channels:
+        m = _VECTOR_BIT.match(ch)
+        if m:
+            bits.setdefault(m["name"], {})[int(m["bit"])] = ch
+    vectors = {}
+    for name, by_bit in bits.items():
+        width = max(by_bit) + 1
+        missing = sorted(set(range(width)) - set(by_bit))
+        if missing:
+            raise UsageError(f"vector {name!r} lacks bit(s) {missing}: channels must be {name}[0]..{name}[{width - 1}]")
+        vectors[name] = [by_bit[i] for i in range(width)]
+    return vectors
+
+
+def pack_bits(bits: np.ndarray) -> np.ndarray:
+    """Pack a ``(samples, channels)`` array of 0/1 into sigrok's layout ``(samples, unitsize)`` uint8."""
+    bits = np.asarray(bits, dtype=np.uint8)
+    packed = np.packbits(bits, axis=1, bitorder="little")
+    return np.ascontiguousarray(packed)
+
+
+def unpack_bits(packed: np.ndarray, num_channels: int) -> np.ndarray:
+    """Inverse of :func:`pack_bits`: ``(samples, unitsize)`` uint8 to ``(samples, channels)`` 0/1."""
+    return np.unpackbits(packed, axis=1, count=num_channels, bitorder="little")
+
+
+@dataclass
+class SourceSpec:
+    """Everything about a source except its samples.
+
+    ``bus`` holds the bus kind and geometry, e.g. ``{"kind": "pci", "width_bits": 64,
+    "clock_hz": 66.67e6, "bars": [[0xfe000000, 0x20000]], "msi_window": [...]}``.
+    ``roles`` says which channel (or vector) plays which protocol role, e.g.
+    ``{"frame": "FRAME#", "ad": "AD"}``, so decoders pick their channel maps by
+    themselves. ``samplerate_hz`` is required in timing mode; in state mode it is
+    the nominal clock rate (informative, used when exporting to sigrok).
+    """
+
+    name: str
+    channels: list[str]
+    mode: Mode = "timing"
+    samplerate_hz: float | None = None
+    trigger_sample: int = 0
+    offset_ps: int = 0
+    bus: dict[str, Any] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
+    instrument: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+    def validate(self) -> None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", self.name):
+            raise UsageError(f"source name {self.name!r}: use letters, digits, '_', '.', '-'")
+        if not self.channels:
+            raise UsageError(f"source {self.name!r} has no channels")
+        if len(set(self.channels)) != len(self.channels):
+            raise UsageError(f"source {self.name!r} has duplicate channel names")
+        if self.mode not in ("timing", "state"):
+            raise UsageError(f"source {self.name!r}: mode must be 'timing' or 'state', not {self.mode!r}")
+        if self.mode == "timing" and not (self.samplerate_hz and self.samplerate_hz > 0):
+            raise UsageError(f"source {self.name!r}: timing mode needs a positive sample rate")
+        vectors = vectors_from_names(self.channels)
+        known = set(self.channels) | set(vectors)
+        for role, target in self.roles.items():
+            if target not in known:
+                raise UsageError(f"source {self.name!r}: role {role!r} names unknown channel {target!r}")
+
+
+class Source:
+    """One source of an open capture set; reads are lazy (only the chunks asked for)."""
+
+    def __init__(self, group: h5py.Group):
+        self._g = group
+        self.name: str = group.name.rsplit("/", 1)[-1]
+        a = group.attrs
+        try:
+            self.mode: Mode = str(a["mode"])  # type: ignore[assignment]
+            self.channels: list[str] = [str(c) for c in a["channels"]]
+            self.trigger_sample = int(a["trigger_sample"])
+            self.offset_ps = int(a["offset_ps"])
+            self.samplerate_hz: float | None = float(a["samplerate_hz"]) if "samplerate_hz" in a else None
+            self.roles: dict[str, str] = json.loads(a.get("roles", "{}"))
+            self.vectors: dict[str, list[str]] = json.loads(a.get("vectors", "{}"))
+            self.bus: dict[str, Any] = json.loads(a.get("bus", "{}"))
+            self.instrument: dict[str, Any] = json.loads(a.get("instrument", "{}"))
+            self.notes = str(a.get("notes", ""))
+            self._samples: h5py.Dataset = group["samples"]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise FormatError(f"source {self.name!r} is malformed: {exc}") from None
+        self._timestamps: h5py.Dataset | None = group.get("timestamps_ps")
+        self._index = {c: i for i, c in enumerate(self.channels)}
+        self._check()
+
+    def _check(self) -> None:
+        unit = unitsize_for(len(self.channels))
+        shape = self._samples.shape
+        if len(shape) != 2 or shape[1] != unit or self._samples.dtype != np.uint8:
+            raise FormatError(
+                f"source {self.name!r}: samples must be uint8 (N, {unit}) for {len(self.channels)} channels, "
+                f"found {self._samples.dtype} {shape}"
+            )
+        if self.mode == "state":
+            if self._timestamps is None:
+                raise FormatError(f"source {self.name!r}: state mode without timestamps_ps")
+            if self._timestamps.shape != (shape[0],):
+                raise FormatError(
+                    f"source {self.name!r}: {self._timestamps.shape[0]} timestamps for {shape[0]} samples"
+                )
+        elif self.mode == "timing":
+            if not self.samplerate_hz or self.samplerate_hz <= 0:
+                raise FormatError(f"source {self.name!r}: timing mode without a positive samplerate_hz")
+        else:
+            raise FormatError(f"source {self.name!r}: unknown mode {self.mode!r}")
+
+    # -- geometry ---------------------------------------------------------------------------
+    @property
+    def num_samples(self) -> int:
+        return int(self._samples.shape[0])
+
+    @property
+    def unitsize(self) -> int:
+        return int(self._samples.shape[1])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def channel_index(self, name: str) -> int:
+        """Bit position of channel ``name`` in a packed sample."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise UsageError(f"source {self.name!r} has no channel {name!r}") from None
+
+    def vector_bits(self, name: str) -> list[int]:
+        """Bit positions of vector ``name`` (e.g. ``AD``), LSB first."""
+        if name not in self.vectors:
+            raise UsageError(f"source {self.name!r} has no vector {name!r} (vectors: {sorted(self.vectors)})")
+        return [self._index[c] for c in self.vectors[name]]
+
+    def role(self, role: str) -> str | None:
+        """The channel or vector playing ``role`` (``frame``, ``ad``, ``rx_dv``...), or None."""
+        return self.roles.get(role)
+
+    # -- samples ----------------------------------------------------------------------------
+    def _span(self, start: int | None, stop: int | None) -> tuple[int, int]:
+        n = self.num_samples
+        s = 0 if start is None else max(0, min(int(start), n))
+        e = n if stop is None else max(s, min(int(stop), n))
+        return s, e
+
+    def read_packed(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Packed samples ``[start, stop)`` as ``(n, unitsize)`` uint8, read lazily."""
+        s, e = self._span(start, stop)
+        return self._samples[s:e]
+
+    def iter_packed(self, start: int | None = None, stop: int | None = None,
+                    block: int = 1 << 20) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(first_sample, packed_block)`` over ``[start, stop)`` a block at a time."""
+        s, e = self._span(start, stop)
+        for b in range(s, e, block):
+            yield b, self._samples[b:min(b + block, e)]
+
+    def read_channel(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """One channel's values ``[start, stop)`` as a uint8 array of 0/1."""
+        bit = self.channel_index(name)
+        s, e = self._span(start, stop)
+        col = self._samples[s:e, bit // 8]
+        return (col >> (bit % 8)) & 1
+
+    def read_vector(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Vector ``name`` (``AD``, ``RXD``...) as uint64 values ``[start, stop)``, bit 0 = ``NAME[0]``."""
+        bits = self.vector_bits(name)
+        packed = self.read_packed(start, stop)
+        out = np.zeros(packed.shape[0], dtype=np.uint64)
+        for weight, bit in enumerate(bits):
+            out |= ((packed[:, bit // 8] >> (bit % 8)) & 1).astype(np.uint64) << np.uint64(weight)
+        return out
+
+    # -- time -------------------------------------------------------------------------------
+    def _local_ps(self, start: int, stop: int) -> np.ndarray:
+        if self.mode == "state":
+            assert self._timestamps is not None
+            return self._timestamps[start:stop].astype(np.int64)
+        idx = np.arange(start, stop, dtype=np.float64)
+        return np.rint(idx * (1e12 / self.samplerate_hz)).astype(np.int64)  # type: ignore[operator]
+
+    def _trigger_local_ps(self) -> int:
+        if self.num_samples == 0:
+            return 0
+        t = min(self.trigger_sample, self.num_samples - 1)
+        return int(self._local_ps(t, t + 1)[0]) if self.mode == "state" else int(
+            round(self.trigger_sample * 1e12 / self.samplerate_hz))  # type: ignore[operator]
+
+    def times_ps(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
+        """Times of samples ``[start, stop)`` on the set's common timeline (ps, zero at the trigger)."""
+        s, e = self._span(start, stop)
+        return self._local_ps(s, e) - self._trigger_local_ps() + self.offset_ps
+
+    def sample_at(self, t_ps: int) -> int:
+        """Index of the first sample at or after common-timeline time ``t_ps`` (may be ``num_samples``).
+
+        State mode bisects the timestamp dataset with single-element reads, so a
+        window of a 100 M-sample source is found without loading its timestamps.
+        """
+        local = int(t_ps) - self.offset_ps + self._trigger_local_ps()
+        if self.mode == "timing":
+            idx = math.ceil(local * self.samplerate_hz / 1e12 - 1e-9)  # type: ignore[operator]
+            return max(0, min(idx, self.num_samples))
+        assert self._timestamps is not None
+        lo, hi = 0, self.num_samples
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(self._timestamps[mid]) < local:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def window(self, t0_ps: int, t1_ps: int) -> tuple[int, int]:
+        """Sample range ``[start, stop)`` covering common-timeline times ``[t0_ps, t1_ps)``."""
+        return self.sample_at(t0_ps), self.sample_at(t1_ps)
+
+    @property
+    def duration_ps(self) -> int:
+        if self.num_samples == 0:
+            return 0
+        first, last = self.times_ps(0, 1)[0], self.times_ps(self.num_samples - 1, self.num_samples)[0]
+        return int(last - first)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary (``nicrig info``)."""
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "samplerate_hz": self.samplerate_hz,
+            "num_samples": self.num_samples,
+            "num_channels": len(self.channels),
+            "unitsize": self.unitsize,
+            "trigger_sample": self.trigger_sample,
+            "offset_ps": self.offset_ps,
+            "duration_ps": self.duration_ps,
+            "channels": self.channels,
+            "vectors": {k: len(v) for k, v in self.vectors.items()},
+            "roles": self.roles,
+            "bus": self.bus,
+            "instrument": self.instrument,
+            "notes": self.notes,
+        }
+
+
+class SourceWriter(Source):
+    """A source being written: appends packed samples (and timestamps in state mode) in streaming fashion."""
+
+    def append(self, packed: np.ndarray, timestamps_ps: np.ndarray | None = None) -> None:
+        """Append ``(n, unitsize)`` uint8 packed samples; state mode needs their local timestamps (ps)."""
+        packed = np.asarray(packed, dtype=np.uint8)
+        if packed.ndim != 2 or packed.shape[1] != self.unitsize:
+            raise UsageError(f"source {self.name!r}: append needs (n, {self.unitsize}) uint8, got {packed.shape}")
+        n0, n = self.num_samples, packed.shape[0]
+        if self.mode == "state":
+            if timestamps_ps is None or len(timestamps_ps) != n:
+                raise UsageError(f"source {self.name!r}: state mode needs one timestamp per appended sample")
+            ts = np.asarray(timestamps_ps, dtype=np.int64)
+            assert self._timestamps is not None
+            last = int(self._timestamps[n0 - 1]) if n0 else None
+            if n and (np.any(np.diff(ts) < 0) or (last is not None and ts[0] < last)):
+                raise UsageError(f"source {self.name!r}: timestamps must not decrease")
+            self._timestamps.resize((n0 + n,))
+            self._timestamps[n0:] = ts
+        elif timestamps_ps is not None:
+            raise UsageError(f"source {self.name!r}: timing mode takes no timestamps")
+        self._samples.resize((n0 + n, self.unitsize))
+        self._samples[n0:] = packed
+
+    def set_trigger(self, sample: int) -> None:
+        self.trigger_sample = int(sample)
+        self._g.attrs["trigger_sample"] = np.int64(sample)
+
+    def set_offset(self, offset_ps: int) -> None:
+        self.offset_ps = int(offset_ps)
+        self._g.attrs["offset_ps"] = np.int64(offset_ps)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+class CaptureSet:
+    """An open capture-set file. Use :meth:`create` or :meth:`open`, preferably as a context manager.
+
+    Files made by :meth:`create` with ``atomic=True`` (the default) are written
+    under a temporary name in the target's folder and renamed into place only
+    when closed without an error, so a failed or interrupted run never leaves a
+    half-written file where the user expects a good one.
+    """
+
+    def __init__(self, h5: h5py.File, path: Path, final_path: Path | None = None):
+        self._h5 = h5
+        self.path = path
+        self._final_path = final_path
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], *, notes: str = "", overwrite: bool = True,
+               atomic: bool = True) -> CaptureSet:
+        final = Path(path)
+        if final.exists() and not overwrite:
+            raise UsageError(f"{final}: exists (use another name or allow overwriting)")
+        folder = final.parent if str(final.parent) else Path(".")
+        if not folder.is_dir():
+            raise UsageError(f"{final}: folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise UsageError(f"{final}: folder {folder} is not writable")
+        target = final
+        if atomic:
+            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=folder)
+            os.close(fd)
+            target = Path(tmp)
+        try:
+            h5 = h5py.File(target, "w", libver=("v110", "latest"))
+        except OSError as exc:
+            if atomic:
+                target.unlink(missing_ok=True)
+            raise UsageError(f"{final}: cannot write: {exc}") from None
+        h5.attrs["format"] = FORMAT_NAME
+        h5.attrs["format_version"] = np.int64(FORMAT_VERSION)
+        h5.attrs["nicrig_version"] = __version__
+        h5.attrs["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        h5.attrs["notes"] = notes
+        h5.create_group("sources")
+        return cls(h5, target, final if atomic else None)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], mode: Literal["r", "r+"] = "r") -> CaptureSet:
+        p = Path(path)
+        if not p.exists():
+            raise FormatError(f"{p}: no such file")
+        try:
+            h5 = h5py.File(p, mode)
+        except OSError as exc:
+            raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {exc}") from None
+        try:
+            check_format(h5, p, FORMAT_NAME, FORMAT_VERSION)
+            cs = cls(h5, p)
+            for name in cs.source_names:
+                cs.source(name)
+        except BaseException:
+            h5.close()
+            raise
+        return cs
+
+    def close(self) -> None:
+        """Close the file; an atomic file is renamed into place."""
+        if not self._h5.id.valid:
+            return
+        self._h5.close()
+        if self._final_path is not None:
+            os.replace(self.path, self._final_path)
+            self.path, self._final_path = self._final_path, None
+
+    def abandon(self) -> None:
+        """Close and delete a file being created atomically (after an error)."""
+        if self._h5.id.valid:
+            self._h5.close()
+        if self._final_path is not None:
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> CaptureSet:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and self._final_path is not None:
+            self.abandon()
+        else:
+            self.close()
+
+    # -- attributes -------------------------------------------------------------------------
+    @property
+    def notes(self) -> str:
+        return str(self._h5.attrs.get("notes", ""))
+
+    @property
+    def attrs(self) -> h5py.AttributeManager:
+        return self._h5.attrs
+
+    # -- sources ----------------------------------------------------------------------------
+    @property
+    def source_names(self) -> list[str]:
+        return list(self._h5["sources"].keys())
+
+    def source(self, name: str) -> Source:
+        grp = self._h5["sources"].get(name)
+        if grp is None:
+            raise UsageError(f"{self.path}: no source {name!r} (sources: {', '.join(self.source_names) or 'none'})")
+        return Source(grp)
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return {n: self.source(n) for n in self.source_names}
+
+    def add_source(self, spec: SourceSpec, *, chunk_samples: int = DEFAULT_CHUNK_SAMPLES) -> SourceWriter:
+        """Create an empty source to :meth:`SourceWriter.append` samples to."""
+        spec.validate()
+        if spec.name in self._h5["sources"]:
+            raise UsageError(f"{self.path}: source {spec.name!r} exists")
+        unit = unitsize_for(len(spec.channels))
+        g = self._h5["sources"].create_group(spec.name)
+        g.attrs["mode"] = spec.mode
+        g.attrs["channels"] = np.array(spec.channels, dtype=h5py.string_dtype())
+        g.attrs["vectors"] = _json(vectors_from_names(spec.channels))
+        if spec.samplerate_hz:
+            g.attrs["samplerate_hz"] = float(spec.samplerate_hz)
+        g.attrs["trigger_sample"] = np.int64(spec.trigger_sample)
+        g.attrs["offset_ps"] = np.int64(spec.offset_ps)
+        g.attrs["roles"] = _json(spec.roles)
+        g.attrs["bus"] = _json(spec.bus)
+        g.attrs["instrument"] = _json(spec.instrument)
+        g.attrs["notes"] = spec.notes
+        g.create_dataset("samples", shape=(0, unit), maxshape=(None, unit), dtype=np.uint8,
+                         chunks=(chunk_samples, unit), **COMPRESSION)
+        if spec.mode == "state":
+            g.create_dataset("timestamps_ps", shape=(0,), maxshape=(None,), dtype=np.int64,
+                             chunks=(chunk_samples,), **COMPRESSION)
+        return SourceWriter(g)
+
+    def writer(self, name: str) -> SourceWriter:
+        """Reopen an existing source for appending (file opened ``r+`` or being created)."""
+        self.source(name)
+        return SourceWriter(self._h5["sources"][name])
+
+    # -- tables -----------------------------------------------------------------------------
+    def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
+                    description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
+        """Store a structured array as a compressed compound dataset at ``path`` (``truth/frames``...).
+
+        The table is written under a temporary name and moved into place, so a
+        reader never sees a half-written table under the final name.
+        """
+        if data.dtype.names is None:
+            raise UsageError(f"table {path}: needs a structured array")
+        parent, _, name = path.rpartition("/")
+        grp = self._h5.require_group(parent) if parent else self._h5
+        tmp = f".{name}.partial"
+        if tmp in grp:
+            del grp[tmp]
+        kw = dict(COMPRESSION) if len(data) else {}
+        ds = grp.create_dataset(tmp, data=data, chunks=True if len(data) else None, **kw)
+        ds.attrs["description"] = description
+        ds.attrs["units"] = _json(dict(units or {}))
+        for k, v in (attrs or {}).items():
+            ds.attrs[k] = v if isinstance(v, (int, float, str, np.generic)) else _json(v)
+        if name in grp:
+            del grp[name]
+        grp.move(tmp, name)
+
+    def read_table(self, path: str) -> np.ndarray:
+        """A table as a structured array (string columns as ``bytes``)."""
+        ds = self._h5.get(path)
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
+            raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
+        return ds[()]
+
+    def table_attrs(self, path: str) -> dict[str, Any]:
+        ds = self._h5[path]
+        return {k: ds.attrs[k] for k in ds.attrs}
+
+    def table_names(self) -> list[str]:
+        names: list[str] = []
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset) and obj.dtype.names is not None and not name.startswith("sources/"):
+                names.append(name)
+
+        self._h5.visititems(visit)
+        return sorted(names)
+
+
+def check_format(h5: h5py.File, path: Path, name: str, version: int) -> None:
+    """Raise :class:`FormatError` unless ``h5`` is a file of kind ``name`` this nicrig can read."""
+    found = h5.attrs.get("format")
+    if found is None:
+        raise FormatError(f"{path}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
+    found = found.decode() if isinstance(found, bytes) else str(found)
+    if found != name:
+        kinds = {FORMAT_NAME: "a capture set", RESULTS_FORMAT_NAME: "a udpmon results file"}
+        raise FormatError(f"{path}: is {kinds.get(found, repr(found))}, not {kinds.get(name, name)}")
+    v = int(h5.attrs.get("format_version", -1))
+    if v > version:
+        raise FormatError(f"{path}: format version {v} is newer than this nicrig reads ({version}); upgrade nicrig")
+    if v < 1:
+        raise FormatError(f"{path}: bad format_version {v}")

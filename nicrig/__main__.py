@@ -1,0 +1,3 @@
+from nicrig.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""The one command line: ``nicrig <subcommand> ...``.
+
+Each subcommand lives beside the code it drives and exposes two functions,
+``add_arguments(parser)`` and ``run(args) -> int``; this module only wires
+them up, so ``nicrig --help`` stays fast (modules are imported on use).
+Errors a user can fix print one line ``nicrig: error: ...`` and exit with
+the error's code (2); an interrupted command exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from nicrig import __version__
+from nicrig.errors import NicrigError
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": ("nicrig.acquisition.sim.command", "simulate the rig into a capture set (.h5)"),
+    "info": ("nicrig.acquisition.info", "describe a capture set: sources, channels, tables"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nicrig",
+        description="Hardware-in-the-loop PCI/link analysis rig: traffic, capture, decode, explain.",
+    )
+    parser.add_argument("--version", action="version", version=f"nicrig {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except NicrigError as exc:
+        print(f"nicrig: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("nicrig: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,65 @@
+"""Build script: maps the top-level folders into the one import package ``nicrig``.
+
+The product's layout keeps each responsibility in its own top-level folder
+(``acquisition/``, ``decoders/``, ...); ``package_dir`` installs them as
+``nicrig.acquisition``, ``nicrig.decoders``, ... so that nothing generic such
+as ``gui`` or ``analysis`` lands in site-packages.
+"""
+
+from pathlib import Path
+
+from setuptools import setup
+
+HERE = Path(__file__).parent
+FOLDERS = ["acquisition", "decoders", "gui", "udpmon", "analysis", "data"]
+
+
+def _subpackages(folder: str) -> dict[str, str]:
+    """Map every Python package below ``folder`` to ``nicrig.<folder>.<sub>``.
+
+    Sigrok decoder folders (``decoders/pci`` ...) are plain data for the
+    package: they import ``sigrokdecode``, which only exists inside
+    libsigrokdecode, so they are shipped as package data, not as modules.
+    """
+    mapping = {f"nicrig.{folder}": folder}
+    for init in sorted((HERE / folder).rglob("__init__.py")):
+        rel = init.parent.relative_to(HERE)
+        if rel.parts[0] == "decoders" and len(rel.parts) > 1:
+            continue
+        mapping["nicrig." + ".".join(rel.parts)] = str(rel)
+    return mapping
+
+
+package_dir = {"nicrig": "nicrig"}
+for f in FOLDERS:
+    package_dir.update(_subpackages(f))
+
+version = {}
+exec((HERE / "nicrig" / "_version.py").read_text(), version)
+
+setup(
+    name="nicrig",
+    version=version["__version__"],
+    description="Hardware-in-the-loop PCI/link analysis rig: udpmon traffic, "
+    "logic-analyzer capture sets, sigrok decoders, reports and GUI",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="GPL-3.0-or-later",
+    python_requires=">=3.11",
+    packages=sorted(package_dir),
+    package_dir=package_dir,
+    package_data={
+        "nicrig.data": ["profiles/*/*.toml", "*.json"],
+        "nicrig.decoders": ["*/*.py"],
+    },
+    install_requires=[
+        "numpy>=1.24",
+        "h5py>=3.8",
+        "scapy>=2.5",
+        "rich>=13",
+    ],
+    extras_require={
+        "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"],
+    },
+    entry_points={"console_scripts": ["nicrig=nicrig.cli:main"]},
+)
