@@ -57,6 +57,7 @@ setup(
         "h5py>=3.8",
         "scapy>=2.5",
         "rich>=13",
+        "simpy>=4",
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"],

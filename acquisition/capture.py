@@ -139,6 +139,9 @@ class Source:
         self._g = group
         self.name: str = group.name.rsplit("/", 1)[-1]
         a = group.attrs
+        missing = [k for k in ("mode", "channels", "trigger_sample", "offset_ps") if k not in a]
+        if missing:
+            raise FormatError(f"source {self.name!r} is malformed: no attribute(s) {', '.join(missing)}")
         try:
             self.mode: Mode = str(a["mode"])  # type: ignore[assignment]
             self.channels: list[str] = [str(c) for c in a["channels"]]
@@ -151,6 +154,8 @@ class Source:
             self.instrument: dict[str, Any] = json.loads(a.get("instrument", "{}"))
             self.notes = str(a.get("notes", ""))
             self._samples: h5py.Dataset = group["samples"]
+            if not isinstance(self._samples, h5py.Dataset):
+                raise TypeError("'samples' is not a dataset")
         except (KeyError, ValueError, TypeError) as exc:
             raise FormatError(f"source {self.name!r} is malformed: {exc}") from None
         self._timestamps: h5py.Dataset | None = group.get("timestamps_ps")
@@ -253,9 +258,9 @@ class Source:
     def _trigger_local_ps(self) -> int:
         if self.num_samples == 0:
             return 0
-        t = min(self.trigger_sample, self.num_samples - 1)
-        return int(self._local_ps(t, t + 1)[0]) if self.mode == "state" else int(
-            round(self.trigger_sample * 1e12 / self.samplerate_hz))  # type: ignore[operator]
+        # timing: the same float expression as _local_ps, so times_ps(trigger) is exactly offset_ps
+        t = min(self.trigger_sample, self.num_samples - 1) if self.mode == "state" else self.trigger_sample
+        return int(self._local_ps(t, t + 1)[0])
 
     def times_ps(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Times of samples ``[start, stop)`` on the set's common timeline (ps, zero at the trigger)."""
@@ -271,7 +276,14 @@ class Source:
         local = int(t_ps) - self.offset_ps + self._trigger_local_ps()
         if self.mode == "timing":
             idx = math.ceil(local * self.samplerate_hz / 1e12 - 1e-9)  # type: ignore[operator]
-            return max(0, min(idx, self.num_samples))
+            idx = max(0, min(idx, self.num_samples))
+            # sample times are rounded to whole ps: settle the estimate on them, so that
+            # sample_at(times_ps(i)) == i for every rate (3 GHz, 66.67 MHz ...)
+            while idx > 0 and int(self._local_ps(idx - 1, idx)[0]) >= local:
+                idx -= 1
+            while idx < self.num_samples and int(self._local_ps(idx, idx + 1)[0]) < local:
+                idx += 1
+            return idx
         assert self._timestamps is not None
         lo, hi = 0, self.num_samples
         while lo < hi:
@@ -379,9 +391,16 @@ class CaptureSet:
             raise UsageError(f"{final}: folder {folder} is not writable")
         target = final
         if atomic:
-            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=folder)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=folder)
+            except OSError as exc:
+                raise UsageError(f"{final}: cannot write in {folder}: {exc.strerror or exc}") from None
             os.close(fd)
             target = Path(tmp)
+            # mkstemp makes the file 0600; give it the mode a plain open() would have
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(target, 0o666 & ~umask)
         try:
             h5 = h5py.File(target, "w", libver=("v110", "latest"))
         except OSError as exc:
@@ -401,15 +420,23 @@ class CaptureSet:
         p = Path(path)
         if not p.exists():
             raise FormatError(f"{p}: no such file")
+        if p.is_dir():
+            raise FormatError(f"{p}: is a folder, not a capture set")
         try:
             h5 = h5py.File(p, mode)
         except OSError as exc:
-            raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {exc}") from None
+            detail = " ".join(str(exc).split())  # HDF5 messages can span lines; ours is one line
+            raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {detail}") from None
         try:
             check_format(h5, p, FORMAT_NAME, FORMAT_VERSION)
+            if not isinstance(h5.get("sources"), h5py.Group):
+                raise FormatError(f"{p}: a capture set without a 'sources' group")
             cs = cls(h5, p)
             for name in cs.source_names:
-                cs.source(name)
+                try:
+                    cs.source(name)
+                except FormatError as exc:
+                    raise FormatError(f"{p}: {exc}") from None
         except BaseException:
             h5.close()
             raise
@@ -511,10 +538,14 @@ class CaptureSet:
             del grp[tmp]
         kw = dict(COMPRESSION) if len(data) else {}
         ds = grp.create_dataset(tmp, data=data, chunks=True if len(data) else None, **kw)
-        ds.attrs["description"] = description
-        ds.attrs["units"] = _json(dict(units or {}))
-        for k, v in (attrs or {}).items():
-            ds.attrs[k] = v if isinstance(v, (int, float, str, np.generic)) else _json(v)
+        try:
+            ds.attrs["description"] = description
+            ds.attrs["units"] = _json(dict(units or {}))
+            for k, v in (attrs or {}).items():
+                ds.attrs[k] = v if isinstance(v, (int, float, str, np.generic)) else _json(v)
+        except BaseException:
+            del grp[tmp]
+            raise
         if name in grp:
             del grp[name]
         grp.move(tmp, name)

@@ -12,6 +12,7 @@ import configparser
 import io
 import os
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,14 @@ def _parse_rate(text: str) -> float:
     return float(t)
 
 
+def _member(zf: zipfile.ZipFile, path: Path, name: str) -> bytes:
+    """One member's bytes; a damaged member (bad CRC, broken deflate stream) is a FormatError."""
+    try:
+        return zf.read(name)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise FormatError(f"{path}: damaged member {name!r}: {exc}") from None
+
+
 def read_sr(path: str | os.PathLike[str]) -> SrSession:
     """Read the logic channels of a session file written by sigrok, PulseView or :func:`write_sr`."""
     path = Path(path)
@@ -94,11 +103,14 @@ def read_sr(path: str | os.PathLike[str]) -> SrSession:
         names = set(zf.namelist())
         if "metadata" not in names:
             raise FormatError(f"{path}: no 'metadata' member: not a sigrok session file")
-        version = zf.read("version").decode().strip() if "version" in names else "?"
+        version = _member(zf, path, "version").decode("utf-8", "replace").strip() if "version" in names else "?"
         if version != "2":
             raise FormatError(f"{path}: session format version {version!r}; nicrig reads version 2")
         cfg = configparser.ConfigParser(interpolation=None, strict=False)
-        cfg.read_file(io.StringIO(zf.read("metadata").decode("utf-8", "replace")))
+        try:
+            cfg.read_file(io.StringIO(_member(zf, path, "metadata").decode("utf-8", "replace")))
+        except configparser.Error as exc:
+            raise FormatError(f"{path}: unreadable metadata: {' '.join(str(exc).split())}") from None
         dev = next((s for s in cfg.sections() if s.startswith("device")), None)
         if dev is None:
             raise FormatError(f"{path}: metadata has no [device] section")
@@ -111,13 +123,15 @@ def read_sr(path: str | os.PathLike[str]) -> SrSession:
             raise FormatError(f"{path}: bad metadata value: {exc}") from None
         if nprobes <= 0:
             raise FormatError(f"{path}: no logic channels")
+        if unitsize <= 0:
+            raise FormatError(f"{path}: bad unitsize {unitsize}")
         channels = [sec.get(f"probe{i + 1}", f"D{i}") for i in range(nprobes)]
         prefix = sec.get("capturefile", "logic-1")
         parts = sorted(
-            (n for n in names if n == prefix or n.startswith(prefix + "-")),
+            (n for n in names if n == prefix or (n.startswith(prefix + "-") and n[len(prefix) + 1:].isdigit())),
             key=lambda n: int(n.rsplit("-", 1)[-1]) if n != prefix else 0,
         )
-        raw = b"".join(zf.read(n) for n in parts)
+        raw = b"".join(_member(zf, path, n) for n in parts)
     if len(raw) % unitsize:
         raise FormatError(f"{path}: {len(raw)} data bytes is not a whole number of {unitsize}-byte samples")
     samples = np.frombuffer(raw, dtype=np.uint8).reshape(-1, unitsize).copy()

@@ -21,6 +21,8 @@ from nicrig.errors import NicrigError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("nicrig.acquisition.sim.command", "simulate the rig into a capture set (.h5)"),
     "info": ("nicrig.acquisition.info", "describe a capture set: sources, channels, tables"),
+    "import": ("nicrig.acquisition.importing", "import a VCD, sigrok .sr or CSV capture into a capture set"),
+    "export": ("nicrig.acquisition.exporting", "export a source of a capture set to .sr or VCD"),
 }
 
 

@@ -1,0 +1,170 @@
+"""``nicrig export SET.h5 --source S -o FILE.sr|FILE.vcd``: a source for PulseView, sigrok-cli or GTKWave.
+
+``.sr`` (sigrok session, :func:`nicrig.acquisition.srzip.write_sr`) holds uniformly spaced
+samples: a state-mode source is written at its nominal clock rate. ``.vcd``
+(:func:`nicrig.acquisition.vcd.write_vcd`) keeps the exact times (ps, common timeline)
+and vectors as multi-bit wires, and reads back into nicrig exactly. ``--channels``
+picks channels by name, vector name or shell-style glob. Both files are written under a
+temporary name and renamed into place when complete. See ``docs/import-export.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import fnmatch
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: PulseView draws at most this many logic channels of a session file.
+PULSEVIEW_MAX_CHANNELS = 64
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="SET.h5", help="capture set to export from")
+    p.add_argument("--source", metavar="NAME", help="source to export (default: the set's only source)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write: .sr or .vcd")
+    p.add_argument("--format", choices=["sr", "vcd"], help="output format (default: from the extension)")
+    p.add_argument("--channels", metavar="LIST",
+                   help="comma-separated channel names, vector names (AD = all its bits) or globs ('AD[[]1*', "
+                        "'*#'); default: all, always in the source's order")
+    p.add_argument("--strict", action="store_true",
+                   help=f"refuse a .sr with more than {PULSEVIEW_MAX_CHANNELS} channels instead of warning")
+
+
+def select_channels(source: Any, spec: str | None) -> list[str]:
+    """The channels ``spec`` names, in the source's order; an item matching nothing is a UsageError."""
+    from nicrig.errors import UsageError
+
+    if spec is None:
+        return list(source.channels)
+    chans, vectors = list(source.channels), dict(source.vectors)
+    chosen: set[str] = set()
+    for item in (s.strip() for s in spec.split(",")):
+        if not item:
+            continue
+        if item in chans:
+            chosen.add(item)
+        elif item in vectors:
+            chosen.update(vectors[item])
+        else:
+            hits = fnmatch.filter(chans, item)
+            for v in fnmatch.filter(vectors, item):
+                hits += vectors[v]
+            if not hits:
+                close = difflib.get_close_matches(item, chans + list(vectors), n=6, cutoff=0.5)
+                hint = f"; close names: {', '.join(close)}" if close else \
+                    f"; channels: {', '.join(chans[:12])}{', ...' if len(chans) > 12 else ''}"
+                raise UsageError(f"source {source.name!r}: --channels item {item!r} matches nothing{hint}")
+            chosen.update(hits)
+    if not chosen:
+        raise UsageError("--channels selects no channel")
+    return [c for c in chans if c in chosen]
+
+
+def _pick_source(cs: Any, name: str | None) -> Any:
+    from nicrig.errors import UsageError
+
+    if name is None:
+        names = cs.source_names
+        if len(names) != 1:
+            raise UsageError(f"{cs.path} has {len(names)} sources ({', '.join(names) or 'none'}): "
+                             "give --source NAME")
+        name = names[0]
+    return cs.source(name)
+
+
+def run(args: argparse.Namespace) -> int:
+    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.errors import UsageError
+
+    out = Path(args.output)
+    fmt = args.format or {".sr": "sr", ".vcd": "vcd"}.get(out.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"{out}: unknown extension {out.suffix!r}: use .sr or .vcd (or --format)")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"{out}: folder {folder} does not exist")
+    with CaptureSet.open(args.file) as cs:
+        src = _pick_source(cs, args.source)
+        chans = select_channels(src, args.channels)
+        if src.num_samples == 0:
+            raise UsageError(f"source {src.name!r} has no samples to export")
+        bar = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            bar = Progress(console=Console(stderr=True), transient=True)
+            task = bar.add_task(f"writing {out.name}", total=src.num_samples)
+            bar.start()
+
+        def progress(done: int, total: int) -> None:
+            if bar is not None:
+                bar.update(task, completed=done)
+
+        try:
+            if fmt == "sr":
+                _export_sr(src, chans, out, args.strict, progress)
+            else:
+                from nicrig.acquisition.vcd import write_vcd
+
+                s = write_vcd(out, src, chans, progress=progress)
+                vec = ", ".join(f"{k}[{w}]" for k, w in s["vectors"].items())
+                print(f"wrote {out}: source {src.name!r}, {s['samples']:,} samples, {s['channels']} channels "
+                      f"as {s['variables']} variables" + (f" (vectors {vec})" if vec else "")
+                      + f", {s['changes']:,} value changes; VCD time 0 is {s['time_origin_ps']} ps on the set's timeline")
+                if s["clock"]:
+                    print(f"  note: state-mode source: clock wire {s['clock']} rises at each sample; "
+                          f"re-import with: nicrig import {out.name} --clock {s['clock']} (automatic for nicrig)")
+                if s["renamed"]:
+                    shown = ", ".join(f"{o!r} as {r}" for r, o in list(s["renamed"].items())[:6])
+                    print(f"  note: renamed for VCD: {shown} (nicrig's import restores the names)")
+        finally:
+            if bar is not None:
+                bar.stop()
+    return 0
+
+
+def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: Any) -> None:
+    import numpy as np
+
+    from nicrig.acquisition.capture import pack_bits, unpack_bits
+    from nicrig.acquisition.srzip import write_sr
+    from nicrig.acquisition.vcd import nominal_rate
+    from nicrig.errors import UsageError
+
+    if len(chans) > PULSEVIEW_MAX_CHANNELS:
+        msg = (f"{out.name} would have {len(chans)} logic channels; PulseView draws at most "
+               f"{PULSEVIEW_MAX_CHANNELS}: pick some with --channels (e.g. --channels 'FRAME#,IRDY#,TRDY#,AD')")
+        if strict:
+            raise UsageError(msg + " (or drop --strict)")
+        print(f"nicrig: warning: {msg}", file=sys.stderr)
+    if src.mode == "state":
+        rate = nominal_rate(src)
+        print(f"  note: state-mode source written at its nominal clock rate {rate / 1e6:g} MHz: in the .sr the "
+              "sample spacing becomes uniform (the exact timestamps are kept only by a VCD export)")
+    else:
+        rate = float(src.samplerate_hz)
+    subset = chans != list(src.channels)
+    cols = np.array([src.channel_index(c) for c in chans], dtype=np.intp)
+    nsrc = len(src.channels)
+    n = src.num_samples
+
+    def blocks():  # type: ignore[no-untyped-def]
+        for b0, packed in src.iter_packed(block=1 << 20):
+            yield pack_bits(unpack_bits(packed, nsrc)[:, cols]) if subset else packed
+            progress(b0 + len(packed), n)
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent if str(out.parent) else ".")
+    os.close(fd)
+    try:
+        total = write_sr(tmp, chans, rate, blocks())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    print(f"wrote {out}: source {src.name!r}, {total:,} samples, {len(chans)} channels at {rate / 1e6:g} MHz")

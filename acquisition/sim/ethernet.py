@@ -1,0 +1,251 @@
+"""Ethernet frames as an IEEE 802.3 MAC hands them to the PHY, and their time on the wire.
+
+A frame here is what 802.3 clause 3.1.1 (Figure 3-1) calls the MAC frame: from the
+first octet of the destination address through the last octet of the FCS. The
+preamble, SFD and inter-frame gap are not part of it; the timing functions and
+the GMII renderer (:mod:`nicrig.acquisition.sim.gmii`) add them.
+
+Byte order: ``Frame.data`` lists octets in the order they are transmitted; within an
+octet the least significant bit goes first (clause 3.3). The FCS octets are therefore
+the little-endian bytes of the reflected CRC-32 that :func:`zlib.crc32` returns.
+
+Ethernet, 802.1Q, IPv4 and UDP headers are built with Scapy so that nicrig and the
+decoders that check it do not share a hand-written header packer. MAC Control
+parameters (PAUSE, PFC) are packed here from the annex layouts, which the tests
+check against Scapy and Wireshark.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from scapy.layers.inet import IP, UDP, fragment
+from scapy.layers.l2 import Dot1Q, Ether
+from scapy.packet import Packet, Raw
+
+from nicrig.udpmon.payload import parse_header
+
+#: Seven preamble octets and the start frame delimiter (802.3 clause 3.2.1, 3.2.2), in
+#: transmission order. Sent LSB first, 0x55 is 1010... and 0xD5 ends in the SFD's "11".
+PREAMBLE_SFD = b"\x55" * 7 + b"\xd5"
+#: Minimum inter-packet gap, 96 bit times (802.3 clause 4.4.2), in octets.
+IFG_BYTES = 12
+#: Minimum frame length including the FCS (802.3 clause 4.4.2, minFrameSize 512 bits).
+MIN_FRAME_BYTES = 64
+FCS_BYTES = 4
+#: One pause_time quantum is 512 bit times (802.3 Annex 31B.2).
+PAUSE_QUANTUM_BITS = 512
+#: CRC-32 of a frame with a correct FCS, as :func:`zlib.crc32` reports it (the 802.3
+#: clause 3.2.9 remainder 0xC704DD7B, bit-reflected and complemented).
+CRC32_RESIDUE = 0x2144DF1C
+
+#: Reserved multicast address of MAC Control frames (802.3 Annex 31B.1).
+MAC_CONTROL_DST = "01:80:c2:00:00:01"
+ETHERTYPE_IPV4 = 0x0800
+ETHERTYPE_VLAN = 0x8100
+ETHERTYPE_MAC_CONTROL = 0x8808
+OPCODE_PAUSE = 0x0001
+OPCODE_PFC = 0x0101
+
+IPV4_HEADER_BYTES = 20
+UDP_HEADER_BYTES = 8
+#: Smallest MTU every IPv4 link must carry (RFC 791).
+IPV4_MIN_MTU = 68
+KINDS = ("udp", "pause", "pfc", "other")
+
+_HEADER_BYTES = 14
+_VLAN_TAG_BYTES = 4
+_PAUSE_PARAMS = struct.Struct("!HH")
+_PFC_PARAMS = struct.Struct("!HH8H")
+
+
+# -- time on the wire -------------------------------------------------------------------------
+
+def frame_time_on_wire_ns(frame_len_bytes: int, rate_bps: float = 1e9) -> float:
+    """Time in ns from the first preamble bit to the last FCS bit of a frame of
+    ``frame_len_bytes`` (destination address .. FCS) at ``rate_bps`` (802.3 clause 3.2)."""
+    return (len(PREAMBLE_SFD) + frame_len_bytes) * 8 * 1e9 / rate_bps
+
+
+def wire_time_ns(frame_len_bytes: int, rate_bps: float = 1e9) -> float:
+    """Time in ns a frame of ``frame_len_bytes`` (destination .. FCS) holds the link at
+    ``rate_bps``: preamble + SFD (8 B), the frame, then the minimum IFG (12 B, clause 4.4.2).
+    Back-to-back frames start one ``wire_time_ns`` apart."""
+    return (len(PREAMBLE_SFD) + frame_len_bytes + IFG_BYTES) * 8 * 1e9 / rate_bps
+
+
+def pause_time_ns(quanta: int, rate_bps: float = 1e9) -> float:
+    """Time in ns that ``quanta`` pause quanta (512 bit times each, Annex 31B.2) last at ``rate_bps``."""
+    return quanta * PAUSE_QUANTUM_BITS * 1e9 / rate_bps
+
+
+# -- FCS --------------------------------------------------------------------------------------
+
+def fcs(frame_without_fcs: bytes) -> bytes:
+    """The 4 FCS octets (802.3 clause 3.2.9) of destination .. end of pad, in transmission order.
+
+    zlib's CRC-32 is the clause 3.2.9 CRC computed on LSB-first octets, with the
+    complemented first 32 bits and complemented remainder; its little-endian bytes put
+    the x^31 coefficient first on the wire, as the clause requires.
+    """
+    return zlib.crc32(frame_without_fcs).to_bytes(FCS_BYTES, "little")
+
+
+def fcs_ok(frame: bytes) -> bool:
+    """True when ``frame`` (destination .. FCS) carries the right FCS: its CRC leaves the residue."""
+    return zlib.crc32(frame) == CRC32_RESIDUE
+
+
+# -- the frame record ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A MAC frame, the unit the rig model schedules and the GMII renderer draws.
+
+    ``data`` runs from the destination address through the FCS. ``kind`` is one of
+    :data:`KINDS`; ``seq`` the nicrig header's sequence number (-1 if none);
+    ``pause_quanta`` the pause_time of a PAUSE frame (-1 otherwise, PFC included: its eight
+    times are in ``data``). ``error_at`` lists offsets into ``data`` of octets during which
+    the PHY interface asserts TX_ER / RX_ER (802.3 clause 35.2.2.5, 35.2.2.8).
+
+    At least 18 bytes (a header and an FCS); shorter than 64 is allowed, as a runt for
+    decoder tests.
+    """
+
+    data: bytes
+    kind: str = "other"
+    seq: int = -1
+    pause_quanta: int = -1
+    error_at: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.data) < _HEADER_BYTES + FCS_BYTES:
+            raise ValueError(f"frame of {len(self.data)} bytes: needs at least a 14-byte header and the FCS")
+        if self.kind not in KINDS:
+            raise ValueError(f"frame kind {self.kind!r}: not one of {KINDS}")
+        if any(not 0 <= i < len(self.data) for i in self.error_at):
+            raise ValueError(f"error_at {self.error_at}: offsets must lie in the frame's {len(self.data)} bytes")
+
+    @property
+    def dst(self) -> str:
+        """Destination address, ``aa:bb:cc:dd:ee:ff``."""
+        return self.data[0:6].hex(":")
+
+    @property
+    def src(self) -> str:
+        """Source address, ``aa:bb:cc:dd:ee:ff``."""
+        return self.data[6:12].hex(":")
+
+    @property
+    def ethertype(self) -> int:
+        """The outer Length/Type field; 0x8100 when an 802.1Q tag follows the source address."""
+        return int.from_bytes(self.data[12:14], "big")
+
+    @property
+    def vlan_id(self) -> int:
+        """The 802.1Q VLAN identifier (12 bits of the TCI), or -1 for an untagged frame."""
+        if self.ethertype != ETHERTYPE_VLAN:
+            return -1
+        return int.from_bytes(self.data[14:16], "big") & 0x0FFF
+
+    @property
+    def inner_ethertype(self) -> int:
+        """The Type of the MAC client data: after the VLAN tag if any, else :attr:`ethertype`."""
+        if self.ethertype != ETHERTYPE_VLAN:
+            return self.ethertype
+        return int.from_bytes(self.data[16:18], "big")
+
+    @property
+    def fcs_ok(self) -> bool:
+        """True when the FCS matches the rest of the frame."""
+        return fcs_ok(self.data)
+
+    @property
+    def ip_fragment_offset(self) -> int:
+        """The IPv4 Fragment Offset field, in units of 8 bytes (RFC 791) as Scapy's ``IP.frag``
+        and Wireshark's ``ip.frag_offset`` show it; -1 if the frame does not carry IPv4."""
+        ip = _HEADER_BYTES + (_VLAN_TAG_BYTES if self.ethertype == ETHERTYPE_VLAN else 0)
+        if self.inner_ethertype != ETHERTYPE_IPV4 or len(self.data) < ip + IPV4_HEADER_BYTES:
+            return -1
+        return int.from_bytes(self.data[ip + 6:ip + 8], "big") & 0x1FFF
+
+
+def _stack(*layers: Packet) -> Packet:
+    """``layers[0] / layers[1] / ...`` without the copies Scapy's ``/`` makes of each
+    operand (they cost about 40% of building a frame); the layers must be freshly made."""
+    for upper in layers[1:]:
+        layers[0].add_payload(upper)
+    return layers[0]
+
+
+def _finish(packet: Packet | bytes, kind: str, seq: int = -1, pause_quanta: int = -1) -> Frame:
+    """Pad to 60 bytes (64 with the FCS: clause 3.2.8 Pad field) and append the FCS."""
+    body = bytes(packet).ljust(MIN_FRAME_BYTES - FCS_BYTES, b"\x00")
+    return Frame(body + fcs(body), kind=kind, seq=seq, pause_quanta=pause_quanta)
+
+
+def corrupt_fcs(frame: Frame) -> Frame:
+    """``frame`` with every FCS bit inverted, hence a wrong FCS; other fields kept."""
+    bad = bytes(b ^ 0xFF for b in frame.data[-FCS_BYTES:])
+    return replace(frame, data=frame.data[:-FCS_BYTES] + bad)
+
+
+# -- frame builders -----------------------------------------------------------------------------
+
+def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str,
+               sport: int, dport: int, ip_id: int, mtu: int = 1500, vlan: int | None = None) -> list[Frame]:
+    """Ethernet (optionally 802.1Q-tagged) / IPv4 / UDP frames carrying ``payload``.
+
+    The UDP checksum covers the whole datagram. When the IP packet (payload + 28 bytes)
+    exceeds ``mtu`` (bytes, IP header included) it is split into IPv4 fragments of at most
+    ``mtu`` bytes each, offsets a multiple of 8 (RFC 791); the first one carries the UDP
+    header and so the nicrig header. Every fragment's Frame gets the header's ``seq`` (for
+    bookkeeping), and ``kind`` "udp". Frames are padded to 64 bytes with the FCS.
+    """
+    if mtu < IPV4_MIN_MTU:
+        raise ValueError(f"mtu {mtu} bytes: IPv4 needs at least {IPV4_MIN_MTU}")
+    if len(payload) > 0xFFFF - IPV4_HEADER_BYTES - UDP_HEADER_BYTES:
+        raise ValueError(f"UDP payload of {len(payload)} bytes does not fit an IPv4 datagram")
+    link: list[Packet] = [Ether(dst=dst_mac, src=src_mac)]
+    if vlan is not None:
+        if not 0 <= vlan <= 0xFFF:
+            raise ValueError(f"vlan {vlan}: a VLAN ID has 12 bits")
+        link.append(Dot1Q(vlan=vlan))
+    packet = _stack(*link, IP(src=src_ip, dst=dst_ip, id=ip_id), UDP(sport=sport, dport=dport), Raw(payload))
+    header = parse_header(payload)
+    seq = header.seq if header else -1
+    if len(payload) + IPV4_HEADER_BYTES + UDP_HEADER_BYTES > mtu:
+        packets = fragment(packet, fragsize=mtu - IPV4_HEADER_BYTES)
+    else:
+        packets = [packet]
+    return [_finish(p, "udp", seq) for p in packets]
+
+
+def pause_frame(src_mac: str, quanta: int) -> Frame:
+    """An 802.3 Annex 31B PAUSE frame asking the peer to stop for ``quanta`` x 512 bit times.
+
+    Layout: dst 01-80-C2-00-00-01, src, Type 0x8808, opcode 0x0001, pause_time (2 bytes,
+    big-endian), 42 zero bytes of reserved field, FCS: 64 bytes.
+    """
+    if not 0 <= quanta <= 0xFFFF:
+        raise ValueError(f"pause quanta {quanta}: pause_time is a 16-bit field")
+    header = Ether(dst=MAC_CONTROL_DST, src=src_mac, type=ETHERTYPE_MAC_CONTROL)
+    return _finish(_stack(header, Raw(_PAUSE_PARAMS.pack(OPCODE_PAUSE, quanta))), "pause", pause_quanta=quanta)
+
+
+def pfc_frame(src_mac: str, class_enable: int, quanta8: Sequence[int]) -> Frame:
+    """A priority-based flow control frame (IEEE 802.1Qbb; format in 802.3 Annex 31D).
+
+    Layout: dst 01-80-C2-00-00-01, src, Type 0x8808, opcode 0x0101, priority_enable_vector
+    (2 bytes; bit n of ``class_enable`` enables priority n, the upper octet is reserved 0),
+    time[0]..time[7] (2 bytes each, quanta of 512 bit times), 26 zero bytes, FCS: 64 bytes.
+    """
+    if not 0 <= class_enable <= 0xFF:
+        raise ValueError(f"class_enable {class_enable:#x}: one bit for each of 8 priorities")
+    if len(quanta8) != 8 or any(not 0 <= q <= 0xFFFF for q in quanta8):
+        raise ValueError(f"quanta8 {quanta8}: needs eight 16-bit pause times")
+    header = Ether(dst=MAC_CONTROL_DST, src=src_mac, type=ETHERTYPE_MAC_CONTROL)
+    return _finish(_stack(header, Raw(_PFC_PARAMS.pack(OPCODE_PFC, class_enable, *quanta8))), "pfc")

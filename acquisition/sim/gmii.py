@@ -1,0 +1,154 @@
+"""GMII signals (IEEE 802.3 clause 35) of scheduled Ethernet frames, as a state-mode probe sees them.
+
+The probe sits at host A's GMII: the TX lines carry frames A->B, the RX lines frames
+B->A. One sample per 125 MHz GTX_CLK / RX_CLK cycle (8 ns); the two clocks are taken as
+one time base, clock index 0 at the start of the capture. Each clock carries one octet,
+TXD<0> / RXD<0> its least significant bit, which is the first bit on the wire (35.2.2.4,
+35.2.2.7). TX_EN / RX_DV are high from the first preamble octet through the last FCS
+octet (35.2.2.3, 35.2.2.6); between frames they are low and the data lines are 0x00,
+"normal inter-frame" (Tables 35-1, 35-2). TX_ER / RX_ER are high only on the octets a
+frame's ``error_at`` names: "transmit error propagation" / "data reception error"
+(35.2.2.5, 35.2.2.8).
+
+Samples are packed as :func:`nicrig.acquisition.capture.pack_bits` packs them (channel
+``k`` is bit ``k % 8`` of byte ``k // 8``), 3 bytes per sample for :data:`CHANNELS`.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from itertools import chain, repeat
+
+import numpy as np
+
+from nicrig.acquisition.sim.ethernet import IFG_BYTES, PREAMBLE_SFD, Frame
+
+#: GTX_CLK / RX_CLK period at 1000 Mb/s (125 MHz), one sample of :meth:`GmiiRenderer.render`.
+CLOCK_PERIOD_PS = 8000
+#: Clocks from the first preamble octet to the first destination-address octet.
+PREAMBLE_CLOCKS = len(PREAMBLE_SFD)
+#: The minimum inter-frame gap (802.3 clause 4.4.2) in GMII clocks, one octet each.
+IFG_CLOCKS = IFG_BYTES
+
+CHANNELS: tuple[str, ...] = (
+    "TX_EN", "TX_ER", *(f"TXD[{i}]" for i in range(8)),
+    "RX_DV", "RX_ER", *(f"RXD[{i}]" for i in range(8)),
+)
+ROLES = {"tx_en": "TX_EN", "tx_er": "TX_ER", "txd": "TXD", "rx_dv": "RX_DV", "rx_er": "RX_ER", "rxd": "RXD"}
+UNITSIZE = 3
+
+#: One row per frame of :meth:`GmiiRenderer.truth`. ``ss``/``es``: clock (8 ns) of the first
+#: preamble octet / the clock after the last FCS octet. ``length``: bytes, destination .. FCS.
+#: ``ethertype``: the outer Length/Type (0x8100 for a VLAN tag); ``vlan_id``: -1 if untagged;
+#: ``inner_ethertype``: the Type after the tag, equal to ``ethertype`` if untagged.
+#: ``seq``, ``pause_quanta``: as in :class:`Frame`, -1 if none. ``ip_fragment_offset``: the
+#: IPv4 field, in units of 8 bytes as in Wireshark's ``ip.frag_offset``; -1 if not IPv4.
+#: ``error_octets``: how many octets of the frame had TX_ER / RX_ER asserted.
+FRAME_TRUTH_DTYPE = np.dtype([
+    ("ss", np.int64), ("es", np.int64), ("direction", "S2"), ("length", np.int32),
+    ("dst", "S17"), ("src", "S17"), ("ethertype", np.int32), ("vlan_id", np.int32),
+    ("inner_ethertype", np.int32), ("kind", "S8"), ("seq", np.int64), ("pause_quanta", np.int32),
+    ("fcs_ok", np.bool_), ("ip_fragment_offset", np.int32), ("error_octets", np.int32),
+])
+
+
+class _Lane:
+    """One direction of the interface: its frames in start order, checked, indexed for rendering."""
+
+    def __init__(self, direction: str, schedule: Sequence[tuple[int, Frame]]):
+        self.direction = direction
+        starts = np.fromiter((operator.index(s) for s, _ in schedule), dtype=np.int64, count=len(schedule))
+        order = np.argsort(starts, kind="stable")
+        self.frames = [schedule[i][1] for i in order]
+        self.starts = starts[order]
+        lengths = np.fromiter((len(f.data) for f in self.frames), dtype=np.int64, count=len(self.frames))
+        self.ends = self.starts + PREAMBLE_CLOCKS + lengths
+        self._check()
+        with_errors = [(s, f.error_at) for s, f in zip(self.starts.tolist(), self.frames) if f.error_at]
+        self.error_clocks = np.sort(np.fromiter(
+            chain.from_iterable((s + PREAMBLE_CLOCKS + i for i in err) for s, err in with_errors),
+            dtype=np.int64))
+
+    def _check(self) -> None:
+        if len(self.starts) and self.starts[0] < 0:
+            raise ValueError(f"{self.direction}: frame starts at clock {self.starts[0]}, before clock 0")
+        gaps = self.starts[1:] - self.ends[:-1]
+        bad = np.flatnonzero(gaps < IFG_CLOCKS)
+        if len(bad):
+            i = int(bad[0])
+            what = "overlaps" if gaps[i] < 0 else f"follows after only {gaps[i]} idle clocks (< {IFG_CLOCKS}) of"
+            raise ValueError(f"{self.direction}: the frame at clock {self.starts[i + 1]} {what} "
+                             f"the frame at clocks [{self.starts[i]}, {self.ends[i]})")
+
+    def lines(self, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Data octets, enable (0/1) and error (0/1) for clocks [c0, c1), uint8 each."""
+        n = c1 - c0
+        data = np.zeros(n, dtype=np.uint8)
+        er = np.zeros(n, dtype=np.uint8)
+        lo = int(np.searchsorted(self.ends, c0, side="right"))
+        hi = int(np.searchsorted(self.starts, c1, side="left"))
+        if lo >= hi:
+            return data, np.zeros(n, dtype=np.uint8), er
+        # Enable is a +1 at each frame's first clock and a -1 after its last; the IFG keeps
+        # these marks at distinct clocks, so a plain assignment and a running sum draw it.
+        step = np.zeros(n + 1, dtype=np.int8)
+        step[np.maximum(self.starts[lo:hi] - c0, 0)] = 1
+        step[np.minimum(self.ends[lo:hi] - c0, n)] = -1
+        en = np.cumsum(step[:n], dtype=np.int8).view(np.uint8)
+        # The enabled clocks, in order, carry the frames' preamble + frame octets end to
+        # end, less what lies outside the block of the first and last frame.
+        wire = b"".join(chain.from_iterable(zip(repeat(PREAMBLE_SFD), (f.data for f in self.frames[lo:hi]))))
+        head = max(0, c0 - int(self.starts[lo]))
+        tail = max(0, int(self.ends[hi - 1]) - c1)
+        data[en.view(np.bool_)] = np.frombuffer(wire, dtype=np.uint8, count=len(wire) - head - tail, offset=head)
+        e0, e1 = np.searchsorted(self.error_clocks, [c0, c1])
+        er[self.error_clocks[e0:e1] - c0] = 1
+        return data, en, er
+
+    def truth_rows(self) -> list[tuple[object, ...]]:
+        return [
+            (s, e, self.direction.encode(), len(f.data), f.dst.encode(), f.src.encode(), f.ethertype,
+             f.vlan_id, f.inner_ethertype, f.kind.encode(), f.seq, f.pause_quanta, f.fcs_ok,
+             f.ip_fragment_offset, len(set(f.error_at)))
+            for s, e, f in zip(self.starts.tolist(), self.ends.tolist(), self.frames)
+        ]
+
+
+class GmiiRenderer:
+    """Draws the GMII lines of two frame schedules, a block of clocks at a time.
+
+    ``tx`` / ``rx``: ``(clock of the first preamble octet, frame)`` pairs for A->B / B->A, in
+    any order. Frames of one direction must not overlap and must leave at least
+    :data:`IFG_CLOCKS` idle clocks between them (802.3 clause 4.4.2); ValueError otherwise.
+    """
+
+    def __init__(self, tx: Sequence[tuple[int, Frame]], rx: Sequence[tuple[int, Frame]]):
+        self._tx = _Lane("tx", tx)
+        self._rx = _Lane("rx", rx)
+
+    @property
+    def end_clock(self) -> int:
+        """The clock after the last octet of the last frame in either direction (0 if none)."""
+        ends = [int(lane.ends[-1]) for lane in (self._tx, self._rx) if len(lane.ends)]
+        return max(ends, default=0)
+
+    def render(self, c0: int, c1: int) -> np.ndarray:
+        """Packed samples ``(c1 - c0, 3)`` uint8 of clocks [c0, c1); blocks concatenate to one call."""
+        if not 0 <= c0 <= c1:
+            raise ValueError(f"clock range [{c0}, {c1}): needs 0 <= c0 <= c1")
+        txd, tx_en, tx_er = self._tx.lines(c0, c1)
+        rxd, rx_dv, rx_er = self._rx.lines(c0, c1)
+        out = np.empty((c1 - c0, UNITSIZE), dtype=np.uint8)
+        # Channel k is bit k % 8 of byte k // 8: byte 0 = TX_EN, TX_ER, TXD[0..5];
+        # byte 1 = TXD[6..7], RX_DV, RX_ER, RXD[0..3]; byte 2 = RXD[4..7]. uint8 shifts
+        # drop the bits that belong to the next byte.
+        out[:, 0] = tx_en | (tx_er << 1) | (txd << 2)
+        out[:, 1] = (txd >> 6) | (rx_dv << 2) | (rx_er << 3) | (rxd << 4)
+        out[:, 2] = rxd >> 4
+        return out
+
+    def truth(self) -> np.ndarray:
+        """One :data:`FRAME_TRUTH_DTYPE` row per frame of both directions, by ``ss`` (tx first on a tie)."""
+        rows = np.array(self._tx.truth_rows() + self._rx.truth_rows(), dtype=FRAME_TRUTH_DTYPE)
+        return rows[np.argsort(rows["ss"], kind="stable")]

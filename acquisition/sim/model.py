@@ -1,0 +1,673 @@
+"""The rig as a discrete-event model: two hosts, their PCI buses and NICs, one full-duplex gigabit link.
+
+The model decides *when* every bus transaction, frame and interrupt happens;
+``pci_bus`` and ``gmii`` turn its output into signals. Time is SimPy time in
+integer picoseconds from the start of the run. Host A sends (stream) or
+requests (latency); host B receives or responds. What each step costs is a
+profile field (``data/profiles``); the mechanisms are those of seed 002:
+
+* send: application + stack (``tx_sw_us`` + copy per byte), then the driver's
+  CSR accesses to the NIC (``tx_csr``, host bridge as master, retried with
+  STOP# for ``csr_retries`` on some NICs), then the NIC fetches the descriptor
+  and the frame by DMA (bursts of ``dma_burst_bytes``) and transmits it after
+  ``tx_mac_latency_ns`` (store and forward);
+* wire: 8 ns per byte at 1 Gbit/s, preamble+SFD 8 bytes, gap 12 bytes (IEEE
+  802.3 clause 4); MAC control PAUSE frames stop the partner's transmitter
+  for ``quanta * 512`` bit times (Annex 31B);
+* receive: the frame waits in the NIC's receive FIFO until a receive
+  descriptor is free, is written to memory by DMA, and an interrupt is raised
+  after the coalescence delay (``rx_int_delay_us``; 0 = per frame). The
+  interrupt service reads the NIC's cause register (which deasserts INTA#),
+  processes the frames (``rx_sw_us`` + copy each), returns the descriptors and
+  re-enables interrupts. When the FIFO passes ``fc_high_water_bytes`` the NIC
+  sends PAUSE; below ``fc_low_water_bytes`` it sends XON (PAUSE 0).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Literal
+
+import numpy as np
+import simpy
+
+from nicrig.acquisition.sim.ethernet import Frame, pause_frame, udp_frames
+from nicrig.acquisition.sim.pci_bus import TURNAROUND_CLOCKS, PciTransaction, busy_clocks
+from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
+from nicrig.errors import UsageError
+from nicrig.udpmon.payload import Kind, make_payload
+
+PS_PER_NS = 1000
+PS_PER_US = 1_000_000
+GMII_PERIOD_PS = 8000
+MAX_UDP_PAYLOAD = 65507
+PAUSE_QUANTUM_BITS = 512
+CMD_MEMORY_READ, CMD_MEMORY_WRITE, CMD_MEMORY_READ_MULTIPLE = 0x6, 0x7, 0xC
+# Clocks a host bridge waits before repeating a transaction the target retried.
+RETRY_REISSUE_CLOCKS = 4
+
+Process = Generator[Any, Any, Any]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What the hosts do: a spaced stream (A -> B) or request-response (A asks, B answers)."""
+
+    kind: Literal["stream", "latency"]
+    size_bytes: int
+    count: int
+    spacing_us: float = 0.0
+    request_bytes: int = 64
+    mtu: int = 1500
+    start_us: float = 5.0
+    seed: int = 1
+
+    def check(self) -> None:
+        if self.kind not in ("stream", "latency"):
+            raise UsageError(f"unknown scenario {self.kind!r} (choose stream or latency)")
+        for name, v in (("size", self.size_bytes), ("request size", self.request_bytes)):
+            if not 1 <= v <= MAX_UDP_PAYLOAD:
+                raise UsageError(f"{name} {v} bytes: a UDP payload is 1 to {MAX_UDP_PAYLOAD} bytes")
+        if self.count < 1:
+            raise UsageError(f"count {self.count}: at least one packet")
+        if self.spacing_us < 0 or not math.isfinite(self.spacing_us):
+            raise UsageError(f"spacing {self.spacing_us} us: must be zero or positive")
+        if not 576 <= self.mtu <= 9216:
+            raise UsageError(f"mtu {self.mtu}: must be 576 to 9216 bytes")
+
+
+@dataclass
+class BusRecord:
+    """What happened on one host's bus: transactions (clock-scheduled) and INTA# intervals."""
+
+    profile: BusProfile
+    phase_ps: int
+    transactions: list[PciTransaction] = field(default_factory=list)
+    purposes: list[str] = field(default_factory=list)
+    interrupts: list[list[int]] = field(default_factory=list)  # [assert_clk, deassert_clk]
+    free_clk: int = 0
+
+    def clock_at_or_after(self, t_ps: float) -> int:
+        """The first rising edge at or after ``t_ps``: exactly the inverse of :meth:`time_of`."""
+        clk = max(0, math.ceil((t_ps - self.phase_ps) / self.profile.period_ps))
+        while clk > 0 and self.time_of(clk - 1) >= t_ps:
+            clk -= 1
+        while self.time_of(clk) < t_ps:
+            clk += 1
+        return clk
+
+    def time_of(self, clk: int) -> int:
+        """Time (ps) of rising edge ``clk``."""
+        return self.phase_ps + round(clk * self.profile.period_ps)
+
+
+@dataclass
+class RigRun:
+    """Everything the model produced, in picoseconds from the start of the run."""
+
+    buses: dict[str, BusRecord]
+    probe_tx: list[tuple[int, Frame]]  # (start clock on the 125 MHz probe grid, frame) A -> B
+    probe_rx: list[tuple[int, Frame]]  # B -> A, as seen at A's GMII
+    probe_phase_ps: int
+    packets: list[tuple]  # rows of PACKET_DTYPE
+    interrupts: list[tuple]  # rows of INTERRUPT_DTYPE
+    counters: dict[str, int]
+    trigger_ps: int
+    end_ps: int
+
+
+PACKET_DTYPE = np.dtype([
+    ("seq", "<i8"), ("kind", "S8"), ("size_bytes", "<i8"), ("frames", "<i8"),
+    ("t_app_send_ps", "<i8"), ("t_wire_start_ps", "<i8"), ("t_app_recv_ps", "<i8"),
+])
+INTERRUPT_DTYPE = np.dtype([
+    ("host", "S8"), ("t_assert_ps", "<i8"), ("t_deassert_ps", "<i8"),
+    ("rx_frames", "<i8"), ("tx_frames", "<i8"),
+])
+
+
+def is_last_fragment(frame: Frame) -> bool:
+    """False while the IPv4 "more fragments" flag is set (RFC 791), True otherwise."""
+    if frame.ip_fragment_offset < 0:
+        return True
+    flags_at = 14 + (4 if frame.vlan_id >= 0 else 0) + 6
+    return not frame.data[flags_at] & 0x20
+
+
+def _dma_chunks(address: int, payload: bytes, nic_burst: int, host_cut: int) -> list[tuple[int, bytes, bool]]:
+    """Split a DMA into bus transactions: (address, bytes, ended by the NIC itself).
+
+    A transaction ends at the NIC's burst limit or the end of the data (normal
+    completion), or earlier where the host bridge disconnects at a multiple of
+    ``host_cut`` bytes of address (PCI 3.0 3.3.3.2.1, disconnect with data).
+    """
+    out = []
+    end = address + len(payload)
+    burst_start = pos = address
+    while pos < end:
+        burst_end = min(burst_start + nic_burst, end)
+        cut = min(burst_end, (pos // host_cut + 1) * host_cut)
+        out.append((pos, payload[pos - address:cut - address], cut == burst_end))
+        pos = cut
+        if cut == burst_end:
+            burst_start = cut
+    return out
+
+
+class Link:
+    """One direction of the full-duplex link: a MAC transmitter with PAUSE handling (802.3 Annex 31B)."""
+
+    def __init__(self, env: simpy.Environment, rig: Rig, name: str, probe: list[tuple[int, Frame]]):
+        self.env, self.rig, self.name, self.probe = env, rig, name, probe
+        self.control: deque[Frame] = deque()
+        self.data: deque[tuple[Frame, Callable[[], None]]] = deque()
+        self.kick = env.event()
+        self.free_ps = 0
+        self.paused_until = 0
+        self.pause_changed = env.event()
+        self.deliver: Callable[[Frame, int], None] = lambda f, t: None
+        env.process(self._run())
+
+    def _wake(self) -> None:
+        if not self.kick.triggered:
+            self.kick.succeed()
+
+    def send_control(self, frame: Frame) -> None:
+        self.control.append(frame)
+        self._wake()
+
+    def send_data(self, frame: Frame, done: Callable[[], None]) -> None:
+        self.data.append((frame, done))
+        self._wake()
+
+    def pause(self, quanta: int) -> None:
+        """A PAUSE from the partner arrived: stop sending data for ``quanta`` x 512 bit times (0 resumes)."""
+        self.paused_until = self.env.now + quanta * PAUSE_QUANTUM_BITS * self.rig.ps_per_bit
+        ev, self.pause_changed = self.pause_changed, self.env.event()
+        ev.succeed()
+
+    def _run(self) -> Process:
+        env = self.env
+        while True:
+            if not self.control and not self.data:
+                self.kick = env.event()
+                yield self.kick
+                continue
+            if not self.control and env.now < self.paused_until:
+                self.kick = env.event()
+                yield env.timeout(self.paused_until - env.now) | self.pause_changed | self.kick
+                continue
+            frame, done = (self.control.popleft(), None) if self.control else self.data.popleft()
+            clk = max(math.ceil((max(env.now, self.free_ps) - self.rig.probe_phase_ps) / GMII_PERIOD_PS), 0)
+            start = self.rig.probe_phase_ps + clk * GMII_PERIOD_PS
+            self.probe.append((clk, frame))
+            on_wire_ps = (8 + len(frame.data)) * 8 * self.rig.ps_per_bit
+            self.free_ps = start + on_wire_ps + 12 * 8 * self.rig.ps_per_bit
+            yield env.timeout(start + on_wire_ps - env.now)
+            if done is not None:
+                done()
+            arrival = env.now + self.rig.phy_latency_ps
+            env.process(self._arrive(frame, arrival, start))
+
+    def _arrive(self, frame: Frame, at_ps: int, start_ps: int) -> Process:
+        yield self.env.timeout(at_ps - self.env.now)
+        self.deliver(frame, start_ps)
+
+
+class Host:
+    """One host: CPU, driver, NIC (DMA engines, FIFOs, interrupt logic) on its bus."""
+
+    def __init__(self, env: simpy.Environment, rig: Rig, name: str, bus: BusRecord,
+                 nic: NicProfile, host: HostProfile, tx_link: Link, mac: str, ip: str):
+        self.env, self.rig, self.name, self.bus = env, rig, name, bus
+        self.nic, self.hp, self.tx_link = nic, host, tx_link
+        self.mac, self.ip = mac, ip
+        self.cpu = simpy.PriorityResource(env, capacity=1)
+        self.posted: deque[tuple[str, Callable[[], None] | None]] = deque()
+        self.posted_kick = env.event()
+        self.posted_idle = env.event()
+        # transmit side
+        self.tx_slots = nic.tx_ring
+        self.tx_slot_freed = env.event()
+        self.tx_doorbell: deque[Frame] = deque()
+        self.tx_kick = env.event()
+        self.tx_fifo_used = 0
+        self.tx_fifo_freed = env.event()
+        self.tx_completed = 0
+        self.tx_next_slot = 0
+        # receive side
+        self.rx_fifo_used = 0
+        self.rx_pending: deque[Frame] = deque()
+        self.rx_kick = env.event()
+        self.rx_desc_free = nic.rx_ring
+        self.rx_desc_freed = env.event()
+        self.rx_done: deque[Frame] = deque()
+        self.rx_next_slot = 0
+        self.xoff_until = -1
+        # interrupts
+        self.int_asserted = False
+        self.int_timer_due: int | None = None
+        self.int_event = env.event()
+        self._row = -1
+        self.on_receive: Callable[[Frame, int], None] = lambda f, t: None
+        self.counters = {"rx_fifo_overflow": 0, "pause_sent": 0, "xon_sent": 0, "interrupts": 0}
+        env.process(self._poster())
+        env.process(self._nic_tx())
+        env.process(self._nic_rx_dma())
+        env.process(self._isr_loop())
+
+    # -- bus ------------------------------------------------------------------------------
+    def transact(self, txn: PciTransaction, purpose: str) -> Process:
+        """Run ``txn`` on this host's bus as soon as the bus is free; resume at its end."""
+        bus = self.bus
+        earliest = bus.clock_at_or_after(self.env.now)
+        if txn.master == "nic" and bus.free_clk <= earliest:
+            earliest += bus.profile.arbitration_clocks
+        txn.start_clk = max(earliest, bus.free_clk)
+        busy = busy_clocks(txn, bus.profile.width_bits)
+        bus.free_clk = txn.start_clk + busy + TURNAROUND_CLOCKS
+        bus.transactions.append(txn)
+        bus.purposes.append(purpose)
+        yield self.env.timeout(max(0, bus.time_of(txn.start_clk + busy) - self.env.now))
+        return txn
+
+    def _words(self, payload: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Split bytes into data phases of the bus width with their byte enables (active high)."""
+        width = self.bus.profile.bytes_per_clock
+        n = max(1, -(-len(payload) // width))
+        padded = payload.ljust(n * width, b"\0")
+        words = np.frombuffer(padded, dtype="<u8" if width == 8 else "<u4").astype(np.uint64)
+        be = np.full(n, (1 << width) - 1, dtype=np.uint8)
+        tail = len(payload) - (n - 1) * width
+        if tail < width:
+            be[-1] = (1 << tail) - 1
+        return words, be
+
+    def _csr_transaction(self, access: str) -> Process:
+        """One register access on the bus (host bridge is master), after its STOP# retries."""
+        is_write, addr = self.nic.csr_address(access)
+        cmd = CMD_MEMORY_WRITE if is_write else CMD_MEMORY_READ
+        waits = np.array([self.nic.csr_write_target_waits if is_write else self.nic.csr_read_target_waits])
+        value = np.array([addr & 0xFFFF], dtype=np.uint64)
+        be = np.array([0xF], dtype=np.uint8)
+        for _ in range(self.nic.csr_retries if is_write else 0):
+            yield from self.transact(PciTransaction(
+                start_clk=0, command=cmd, address=addr, data=value, byte_enables=be, target_waits=waits,
+                devsel=self.nic.devsel, termination="retry", master="host", kind="csr"), "csr_retry")
+            yield self.env.timeout(round(RETRY_REISSUE_CLOCKS * self.bus.profile.period_ps))
+        yield from self.transact(PciTransaction(
+            start_clk=0, command=cmd, address=addr, data=value, byte_enables=be, target_waits=waits,
+            devsel=self.nic.devsel, master="host", kind="csr"), "csr")
+
+    def _poster(self) -> Process:
+        """The host bridge's posted-write queue: CPU writes reach the bus in order, while the CPU goes on."""
+        while True:
+            if not self.posted:
+                self.posted_idle.succeed()
+                self.posted_kick = self.env.event()
+                yield self.posted_kick
+                continue
+            access, done = self.posted[0]
+            yield from self._csr_transaction(access)
+            self.posted.popleft()
+            if done is not None:
+                done()
+
+    def csr(self, access: str, done: Callable[[], None] | None = None) -> Process:
+        """A driver access to a NIC register; ``done`` runs when it has completed on the bus.
+
+        Memory writes are posted (PCI 3.0 section 3.3.3.3): the CPU continues at once.
+        A read waits for the posted writes ahead of it, then for its own data.
+        """
+        is_write, _ = self.nic.csr_address(access)
+        if is_write:
+            if not self.posted:
+                self.posted_idle = self.env.event()
+            self.posted.append((access, done))
+            if not self.posted_kick.triggered:
+                self.posted_kick.succeed()
+            return
+        if self.posted:
+            yield self.posted_idle
+        yield from self._csr_transaction(access)
+        if done is not None:
+            done()
+
+    def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None) -> Process:
+        """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes."""
+        for i, access in enumerate(accesses):
+            if i:
+                yield self.env.timeout(round(self.hp.csr_interval_ns * PS_PER_NS))
+            yield from self.csr(access, on_first if i == 0 else None)
+
+    def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Process:
+        """NIC-mastered memory transfer, host bridge as target.
+
+        The NIC bursts up to ``dma_burst_bytes``; the host bridge disconnects a
+        burst (STOP# with TRDY#) where it crosses its prefetch/posting boundary,
+        and the NIC re-arbitrates for the rest.
+        """
+        p = self.bus.profile
+        nic_burst = self.nic.dma_burst_bytes
+        host_cut = p.host_write_disconnect_bytes if write else p.host_read_disconnect_bytes
+        first = True
+        for chunk_addr, chunk, nic_end in _dma_chunks(address, payload, nic_burst, host_cut):
+            words, be = self._words(chunk)
+            tw = np.zeros(len(words), dtype=np.int64)
+            tw[0] = p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks
+            mw = np.zeros(len(words), dtype=np.int64)
+            if write and self.nic.rx_dma_master_wait_every:
+                mw[self.nic.rx_dma_master_wait_every::self.nic.rx_dma_master_wait_every] = 1
+            cmd = CMD_MEMORY_WRITE if write else (CMD_MEMORY_READ_MULTIPLE if len(words) > 2 else CMD_MEMORY_READ)
+            if not first:
+                yield self.env.timeout(round(self.nic.dma_burst_gap_clocks * p.period_ps))
+            first = False
+            yield from self.transact(PciTransaction(
+                start_clk=0, command=cmd, address=chunk_addr, data=words, byte_enables=be,
+                target_waits=tw, master_waits=mw, devsel=2, wide=p.width_bits == 64, master="nic", kind="dma",
+                termination="normal" if nic_end else "disconnect_with_data"), purpose)
+
+    def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:
+        """A legacy-layout descriptor: buffer address, length, command/status (e1000 style)."""
+        body = struct.pack("<QHBBBBH", buffer_addr, length, 0, 0x0B, status, 0, 0)
+        return body.ljust(self.nic.descriptor_bytes, b"\0")
+
+    # -- send path ------------------------------------------------------------------------
+    def send_message(self, payload: bytes, dst: Host, ip_id: int) -> Process:
+        """Application sends one UDP message: software, then per frame a ring slot and the CSR setup."""
+        frames = udp_frames(payload, src_mac=self.mac, dst_mac=dst.mac, src_ip=self.ip, dst_ip=dst.ip,
+                            sport=5001, dport=5001, ip_id=ip_id, mtu=self.rig.scenario.mtu)
+        with self.cpu.request(priority=1) as req:
+            yield req
+            sw_us = self.hp.tx_sw_us + self.hp.copy_ns_per_byte * len(payload) / 1000
+            yield self.env.timeout(round(sw_us * PS_PER_US))
+        for frame in frames:
+            # Ring full: the driver stops the queue and the sender blocks, off the CPU.
+            while self.tx_slots == 0:
+                self.tx_slot_freed = self.env.event()
+                yield self.tx_slot_freed
+            self.tx_slots -= 1
+            with self.cpu.request(priority=1) as req:
+                yield req
+                yield from self.csr_sequence(self.nic.tx_csr)
+            self.tx_doorbell.append(frame)
+            if not self.tx_kick.triggered:
+                self.tx_kick.succeed()
+        return frames
+
+    def _nic_tx(self) -> Process:
+        env = self.env
+        while True:
+            if not self.tx_doorbell:
+                self.tx_kick = env.event()
+                yield self.tx_kick
+                continue
+            frame = self.tx_doorbell.popleft()
+            while self.tx_fifo_used + len(frame.data) > self.nic.tx_fifo_bytes:
+                self.tx_fifo_freed = env.event()
+                yield self.tx_fifo_freed
+            yield env.timeout(round(self.nic.tx_fetch_latency_ns * PS_PER_NS))
+            slot = self.tx_next_slot % self.nic.tx_ring
+            self.tx_next_slot += 1
+            buf = 0x0100_0000 + slot * 0x800
+            yield from self.dma(False, 0x0080_0000 + slot * 16,
+                                self.descriptor(buf, len(frame.data) - 4, 0), "tx_desc_fetch")
+            self.tx_fifo_used += len(frame.data)
+            yield from self.dma(False, buf, frame.data[:-4], "tx_data")
+            env.process(self._transmit(frame, slot, buf))
+
+    def _transmit(self, frame: Frame, slot: int, buf: int) -> Process:
+        yield self.env.timeout(round(self.nic.tx_mac_latency_ns * PS_PER_NS))
+        sent = self.env.event()
+        self.tx_link.send_data(frame, sent.succeed)
+        yield sent
+        self.tx_fifo_used -= len(frame.data)
+        if not self.tx_fifo_freed.triggered:
+            self.tx_fifo_freed.succeed()
+        yield from self.dma(True, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
+                            "tx_desc_writeback")
+        self.tx_completed += 1
+        self.raise_interrupt(self.nic.tx_int_delay_us)
+
+    # -- receive path ---------------------------------------------------------------------
+    def receive_frame(self, frame: Frame, wire_start_ps: int) -> None:
+        """A frame has fully arrived at the NIC (store and forward)."""
+        if frame.kind == "pause":
+            self.tx_link.pause(frame.pause_quanta)
+            return
+        size = len(frame.data)
+        if self.rx_fifo_used + size > self.nic.rx_fifo_bytes:
+            self.counters["rx_fifo_overflow"] += 1
+            return
+        self.rx_fifo_used += size
+        self.rx_pending.append(frame)
+        if (self.nic.flow_control and self.rx_fifo_used >= self.nic.fc_high_water_bytes
+                and self.env.now >= self.xoff_until):
+            self.xoff_until = self.env.now + self.nic.pause_quanta * PAUSE_QUANTUM_BITS * self.rig.ps_per_bit // 2
+            self.counters["pause_sent"] += 1
+            self.tx_link.send_control(pause_frame(self.mac, self.nic.pause_quanta))
+        if not self.rx_kick.triggered:
+            self.rx_kick.succeed()
+
+    def _nic_rx_dma(self) -> Process:
+        env = self.env
+        while True:
+            if not self.rx_pending:
+                self.rx_kick = env.event()
+                yield self.rx_kick
+                continue
+            while self.rx_desc_free == 0:
+                self.rx_desc_freed = env.event()
+                yield self.rx_desc_freed
+            frame = self.rx_pending.popleft()
+            self.rx_desc_free -= 1
+            yield env.timeout(round(self.nic.rx_mac_latency_ns * PS_PER_NS))
+            slot = self.rx_next_slot % self.nic.rx_ring
+            self.rx_next_slot += 1
+            buf = 0x0200_0000 + slot * 0x800
+            yield from self.dma(True, buf, frame.data[:-4], "rx_data")
+            yield from self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
+                                "rx_desc_writeback")
+            self.rx_fifo_used -= len(frame.data)
+            if (self.nic.flow_control and self.nic.send_xon and self.xoff_until >= 0
+                    and self.rx_fifo_used <= self.nic.fc_low_water_bytes):
+                self.xoff_until = -1
+                self.counters["xon_sent"] += 1
+                self.tx_link.send_control(pause_frame(self.mac, 0))
+            self.rx_done.append(frame)
+            self.raise_interrupt(self.nic.rx_int_delay_us)
+
+    # -- interrupts -----------------------------------------------------------------------
+    def raise_interrupt(self, delay_us: float) -> None:
+        """A cause is pending: assert INTA# now, or when the coalescence timer started by the first cause expires."""
+        if self.int_asserted:
+            return
+        due = self.env.now + round(delay_us * PS_PER_US)
+        if self.int_timer_due is not None and self.int_timer_due <= due:
+            return
+        self.int_timer_due = due
+        self.env.process(self._int_timer(due))
+
+    def _int_timer(self, due: int) -> Process:
+        yield self.env.timeout(due - self.env.now)
+        if self.int_timer_due != due or self.int_asserted:
+            return
+        self.int_timer_due = None
+        self.int_asserted = True
+        self.counters["interrupts"] += 1
+        self.bus.interrupts.append([self.bus.clock_at_or_after(self.env.now), -1])
+        self.rig.interrupt_rows.append([self.name, self.env.now, -1, 0, 0])
+        self._row = len(self.rig.interrupt_rows) - 1
+        if not self.int_event.triggered:
+            self.int_event.succeed()
+
+    def _deassert(self) -> None:
+        self.int_asserted = False
+        self.bus.interrupts[-1][1] = self.bus.clock_at_or_after(self.env.now)
+        self.rig.interrupt_rows[self._row][2] = self.env.now
+
+    def _isr_loop(self) -> Process:
+        env = self.env
+        while True:
+            if not self.int_asserted:
+                self.int_event = env.event()
+                yield self.int_event
+            yield env.timeout(round(self.hp.irq_latency_us * PS_PER_US))
+            with self.cpu.request(priority=0) as req:
+                yield req
+                yield from self.csr_sequence(self.nic.isr_entry_csr, on_first=self._deassert)
+                yield env.timeout(round(self.hp.isr_us * PS_PER_US))
+                freed = self.tx_completed
+                self.tx_completed = 0
+                if freed:
+                    self.tx_slots += freed
+                    if not self.tx_slot_freed.triggered:
+                        self.tx_slot_freed.succeed()
+                # The service cleans the descriptors done when it read the cause register;
+                # frames completing meanwhile raise the next interrupt.
+                rx = len(self.rx_done)
+                for _ in range(rx):
+                    frame = self.rx_done.popleft()
+                    payload_len = max(0, len(frame.data) - 46)
+                    cost_us = self.hp.rx_sw_us + self.hp.copy_ns_per_byte * payload_len / 1000
+                    yield env.timeout(round(cost_us * PS_PER_US))
+                    self.on_receive(frame, env.now)
+                row = self.rig.interrupt_rows[self._row]
+                row[3], row[4] = rx, freed
+                yield from self.csr_sequence(self.nic.isr_exit_csr)
+                if rx:
+                    self.rx_desc_free += rx
+                    if not self.rx_desc_freed.triggered:
+                        self.rx_desc_freed.succeed()
+
+
+class Rig:
+    """Builds the two hosts and the link, runs the scenario, and collects a :class:`RigRun`."""
+
+    def __init__(self, scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile,
+                 *, link_rate_bps: float = 1e9, phy_latency_ns: float = 350.0):
+        scenario.check()
+        bus.check()
+        nic.check()
+        host.check()
+        self.scenario, self.nic, self.host_profile = scenario, nic, host
+        self.rng = np.random.default_rng(scenario.seed)
+        self.ps_per_bit = round(1e12 / link_rate_bps)
+        self.phy_latency_ps = round(phy_latency_ns * PS_PER_NS)
+        # Independent clocks: each bus and the probe get their own phase.
+        phases = self.rng.integers(0, 1 << 30, size=3)
+        self.probe_phase_ps = int(phases[2] % GMII_PERIOD_PS)
+        self.env = simpy.Environment()
+        self.buses = {
+            "send_pci": BusRecord(bus, int(phases[0] % round(bus.period_ps))),
+            "recv_pci": BusRecord(bus, int(phases[1] % round(bus.period_ps))),
+        }
+        self.probe_tx: list[tuple[int, Frame]] = []
+        self.probe_rx: list[tuple[int, Frame]] = []
+        self.interrupt_rows: list[list[Any]] = []
+        ab = Link(self.env, self, "a->b", self.probe_tx)
+        ba = Link(self.env, self, "b->a", self.probe_rx)
+        self.a = Host(self.env, self, "send", self.buses["send_pci"], nic, host, ab,
+                      "00:60:1d:00:00:01", "198.18.0.1")
+        self.b = Host(self.env, self, "recv", self.buses["recv_pci"], nic, host, ba,
+                      "00:60:1d:00:00:02", "198.19.0.1")
+        ab.deliver = self.b.receive_frame
+        ba.deliver = self.a.receive_frame
+        self.packets: dict[tuple[str, int], list[Any]] = {}
+        self.wire_start: dict[int, int] = {}
+
+    def _message(self, kind: Kind, seq: int, size: int) -> bytes:
+        return make_payload(size, kind, seq, test_id=self.scenario.seed, rng=self.rng)
+
+    def _note_send(self, kind: str, seq: int, size: int) -> None:
+        self.packets[(kind, seq)] = [seq, kind, size, 0, self.env.now, -1, -1]
+
+    def _on_frame_at(self, host_kind: str) -> Callable[[Frame, int], None]:
+        def deliver(frame: Frame, t_ps: int) -> None:
+            row = self.packets.get((host_kind, frame.seq))
+            if row is not None and is_last_fragment(frame):
+                row[6] = t_ps
+        return deliver
+
+    def _stream(self) -> Process:
+        sc = self.scenario
+        t0 = round(sc.start_us * PS_PER_US)
+        spacing = round(sc.spacing_us * PS_PER_US)
+        for seq in range(sc.count):
+            due = t0 + seq * spacing
+            if due > self.env.now:
+                yield self.env.timeout(due - self.env.now)
+            self._note_send("stream", seq, sc.size_bytes)
+            frames = yield from self.a.send_message(self._message(Kind.STREAM, seq, sc.size_bytes), self.b, seq)
+            self.packets[("stream", seq)][3] = len(frames)
+
+    def _latency(self) -> Process:
+        sc = self.scenario
+        yield self.env.timeout(round(sc.start_us * PS_PER_US))
+        for seq in range(sc.count):
+            answered = self.env.event()
+            self._awaiting = (seq, answered)
+            self._note_send("request", seq, sc.request_bytes)
+            frames = yield from self.a.send_message(self._message(Kind.REQUEST, seq, sc.request_bytes), self.b, seq)
+            self.packets[("request", seq)][3] = len(frames)
+            yield answered
+            yield self.env.timeout(10 * PS_PER_US)
+
+    def _respond(self, frame: Frame, t_ps: int) -> None:
+        row = self.packets.get(("request", frame.seq))
+        if row is None or not is_last_fragment(frame):
+            return
+        row[6] = t_ps
+        self.env.process(self._send_response(frame.seq))
+
+    def _send_response(self, seq: int) -> Process:
+        size = self.scenario.size_bytes
+        self.packets[("response", seq)] = [seq, "response", size, 0, self.env.now, -1, -1]
+        frames = yield from self.b.send_message(self._message(Kind.RESPONSE, seq, size), self.a, 0x8000 | seq)
+        self.packets[("response", seq)][3] = len(frames)
+
+    def _got_response(self, frame: Frame, t_ps: int) -> None:
+        row = self.packets.get(("response", frame.seq))
+        if row is None or not is_last_fragment(frame):
+            return
+        row[6] = t_ps
+        seq, ev = self._awaiting
+        if seq == frame.seq and not ev.triggered:
+            ev.succeed()
+
+    def run(self, tail_us: float = 20.0) -> RigRun:
+        if self.scenario.kind == "stream":
+            self.b.on_receive = self._on_frame_at("stream")
+            self.env.process(self._stream())
+        else:
+            self.b.on_receive = self._respond
+            self.a.on_receive = self._got_response
+            self.env.process(self._latency())
+        self.env.run()
+        end = self.env.now + round(tail_us * PS_PER_US)
+        self._fill_wire_times()
+        counters = {f"{h.name}_{k}": v for h in (self.a, self.b) for k, v in h.counters.items()}
+        return RigRun(
+            buses=self.buses, probe_tx=self.probe_tx, probe_rx=self.probe_rx,
+            probe_phase_ps=self.probe_phase_ps,
+            packets=[tuple(r) for r in sorted(self.packets.values(), key=lambda r: (r[4], r[1]))],
+            interrupts=[tuple(r) for r in self.interrupt_rows],
+            counters=counters, trigger_ps=self._trigger_ps(), end_ps=end,
+        )
+
+    def _trigger_ps(self) -> int:
+        """The analyzer triggers on the first FRAME# of the sending bus (the first CSR access of the test)."""
+        send = self.buses["send_pci"]
+        return send.time_of(send.transactions[0].start_clk) if send.transactions else 0
+
+    def _fill_wire_times(self) -> None:
+        """First preamble byte on the wire of each message's first frame (at the probe)."""
+        for frames, kinds in ((self.probe_tx, ("stream", "request")), (self.probe_rx, ("response",))):
+            for clk, frame in frames:
+                for kind in kinds:
+                    row = self.packets.get((kind, frame.seq))
+                    if row is not None and row[5] < 0:
+                        row[5] = self.probe_phase_ps + clk * GMII_PERIOD_PS

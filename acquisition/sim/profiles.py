@@ -1,0 +1,183 @@
+"""Bus, NIC and host profiles of the simulated rig, loaded from ``data/profiles/<kind>/<name>.toml``.
+
+Every timing of the model is a profile field, so a lab can describe its own
+hardware in a TOML file (pass its path instead of a name) without touching code.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nicrig.errors import UsageError
+
+
+@dataclass(frozen=True)
+class BusProfile:
+    """A host's I/O bus (PCI Local Bus 3.0 / PCI-X 1.0)."""
+
+    name: str
+    description: str
+    kind: str
+    width_bits: int
+    clock_hz: float
+    host_read_initial_wait_clocks: int
+    host_write_initial_wait_clocks: int
+    host_read_disconnect_bytes: int
+    host_write_disconnect_bytes: int
+    arbitration_clocks: int
+
+    @property
+    def period_ps(self) -> float:
+        """Clock period in picoseconds (66.67 MHz: 15000 ps)."""
+        return 1e12 / self.clock_hz
+
+    @property
+    def bytes_per_clock(self) -> int:
+        return self.width_bits // 8
+
+    def check(self) -> None:
+        if self.width_bits not in (32, 64):
+            raise UsageError(f"bus {self.name}: width_bits must be 32 or 64")
+        if not 1e6 <= self.clock_hz <= 533e6:
+            raise UsageError(f"bus {self.name}: clock_hz {self.clock_hz} out of range")
+        for f in ("host_read_disconnect_bytes", "host_write_disconnect_bytes"):
+            v = getattr(self, f)
+            if v < self.bytes_per_clock or v & (v - 1):
+                raise UsageError(f"bus {self.name}: {f} must be a power of two of at least one bus word")
+
+
+@dataclass(frozen=True)
+class NicProfile:
+    """A NIC: its CSR usage by the driver, DMA behaviour, MAC, FIFOs, coalescence and flow control."""
+
+    name: str
+    description: str
+    vendor_device: str
+    bar0: tuple[int, int]
+    tx_csr: tuple[str, ...]
+    isr_entry_csr: tuple[str, ...]
+    isr_exit_csr: tuple[str, ...]
+    csr_write_target_waits: int
+    csr_read_target_waits: int
+    csr_retries: int
+    devsel: int
+    dma_burst_bytes: int
+    descriptor_bytes: int
+    dma_burst_gap_clocks: int
+    tx_fetch_latency_ns: float
+    tx_mac_latency_ns: float
+    rx_mac_latency_ns: float
+    tx_int_delay_us: float
+    rx_int_delay_us: float
+    tx_fifo_bytes: int
+    rx_fifo_bytes: int
+    tx_ring: int
+    rx_ring: int
+    flow_control: bool
+    fc_high_water_bytes: int
+    fc_low_water_bytes: int
+    pause_quanta: int
+    send_xon: bool
+    rx_dma_master_wait_every: int
+
+    def check(self) -> None:
+        for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr):
+            for access in seq:
+                op, _, reg = access.partition(":")
+                if op not in ("r", "w") or not reg:
+                    raise UsageError(f"nic {self.name}: CSR access {access!r} must look like 'r:0x0008' or 'w:0x3818'")
+                if not 0 <= int(reg, 0) < self.bar0[1]:
+                    raise UsageError(f"nic {self.name}: register {reg} outside BAR0 (size {self.bar0[1]:#x})")
+        if not 1 <= self.devsel <= 3:
+            raise UsageError(f"nic {self.name}: devsel must be 1 (fast), 2 (medium) or 3 (slow)")
+        if self.dma_burst_bytes < 8 or self.dma_burst_bytes % 8:
+            raise UsageError(f"nic {self.name}: dma_burst_bytes must be a positive multiple of 8")
+        if not 0 < self.fc_low_water_bytes < self.fc_high_water_bytes <= self.rx_fifo_bytes:
+            raise UsageError(f"nic {self.name}: need 0 < fc_low_water < fc_high_water <= rx_fifo_bytes")
+        if not 0 <= self.pause_quanta <= 0xFFFF:
+            raise UsageError(f"nic {self.name}: pause_quanta must fit 16 bits")
+        if self.tx_ring < 2 or self.rx_ring < 2:
+            raise UsageError(f"nic {self.name}: rings need at least 2 descriptors")
+
+    def csr_address(self, access: str) -> tuple[bool, int]:
+        """``'w:0x3818'`` -> (is_write, absolute bus address in BAR0)."""
+        op, _, reg = access.partition(":")
+        return op == "w", self.bar0[0] + int(reg, 0)
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    """A host's software costs: stack, driver, copies, interrupt service."""
+
+    name: str
+    description: str
+    tx_sw_us: float
+    rx_sw_us: float
+    copy_ns_per_byte: float
+    irq_latency_us: float
+    isr_us: float
+    csr_interval_ns: float
+
+    def check(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and v < 0:
+                raise UsageError(f"host {self.name}: {f.name} must not be negative")
+
+
+P = TypeVar("P", BusProfile, NicProfile, HostProfile)
+_KINDS: dict[str, type] = {"bus": BusProfile, "nic": NicProfile, "host": HostProfile}
+
+
+def _profile_dir(kind: str) -> Path:
+    return Path(str(resources.files("nicrig.data").joinpath("profiles", kind)))
+
+
+def available(kind: str) -> list[str]:
+    """Names of the built-in profiles of ``kind`` (``bus``, ``nic``, ``host``)."""
+    return sorted(p.stem for p in _profile_dir(kind).glob("*.toml"))
+
+
+def _coerce(cls: type, raw: dict[str, Any], origin: str) -> Any:
+    names = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(raw) - set(names))
+    missing = sorted(set(names) - set(raw))
+    if unknown or missing:
+        parts = []
+        if unknown:
+            parts.append(f"unknown field(s) {unknown}")
+        if missing:
+            parts.append(f"missing field(s) {missing}")
+        raise UsageError(f"{origin}: {'; '.join(parts)}")
+    values = {}
+    for name, f in names.items():
+        v = raw[name]
+        if f.type in ("float",) and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        if isinstance(v, list):
+            v = tuple(v)
+        values[name] = v
+    return cls(**values)
+
+
+def load(kind: str, name_or_path: str) -> Any:
+    """Load profile ``name_or_path`` of ``kind``: a built-in name or a path to a TOML file."""
+    cls = _KINDS[kind]
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = _profile_dir(kind) / f"{name_or_path}.toml"
+        if not path.exists():
+            raise UsageError(f"unknown {kind} profile {name_or_path!r} (choose from: {', '.join(available(kind))})")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{kind} profile file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    profile = _coerce(cls, raw, str(path))
+    profile.check()
+    return profile
