@@ -58,6 +58,7 @@ setup(
         "scapy>=2.5",
         "rich>=13",
         "simpy>=4",
+        "pyvcd>=0.5",
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"],

@@ -241,6 +241,9 @@ class Source:
     def read_vector(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Vector ``name`` (``AD``, ``RXD``...) as uint64 values ``[start, stop)``, bit 0 = ``NAME[0]``."""
         bits = self.vector_bits(name)
+        if len(bits) > 64:
+            raise UsageError(f"vector {name!r} has {len(bits)} bits: read_vector returns 64-bit values; "
+                             "read its channels or a narrower vector")
         packed = self.read_packed(start, stop)
         out = np.zeros(packed.shape[0], dtype=np.uint64)
         for weight, bit in enumerate(bits):
@@ -266,6 +269,28 @@ class Source:
         """Times of samples ``[start, stop)`` on the set's common timeline (ps, zero at the trigger)."""
         s, e = self._span(start, stop)
         return self._local_ps(s, e) - self._trigger_local_ps() + self.offset_ps
+
+    def times_at(self, indices: np.ndarray, block: int = 1 << 20) -> np.ndarray:
+        """Common-timeline times (ps) of arbitrary sample ``indices``.
+
+        State mode reads only the timestamp blocks that hold a wanted index, so
+        times for a decoded table of a deep capture cost little memory.
+        """
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= max(self.num_samples, 1)):
+            raise UsageError(f"source {self.name!r}: sample index outside 0..{self.num_samples - 1}")
+        base = self.offset_ps - self._trigger_local_ps()
+        if self.mode == "timing":
+            return np.rint(idx * (1e12 / self.samplerate_hz)).astype(np.int64) + base  # type: ignore[operator]
+        assert self._timestamps is not None
+        out = np.empty(idx.size, dtype=np.int64)
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        for b in np.unique(sorted_idx // block):
+            lo, hi = np.searchsorted(sorted_idx, [b * block, (b + 1) * block])
+            chunk = self._timestamps[b * block:min((b + 1) * block, self.num_samples)]
+            out[order[lo:hi]] = chunk[sorted_idx[lo:hi] - b * block]
+        return out + base
 
     def sample_at(self, t_ps: int) -> int:
         """Index of the first sample at or after common-timeline time ``t_ps`` (may be ``num_samples``).
@@ -357,6 +382,15 @@ class SourceWriter(Source):
     def set_offset(self, offset_ps: int) -> None:
         self.offset_ps = int(offset_ps)
         self._g.attrs["offset_ps"] = np.int64(offset_ps)
+
+    def set_notes(self, notes: str) -> None:
+        """Replace the free-form notes (an importer knows what to say only after streaming)."""
+        self.notes = notes
+        self._g.attrs["notes"] = notes
+
+    def set_instrument(self, instrument: Mapping[str, Any]) -> None:
+        self.instrument = dict(instrument)
+        self._g.attrs["instrument"] = _json(self.instrument)
 
 
 def _json(value: Any) -> str:
@@ -516,6 +550,11 @@ class CaptureSet:
                              chunks=(chunk_samples,), **COMPRESSION)
         return SourceWriter(g)
 
+    def remove_source(self, name: str) -> None:
+        """Delete source ``name`` (e.g. an import that failed half-way into an existing set)."""
+        self.source(name)
+        del self._h5["sources"][name]
+
     def writer(self, name: str) -> SourceWriter:
         """Reopen an existing source for appending (file opened ``r+`` or being created)."""
         self.source(name)
@@ -561,11 +600,25 @@ class CaptureSet:
         ds = self._h5[path]
         return {k: ds.attrs[k] for k in ds.attrs}
 
+    def table_info(self, path: str) -> dict[str, Any]:
+        """Rows, column names and dtypes, and attributes of a table, without reading its rows."""
+        ds = self._h5.get(path)
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
+            raise UsageError(f"{self.path}: no table {path!r}")
+        return {
+            "rows": int(ds.shape[0]) if ds.shape else 1,
+            "columns": list(ds.dtype.names),
+            "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
+            "attrs": {k: ds.attrs[k] for k in ds.attrs},
+        }
+
     def table_names(self) -> list[str]:
+        """Every table outside ``sources/``; leftovers of a killed writer (``.name.partial``) are not tables."""
         names: list[str] = []
 
         def visit(name: str, obj: Any) -> None:
-            if isinstance(obj, h5py.Dataset) and obj.dtype.names is not None and not name.startswith("sources/"):
+            if (isinstance(obj, h5py.Dataset) and obj.dtype.names is not None and not name.startswith("sources/")
+                    and not any(part.startswith(".") for part in name.split("/"))):
                 names.append(name)
 
         self._h5.visititems(visit)

@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--channels", metavar="LIST",
                    help="comma-separated channel names, vector names (AD = all its bits) or globs ('AD[[]1*', "
                         "'*#'); default: all, always in the source's order")
+    p.add_argument("--split-vectors", action="store_true",
+                   help="VCD: write each bit as its own 1-bit wire (AD[0], AD[1]...) for sigrok-cli/PulseView, "
+                        "whose VCD input stops at the first multi-bit value")
     p.add_argument("--strict", action="store_true",
                    help=f"refuse a .sr with more than {PULSEVIEW_MAX_CHANNELS} channels instead of warning")
 
@@ -108,15 +111,21 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             if fmt == "sr":
+                if args.split_vectors:
+                    raise UsageError("--split-vectors applies to VCD output only")
                 _export_sr(src, chans, out, args.strict, progress)
             else:
                 from nicrig.acquisition.vcd import write_vcd
 
-                s = write_vcd(out, src, chans, progress=progress)
+                s = write_vcd(out, src, chans, split_vectors=args.split_vectors, progress=progress)
                 vec = ", ".join(f"{k}[{w}]" for k, w in s["vectors"].items())
                 print(f"wrote {out}: source {src.name!r}, {s['samples']:,} samples, {s['channels']} channels "
                       f"as {s['variables']} variables" + (f" (vectors {vec})" if vec else "")
-                      + f", {s['changes']:,} value changes; VCD time 0 is {s['time_origin_ps']} ps on the set's timeline")
+                      + f", {s['changes']:,} value changes; VCD time 0 is {s['time_origin_ps']} ps on the "
+                      "set's timeline")
+                if s["vectors"]:
+                    print("  note: sigrok-cli and PulseView skip multi-bit wires in a VCD: for them use a .sr, "
+                          "or --split-vectors")
                 if s["clock"]:
                     print(f"  note: state-mode source: clock wire {s['clock']} rises at each sample; "
                           f"re-import with: nicrig import {out.name} --clock {s['clock']} (automatic for nicrig)")

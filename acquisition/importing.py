@@ -11,7 +11,6 @@ See ``docs/import-export.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -206,13 +205,13 @@ def run(args: argparse.Namespace) -> int:
                     w.append(packed, stamps)
                 notes = reader.summary_notes() + rename_notes + role_notes
                 instrument.update(_stats(reader))
-                # the notes and counts are known only now: set the attributes add_source wrote
-                w._g.attrs["notes"] = "; ".join(notes)
-                w._g.attrs["instrument"] = json.dumps(instrument, sort_keys=True)
+                # the notes and counts are known only now
+                w.set_notes("; ".join(notes))
+                w.set_instrument(instrument)
                 summary = w.describe()
             except BaseException:
                 if args.append and name in cs.source_names:
-                    del cs._h5["sources"][name]  # leave the existing set as it was
+                    cs.remove_source(name)  # leave the existing set as it was
                 raise
     finally:
         if bar is not None:

@@ -48,22 +48,20 @@ def describe(cs: Any) -> dict[str, Any]:
         "created_utc": _text(a.get("created_utc", "")),
         "notes": cs.notes,
         "sources": [cs.source(name).describe() for name in cs.source_names],
-        # a name starting with '.' is a table a killed writer left half-written: not shown
-        "tables": [_table(cs, path) for path in cs.table_names()
-                   if not any(part.startswith(".") for part in path.split("/"))],
+        "tables": [_table(cs, path) for path in cs.table_names()],
     }
 
 
 def _table(cs: Any, path: str) -> dict[str, Any]:
-    ds = cs._h5[path]  # metadata only: shape, dtype, attributes (read_table would read every row)
-    units = _json_attr(ds.attrs.get("units"))
+    info = cs.table_info(path)
+    units = _json_attr(info["attrs"].get("units"))
     return {
         "path": path,
-        "rows": int(ds.shape[0]) if ds.shape else 1,
-        "columns": list(ds.dtype.names),
-        "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
+        "rows": info["rows"],
+        "columns": info["columns"],
+        "dtypes": info["dtypes"],
         "units": units if isinstance(units, dict) else {},
-        "description": _text(ds.attrs.get("description", "")),
+        "description": _text(info["attrs"].get("description", "")),
     }
 
 

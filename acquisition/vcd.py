@@ -17,8 +17,9 @@ the bit's previous value by policy and are counted. The header is parsed by pyvc
 tokenizer; the value changes by a line-based scanner of ours, about 20 times faster
 than a character-based one, which also reports a file cut inside a value change.
 
-Writing (:func:`write_vcd`) uses pyvcd's writer: vectors as multi-bit wires, single
-channels as 1-bit wires, times in ps from the common timeline, only changes. A
+Writing (:func:`write_vcd`) uses pyvcd's writer: vectors as multi-bit wires (or bit by
+bit, for sigrok's VCD input), single channels as 1-bit wires, times in ps from the common
+timeline, only changes. A
 state-mode source gets a clock wire whose rising edges are its samples, each sample's
 values set at the previous edge, so any VCD reader sampling at rising edges with setup
 semantics (our ``--clock``) gets the samples back exactly. A ``$comment`` starting with
@@ -330,6 +331,7 @@ def _name_variables(header: VcdHeader, scope_filter: str | None) -> tuple[list[_
 
 
 def _resolve_clock(placed: list[_Placed], clock: str, path: Path) -> _Placed:
+    """The 1-bit variable ``clock`` names: a channel name, a full path (``tb.pci.CLK``) or its tail."""
     cands: dict[str, list[_Placed]] = {}
     for p in placed:
         keys = set(p.names) | {p.var.path, p.display, p.var.reference}
@@ -437,14 +439,14 @@ class VcdReader:
                 self._perm = np.array([pos[n] for n in wanted], dtype=np.intp)
                 self.channels = wanted
         self._targets: dict[bytes, _Tgt | None] = {}
-        for p in placed:
+        for p in sorted(placed, key=lambda p: p is not clk):  # the clock first: it leads its identifier
             t = _Tgt(p.shift, len(p.names), p.reverse, clock=p is clk)
             key = p.var.id_code.encode("ascii", "replace")
             prev = self._targets.get(key)
             if prev is None:
                 self._targets[key] = t
             else:
-                prev.also.append(t)
+                prev.also.append(t)  # the same identifier declared again (another scope's alias)
         for v in self.header.variables:  # non-logic or outside --scope: read, not stored
             self._targets.setdefault(v.id_code.encode("ascii", "replace"), None)
         self._widths = {k: max([t.width] + [a.width for a in t.also]) if t else 0 for k, t in self._targets.items()}
@@ -897,14 +899,19 @@ class _OutVar:
     var: Any = None
 
 
-def _group_vectors(channels: Sequence[str]) -> list[_OutVar]:
-    """Complete vectors (``NAME[0]``..``NAME[n-1]``) become one variable, every other channel its own."""
+def _group_vectors(channels: Sequence[str], split: bool = False) -> list[_OutVar]:
+    """Complete vectors (``NAME[0]``..``NAME[n-1]``) become one variable, every other channel its own.
+
+    With ``split`` every channel is its own 1-bit variable (``AD[3]``), for readers without
+    vectors: libsigrok 0.5's VCD input stops reading values at the first vector change.
+    """
     bits: dict[str, dict[int, int]] = {}
     for i, ch in enumerate(channels):
         m = _BIT_NAME.match(ch)
         if m:
             bits.setdefault(m["name"], {})[int(m["bit"])] = i
-    complete = {n for n, b in bits.items() if sorted(b) == list(range(len(b))) and n not in channels}
+    complete = set() if split else {n for n, b in bits.items()
+                                     if sorted(b) == list(range(len(b))) and n not in channels}
     out: list[_OutVar] = []
     seen: set[str] = set()
     for i, ch in enumerate(channels):
@@ -947,13 +954,15 @@ def nominal_rate(source: Any) -> float:
 
 
 def write_vcd(path: str | os.PathLike[str], source: Any, channels: Sequence[str] | None = None, *,
-              block_samples: int = 1 << 18, progress: Progress | None = None) -> dict[str, Any]:
+              split_vectors: bool = False, block_samples: int = 1 << 18,
+              progress: Progress | None = None) -> dict[str, Any]:
     """Write ``channels`` (default: all, in the source's order) of ``source`` as a VCD; return a summary.
 
     Times are ps on the set's common timeline, shifted so the file starts at 0. A state
     source gets a clock wire (``CLK``): edge ``i`` rises at sample ``i``'s time, sample
-    ``i``'s values are set at edge ``i - 1`` (sample 0's at time 0). The file is written
-    under a temporary name and renamed into place when complete.
+    ``i``'s values are set at edge ``i - 1`` (sample 0's at time 0). ``split_vectors``
+    writes every bit as its own wire (for sigrok's VCD input). The file is written under
+    a temporary name and renamed into place when complete.
     """
     from vcd import VCDWriter
 
@@ -966,7 +975,7 @@ def write_vcd(path: str | os.PathLike[str], source: Any, channels: Sequence[str]
         raise UsageError(f"source {source.name!r} has no samples to export")
     all_cols = [source.channel_index(c) for c in chans]
     nsrc = len(source.channels)
-    variables = _group_vectors(chans)
+    variables = _group_vectors(chans, split_vectors)
     names_map: dict[str, str] = {}
     used: set[str] = set()
     ref_of: dict[str, str] = {}  # lone bits of one vector share its reference
@@ -993,7 +1002,8 @@ def write_vcd(path: str | os.PathLike[str], source: Any, channels: Sequence[str]
         half = max(1, round(1e12 / nominal_rate(source) / 2))
     origin = t_first - half  # the common-timeline time of VCD time 0
     sel = set(chans)
-    roles = {r: t for r, t in source.roles.items() if t in sel or (t in source.vectors and set(source.vectors[t]) <= sel)}
+    roles = {r: t for r, t in source.roles.items()
+             if t in sel or (t in source.vectors and set(source.vectors[t]) <= sel)}
     meta = {
         "version": META_VERSION, "source": source.name, "mode": source.mode,
         "samplerate_hz": source.samplerate_hz, "trigger_sample": source.trigger_sample,

@@ -11,11 +11,13 @@ violation; :func:`parity_errors` lists them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 Violation = tuple[int, str]
+#: Records the clocks of a mask as violations of one rule.
+Flag = Callable[[np.ndarray, str], None]
 _DAC = 0xD
 _READS = (0x0, 0x2, 0x6, 0xA, 0xC, 0xE)
 _NO_CLOCK = np.iinfo(np.int64).max
@@ -28,6 +30,11 @@ def _prev(x: np.ndarray, fill: object) -> np.ndarray:
         out[0] = fill
         out[1:] = x[:-1]
     return out
+
+
+def _changed(x: np.ndarray) -> np.ndarray:
+    """Clocks whose value differs from the previous clock's (clock 0 has nothing to differ from)."""
+    return np.concatenate([[False], x[1:] != x[:-1]])
 
 
 def _vector(sig: Mapping[str, np.ndarray], name: str, bits: range) -> np.ndarray | None:
@@ -123,7 +130,7 @@ def check(sig: Mapping[str, np.ndarray]) -> list[Violation]:
     return sorted(found)
 
 
-def _framing(bus: _Bus, flag) -> None:
+def _framing(bus: _Bus, flag: Flag) -> None:
     """FRAME#/IRDY# (spec 3.3.1, 3.3.3.1) and the idle clock between transactions."""
     frame, irdy, busy = bus.frame, bus.irdy, bus.busy
     pf, pi, pc = _prev(frame, False), _prev(irdy, False), _prev(bus.complete, False)
@@ -142,7 +149,7 @@ def _framing(bus: _Bus, flag) -> None:
     flag(_prev(bus.stop, False) & irdy & frame, "FRAME# still asserted with IRDY# after STOP#")
 
 
-def _target(bus: _Bus, flag) -> None:
+def _target(bus: _Bus, flag: Flag) -> None:
     """DEVSEL#, TRDY#, STOP# (spec 3.3.3.2, 3.6.1)."""
     devsel, trdy, stop = bus.devsel, bus.trdy, bus.stop
     pd, pt, ps, pc = _prev(devsel, False), _prev(trdy, False), _prev(stop, False), _prev(bus.complete, False)
@@ -174,7 +181,7 @@ def _phase_begin(bus: _Bus) -> np.ndarray:
     return np.maximum.accumulate(np.where(begins, np.arange(bus.n), 0)) if bus.n else begins.astype(int)
 
 
-def _latency(bus: _Bus, flag) -> None:
+def _latency(bus: _Bus, flag: Flag) -> None:
     """Target initial (16) and subsequent (8) latency, master data latency (8): spec 3.5.1, 3.5.2."""
     clocks = np.arange(bus.n)
     begin = _phase_begin(bus)
@@ -187,7 +194,7 @@ def _latency(bus: _Bus, flag) -> None:
     flag(bus.data & claimed & ~(bus.trdy | bus.stop) & target_late, "target latency exceeded (16 initial / 8 later)")
 
 
-def _wide(bus: _Bus, flag) -> None:
+def _wide(bus: _Bus, flag: Flag) -> None:
     """REQ64# has FRAME#'s timing, ACK64# has DEVSEL#'s (spec 3.8)."""
     if not bus.wide_bus:
         return
@@ -226,7 +233,7 @@ def parity_errors(sig: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.flatnonzero(moved & bad | moved64 & bad64)
 
 
-def _datapath(bus: _Bus, flag) -> None:
+def _datapath(bus: _Bus, flag: Flag) -> None:
     """PAR/PAR64 and PERR# (spec 3.7.4, 3.8.1), stable C/BE# and data within a data phase (3.3.1)."""
     bad, bad64 = _bad_parity(bus)
     moved, moved64 = _transfers(bus)
@@ -241,10 +248,14 @@ def _datapath(bus: _Bus, flag) -> None:
     flag(bus.perr & ~detected, "PERR# without a data parity error two clocks before")
     same_phase = bus.data & _prev(bus.data, False) & ~_prev(bus.complete, False)
     wide_run = bus.per_clock(bus.req64[bus.rs] if bus.rs.size else np.zeros(0, bool))
-    cbe = bus.cbe_lo if bus.cbe_hi is None else np.where(wide_run, bus.cbe_lo | bus.cbe_hi << np.uint64(4), bus.cbe_lo)
-    flag(same_phase & (cbe != _prev(cbe, cbe[0] if cbe.size else 0)), "C/BE# changed within a data phase")
-    ad = bus.ad_lo if bus.ad_hi is None else np.where(bus.ack64 | wide_run, bus.ad_lo | bus.ad_hi << np.uint64(32), bus.ad_lo)
+    cbe = bus.cbe_lo
+    if bus.cbe_hi is not None:
+        cbe = np.where(wide_run, cbe | bus.cbe_hi << np.uint64(4), cbe)
+    flag(same_phase & _changed(cbe), "C/BE# changed within a data phase")
+    ad = bus.ad_lo
+    if bus.ad_hi is not None:
+        ad = np.where(bus.ack64 | wide_run, ad | bus.ad_hi << np.uint64(32), ad)
     reads = bus.per_clock(np.isin(bus.cmd, _READS))
     # Data is valid, so must hold, from IRDY# (writes) or TRDY# (reads) until completion.
     holding = np.where(reads, _prev(bus.trdy, False), _prev(bus.irdy, False))
-    flag(same_phase & holding & (ad != _prev(ad, ad[0] if ad.size else 0)), "AD changed while its data was valid and pending")
+    flag(same_phase & holding & _changed(ad), "AD changed while its data was valid and pending")

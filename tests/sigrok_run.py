@@ -124,10 +124,9 @@ def run_sigrok(input_path: str | os.PathLike[str], decoders: Sequence[str], *,
     else:
         if annotations is None:
             annotations = [d.split(":", 1)[0] for d in decoders]
-        if isinstance(annotations, str):
-            annotations = [annotations]
-        for a in annotations:
-            args += ["-A", a]
+        if not isinstance(annotations, str):
+            annotations = ",".join(annotations)  # sigrok-cli takes one -A with a comma list
+        args += ["-A", annotations]
         args.append("--protocol-decoder-samplenum")
     env = dict(os.environ, SIGROKDECODE_DIR=str(decoders_dir))
     proc = subprocess.run(args, capture_output=True, env=env, timeout=timeout)

@@ -196,9 +196,10 @@ class Bus:
                     c.ad = value if c.trdy else self._junk()
                 else:
                     c.ad = value if c.irdy else self._junk()
+                # Each side's waits count on their own; a clock where neither is ready counts twice.
                 if not c.irdy:
                     exp.master_wait += 1
-                elif not c.trdy and not c.stop:
+                if not c.trdy and not c.stop:
                     exp.target_wait += 1
             if with_data:
                 exp.data.append(data[i] if wide_xfer else data[i] & mask)
@@ -239,8 +240,7 @@ class Bus:
             c.ad = data[0] if (c.irdy and not read) else self._junk()
             if not c.irdy:
                 exp.master_wait += 1
-            else:
-                exp.target_wait += 1
+            exp.target_wait += 1  # no target ever answers
         exp.es_clock = final + 1
         del self.clocks[final + 1:]
         self.idle(gap)
@@ -391,9 +391,9 @@ def test_wait_states_both_sides(tmp_path):
     check(recs[0], e)
     check(recs[1], er)
     assert (recs[0]["master_wait_clocks"], recs[0]["target_wait_clocks"]) == (2, 5)
-    # MRL: the turnaround is hidden by the master's own wait on phase 0 (IRDY# off);
-    # phase 1: master wait, then one target wait (TRDY# 2 clocks after the phase start)
-    assert (recs[1]["master_wait_clocks"], recs[1]["target_wait_clocks"]) == (2, 1)
+    # MRL: on phase 0 the turnaround clock is also the master's wait (IRDY# off): both wait;
+    # phase 1: one clock neither is ready, then one target wait (TRDY# 2 clocks after the phase start)
+    assert (recs[1]["master_wait_clocks"], recs[1]["target_wait_clocks"]) == (2, 3)
 
 
 @pytest.mark.parametrize("term,phase,expected", [

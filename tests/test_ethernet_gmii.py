@@ -1,20 +1,27 @@
 """Frames (acquisition/sim/ethernet.py) and their GMII rendering (acquisition/sim/gmii.py) against
 IEEE 802.3, checked with independent references: a bit-serial clause 3.2.9 CRC, Scapy's parsers,
-an RFC 768 checksum written here, sigrok-style bit packing and tshark."""
+an RFC 768 checksum written here, sigrok-style bit packing and tshark. The fast, template-based
+udp_frames is checked byte for byte against frames Scapy builds directly."""
 
 from __future__ import annotations
 
+import random
 import shutil
+import socket
 import struct
 import subprocess
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACControlPause
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.l2 import Dot1Q, Ether
+from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from nicrig.acquisition.capture import pack_bits, unpack_bits
@@ -24,7 +31,7 @@ from nicrig.acquisition.sim.ethernet import (
     wire_time_ns,
 )
 from nicrig.acquisition.sim.gmii import CHANNELS, FRAME_TRUTH_DTYPE, IFG_CLOCKS, GmiiRenderer
-from nicrig.udpmon.payload import Kind, make_payload, parse_header
+from nicrig.udpmon.payload import HEADER_BYTES, Kind, make_payload, parse_header
 
 A_MAC, B_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 FLOW = dict(src_mac=A_MAC, dst_mac=B_MAC, src_ip="10.0.0.1", dst_ip="10.0.0.2", sport=40000, dport=5001)
@@ -71,6 +78,21 @@ def udp_checksum_ok(src_ip: bytes, dst_ip: bytes, segment: bytes) -> bool:
     """RFC 768: the sum over pseudo-header and segment (checksum included) is all ones."""
     pseudo = src_ip + dst_ip + struct.pack("!BBH", 0, 17, len(segment))
     return internet_checksum(pseudo + segment) == 0xFFFF
+
+
+def scapy_udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: int,
+                     dport: int, ip_id: int, mtu: int = 1500, vlan: int | None = None) -> list[bytes]:
+    """The frames built directly by Scapy, no template: Ether [/ Dot1Q] / IP / UDP / Raw, cut by
+    Scapy's fragment into IP packets of at most ``mtu`` bytes, padded to 60 bytes, FCS appended."""
+    link = Ether(dst=dst_mac, src=src_mac)
+    if vlan is not None:
+        link = link / Dot1Q(vlan=vlan)
+    packet = link / IP(src=src_ip, dst=dst_ip, id=ip_id) / UDP(sport=sport, dport=dport) / Raw(payload)
+    out = []
+    for piece in fragment(packet, fragsize=mtu - 20):
+        body = bytes(piece).ljust(60, b"\x00")
+        out.append(body + zlib.crc32(body).to_bytes(4, "little"))
+    return out
 
 
 # -- ethernet.py ---------------------------------------------------------------------------------
@@ -199,6 +221,76 @@ def test_corrupt_fcs_and_frame_validation() -> None:
         Frame(good.data, kind="jumbo")
     with pytest.raises(ValueError):
         replace(good, error_at=(len(good.data),))
+
+
+MACS = st.binary(min_size=6, max_size=6).map(lambda b: b.hex(":"))
+IPV4 = st.ip_addresses(v=4).map(str)
+U16 = st.integers(0, 0xFFFF)  # ports and IP identifications
+EDGE_SIZES = (1, 17, 18, 1472, 1473, 2961, 2962, 8972, 8973, 9000)
+
+
+def random_payload(size: int, rnd: random.Random, headed: bool) -> tuple[bytes, int]:
+    """Random bytes of ``size``, led by a nicrig header when ``headed`` (and it fits); the seq expected."""
+    if headed and size >= HEADER_BYTES:
+        seq = rnd.getrandbits(32)
+        return make_payload(size, Kind.STREAM, seq, test_id=5, rng=np.random.default_rng(rnd.getrandbits(32))), seq
+    return rnd.randbytes(size), -1
+
+
+@settings(max_examples=150, deadline=None)
+@given(size=st.one_of(st.sampled_from(EDGE_SIZES), st.integers(1, 9000)),
+       mtu=st.sampled_from([68, 576, 1499, 1500, 9000]), vlan=st.one_of(st.none(), st.integers(0, 0xFFF)),
+       ip_ids=st.tuples(U16, U16), seed=st.integers(0, 2**32), headed=st.booleans(), macs=st.tuples(MACS, MACS),
+       ips=st.tuples(IPV4, IPV4), ports=st.tuples(U16, U16))
+@example(size=17, mtu=1500, vlan=None, ip_ids=(0, 0xFFFF), seed=1, headed=True, macs=(A_MAC, B_MAC),
+         ips=("10.0.0.1", "10.0.0.2"), ports=(40000, 5001))
+@example(size=18, mtu=1500, vlan=1, ip_ids=(1, 2), seed=2, headed=True, macs=(A_MAC, B_MAC),
+         ips=("10.0.0.1", "10.0.0.2"), ports=(40000, 5001))
+@example(size=1472, mtu=1500, vlan=None, ip_ids=(3, 4), seed=3, headed=True, macs=(A_MAC, B_MAC),
+         ips=("10.0.0.1", "10.0.0.2"), ports=(40000, 5001))
+@example(size=1473, mtu=1500, vlan=4095, ip_ids=(5, 6), seed=4, headed=False, macs=(A_MAC, B_MAC),
+         ips=("10.0.0.1", "10.0.0.2"), ports=(40000, 5001))
+@example(size=2961, mtu=1500, vlan=None, ip_ids=(7, 8), seed=5, headed=True, macs=(A_MAC, B_MAC),
+         ips=("10.0.0.1", "10.0.0.2"), ports=(40000, 5001))
+@example(size=2962, mtu=576, vlan=42, ip_ids=(9, 10), seed=6, headed=True, macs=(A_MAC, B_MAC),
+         ips=("10.0.0.1", "10.0.0.2"), ports=(40000, 5001))
+@example(size=9000, mtu=9000, vlan=None, ip_ids=(11, 12), seed=7, headed=True, macs=(A_MAC, B_MAC),
+         ips=("10.0.0.1", "10.0.0.2"), ports=(40000, 5001))
+def test_template_frames_equal_scapy_built_frames(size: int, mtu: int, vlan: int | None, ip_ids: tuple[int, int],
+                                                  seed: int, headed: bool, macs: tuple[str, str],
+                                                  ips: tuple[str, str], ports: tuple[int, int]) -> None:
+    """Two packets of one flow shape (the second reuses the cached template) against Scapy's own build."""
+    rnd = random.Random(seed)
+    flow = {"src_mac": macs[0], "dst_mac": macs[1], "src_ip": ips[0], "dst_ip": ips[1],
+            "sport": ports[0], "dport": ports[1], "mtu": mtu, "vlan": vlan}
+    for ip_id in ip_ids:
+        data, seq = random_payload(size, rnd, headed)
+        frames = udp_frames(data, ip_id=ip_id, **flow)  # type: ignore[arg-type]
+        assert [f.data for f in frames] == scapy_udp_frames(data, ip_id=ip_id, **flow)  # type: ignore[arg-type]
+        assert all(f.kind == "udp" and f.seq == seq and f.pause_quanta == -1 and f.error_at == () for f in frames)
+    info = eth._udp_template.cache_info()
+    assert info.maxsize is not None and info.currsize <= info.maxsize
+
+
+@pytest.mark.parametrize(("size", "mtu", "vlan"),
+                         [(1400, 1500, None), (20, 1500, 3), (3000, 1500, None), (5000, 576, 9)])
+def test_udp_checksum_computed_as_zero_is_sent_as_ffff(size: int, mtu: int, vlan: int | None) -> None:
+    """RFC 768: a checksum that computes to 0 is sent as all ones (0 would mean "not computed")."""
+    src_ip, dst_ip, sport, dport = FLOW["src_ip"], FLOW["dst_ip"], FLOW["sport"], FLOW["dport"]
+    body = bytearray(random.Random(size).randbytes(size - 2)) + bytes(2)  # even size: the tail is one 16-bit word
+    pseudo = socket.inet_aton(src_ip) + socket.inet_aton(dst_ip) + struct.pack("!BBH", 0, 17, 8 + size)
+    header = struct.pack("!HHHH", sport, dport, 8 + size, 0)
+    # Pick the tail word that brings the ones'-complement sum to 0xFFFF, so the checksum computes to 0.
+    body[-2:] = (0xFFFF - internet_checksum(pseudo + header + bytes(body))).to_bytes(2, "big")
+    data = bytes(body)
+    assert internet_checksum(pseudo + header + data) == 0xFFFF
+    frames = udp_frames(data, **FLOW, ip_id=1234, mtu=mtu, vlan=vlan)  # type: ignore[arg-type]
+    udp_at = 14 + (4 if vlan is not None else 0) + 20
+    assert frames[0].data[udp_at + 6:udp_at + 8] == b"\xff\xff"
+    reference = scapy_udp_frames(data, **FLOW, ip_id=1234, mtu=mtu, vlan=vlan)  # type: ignore[arg-type]
+    assert [f.data for f in frames] == reference
+    datagram = b"".join(f.data[udp_at:udp_at + Ether(f.data[:-4])[IP].len - 20] for f in frames)
+    assert datagram[8:] == data and udp_checksum_ok(socket.inet_aton(src_ip), socket.inet_aton(dst_ip), datagram)
 
 
 # -- gmii.py -------------------------------------------------------------------------------------

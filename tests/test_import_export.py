@@ -404,6 +404,17 @@ b0 &
     assert any("hi[7:4] imported as hi[3:0]" in n for n in r.notes)
 
 
+def test_clock_sharing_its_identifier_with_another_variable(tmp_path):
+    p = tmp_path / "alias.vcd"
+    p.write_text("$timescale 1 ns $end\n$scope module tb $end\n$var wire 1 ! clk $end\n$var wire 1 \" d $end\n"
+                 "$scope module dut $end\n$var wire 1 ! clk $end\n$upscope $end\n$upscope $end\n$enddefinitions $end\n"
+                 "#0\n0!\n0\"\n#5\n1!\n1\"\n#10\n0!\n#15\n1!\n#20\n0!\n")
+    r = VcdReader(p, clock="dut.clk")  # declared after tb.clk, same identifier: still the clock
+    packed, ts = read_all(r)
+    assert r.channels == ["tb.clk", "d"] and ts.tolist() == [5000, 15000]
+    assert unpack_bits(packed, 2).tolist() == [[0, 0], [0, 1]]  # tb.clk too is read just before the edge
+
+
 def test_sample_count_cap_and_derived_rate(tmp_path):
     p = tmp_path / "fine.vcd"
     p.write_text("$timescale 1 ps $end\n$var wire 1 ! a $end\n$enddefinitions $end\n#0\n0!\n#1\n1!\n#2\n0!\n"
@@ -690,6 +701,12 @@ def test_sigrok_cli_reads_our_exports(tmp_path):
                            text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         assert "- FRAME#: logic" in r.stdout and "- IRDY#: logic" in r.stdout  # its VCD input drops vectors
+    # with --split-vectors sigrok's VCD input reads every bit: the same samples, one per 1 / 66.67 MHz
+    cli("export", tmp_path / "a.h5", "--source", "st", "-o", tmp_path / "sv.vcd", "--split-vectors")
+    assert "AD[31]" in (tmp_path / "sv.vcd").read_text() and "AD[31:0]" not in (tmp_path / "sv.vcd").read_text()
+    packed, _ = read_all(VcdReader(tmp_path / "sv.vcd"))  # still our exact round trip
+    with CaptureSet.open(tmp_path / "a.h5") as cs:
+        assert np.array_equal(packed, cs.source("st").read_packed())
     # sigrok's own CSV of our .sr reads back into nicrig: the same samples
     r = subprocess.run([SIGROK, "-i", str(tmp_path / "t.sr"), "-O", "csv:label=channel"], capture_output=True,
                        text=True, timeout=60)
@@ -700,6 +717,24 @@ def test_sigrok_cli_reads_our_exports(tmp_path):
     with CaptureSet.open(tmp_path / "a.h5") as cs:
         assert reader.channels == CHANNELS and reader.samplerate_hz == 66.67e6
         assert np.array_equal(packed, cs.source("tim").read_packed())
+
+
+@needs_sigrok
+def test_sigrok_reads_the_values_of_a_split_vector_vcd(tmp_path):
+    """sigrok's VCD input (1 ps timescale, downsampled to the 400 MHz grid) sees our samples."""
+    chans = ["FRAME#", "IRDY#"] + [f"AD[{i}]" for i in range(4)] + ["PAR"]
+    bits = bus_bits(120, len(chans), seed=9)
+    with CaptureSet.create(tmp_path / "p.h5") as cs:
+        cs.add_source(SourceSpec("p", chans, samplerate_hz=400e6)).append(pack_bits(bits))
+    assert cli("export", tmp_path / "p.h5", "-o", tmp_path / "p.vcd", "--split-vectors") == 0
+    r = subprocess.run([SIGROK, "-I", "vcd:downsample=2500", "-i", str(tmp_path / "p.vcd"), "-O",
+                        "csv:label=channel"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    (tmp_path / "p.csv").write_text(r.stdout)
+    reader = CsvReader(tmp_path / "p.csv")
+    got = unpack_bits(read_all(reader)[0], len(chans))
+    assert reader.channels == chans and reader.samplerate_hz == 400e6
+    assert len(got) >= len(bits) - 1 and np.array_equal(got[: len(bits)], bits[: len(got)])
 
 
 @pytest.mark.skipif(VCD2FST is None, reason="GTKWave's vcd2fst not installed")

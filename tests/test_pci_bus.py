@@ -167,7 +167,8 @@ TERMINATION_CASES = [
     ("target abort after data", tx(10, 0x6, 2, termination="target_abort"),
      span(10, 14), span(11, 15), [12, 13], [14, 15], span(11, 13)),
     ("master abort single", tx(10, 0x7, 1, termination="master_abort", devsel=0), [10], span(11, 14), [], [], []),
-    ("master abort burst", tx(10, 0x6, 3, termination="master_abort", devsel=0), span(10, 14), span(11, 15), [], [], []),
+    ("master abort burst", tx(10, 0x6, 3, termination="master_abort", devsel=0),
+     span(10, 14), span(11, 15), [], [], []),
     ("master abort DAC", tx(10, 0x7, 1, termination="master_abort", devsel=0, address=0x1_0000_0000),
      [10, 11], span(12, 15), [], [], []),
 ]  # fmt: skip
@@ -434,54 +435,87 @@ def test_64bit_validation():
 # -- the checker catches what it should -------------------------------------------------------------
 
 
-def _mutated(change) -> list[str]:
+def _baseline() -> dict:
+    """A read at 3 (DEVSEL# 4-6, TRDY# 5-6) and a 64-bit write at 12 (data on 13 and 14)."""
     sig, _ = render([tx(3, 0x6, 2), tx(12, 0x7, 2, wide=True)], 24, width=64)
-    sig = {name: values.copy() for name, values in sig.items()}
-    change(sig)
-    return [rule for _, rule in pcirules.check(sig)]
+    return sig
 
 
-def _set(name: str, clocks: list[int], level: int):
-    def change(sig):
-        sig[name][clocks] = level
-
-    return change
-
-
-def _flip(name: str, clock: int):
-    def change(sig):
-        sig[name][clock] ^= 1
-
-    return change
+def test_checker_passes_the_baseline():
+    assert pcirules.check(_baseline()) == []
 
 
 @pytest.mark.parametrize(
-    ("change", "expected"),
+    ("name", "clocks", "expected"),
     [
-        # Baseline: read at 3 (DEVSEL# 4-6, TRDY# 5-6), 64-bit write at 12 (data on 13, 14).
-        (_set("IRDY#", [5], 1), "IRDY# deasserted before its data phase completed"),
-        (_set("IRDY#", [3], 0), "IRDY# asserted in an address phase"),
-        (_set("TRDY#", [4], 0), "TRDY# on the AD turnaround"),
-        (_set("DEVSEL#", [6], 1), "TRDY# asserted without DEVSEL#"),
-        (_set("FRAME#", [5], 1), "FRAME# changed while IRDY# waited"),
-        (_set("IRDY#", [6], 1), "FRAME# deasserted without IRDY#"),
-        (_set("FRAME#", [7], 0), "without an idle clock"),
-        (_set("DEVSEL#", [9], 0), "idle bus"),
-        (_set("PERR#", [10], 0), "PERR# without a data parity error"),
-        (_flip("PAR", 7), "data parity wrong and no PERR#"),
-        (_flip("PAR", 13), "after an address phase"),
-        (_flip("PAR64", 15), "data parity wrong and no PERR#"),
-        (_set("CBE#[1]", [5], 1), "C/BE# changed within a data phase"),
-        (_set("REQ64#", [8], 0), "REQ64# asserted without FRAME#"),
-        (_set("ACK64#", [5], 0), "ACK64#"),
-        (_set("STOP#", [5], 0), "STOP#"),
+        ("IRDY#", [5], "IRDY# deasserted before its data phase completed"),
+        ("IRDY#", [3], "IRDY# asserted in an address phase"),
+        ("TRDY#", [4], "TRDY# on the AD turnaround"),
+        ("DEVSEL#", [6], "TRDY# asserted without DEVSEL#"),
+        ("FRAME#", [5], "FRAME# changed while IRDY# waited"),
+        ("IRDY#", [6], "FRAME# deasserted without IRDY#"),
+        ("FRAME#", [7], "without an idle clock"),
+        ("IRDY#", [8], "IRDY# asserted outside a transaction"),
+        ("DEVSEL#", [9], "idle bus"),
+        ("DEVSEL#", [5], "DEVSEL# deasserted before the final data phase completed"),
+        ("STOP#", [5], "STOP# deasserted while FRAME# is still asserted"),
+        ("STOP#", [8], "idle bus"),
+        ("PERR#", [10], "PERR# without a data parity error"),
+        ("PAR", [7], "data parity wrong and no PERR#"),
+        ("PAR", [13], "after an address phase"),
+        ("PAR64", [15], "data parity wrong and no PERR#"),
+        ("CBE#[1]", [5], "C/BE# changed within a data phase"),
+        ("REQ64#", [8], "REQ64# asserted without FRAME#"),
+        ("REQ64#", [13], "REQ64# changed without FRAME#"),
+        ("ACK64#", [5], "ACK64# without REQ64#"),
+        ("ACK64#", [14], "ACK64# changed without DEVSEL#"),
     ],
 )
-def test_checker_flags_broken_waveforms(change, expected):
-    baseline, _ = render([tx(3, 0x6, 2), tx(12, 0x7, 2, wide=True)], 24, width=64)
-    assert pcirules.check(baseline) == []
-    rules = _mutated(change)
+def test_checker_flags_broken_waveforms(name, clocks, expected):
+    sig = _baseline()
+    sig[name][clocks] ^= 1
+    rules = [rule for _, rule in pcirules.check(sig)]
     assert any(expected in rule for rule in rules), rules
+
+
+def test_checker_flags_write_data_changing_before_trdy():
+    sig, _ = render([tx(3, 0x7, 1, target_waits=np.array([2]))], 12)  # IRDY# 4-6, TRDY# 6
+    assert pcirules.check(sig) == []
+    sig["AD[3]"][5] ^= 1
+    assert (5, "AD changed while its data was valid and pending") in pcirules.check(sig)
+
+
+def _idle(clocks: int) -> dict:
+    return {name: np.ones(clocks, np.uint8) for name in channels_for(32, False, False)}
+
+
+def _assert_low(sig: dict, name: str, first: int, last: int) -> None:
+    sig[name][first : last + 1] = 0
+
+
+def test_checker_flags_timing_the_renderer_refuses():
+    slow_target = _idle(30)  # address at 1, TRDY# only 19 clocks later
+    for name, first, last in [("FRAME#", 1, 1), ("IRDY#", 2, 20), ("DEVSEL#", 2, 20), ("TRDY#", 20, 20)]:
+        _assert_low(slow_target, name, first, last)
+    assert (17, "target latency exceeded (16 initial / 8 later)") in pcirules.check(slow_target)
+    slow_master = _idle(30)  # IRDY# 11 clocks after FRAME#
+    for name, first, last in [("FRAME#", 1, 11), ("IRDY#", 12, 12), ("DEVSEL#", 2, 12), ("TRDY#", 12, 12)]:
+        _assert_low(slow_master, name, first, last)
+    assert (9, "IRDY# later than 8 clocks into the data phase") in pcirules.check(slow_master)
+    late_devsel = _idle(30)  # no DEVSEL# by clock 6 (subtractive, or DAC: no C/BE# to tell), then at 7
+    for name, first, last in [("FRAME#", 1, 6), ("IRDY#", 2, 8), ("DEVSEL#", 7, 8), ("STOP#", 8, 8)]:
+        _assert_low(late_devsel, name, first, last)
+    rules = [rule for _, rule in pcirules.check(late_devsel)]
+    assert "DEVSEL# asserted later than subtractive decode (master abort)" in rules
+    abort_without_devsel = _idle(30)  # STOP# without DEVSEL# but DEVSEL# never seen
+    for name, first, last in [("FRAME#", 1, 2), ("IRDY#", 2, 3), ("STOP#", 3, 3)]:
+        _assert_low(abort_without_devsel, name, first, last)
+    rules = [rule for _, rule in pcirules.check(abort_without_devsel)]
+    assert "STOP# without DEVSEL# (target abort) but no DEVSEL# before" in rules
+    ignores_stop = _idle(30)  # FRAME# kept after STOP# although IRDY# is asserted
+    for name, first, last in [("FRAME#", 1, 4), ("IRDY#", 2, 5), ("DEVSEL#", 2, 5), ("STOP#", 2, 5)]:
+        _assert_low(ignores_stop, name, first, last)
+    assert (3, "FRAME# still asserted with IRDY# after STOP#") in pcirules.check(ignores_stop)
 
 
 # -- property: any valid schedule renders without violations -----------------------------------------
@@ -543,7 +577,8 @@ def test_random_schedules_follow_the_protocol(case):
         mask = np.uint64(2**64 - 1 if t.wide else 0xFFFFFFFF)
         assert (ad[clocks_moved] & mask).tolist() == (t.data[: len(clocks_moved)] & mask).tolist()
         lanes = 0xFF if t.wide else 0xF
-        assert (cbe[clocks_moved] & np.uint64(lanes)).tolist() == [~int(b) & lanes for b in t.byte_enables[: len(clocks_moved)]]
+        enables = t.byte_enables[: len(clocks_moved)]
+        assert (cbe[clocks_moved] & np.uint64(lanes)).tolist() == [~int(b) & lanes for b in enables]
         assert row["bytes"] == sum(bin(int(b)).count("1") for b in t.byte_enables[: row["data_phases"]])
         expected_errors += [int(clocks_moved[k]) for k in t.parity_error_phases]
     assert pcirules.parity_errors(sig).tolist() == expected_errors

@@ -10,9 +10,11 @@ octet the least significant bit goes first (clause 3.3). The FCS octets are ther
 the little-endian bytes of the reflected CRC-32 that :func:`zlib.crc32` returns.
 
 Ethernet, 802.1Q, IPv4 and UDP headers are built with Scapy so that nicrig and the
-decoders that check it do not share a hand-written header packer. MAC Control
-parameters (PAUSE, PFC) are packed here from the annex layouts, which the tests
-check against Scapy and Wireshark.
+decoders that check it do not share a hand-written header packer. For speed, UDP frames
+come from a template that Scapy builds once per flow shape (addresses, ports, payload
+length, MTU, VLAN); each packet then only patches the fields that change (payload, IP
+identification, the checksums, the FCS). MAC Control parameters (PAUSE, PFC) are packed
+here from the annex layouts, which the tests check against Scapy and Wireshark.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Packet, Raw
+from scapy.utils import checksum
 
 from nicrig.udpmon.payload import parse_header
 
@@ -60,6 +64,11 @@ _HEADER_BYTES = 14
 _VLAN_TAG_BYTES = 4
 _PAUSE_PARAMS = struct.Struct("!HH")
 _PFC_PARAMS = struct.Struct("!HH8H")
+_U16 = struct.Struct("!H")
+#: Offsets in an IPv4 header (RFC 791) of the fields patched per packet.
+_IP_ID_AT, _IP_CHECKSUM_AT = 4, 10
+#: UDP templates kept; one per flow shape, so a few per simulated host pair and size.
+_UDP_TEMPLATES = 1024
 
 
 # -- time on the wire -------------------------------------------------------------------------
@@ -195,6 +204,85 @@ def corrupt_fcs(frame: Frame) -> Frame:
 
 # -- frame builders -----------------------------------------------------------------------------
 
+@dataclass(frozen=True, slots=True)
+class _UdpFragment:
+    """One frame of a UDP template: ``head`` is the link header and the IPv4 header as Scapy
+    built them, with Identification and Header Checksum zeroed (the IPv4 header starts at
+    ``ip_at``); the frame carries bytes ``start:end`` of the UDP datagram after it."""
+
+    head: bytes
+    ip_at: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class _UdpTemplate:
+    """The per-packet-invariant part of a flow shape's frames. ``udp_head`` is the UDP
+    source port, destination port and length; ``sum_prefix`` the RFC 768 pseudo-header then
+    ``udp_head`` and a zero checksum: the UDP checksum is that of ``sum_prefix + payload``."""
+
+    udp_head: bytes
+    sum_prefix: bytes
+    fragments: tuple[_UdpFragment, ...]
+
+
+@lru_cache(maxsize=_UDP_TEMPLATES)
+def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: int, dport: int,
+                  payload_len: int, mtu: int, vlan: int | None) -> _UdpTemplate:
+    """Build the frames of a zero payload of ``payload_len`` bytes with Scapy (fragmented by
+    Scapy's ``fragment`` when over ``mtu``) and keep their layout: every header byte, every
+    fragment's offset, flags and length come from Scapy, dissected back from its output."""
+    link: list[Packet] = [Ether(dst=dst_mac, src=src_mac)]
+    if vlan is not None:
+        link.append(Dot1Q(vlan=vlan))
+    packet = _stack(*link, IP(src=src_ip, dst=dst_ip, id=0), UDP(sport=sport, dport=dport),
+                    Raw(bytes(payload_len)))
+    if payload_len + IPV4_HEADER_BYTES + UDP_HEADER_BYTES > mtu:
+        packets = fragment(packet, fragsize=mtu - IPV4_HEADER_BYTES)
+    else:
+        packets = [packet]
+    datagram = bytes(packet[IP].payload)
+    fragments = []
+    for built in packets:
+        wire = bytes(built)
+        ip = Ether(wire)[IP]
+        ip_at, ip_hl = len(wire) - len(ip), ip.ihl * 4
+        start = ip.frag * 8
+        end = start + ip.len - ip_hl
+        head = bytearray(wire[:ip_at + ip_hl])
+        _U16.pack_into(head, ip_at + _IP_CHECKSUM_AT, 0)
+        fragment_ = _UdpFragment(bytes(head), ip_at, start, end)
+        if wire[ip_at + ip_hl:] != datagram[start:end] or _ip_header(fragment_, 0) != wire[:ip_at + ip_hl]:
+            raise AssertionError(f"UDP template disagrees with Scapy's frame {wire.hex()}")
+        fragments.append(fragment_)
+    first = fragments[0]
+    addresses = first.head[first.ip_at + 12:first.ip_at + 20]
+    protocol = first.head[first.ip_at + 9:first.ip_at + 10]
+    udp_head = datagram[:6]
+    template = _UdpTemplate(udp_head, addresses + b"\x00" + protocol + udp_head[4:6] + udp_head + b"\x00\x00",
+                            tuple(fragments))
+    if _udp_datagram(template, bytes(payload_len)) != datagram:
+        raise AssertionError(f"UDP template's checksum disagrees with Scapy's datagram {datagram[:8].hex()}")
+    return template
+
+
+def _ip_header(fragment_: _UdpFragment, ip_id: int) -> bytearray:
+    """``fragment_``'s link and IPv4 headers with Identification ``ip_id`` and the Header
+    Checksum (RFC 791) over the IPv4 header."""
+    head = bytearray(fragment_.head)
+    _U16.pack_into(head, fragment_.ip_at + _IP_ID_AT, ip_id)
+    _U16.pack_into(head, fragment_.ip_at + _IP_CHECKSUM_AT, checksum(head[fragment_.ip_at:]))
+    return head
+
+
+def _udp_datagram(template: _UdpTemplate, payload: bytes) -> bytes:
+    """UDP header and ``payload``; the checksum (RFC 768) covers the pseudo-header and the
+    whole datagram, and a computed 0 is sent as 0xFFFF (0 would mean "no checksum")."""
+    udp_checksum = checksum(template.sum_prefix + payload) or 0xFFFF
+    return template.udp_head + _U16.pack(udp_checksum) + payload
+
+
 def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str,
                sport: int, dport: int, ip_id: int, mtu: int = 1500, vlan: int | None = None) -> list[Frame]:
     """Ethernet (optionally 802.1Q-tagged) / IPv4 / UDP frames carrying ``payload``.
@@ -204,24 +292,24 @@ def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_i
     ``mtu`` bytes each, offsets a multiple of 8 (RFC 791); the first one carries the UDP
     header and so the nicrig header. Every fragment's Frame gets the header's ``seq`` (for
     bookkeeping), and ``kind`` "udp". Frames are padded to 64 bytes with the FCS.
+
+    The layout is Scapy's: a template built by Scapy once per flow shape (addresses, ports,
+    payload length, ``mtu``, ``vlan``; a bounded LRU cache keeps them) gives the headers and
+    the fragmentation, and each call patches in the payload, the IP identification, every
+    fragment's IP header checksum, the UDP checksum and the FCS. The frames are byte for byte
+    those Scapy builds directly (the tests check it).
     """
     if mtu < IPV4_MIN_MTU:
         raise ValueError(f"mtu {mtu} bytes: IPv4 needs at least {IPV4_MIN_MTU}")
     if len(payload) > 0xFFFF - IPV4_HEADER_BYTES - UDP_HEADER_BYTES:
         raise ValueError(f"UDP payload of {len(payload)} bytes does not fit an IPv4 datagram")
-    link: list[Packet] = [Ether(dst=dst_mac, src=src_mac)]
-    if vlan is not None:
-        if not 0 <= vlan <= 0xFFF:
-            raise ValueError(f"vlan {vlan}: a VLAN ID has 12 bits")
-        link.append(Dot1Q(vlan=vlan))
-    packet = _stack(*link, IP(src=src_ip, dst=dst_ip, id=ip_id), UDP(sport=sport, dport=dport), Raw(payload))
+    if vlan is not None and not 0 <= vlan <= 0xFFF:
+        raise ValueError(f"vlan {vlan}: a VLAN ID has 12 bits")
+    template = _udp_template(src_mac, dst_mac, src_ip, dst_ip, sport, dport, len(payload), mtu, vlan)
+    datagram = _udp_datagram(template, payload)
     header = parse_header(payload)
     seq = header.seq if header else -1
-    if len(payload) + IPV4_HEADER_BYTES + UDP_HEADER_BYTES > mtu:
-        packets = fragment(packet, fragsize=mtu - IPV4_HEADER_BYTES)
-    else:
-        packets = [packet]
-    return [_finish(p, "udp", seq) for p in packets]
+    return [_finish(_ip_header(f, ip_id) + datagram[f.start:f.end], "udp", seq) for f in template.fragments]
 
 
 def pause_frame(src_mac: str, quanta: int) -> Frame:

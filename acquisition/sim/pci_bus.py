@@ -34,10 +34,10 @@ Terminations (spec 3.3.3; n = len(data), F = clock FRAME# is first deasserted, L
 - ``retry``: STOP# without TRDY# from ``t_0``; nothing transfers. ``data`` is the master's
   intended burst (only ``data[0]`` reaches the bus). A single-phase master already deasserted
   FRAME# with IRDY#: ``L = max(t_0, i_0)``. A burst master still holds FRAME# and, having
-  sampled STOP#, deasserts it as soon as IRDY# can be asserted (rule 5):
+  sampled STOP#, deasserts it as soon as IRDY# can be asserted (spec 3.3.3.2.1, rule 5):
   ``F = L = max(t_0 + 1, i_0)``.
 - ``disconnect_with_data``: all ``n`` phases transfer; the target asserts STOP# together with
-  TRDY# on the last one (Disconnect-A/B). The master wanted more, so FRAME# is still asserted
+  TRDY# on the last one (spec 3.3.3.2.2). The master wanted more, so FRAME# is still asserted
   unless IRDY# came after STOP#: ``F = L = max(t_{n-1} + 1, i_{n-1})``; when ``L > P_{n-1}``
   the clock ``L`` is a final phase completed by IRDY# + STOP# without TRDY#.
 - ``disconnect_without_data``: all ``n`` phases transfer with FRAME# held; at ``P_{n-1} + 1``
@@ -65,12 +65,12 @@ given. The master drives write data and byte enables from the first clock of eac
 on reads the target drives AD from ``e0`` (after the turnaround) and from ``b_k`` later on.
 64-bit transfers (REQ64# with FRAME#, ACK64# with DEVSEL#) must start QWORD aligned; with DAC
 and REQ64# the master also drives the high address on AD[63:32] and the command on C/BE[7:4]#.
-Phases past the given data (stop phases) repeat the last value; with no data at all (a
-target abort on the first phase) a write shows zero data and no byte lanes enabled.
+Phases past the given data (stop phases) repeat the last values; with no data at all (a
+target abort on the first phase) the master shows no byte lane enabled and zero write data.
 Lines nobody drives (turnarounds, idle bus, the upper half in 32-bit transactions) keep
 their last driven value: the bus-parked agent or the bus keeper holds them (spec 3.4.3), and
 it keeps parity consistent. PAR (PAR64) is even parity over AD[31:0] and C/BE[3:0]# (AD[63:32]
-and C/BE[7:4]#) of the previous clock (spec 3.8.1), so it is valid one clock after every
+and C/BE[7:4]#) of the previous clock (spec 3.7.1), so it is valid one clock after every
 address and data phase. For a data phase listed in ``parity_error_phases`` PAR (and PAR64 on
 a 64-bit transfer) is inverted on the clocks after that phase's data is driven, and the receiver
 of the data (target on writes, master on reads) asserts PERR# for one clock at ``P_k + 2``
@@ -82,8 +82,8 @@ The probed device ("nic" master) asserts REQ# from ``s - 3``; the arbiter answer
 from ``s - 2`` and removes it after the address phase (asserted through ``s``), so GNT# is
 sampled asserted on the idle clock ``s - 1``. REQ# is deasserted with FRAME# unless the next
 request follows at once. After a Retry or Disconnect REQ# stays deasserted on the idle clock
-and the clock before it; if that leaves no clock for REQ#, the arbiter grants the parked bus
-without a request. Host-bridge transactions use the bridge's own REQ#/GNT#, which are not probed.
+and the clock before it; when that leaves less than the usual lead, REQ# is shorter or absent
+and the arbiter's GNT# comes all the same (it may park the bus on the device). Host-bridge transactions use the bridge's own REQ#/GNT#, which are not probed.
 """
 
 from __future__ import annotations
@@ -395,10 +395,13 @@ def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarra
     given = np.flatnonzero(np.fromiter((v is not None for v in values), np.bool_, count))
     if given.size == 0:
         return out
-    arrays = [np.asarray(values[i]).reshape(-1) for i in given]
-    lengths = np.fromiter((a.size for a in arrays), np.int64, given.size)
+    arrays = [values[i] for i in given] if given.size < count else values
+    try:
+        lengths = np.fromiter(map(len, arrays), np.int64, given.size)
+        flat = np.concatenate(arrays)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be one-dimensional arrays") from None
     _fail(_per_txn(given[lengths != n[given]], count), s, f"{what} length differs from len(data)")
-    flat = np.concatenate(arrays)
     negative = flat < 0
     _fail(_per_txn(np.repeat(given, lengths)[negative], count), s, f"{what} must not be negative")
     if given.size == count:
@@ -456,7 +459,8 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
     perr_k = np.fromiter(chain.from_iterable(t.parity_error_phases for t in txs), np.int64, int(perr_counts.sum()))
     perr_t = np.repeat(np.arange(count, dtype=np.int64), perr_counts)
     done = _completed_phases(term, n)
-    _fail(_per_txn(perr_t[(perr_k < 0) | (perr_k >= done[perr_t])], count), s, "parity_error_phases must name data phases that complete")
+    unfinished = perr_t[(perr_k < 0) | (perr_k >= done[perr_t])]
+    _fail(_per_txn(unfinished, count), s, "parity_error_phases must name data phases that complete")
     perr_phase = np.zeros(ti.size, np.bool_)
     perr_phase[off[perr_t] + perr_k] = True
     return _Batch(

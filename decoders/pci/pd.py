@@ -851,6 +851,9 @@ class Decoder(srd.Decoder):
             cat = 't'
         else:
             cat = 'm'
+            if not T and not S:
+                # Neither side is ready: the clock is a wait state of both.
+                txn.twait += 1
 
         if cat != txn.run_cat:
             self.close_run(txn, s)
