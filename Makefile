@@ -8,9 +8,10 @@ PY       := $(VENV)/bin/python
 NICRIG   := $(VENV)/bin/nicrig
 STAMP    := $(VENV)/.installed
 DEMO_OUT ?= demo-out
-# Debian packages nicrig drives as real peers: sigrok-cli runs our decoders,
-# tshark reads the pcap files they write.
-SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark
+# Debian packages nicrig drives as real peers (command:package): sigrok-cli
+# runs our decoders, tshark reads the pcap files they write, GTKWave's vcd2fst
+# reads our VCD exports, Icarus Verilog runs the independent HDL bus models.
+SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog
 
 .PHONY: demo test sysdeps venv bench clean
 
@@ -44,11 +45,18 @@ test: sysdeps $(STAMP)
 
 demo: sysdeps $(STAMP)
 	@mkdir -p $(DEMO_OUT)
-	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --count 20 -o $(DEMO_OUT)/latency.h5
-	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --size 1400 --spacing-us 11 --count 4000 -o $(DEMO_OUT)/stream.h5
-	$(NICRIG) info $(DEMO_OUT)/latency.h5
+	# Request-response, SysKonnect SK-9843 on 32-bit 33 MHz PCI, AD/C/BE# recorded, 3000-byte responses (3 frames).
+	$(NICRIG) simulate --scenario latency --nic sk9843 --bus pci32-33 --with-ad --size 3000 --count 10 -o $(DEMO_OUT)/latency.h5
+	# 1400-byte stream every 11 us, Intel PRO/1000 on 64-bit 66 MHz PCI: faster than the receiver, so PAUSE frames.
+	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --size 1400 --spacing-us 11 --count 2000 -o $(DEMO_OUT)/stream.h5
+	$(NICRIG) decode $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5
+	@echo "--- the first PCI transactions of the request on the sending bus:"
+	$(NICRIG) events $(DEMO_OUT)/latency.h5 --source send_pci --decoder pci --limit 12
+	@echo "--- PAUSE and XON frames from the receiver (802.3x flow control):"
+	$(NICRIG) events $(DEMO_OUT)/stream.h5 --source probe --decoder ethernet --where direction=rx --limit 6
+	$(NICRIG) export $(DEMO_OUT)/latency.h5 --source send_pci -o $(DEMO_OUT)/latency-send_pci.sr
 	$(NICRIG) info $(DEMO_OUT)/stream.h5
-	@echo "demo: wrote $$(ls $(DEMO_OUT)/*.h5 | tr '\n' ' ')"
+	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (open the .sr in PulseView after 'nicrig decoders install')"
 
 bench: $(STAMP)
 	$(PY) bench/sim.py

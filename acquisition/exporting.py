@@ -82,6 +82,7 @@ def _pick_source(cs: Any, name: str | None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.capture import CaptureSet
+
     from nicrig.errors import UsageError
 
     out = Path(args.output)
@@ -140,10 +141,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: Any) -> None:
     import numpy as np
-
     from nicrig.acquisition.capture import pack_bits, unpack_bits
     from nicrig.acquisition.srzip import write_sr
     from nicrig.acquisition.vcd import nominal_rate
+
     from nicrig.errors import UsageError
 
     if len(chans) > PULSEVIEW_MAX_CHANNELS:

@@ -128,6 +128,7 @@ def _progress_bar(label: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.capture import CaptureSet, SourceSpec, vectors_from_names
     from nicrig.acquisition.csv_logic import parse_rate
+
     from nicrig.errors import FormatError, UsageError
 
     path = Path(args.file)
@@ -254,6 +255,7 @@ class _SrReader:
 
     def __init__(self, path: Path, rate: float | None):
         from nicrig.acquisition.srzip import read_sr
+
         from nicrig.errors import UsageError
 
         self.path = path

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nicrig.decoders import DECODERS_DIR
+
 from nicrig.errors import UsageError
 
 #: Where libsigrokdecode (sigrok-cli, PulseView) looks for a user's decoders.

@@ -45,6 +45,7 @@ def _decode_source(cs: Any, name: str, stack_texts: list[str] | None, progress: 
 
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.capture import CaptureSet
+
     from nicrig.errors import NicrigError, UsageError
 
     if args.stacks and not args.source:

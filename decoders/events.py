@@ -29,8 +29,8 @@ def _plain(value: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
-
     from nicrig.acquisition.capture import CaptureSet
+
     from nicrig.errors import UsageError
 
     with CaptureSet.open(args.file) as cs:

@@ -21,6 +21,7 @@ from typing import Any
 from nicrig.acquisition.capture import Source
 from nicrig.decoders import DECODERS_DIR
 from nicrig.decoders.spec import RECORDS, Stack
+
 from nicrig.errors import NicrigError
 
 Progress = Callable[[int, int], None]

@@ -17,6 +17,7 @@ from typing import Any
 
 from nicrig.acquisition.capture import Source
 from nicrig.decoders import catalog
+
 from nicrig.errors import UsageError
 
 #: Which binary output of a stack's last decoder holds its machine-readable records.

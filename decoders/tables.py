@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from nicrig.acquisition.capture import Source
 
 # column, NumPy type, value when the record has none (or null)

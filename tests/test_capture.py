@@ -7,6 +7,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -14,9 +15,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from conftest import run_unprivileged
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from nicrig.acquisition import capture
 from nicrig.acquisition.capture import (
     DEFAULT_CHUNK_SAMPLES,
@@ -30,6 +31,7 @@ from nicrig.acquisition.capture import (
     unpack_bits,
     vectors_from_names,
 )
+
 from nicrig.errors import FormatError, NicrigError, UsageError
 
 # A 64-bit PCI(-X) bus as a logic analyzer pod sees it: 18 single lines + AD[63:0] + C/BE#[7:0] = 90.
@@ -648,16 +650,13 @@ def test_create_in_missing_folder(tmp_path):
         CaptureSet.create(tmp_path / "nope" / "x.h5")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-def test_create_in_unwritable_folder(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o555)
-    try:
-        with pytest.raises(UsageError, match="not writable"):
-            CaptureSet.create(ro / "x.h5")
-    finally:
-        ro.chmod(0o755)
+def test_create_in_unwritable_folder(read_only_folder):
+    code = ("import sys\nfrom nicrig.acquisition.capture import CaptureSet\nfrom nicrig.errors import UsageError\n"
+            "try:\n    CaptureSet.create(sys.argv[1])\nexcept UsageError as e:\n    print(e)\n    sys.exit(3)\n")
+    r = run_unprivileged([sys.executable, "-c", code, str(read_only_folder / "x.h5")])
+    assert r.returncode == 3, r.stderr
+    assert "not writable" in r.stdout
+    assert list(read_only_folder.iterdir()) == []
 
 
 def test_create_when_the_temporary_file_cannot_be_made(tmp_path, monkeypatch):

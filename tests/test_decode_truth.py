@@ -17,14 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scapy.all import rdpcap
-
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
 from nicrig.decoders import DECODERS_DIR, spec
 from nicrig.decoders.sigrok_cli import _command
+from scapy.all import rdpcap
 
 pytestmark = [pytest.mark.sigrok,
               pytest.mark.skipif(shutil.which("sigrok-cli") is None, reason="sigrok-cli is not installed")]

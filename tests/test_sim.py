@@ -7,7 +7,6 @@ where they need the model's bookkeeping (which transaction moved which frame).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import zlib
@@ -15,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from conftest import run_unprivileged
 from nicrig.acquisition.capture import CaptureSet, unpack_bits
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
-from nicrig.errors import UsageError
-
 from pcirules import check  # tests/pcirules.py
+
+from nicrig.errors import UsageError
 
 US = 1_000_000  # ps
 
@@ -249,18 +248,11 @@ def test_bad_parameters_give_one_clear_line_and_exit_2(tmp_path, argv, message):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_unwritable_output_is_refused_without_leftovers(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    try:
-        if os.access(ro, os.W_OK):
-            pytest.skip("running as a user who can write anywhere (root): permission test is meaningless")
-        r = subprocess.run([sys.executable, "-m", "nicrig", "simulate", "--count", "1", "-o", str(ro / "x.h5")],
-                           capture_output=True, text=True)
-        assert r.returncode == 2 and "not writable" in r.stderr
-    finally:
-        ro.chmod(0o700)
+def test_unwritable_output_is_refused_without_leftovers(read_only_folder):
+    r = run_unprivileged([sys.executable, "-m", "nicrig", "simulate", "--count", "1",
+                          "-o", str(read_only_folder / "x.h5")])
+    assert r.returncode == 2 and "not writable" in r.stderr, r.stderr
+    assert list(read_only_folder.iterdir()) == []
 
 
 def test_output_in_missing_folder_is_refused(tmp_path):

@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.sim import profiles
     from nicrig.acquisition.sim.model import Scenario
     from nicrig.acquisition.sim.rig import Recording, simulate
+
     from nicrig.errors import UsageError
 
     if args.list_profiles:

@@ -25,12 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from nicrig.udpmon.payload import parse_header
 from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Packet, Raw
 from scapy.utils import checksum
-
-from nicrig.udpmon.payload import parse_header
 
 #: Seven preamble octets and the start frame delimiter (802.3 clause 3.2.1, 3.2.2), in
 #: transmission order. Sent LSB first, 0x55 is 1010... and 0xD5 ends in the SFD's "11".

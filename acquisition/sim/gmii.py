@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 
 import numpy as np
-
 from nicrig.acquisition.sim.ethernet import IFG_BYTES, PREAMBLE_SFD, Frame
 
 #: GTX_CLK / RX_CLK period at 1000 Mb/s (125 MHz), one sample of :meth:`GmiiRenderer.render`.

@@ -33,12 +33,16 @@ from typing import Any, Callable, Generator, Literal
 
 import numpy as np
 import simpy
-
 from nicrig.acquisition.sim.ethernet import Frame, pause_frame, udp_frames
-from nicrig.acquisition.sim.pci_bus import TURNAROUND_CLOCKS, PciTransaction, busy_clocks
+from nicrig.acquisition.sim.pci_bus import (
+    TURNAROUND_CLOCKS,
+    PciTransaction,
+    busy_clocks,
+)
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
-from nicrig.errors import UsageError
 from nicrig.udpmon.payload import Kind, make_payload
+
+from nicrig.errors import UsageError
 
 PS_PER_NS = 1000
 PS_PER_US = 1_000_000

@@ -90,12 +90,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
-
 from nicrig.acquisition.capture import unitsize_for
 
 #: Idle clocks between one transaction's last busy clock and the next address phase.
@@ -308,22 +308,34 @@ def busy_clocks(t: PciTransaction, bus_width_bits: int) -> int:
     """Clocks from ``t.start_clk`` to the last clock FRAME# or IRDY# is asserted, inclusive.
 
     The next transaction may start at ``start_clk + busy_clocks + TURNAROUND_CLOCKS``. This
-    checks only what the count depends on; :class:`PciRenderer` validates everything.
+    checks only what the count depends on; :class:`PciRenderer` validates everything. The
+    count depends on the transaction's shape alone, which a model repeats endlessly, so
+    shapes are memoized.
     """
+    def waits_key(w: np.ndarray | None) -> bytes | None:
+        return None if w is None else np.asarray(w, np.int64).tobytes()
+
+    return _busy_clocks_of_shape(bus_width_bits, t.termination, len(t.data), t.devsel,
+                                 t.command in READ_COMMANDS, t.address >= 1 << 32,
+                                 waits_key(t.target_waits), waits_key(t.master_waits))
+
+
+@lru_cache(maxsize=4096)
+def _busy_clocks_of_shape(bus_width_bits: int, termination: str, n: int, devsel: int, read: bool, dac: bool,
+                          target_waits: bytes | None, master_waits: bytes | None) -> int:
     _check_width(bus_width_bits)
-    term = _TERM_CODE.get(t.termination)
+    term = _TERM_CODE.get(termination)
     if term is None:
-        raise ValueError(f"unknown termination {t.termination!r}; use one of {TERMINATIONS}")
-    n = len(t.data)
+        raise ValueError(f"unknown termination {termination!r}; use one of {TERMINATIONS}")
     if n == 0 and term != _TABORT:
         raise ValueError("a transaction needs at least one data phase (only target_abort may have none)")
-    if (t.devsel == 0) != (term == _MABORT) or not 0 <= t.devsel <= DEVSEL_WINDOW:
-        raise ValueError(f"devsel={t.devsel} does not fit termination {t.termination!r}")
-    tw = _waits_of(t.target_waits, n, "target_waits")
-    mw = _waits_of(t.master_waits, n, "master_waits")
-    a = t.start_clk + (t.address >= 1 << 32)
-    dv = a + t.devsel
-    e0 = max(dv, a + 1 + (t.command in READ_COMMANDS))
+    if (devsel == 0) != (term == _MABORT) or not 0 <= devsel <= DEVSEL_WINDOW:
+        raise ValueError(f"devsel={devsel} does not fit termination {termination!r}")
+    tw = _waits_of(None if target_waits is None else np.frombuffer(target_waits, np.int64), n, "target_waits")
+    mw = _waits_of(None if master_waits is None else np.frombuffer(master_waits, np.int64), n, "master_waits")
+    a = int(dac)
+    dv = a + devsel
+    e0 = max(dv, a + 1 + int(read))
     t0 = e0 + (int(tw[0]) if n else 0)
     i0 = a + 1 + (int(mw[0]) if n else 0)
     p_last, t_last, i_last = max(t0, i0), t0, i0
@@ -333,7 +345,7 @@ def busy_clocks(t: PciTransaction, bus_width_bits: int) -> int:
         begin_last = p_last - int(longer[-1])
         t_last, i_last = begin_last + int(tw[-1]), begin_last + int(mw[-1])
     _, last, _ = _end_clocks(term, n, a, dv, t0, i0, t_last, i_last, p_last, max, _pick)
-    return int(last) - t.start_clk + 1
+    return int(last) + 1
 
 
 # -- batch extraction and validation ------------------------------------------------------------

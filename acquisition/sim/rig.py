@@ -21,11 +21,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import numpy.lib.recfunctions as rfn
-
 from nicrig.acquisition.capture import CaptureSet, SourceSpec
 from nicrig.acquisition.sim import gmii, pci_bus
-from nicrig.acquisition.sim.model import GMII_PERIOD_PS, INTERRUPT_DTYPE, PACKET_DTYPE, BusRecord, Rig, RigRun, Scenario
+from nicrig.acquisition.sim.model import (
+    GMII_PERIOD_PS,
+    INTERRUPT_DTYPE,
+    PACKET_DTYPE,
+    BusRecord,
+    Rig,
+    RigRun,
+    Scenario,
+)
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
 
 BLOCK_CLOCKS = 1 << 20
@@ -41,8 +47,20 @@ class Recording:
     samples_per_clock: int | None = None
 
 
-def _clock_times(phase_ps: int, period_ps: float, c0: int, c1: int) -> np.ndarray:
-    return phase_ps + np.rint(np.arange(c0, c1, dtype=np.float64) * period_ps).astype(np.int64)
+def _clock_times(phase_ps: int, period_ps: float, clocks: np.ndarray) -> np.ndarray:
+    """Times (ps) of rising edges ``clocks`` of a clock with this phase and period (as ``BusRecord.time_of``)."""
+    return phase_ps + np.rint(np.asarray(clocks, dtype=np.float64) * period_ps).astype(np.int64)
+
+
+def _with_columns(table: np.ndarray, **columns: np.ndarray) -> np.ndarray:
+    """``table`` with extra columns appended (NumPy's recfunctions does this a row at a time)."""
+    extra = [(name, np.asarray(col).dtype.str) for name, col in columns.items()]
+    out = np.empty(len(table), dtype=table.dtype.descr + extra)
+    for name in table.dtype.names:
+        out[name] = table[name]
+    for name, col in columns.items():
+        out[name] = col
+    return out
 
 
 def _blocks(n_clocks: int) -> Iterator[tuple[int, int]]:
@@ -97,20 +115,25 @@ def _write_pci(cs: CaptureSet, name: str, bus: BusRecord, run: RigRun, nic: NicP
                                       "clock": "PCI CLK rising edge"})
         w = cs.add_source(spec)
         for c0, c1 in _blocks(n_clocks):
-            w.append(renderer.render(c0, c1), _clock_times(bus.phase_ps, prof.period_ps, c0, c1))
+            w.append(renderer.render(c0, c1), _clock_times(bus.phase_ps, prof.period_ps, np.arange(c0, c1)))
             if progress:
                 progress(name, c1, n_clocks)
     truth = renderer.truth()
-    starts = np.array([bus.time_of(int(c)) for c in truth["ss"]], dtype=np.int64) - run.trigger_ps
-    ends = np.array([bus.time_of(int(c)) for c in truth["es"]], dtype=np.int64) - run.trigger_ps
-    purposes = np.array(bus.purposes, dtype="S20")
-    table = rfn.append_fields(truth, ["t_start_ps", "t_end_ps", "purpose"], [starts, ends, purposes],
-                              usemask=False)
+    table = _with_columns(
+        truth,
+        t_start_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["ss"]) - run.trigger_ps,
+        t_end_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["es"]) - run.trigger_ps,
+        purpose=np.array(bus.purposes, dtype="S20")[np.argsort([t.start_clk for t in bus.transactions],
+                                                               kind="stable")],
+    )
     cs.write_table(f"truth/{name}/transactions", table,
                    units={"ss": "clock", "es": "clock", "t_start_ps": "ps", "t_end_ps": "ps", "bytes": "byte"},
                    description=f"every PCI transaction the model put on {name}, in bus order")
-    irq = np.array([(a, b, bus.time_of(a) - run.trigger_ps, bus.time_of(b) - run.trigger_ps) for a, b in irqs],
-                   dtype=[("ss", "<i8"), ("es", "<i8"), ("t_assert_ps", "<i8"), ("t_deassert_ps", "<i8")])
+    clocks = np.array(irqs, dtype=np.int64).reshape(-1, 2)
+    irq = np.zeros(len(clocks), dtype=[("ss", "<i8"), ("es", "<i8"), ("t_assert_ps", "<i8"), ("t_deassert_ps", "<i8")])
+    irq["ss"], irq["es"] = clocks[:, 0], clocks[:, 1]
+    irq["t_assert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["ss"]) - run.trigger_ps
+    irq["t_deassert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["es"]) - run.trigger_ps
     cs.write_table(f"truth/{name}/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
                    description=f"INTA# low intervals on {name}")
 
@@ -127,13 +150,15 @@ def _write_probe(cs: CaptureSet, run: RigRun, progress: Progress | None) -> None
                                   "clock": "125 MHz GTX_CLK"})
     w = cs.add_source(spec)
     for c0, c1 in _blocks(n_clocks):
-        w.append(renderer.render(c0, c1), _clock_times(run.probe_phase_ps, GMII_PERIOD_PS, c0, c1))
+        w.append(renderer.render(c0, c1), _clock_times(run.probe_phase_ps, GMII_PERIOD_PS, np.arange(c0, c1)))
         if progress:
             progress("probe", c1, n_clocks)
     truth = renderer.truth()
-    t0 = run.probe_phase_ps + truth["ss"].astype(np.int64) * GMII_PERIOD_PS - run.trigger_ps
-    t1 = run.probe_phase_ps + truth["es"].astype(np.int64) * GMII_PERIOD_PS - run.trigger_ps
-    table = rfn.append_fields(truth, ["t_start_ps", "t_end_ps"], [t0, t1], usemask=False)
+    table = _with_columns(
+        truth,
+        t_start_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, truth["ss"]) - run.trigger_ps,
+        t_end_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, truth["es"]) - run.trigger_ps,
+    )
     cs.write_table("truth/probe/frames", table, units={"ss": "clock", "es": "clock", "t_start_ps": "ps",
                                                        "t_end_ps": "ps", "length": "byte"},
                    description="every frame on the link at host A's GMII, both directions")
