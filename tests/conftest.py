@@ -10,6 +10,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from nicrig.acquisition.sim import profiles
+from nicrig.acquisition.sim.model import Scenario
+from nicrig.acquisition.sim.rig import Recording, simulate
 
 
 def run_unprivileged(argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess[str]:
@@ -39,3 +42,12 @@ def read_only_folder() -> Iterator[Path]:
     finally:
         ro.chmod(0o755)
         shutil.rmtree(top)
+
+
+def simulate_set(folder: Path, name: str, *, nic: str = "intel-pro1000", bus: str = "pci64-66",
+                 host: str = "supermicro-370dle", recording: Recording = Recording(), **scenario) -> Path:
+    """Simulate ``Scenario(**scenario)`` on the named (or TOML-file) profiles into ``folder/name.h5``."""
+    out = folder / f"{name}.h5"
+    simulate(Scenario(**scenario), profiles.load("bus", bus), profiles.load("nic", nic),
+             profiles.load("host", host), out, recording)
+    return out

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import simulate_set
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
-from nicrig.acquisition.sim.model import Scenario
-from nicrig.acquisition.sim.rig import Recording, simulate
+from nicrig.acquisition.sim.rig import Recording
 from nicrig.decoders import DECODERS_DIR, spec
 from nicrig.decoders.sigrok_cli import _command
 from scapy.all import rdpcap
@@ -40,10 +40,8 @@ def nicrig(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _sim(tmp: Path, name: str, nic: str, bus: str, recording: Recording = Recording(with_ad=True),
          **scenario) -> Path:
-    out = tmp / f"{name}.h5"
-    simulate(Scenario(**scenario), profiles.load("bus", bus), profiles.load("nic", nic),
-             profiles.load("host", "supermicro-370dle"), out, recording)
-    return out
+    """These tests decode AD and C/BE# by default: addresses and byte counts are compared too."""
+    return simulate_set(tmp, name, nic=nic, bus=bus, recording=recording, **scenario)
 
 
 @pytest.fixture(scope="module")

@@ -15,23 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import run_unprivileged
+from conftest import simulate_set as _sim
 from nicrig.acquisition.capture import CaptureSet, unpack_bits
 from nicrig.acquisition.sim import profiles
-from nicrig.acquisition.sim.model import Scenario
-from nicrig.acquisition.sim.rig import Recording, simulate
+from nicrig.acquisition.sim.rig import Recording
 from pcirules import check  # tests/pcirules.py
 
 from nicrig.errors import UsageError
 
 US = 1_000_000  # ps
-
-
-def _sim(tmp: Path, name: str, *, nic: str = "intel-pro1000", bus: str = "pci64-66", host: str = "supermicro-370dle",
-         recording: Recording = Recording(), **scenario) -> Path:
-    out = tmp / f"{name}.h5"
-    simulate(Scenario(**scenario), profiles.load("bus", bus), profiles.load("nic", nic),
-             profiles.load("host", host), out, recording)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -133,6 +133,27 @@ INTERRUPT_DTYPE = np.dtype([
 ])
 
 
+class Signal:
+    """A condition one process waits for and others announce, any number of times.
+
+    SimPy events fire once; this hands the waiter a fresh event each time. A
+    waiter re-checks its condition in a loop, so an announcement with nobody
+    waiting is harmless, and none is lost (check and wait happen in one step).
+    """
+
+    def __init__(self, env: simpy.Environment):
+        self._env = env
+        self._event = env.event()
+
+    def wait(self) -> simpy.Event:
+        self._event = self._env.event()
+        return self._event
+
+    def notify(self) -> None:
+        if not self._event.triggered:
+            self._event.succeed()
+
+
 def is_last_fragment(frame: Frame) -> bool:
     """False while the IPv4 "more fragments" flag is set (RFC 791), True otherwise."""
     if frame.ip_fragment_offset < 0:
@@ -168,41 +189,34 @@ class Link:
         self.env, self.rig, self.name, self.probe = env, rig, name, probe
         self.control: deque[Frame] = deque()
         self.data: deque[tuple[Frame, Callable[[], None]]] = deque()
-        self.kick = env.event()
+        self.kick = Signal(env)
         self.free_ps = 0
         self.paused_until = 0
-        self.pause_changed = env.event()
+        self.pause_changed = Signal(env)
         self.deliver: Callable[[Frame, int], None] = lambda f, t: None
         env.process(self._run())
 
-    def _wake(self) -> None:
-        if not self.kick.triggered:
-            self.kick.succeed()
-
     def send_control(self, frame: Frame) -> None:
         self.control.append(frame)
-        self._wake()
+        self.kick.notify()
 
     def send_data(self, frame: Frame, done: Callable[[], None]) -> None:
         self.data.append((frame, done))
-        self._wake()
+        self.kick.notify()
 
     def pause(self, quanta: int) -> None:
         """A PAUSE from the partner arrived: stop sending data for ``quanta`` x 512 bit times (0 resumes)."""
         self.paused_until = self.env.now + quanta * PAUSE_QUANTUM_BITS * self.rig.ps_per_bit
-        ev, self.pause_changed = self.pause_changed, self.env.event()
-        ev.succeed()
+        self.pause_changed.notify()
 
     def _run(self) -> Process:
         env = self.env
         while True:
             if not self.control and not self.data:
-                self.kick = env.event()
-                yield self.kick
+                yield self.kick.wait()
                 continue
             if not self.control and env.now < self.paused_until:
-                self.kick = env.event()
-                yield env.timeout(self.paused_until - env.now) | self.pause_changed | self.kick
+                yield env.timeout(self.paused_until - env.now) | self.pause_changed.wait() | self.kick.wait()
                 continue
             frame, done = (self.control.popleft(), None) if self.control else self.data.popleft()
             clk = max(math.ceil((max(env.now, self.free_ps) - self.rig.probe_phase_ps) / GMII_PERIOD_PS), 0)
@@ -231,30 +245,30 @@ class Host:
         self.mac, self.ip = mac, ip
         self.cpu = simpy.PriorityResource(env, capacity=1)
         self.posted: deque[tuple[str, Callable[[], None] | None]] = deque()
-        self.posted_kick = env.event()
-        self.posted_idle = env.event()
+        self.posted_kick = Signal(env)
+        self.posted_idle = Signal(env)
         # transmit side
         self.tx_slots = nic.tx_ring
-        self.tx_slot_freed = env.event()
+        self.tx_slot_freed = Signal(env)
         self.tx_doorbell: deque[Frame] = deque()
-        self.tx_kick = env.event()
+        self.tx_kick = Signal(env)
         self.tx_fifo_used = 0
-        self.tx_fifo_freed = env.event()
+        self.tx_fifo_freed = Signal(env)
         self.tx_completed = 0
         self.tx_next_slot = 0
         # receive side
         self.rx_fifo_used = 0
         self.rx_pending: deque[Frame] = deque()
-        self.rx_kick = env.event()
+        self.rx_kick = Signal(env)
         self.rx_desc_free = nic.rx_ring
-        self.rx_desc_freed = env.event()
+        self.rx_desc_freed = Signal(env)
         self.rx_done: deque[Frame] = deque()
         self.rx_next_slot = 0
         self.xoff_until = -1
         # interrupts
         self.int_asserted = False
         self.int_timer_due: int | None = None
-        self.int_event = env.event()
+        self.int_event = Signal(env)
         self._row = -1
         self.on_receive: Callable[[Frame, int], None] = lambda f, t: None
         self.counters = {"rx_fifo_overflow": 0, "pause_sent": 0, "xon_sent": 0, "interrupts": 0}
@@ -310,9 +324,8 @@ class Host:
         """The host bridge's posted-write queue: CPU writes reach the bus in order, while the CPU goes on."""
         while True:
             if not self.posted:
-                self.posted_idle.succeed()
-                self.posted_kick = self.env.event()
-                yield self.posted_kick
+                self.posted_idle.notify()
+                yield self.posted_kick.wait()
                 continue
             access, done = self.posted[0]
             yield from self._csr_transaction(access)
@@ -328,14 +341,11 @@ class Host:
         """
         is_write, _ = self.nic.csr_address(access)
         if is_write:
-            if not self.posted:
-                self.posted_idle = self.env.event()
             self.posted.append((access, done))
-            if not self.posted_kick.triggered:
-                self.posted_kick.succeed()
+            self.posted_kick.notify()
             return
-        if self.posted:
-            yield self.posted_idle
+        while self.posted:
+            yield self.posted_idle.wait()
         yield from self._csr_transaction(access)
         if done is not None:
             done()
@@ -391,28 +401,24 @@ class Host:
         for frame in frames:
             # Ring full: the driver stops the queue and the sender blocks, off the CPU.
             while self.tx_slots == 0:
-                self.tx_slot_freed = self.env.event()
-                yield self.tx_slot_freed
+                yield self.tx_slot_freed.wait()
             self.tx_slots -= 1
             with self.cpu.request(priority=1) as req:
                 yield req
                 yield from self.csr_sequence(self.nic.tx_csr)
             self.tx_doorbell.append(frame)
-            if not self.tx_kick.triggered:
-                self.tx_kick.succeed()
+            self.tx_kick.notify()
         return frames
 
     def _nic_tx(self) -> Process:
         env = self.env
         while True:
             if not self.tx_doorbell:
-                self.tx_kick = env.event()
-                yield self.tx_kick
+                yield self.tx_kick.wait()
                 continue
             frame = self.tx_doorbell.popleft()
             while self.tx_fifo_used + len(frame.data) > self.nic.tx_fifo_bytes:
-                self.tx_fifo_freed = env.event()
-                yield self.tx_fifo_freed
+                yield self.tx_fifo_freed.wait()
             yield env.timeout(round(self.nic.tx_fetch_latency_ns * PS_PER_NS))
             slot = self.tx_next_slot % self.nic.tx_ring
             self.tx_next_slot += 1
@@ -429,8 +435,7 @@ class Host:
         self.tx_link.send_data(frame, sent.succeed)
         yield sent
         self.tx_fifo_used -= len(frame.data)
-        if not self.tx_fifo_freed.triggered:
-            self.tx_fifo_freed.succeed()
+        self.tx_fifo_freed.notify()
         yield from self.dma(True, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
                             "tx_desc_writeback")
         self.tx_completed += 1
@@ -453,19 +458,16 @@ class Host:
             self.xoff_until = self.env.now + self.nic.pause_quanta * PAUSE_QUANTUM_BITS * self.rig.ps_per_bit // 2
             self.counters["pause_sent"] += 1
             self.tx_link.send_control(pause_frame(self.mac, self.nic.pause_quanta))
-        if not self.rx_kick.triggered:
-            self.rx_kick.succeed()
+        self.rx_kick.notify()
 
     def _nic_rx_dma(self) -> Process:
         env = self.env
         while True:
             if not self.rx_pending:
-                self.rx_kick = env.event()
-                yield self.rx_kick
+                yield self.rx_kick.wait()
                 continue
             while self.rx_desc_free == 0:
-                self.rx_desc_freed = env.event()
-                yield self.rx_desc_freed
+                yield self.rx_desc_freed.wait()
             frame = self.rx_pending.popleft()
             self.rx_desc_free -= 1
             yield env.timeout(round(self.nic.rx_mac_latency_ns * PS_PER_NS))
@@ -505,8 +507,7 @@ class Host:
         self.bus.interrupts.append([self.bus.clock_at_or_after(self.env.now), -1])
         self.rig.interrupt_rows.append([self.name, self.env.now, -1, 0, 0])
         self._row = len(self.rig.interrupt_rows) - 1
-        if not self.int_event.triggered:
-            self.int_event.succeed()
+        self.int_event.notify()
 
     def _deassert(self) -> None:
         self.int_asserted = False
@@ -517,8 +518,7 @@ class Host:
         env = self.env
         while True:
             if not self.int_asserted:
-                self.int_event = env.event()
-                yield self.int_event
+                yield self.int_event.wait()
             yield env.timeout(round(self.hp.irq_latency_us * PS_PER_US))
             with self.cpu.request(priority=0) as req:
                 yield req
@@ -528,8 +528,7 @@ class Host:
                 self.tx_completed = 0
                 if freed:
                     self.tx_slots += freed
-                    if not self.tx_slot_freed.triggered:
-                        self.tx_slot_freed.succeed()
+                    self.tx_slot_freed.notify()
                 # The service cleans the descriptors done when it read the cause register;
                 # frames completing meanwhile raise the next interrupt.
                 rx = len(self.rx_done)
@@ -544,8 +543,7 @@ class Host:
                 yield from self.csr_sequence(self.nic.isr_exit_csr)
                 if rx:
                     self.rx_desc_free += rx
-                    if not self.rx_desc_freed.triggered:
-                        self.rx_desc_freed.succeed()
+                    self.rx_desc_freed.notify()
 
 
 class Rig:
