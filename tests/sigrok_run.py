@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from nicrig.acquisition.capture import pack_bits
 from nicrig.acquisition.srzip import write_sr
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from nicrig.acquisition.capture import CaptureSet, SourceSpec, pack_bits
+
 from nicrig.cli import SUBCOMMANDS
 
 PCI_SINGLES = ["FRAME#", "IRDY#", "TRDY#", "DEVSEL#", "STOP#", "IDSEL", "PAR", "PAR64", "REQ64#",

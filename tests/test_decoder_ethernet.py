@@ -18,13 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nicrig.udpmon.payload import HEADER, MAGIC, parse_header
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACControlPause
 from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.l2 import ARP, LLC, Dot1AD, Dot1Q, Dot3, Ether
 from scapy.packet import Raw
 from scapy.utils import rdpcap
-
-from nicrig.udpmon.payload import HEADER, MAGIC, parse_header
 from sigrok_run import decoder_spec, run_sigrok, sigrok_cli_available, write_session
 
 pytestmark = [

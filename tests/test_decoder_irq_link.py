@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from sigrok_run import decoder_spec, run_sigrok, sigrok_cli_available, write_session
 
 pytestmark = [

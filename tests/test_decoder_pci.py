@@ -17,8 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from sigrok_run import DECODERS_DIR, decoder_spec, run_sigrok, sigrok_cli_available, write_session
+from sigrok_run import (
+    DECODERS_DIR,
+    decoder_spec,
+    run_sigrok,
+    sigrok_cli_available,
+    write_session,
+)
 
 pytestmark = [
     pytest.mark.sigrok,

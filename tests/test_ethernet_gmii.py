@@ -18,20 +18,31 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from nicrig.acquisition.capture import pack_bits, unpack_bits
+from nicrig.acquisition.sim import ethernet as eth
+from nicrig.acquisition.sim.ethernet import (
+    Frame,
+    corrupt_fcs,
+    fcs,
+    frame_time_on_wire_ns,
+    pause_frame,
+    pause_time_ns,
+    pfc_frame,
+    udp_frames,
+    wire_time_ns,
+)
+from nicrig.acquisition.sim.gmii import (
+    CHANNELS,
+    FRAME_TRUTH_DTYPE,
+    IFG_CLOCKS,
+    GmiiRenderer,
+)
+from nicrig.udpmon.payload import HEADER_BYTES, Kind, make_payload, parse_header
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACControlPause
 from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 from scapy.utils import wrpcap
-
-from nicrig.acquisition.capture import pack_bits, unpack_bits
-from nicrig.acquisition.sim import ethernet as eth
-from nicrig.acquisition.sim.ethernet import (
-    Frame, corrupt_fcs, fcs, frame_time_on_wire_ns, pause_frame, pause_time_ns, pfc_frame, udp_frames,
-    wire_time_ns,
-)
-from nicrig.acquisition.sim.gmii import CHANNELS, FRAME_TRUTH_DTYPE, IFG_CLOCKS, GmiiRenderer
-from nicrig.udpmon.payload import HEADER_BYTES, Kind, make_payload, parse_header
 
 A_MAC, B_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 FLOW = dict(src_mac=A_MAC, dst_mac=B_MAC, src_ip="10.0.0.1", dst_ip="10.0.0.2", sport=40000, dport=5001)

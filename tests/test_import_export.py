@@ -13,13 +13,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from nicrig.acquisition import csv_logic, vcd
 from nicrig.acquisition.capture import CaptureSet, SourceSpec, pack_bits, unpack_bits
 from nicrig.acquisition.csv_logic import CsvReader, parse_rate
 from nicrig.acquisition.exporting import select_channels
-from nicrig.acquisition.importing import guess_roles, sanitize_channels, source_name_from
+from nicrig.acquisition.importing import (
+    guess_roles,
+    sanitize_channels,
+    source_name_from,
+)
 from nicrig.acquisition.vcd import VcdReader, write_vcd
+
 from nicrig.cli import main
 from nicrig.errors import FormatError, UsageError
 

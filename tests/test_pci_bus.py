@@ -12,7 +12,6 @@ import pcirules
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from nicrig.acquisition.capture import SourceSpec, unpack_bits
 from nicrig.acquisition.sim.pci_bus import (
     COMMAND_NAMES,

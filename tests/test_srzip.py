@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from nicrig.acquisition import srzip
 from nicrig.acquisition.capture import pack_bits, unitsize_for, unpack_bits
 from nicrig.acquisition.srzip import _parse_rate, read_sr, write_sr
+
 from nicrig.errors import FormatError, UsageError
 
 SIGROK = shutil.which("sigrok-cli")
