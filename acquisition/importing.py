@@ -22,10 +22,11 @@ _FORMATS = {".vcd": "vcd", ".sr": "sr", ".csv": "csv", ".txt": "csv"}
 #: ('#', '_n', '_l', '_b') and separators, in upper case: 'C/BE#' and 'c_be_n' are both 'CBE'.
 PCI_ROLES = {
     "FRAME": "frame", "IRDY": "irdy", "TRDY": "trdy", "DEVSEL": "devsel", "STOP": "stop",
-    "AD": "ad", "CBE": "cbe", "PAR": "par", "REQ64": "req64", "ACK64": "ack64",
+    "AD": "ad", "CBE": "cbe", "PAR": "par", "PAR64": "par64", "PERR": "perr", "REQ64": "req64", "ACK64": "ack64",
     "GNT": "gnt", "REQ": "req", "INTA": "inta", "CLK": "clk", "PCICLK": "clk",
 }
-GMII_ROLES = {"TXEN": "tx_en", "TXER": "tx_er", "TXD": "txd", "RXDV": "rx_dv", "RXER": "rx_er", "RXD": "rxd"}
+GMII_ROLES = {"TXEN": "tx_en", "TXER": "tx_er", "TXD": "txd", "RXDV": "rx_dv", "RXER": "rx_er", "RXD": "rxd",
+              "GTXCLK": "tx_clk", "TXCLK": "tx_clk", "RXCLK": "rx_clk"}
 #: Roles played by a vector (all its bits), the others by one channel.
 VECTOR_ROLES = {"ad", "cbe", "txd", "rxd"}
 

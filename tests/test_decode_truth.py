@@ -196,6 +196,17 @@ def test_ethernet_decoder_finds_every_pause_frame(pause_stream):
     assert len(pauses) >= 2 and (pauses["pause_quanta"] == 1664).any() and (pauses["pause_quanta"] == 0).any()
 
 
+def test_linkactivity_decoder_matches_the_frames_on_the_wire(intel_latency):
+    """The probe's LINK_ACT wire (frame presence, A to B): durations and sizes of every transmitted frame."""
+    records = _both_paths(intel_latency, "probe", "linkactivity")
+    with CaptureSet.open(intel_latency) as cs:
+        truth = cs.read_table("truth/probe/frames")
+    tx = truth[truth["direction"] == b"tx"]
+    assert [(r["ss"], r["es"]) for r in records] == list(zip(tx["ss"], tx["es"]))
+    assert [r["est_bytes"] for r in records] == list(tx["length"])
+    assert [r["duration_ns"] for r in records] == list((tx["length"] + 8) * 8)
+
+
 def test_pcap_of_a_simulated_link_opens_in_tshark_and_scapy(intel_latency, tmp):
     sr = tmp / "probe.sr"
     nicrig("export", str(intel_latency), "--source", "probe", "-o", str(sr))

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from nicrig.acquisition.capture import CaptureSet, SourceSpec
+from nicrig.acquisition.capture import CaptureSet, SourceSpec, unitsize_for
 from nicrig.acquisition.sim import gmii, pci_bus
 from nicrig.acquisition.sim.model import (
     GMII_PERIOD_PS,
@@ -138,19 +138,35 @@ def _write_pci(cs: CaptureSet, name: str, bus: BusRecord, run: RigRun, nic: NicP
                    description=f"INTA# low intervals on {name}")
 
 
+#: The probe's channels: the GMII at host A, and a frame-presence wire for A to B
+#: like seed 002's Gigabit Ethernet probe card (figure 4.3's bottom traces).
+PROBE_CHANNELS = [*gmii.CHANNELS, "LINK_ACT"]
+_LINK_ACT_BIT, _TX_EN_BIT = PROBE_CHANNELS.index("LINK_ACT"), PROBE_CHANNELS.index("TX_EN")
+
+
+def _with_link_activity(block: np.ndarray) -> np.ndarray:
+    """GMII samples with LINK_ACT added: high while A's frame (preamble to FCS) is on the medium."""
+    out = np.zeros((len(block), unitsize_for(len(PROBE_CHANNELS))), dtype=np.uint8)
+    out[:, :block.shape[1]] = block
+    tx_en = (block[:, _TX_EN_BIT // 8] >> (_TX_EN_BIT % 8)) & 1
+    out[:, _LINK_ACT_BIT // 8] |= tx_en << (_LINK_ACT_BIT % 8)
+    return out
+
+
 def _write_probe(cs: CaptureSet, run: RigRun, progress: Progress | None) -> None:
     n_clocks = max(1, math.ceil((run.end_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
     renderer = gmii.GmiiRenderer(run.probe_tx, run.probe_rx)
     trig = max(0, math.ceil((run.trigger_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
     offset = run.probe_phase_ps + trig * GMII_PERIOD_PS - run.trigger_ps
-    spec = SourceSpec("probe", list(gmii.CHANNELS), "state", samplerate_hz=125e6, trigger_sample=trig,
+    spec = SourceSpec("probe", PROBE_CHANNELS, "state", samplerate_hz=125e6, trigger_sample=trig,
                       offset_ps=offset, bus={"kind": "gmii", "link_rate_bps": 1e9, "at": "host A (send)"},
-                      roles=dict(gmii.ROLES),
+                      roles={**gmii.ROLES, "act": "LINK_ACT"},
                       instrument={"model": "nicrig simulated GMII probe", "mode": "state",
                                   "clock": "125 MHz GTX_CLK"})
     w = cs.add_source(spec)
     for c0, c1 in _blocks(n_clocks):
-        w.append(renderer.render(c0, c1), _clock_times(run.probe_phase_ps, GMII_PERIOD_PS, np.arange(c0, c1)))
+        w.append(_with_link_activity(renderer.render(c0, c1)),
+                 _clock_times(run.probe_phase_ps, GMII_PERIOD_PS, np.arange(c0, c1)))
         if progress:
             progress("probe", c1, n_clocks)
     truth = renderer.truth()
