@@ -24,29 +24,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Literal
 
 import h5py
 import numpy as np
 
-from nicrig import __version__
 from nicrig.errors import FormatError, UsageError
+from nicrig.h5file import COMPRESSION, NicrigFile, to_json
 
 FORMAT_NAME = "nicrig-capture-set"
 FORMAT_VERSION = 1
-RESULTS_FORMAT_NAME = "nicrig-results"
 
 #: Samples per HDF5 chunk: 64 Ki samples is 64 KiB to 1 MiB depending on width,
 #: small enough that a narrow time window reads little, large enough to compress well.
 DEFAULT_CHUNK_SAMPLES = 1 << 16
-COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
 
 Mode = Literal["timing", "state"]
 _VECTOR_BIT = re.compile(r"^(?P<name>.+)\[(?P<bit>\d+)\]$")
@@ -390,125 +384,27 @@ class SourceWriter(Source):
 
     def set_instrument(self, instrument: Mapping[str, Any]) -> None:
         self.instrument = dict(instrument)
-        self._g.attrs["instrument"] = _json(self.instrument)
+        self._g.attrs["instrument"] = to_json(self.instrument)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+class CaptureSet(NicrigFile):
+    """An open capture-set file: named sources of logic samples, and tables (see :class:`NicrigFile`)."""
 
+    FORMAT_NAME = FORMAT_NAME
+    FORMAT_VERSION = FORMAT_VERSION
+    NOT_TABLES = ("sources",)
 
-class CaptureSet:
-    """An open capture-set file. Use :meth:`create` or :meth:`open`, preferably as a context manager.
+    def _init_layout(self) -> None:
+        self._h5.create_group("sources")
 
-    Files made by :meth:`create` with ``atomic=True`` (the default) are written
-    under a temporary name in the target's folder and renamed into place only
-    when closed without an error, so a failed or interrupted run never leaves a
-    half-written file where the user expects a good one.
-    """
-
-    def __init__(self, h5: h5py.File, path: Path, final_path: Path | None = None):
-        self._h5 = h5
-        self.path = path
-        self._final_path = final_path
-
-    # -- opening ----------------------------------------------------------------------------
-    @classmethod
-    def create(cls, path: str | os.PathLike[str], *, notes: str = "", overwrite: bool = True,
-               atomic: bool = True) -> CaptureSet:
-        final = Path(path)
-        if final.exists() and not overwrite:
-            raise UsageError(f"{final}: exists (use another name or allow overwriting)")
-        folder = final.parent if str(final.parent) else Path(".")
-        if not folder.is_dir():
-            raise UsageError(f"{final}: folder {folder} does not exist")
-        if not os.access(folder, os.W_OK):
-            raise UsageError(f"{final}: folder {folder} is not writable")
-        target = final
-        if atomic:
+    def _validate(self) -> None:
+        if not isinstance(self._h5.get("sources"), h5py.Group):
+            raise FormatError(f"{self.path}: a capture set without a 'sources' group")
+        for name in self.source_names:
             try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=folder)
-            except OSError as exc:
-                raise UsageError(f"{final}: cannot write in {folder}: {exc.strerror or exc}") from None
-            os.close(fd)
-            target = Path(tmp)
-            # mkstemp makes the file 0600; give it the mode a plain open() would have
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(target, 0o666 & ~umask)
-        try:
-            h5 = h5py.File(target, "w", libver=("v110", "latest"))
-        except OSError as exc:
-            if atomic:
-                target.unlink(missing_ok=True)
-            raise UsageError(f"{final}: cannot write: {exc}") from None
-        h5.attrs["format"] = FORMAT_NAME
-        h5.attrs["format_version"] = np.int64(FORMAT_VERSION)
-        h5.attrs["nicrig_version"] = __version__
-        h5.attrs["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        h5.attrs["notes"] = notes
-        h5.create_group("sources")
-        return cls(h5, target, final if atomic else None)
-
-    @classmethod
-    def open(cls, path: str | os.PathLike[str], mode: Literal["r", "r+"] = "r") -> CaptureSet:
-        p = Path(path)
-        if not p.exists():
-            raise FormatError(f"{p}: no such file")
-        if p.is_dir():
-            raise FormatError(f"{p}: is a folder, not a capture set")
-        try:
-            h5 = h5py.File(p, mode)
-        except OSError as exc:
-            detail = " ".join(str(exc).split())  # HDF5 messages can span lines; ours is one line
-            raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {detail}") from None
-        try:
-            check_format(h5, p, FORMAT_NAME, FORMAT_VERSION)
-            if not isinstance(h5.get("sources"), h5py.Group):
-                raise FormatError(f"{p}: a capture set without a 'sources' group")
-            cs = cls(h5, p)
-            for name in cs.source_names:
-                try:
-                    cs.source(name)
-                except FormatError as exc:
-                    raise FormatError(f"{p}: {exc}") from None
-        except BaseException:
-            h5.close()
-            raise
-        return cs
-
-    def close(self) -> None:
-        """Close the file; an atomic file is renamed into place."""
-        if not self._h5.id.valid:
-            return
-        self._h5.close()
-        if self._final_path is not None:
-            os.replace(self.path, self._final_path)
-            self.path, self._final_path = self._final_path, None
-
-    def abandon(self) -> None:
-        """Close and delete a file being created atomically (after an error)."""
-        if self._h5.id.valid:
-            self._h5.close()
-        if self._final_path is not None:
-            self.path.unlink(missing_ok=True)
-
-    def __enter__(self) -> CaptureSet:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None and self._final_path is not None:
-            self.abandon()
-        else:
-            self.close()
-
-    # -- attributes -------------------------------------------------------------------------
-    @property
-    def notes(self) -> str:
-        return str(self._h5.attrs.get("notes", ""))
-
-    @property
-    def attrs(self) -> h5py.AttributeManager:
-        return self._h5.attrs
+                self.source(name)
+            except FormatError as exc:
+                raise FormatError(f"{self.path}: {exc}") from None
 
     # -- sources ----------------------------------------------------------------------------
     @property
@@ -534,14 +430,14 @@ class CaptureSet:
         g = self._h5["sources"].create_group(spec.name)
         g.attrs["mode"] = spec.mode
         g.attrs["channels"] = np.array(spec.channels, dtype=h5py.string_dtype())
-        g.attrs["vectors"] = _json(vectors_from_names(spec.channels))
+        g.attrs["vectors"] = to_json(vectors_from_names(spec.channels))
         if spec.samplerate_hz:
             g.attrs["samplerate_hz"] = float(spec.samplerate_hz)
         g.attrs["trigger_sample"] = np.int64(spec.trigger_sample)
         g.attrs["offset_ps"] = np.int64(spec.offset_ps)
-        g.attrs["roles"] = _json(spec.roles)
-        g.attrs["bus"] = _json(spec.bus)
-        g.attrs["instrument"] = _json(spec.instrument)
+        g.attrs["roles"] = to_json(spec.roles)
+        g.attrs["bus"] = to_json(spec.bus)
+        g.attrs["instrument"] = to_json(spec.instrument)
         g.attrs["notes"] = spec.notes
         g.create_dataset("samples", shape=(0, unit), maxshape=(None, unit), dtype=np.uint8,
                          chunks=(chunk_samples, unit), **COMPRESSION)
@@ -559,83 +455,3 @@ class CaptureSet:
         """Reopen an existing source for appending (file opened ``r+`` or being created)."""
         self.source(name)
         return SourceWriter(self._h5["sources"][name])
-
-    # -- tables -----------------------------------------------------------------------------
-    def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
-                    description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
-        """Store a structured array as a compressed compound dataset at ``path`` (``truth/frames``...).
-
-        The table is written under a temporary name and moved into place, so a
-        reader never sees a half-written table under the final name.
-        """
-        if data.dtype.names is None:
-            raise UsageError(f"table {path}: needs a structured array")
-        parent, _, name = path.rpartition("/")
-        grp = self._h5.require_group(parent) if parent else self._h5
-        tmp = f".{name}.partial"
-        if tmp in grp:
-            del grp[tmp]
-        kw = dict(COMPRESSION) if len(data) else {}
-        ds = grp.create_dataset(tmp, data=data, chunks=True if len(data) else None, **kw)
-        try:
-            ds.attrs["description"] = description
-            ds.attrs["units"] = _json(dict(units or {}))
-            for k, v in (attrs or {}).items():
-                ds.attrs[k] = v if isinstance(v, (int, float, str, np.generic)) else _json(v)
-        except BaseException:
-            del grp[tmp]
-            raise
-        if name in grp:
-            del grp[name]
-        grp.move(tmp, name)
-
-    def read_table(self, path: str) -> np.ndarray:
-        """A table as a structured array (string columns as ``bytes``)."""
-        ds = self._h5.get(path)
-        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
-            raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
-        return ds[()]
-
-    def table_attrs(self, path: str) -> dict[str, Any]:
-        ds = self._h5[path]
-        return {k: ds.attrs[k] for k in ds.attrs}
-
-    def table_info(self, path: str) -> dict[str, Any]:
-        """Rows, column names and dtypes, and attributes of a table, without reading its rows."""
-        ds = self._h5.get(path)
-        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
-            raise UsageError(f"{self.path}: no table {path!r}")
-        return {
-            "rows": int(ds.shape[0]) if ds.shape else 1,
-            "columns": list(ds.dtype.names),
-            "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
-            "attrs": {k: ds.attrs[k] for k in ds.attrs},
-        }
-
-    def table_names(self) -> list[str]:
-        """Every table outside ``sources/``; leftovers of a killed writer (``.name.partial``) are not tables."""
-        names: list[str] = []
-
-        def visit(name: str, obj: Any) -> None:
-            if (isinstance(obj, h5py.Dataset) and obj.dtype.names is not None and not name.startswith("sources/")
-                    and not any(part.startswith(".") for part in name.split("/"))):
-                names.append(name)
-
-        self._h5.visititems(visit)
-        return sorted(names)
-
-
-def check_format(h5: h5py.File, path: Path, name: str, version: int) -> None:
-    """Raise :class:`FormatError` unless ``h5`` is a file of kind ``name`` this nicrig can read."""
-    found = h5.attrs.get("format")
-    if found is None:
-        raise FormatError(f"{path}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
-    found = found.decode() if isinstance(found, bytes) else str(found)
-    if found != name:
-        kinds = {FORMAT_NAME: "a capture set", RESULTS_FORMAT_NAME: "a udpmon results file"}
-        raise FormatError(f"{path}: is {kinds.get(found, repr(found))}, not {kinds.get(name, name)}")
-    v = int(h5.attrs.get("format_version", -1))
-    if v > version:
-        raise FormatError(f"{path}: format version {v} is newer than this nicrig reads ({version}); upgrade nicrig")
-    if v < 1:
-        raise FormatError(f"{path}: bad format_version {v}")

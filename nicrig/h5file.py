@@ -1,0 +1,241 @@
+"""What every nicrig HDF5 file kind shares: format identity, atomic creation, validated opening, tables.
+
+nicrig writes two kinds of file: capture sets (``nicrig.acquisition.capture``)
+and udpmon results (``nicrig.udpmon.results``). Each is a subclass of
+:class:`NicrigFile` naming its format; both are documented in
+``docs/formats.md``. Tables are compound datasets whose columns carry their
+units, written atomically (under a temporary name, then moved).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+import h5py
+import numpy as np
+
+from nicrig import __version__
+from nicrig.errors import FormatError, UsageError
+
+#: gzip (deflate) level 1 with the shuffle filter: every stock HDF5 tool reads it.
+COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+
+#: Every nicrig file kind: format name -> what to call such a file in messages.
+KINDS: dict[str, str] = {"nicrig-capture-set": "a capture set", "nicrig-results": "a udpmon results file"}
+
+F = TypeVar("F", bound="NicrigFile")
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def check_format(h5: h5py.File, path: Path, name: str, version: int) -> None:
+    """Raise :class:`FormatError` unless ``h5`` is a file of kind ``name`` this nicrig can read."""
+    found = h5.attrs.get("format")
+    if found is None:
+        raise FormatError(f"{path}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
+    found = found.decode() if isinstance(found, bytes) else str(found)
+    if found != name:
+        raise FormatError(f"{path}: is {KINDS.get(found, repr(found))}, not {KINDS.get(name, name)}")
+    v = int(h5.attrs.get("format_version", -1))
+    if v > version:
+        raise FormatError(f"{path}: format version {v} is newer than this nicrig reads ({version}); upgrade nicrig")
+    if v < 1:
+        raise FormatError(f"{path}: bad format_version {v}")
+
+
+class NicrigFile:
+    """An open nicrig HDF5 file. Use :meth:`create` or :meth:`open`, preferably as a context manager.
+
+    Files made by :meth:`create` with ``atomic=True`` (the default) are written
+    under a temporary name in the target's folder and renamed into place only
+    when closed without an error, so a failed or interrupted run never leaves a
+    half-written file where the user expects a good one.
+    """
+
+    FORMAT_NAME: ClassVar[str]  # a key of KINDS
+    FORMAT_VERSION: ClassVar[int]
+    #: Top-level groups that hold no tables (a capture set's samples).
+    NOT_TABLES: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def kind(cls) -> str:
+        return KINDS[cls.FORMAT_NAME]
+
+    def __init__(self, h5: h5py.File, path: Path, final_path: Path | None = None):
+        self._h5 = h5
+        self.path = path
+        self._final_path = final_path
+
+    # -- the subclass's part of the layout --------------------------------------------------
+    def _init_layout(self) -> None:
+        """Create the groups a new, empty file of this kind has."""
+
+    def _validate(self) -> None:
+        """Raise :class:`FormatError` when the file's layout is not this kind's."""
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def create(cls: type[F], path: str | os.PathLike[str], *, notes: str = "", overwrite: bool = True,
+               atomic: bool = True) -> F:
+        final = Path(path)
+        if final.exists() and not overwrite:
+            raise UsageError(f"{final}: exists (use another name or allow overwriting)")
+        folder = final.parent if str(final.parent) else Path(".")
+        if not folder.is_dir():
+            raise UsageError(f"{final}: folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise UsageError(f"{final}: folder {folder} is not writable")
+        target = final
+        if atomic:
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=folder)
+            except OSError as exc:
+                raise UsageError(f"{final}: cannot write in {folder}: {exc.strerror or exc}") from None
+            os.close(fd)
+            target = Path(tmp)
+            # mkstemp makes the file 0600; give it the mode a plain open() would have
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(target, 0o666 & ~umask)
+        try:
+            h5 = h5py.File(target, "w", libver=("v110", "latest"))
+        except OSError as exc:
+            if atomic:
+                target.unlink(missing_ok=True)
+            raise UsageError(f"{final}: cannot write: {exc}") from None
+        h5.attrs["format"] = cls.FORMAT_NAME
+        h5.attrs["format_version"] = np.int64(cls.FORMAT_VERSION)
+        h5.attrs["nicrig_version"] = __version__
+        h5.attrs["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        h5.attrs["notes"] = notes
+        f = cls(h5, target, final if atomic else None)
+        f._init_layout()
+        return f
+
+    @classmethod
+    def open(cls: type[F], path: str | os.PathLike[str], mode: Literal["r", "r+"] = "r") -> F:
+        p = Path(path)
+        if not p.exists():
+            raise FormatError(f"{p}: no such file")
+        if p.is_dir():
+            raise FormatError(f"{p}: is a folder, not {cls.kind()}")
+        try:
+            h5 = h5py.File(p, mode)
+        except OSError as exc:
+            detail = " ".join(str(exc).split())  # HDF5 messages can span lines; ours is one line
+            raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {detail}") from None
+        try:
+            check_format(h5, p, cls.FORMAT_NAME, cls.FORMAT_VERSION)
+            f = cls(h5, p)
+            f._validate()
+        except BaseException:
+            h5.close()
+            raise
+        return f
+
+    def close(self) -> None:
+        """Close the file; an atomic file is renamed into place."""
+        if not self._h5.id.valid:
+            return
+        self._h5.close()
+        if self._final_path is not None:
+            os.replace(self.path, self._final_path)
+            self.path, self._final_path = self._final_path, None
+
+    def abandon(self) -> None:
+        """Close and delete a file being created atomically (after an error)."""
+        if self._h5.id.valid:
+            self._h5.close()
+        if self._final_path is not None:
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self: F) -> F:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and self._final_path is not None:
+            self.abandon()
+        else:
+            self.close()
+
+    # -- attributes -------------------------------------------------------------------------
+    @property
+    def notes(self) -> str:
+        return str(self._h5.attrs.get("notes", ""))
+
+    @property
+    def attrs(self) -> h5py.AttributeManager:
+        return self._h5.attrs
+
+    # -- tables -----------------------------------------------------------------------------
+    def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
+                    description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
+        """Store a structured array as a compressed compound dataset at ``path`` (``truth/frames``...).
+
+        The table is written under a temporary name and moved into place, so a
+        reader never sees a half-written table under the final name.
+        """
+        if data.dtype.names is None:
+            raise UsageError(f"table {path}: needs a structured array")
+        parent, _, name = path.rpartition("/")
+        grp = self._h5.require_group(parent) if parent else self._h5
+        tmp = f".{name}.partial"
+        if tmp in grp:
+            del grp[tmp]
+        kw = dict(COMPRESSION) if len(data) else {}
+        ds = grp.create_dataset(tmp, data=data, chunks=True if len(data) else None, **kw)
+        try:
+            ds.attrs["description"] = description
+            ds.attrs["units"] = to_json(dict(units or {}))
+            for k, v in (attrs or {}).items():
+                ds.attrs[k] = v if isinstance(v, (int, float, str, np.generic)) else to_json(v)
+        except BaseException:
+            del grp[tmp]
+            raise
+        if name in grp:
+            del grp[name]
+        grp.move(tmp, name)
+
+    def read_table(self, path: str) -> np.ndarray:
+        """A table as a structured array (string columns as ``bytes``)."""
+        ds = self._h5.get(path)
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
+            raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
+        return ds[()]
+
+    def table_attrs(self, path: str) -> dict[str, Any]:
+        ds = self._h5[path]
+        return {k: ds.attrs[k] for k in ds.attrs}
+
+    def table_info(self, path: str) -> dict[str, Any]:
+        """Rows, column names and dtypes, and attributes of a table, without reading its rows."""
+        ds = self._h5.get(path)
+        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
+            raise UsageError(f"{self.path}: no table {path!r}")
+        return {
+            "rows": int(ds.shape[0]) if ds.shape else 1,
+            "columns": list(ds.dtype.names),
+            "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
+            "attrs": {k: ds.attrs[k] for k in ds.attrs},
+        }
+
+    def table_names(self) -> list[str]:
+        """Every table; leftovers of a killed writer (``.name.partial``) are not tables."""
+        names: list[str] = []
+
+        def visit(name: str, obj: Any) -> None:
+            if (isinstance(obj, h5py.Dataset) and obj.dtype.names is not None
+                    and not name.startswith(tuple(f"{g}/" for g in self.NOT_TABLES))
+                    and not any(part.startswith(".") for part in name.split("/"))):
+                names.append(name)
+
+        self._h5.visititems(visit)
+        return sorted(names)
