@@ -59,6 +59,7 @@ setup(
         "rich>=13",
         "simpy>=4",
         "pyvcd>=0.5",
+        "scipy>=1.10",
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"],
