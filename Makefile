@@ -10,8 +10,10 @@ STAMP    := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 # Debian packages nicrig drives as real peers (command:package): sigrok-cli
 # runs our decoders, tshark reads the pcap files they write, GTKWave's vcd2fst
-# reads our VCD exports, Icarus Verilog runs the independent HDL bus models.
-SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog
+# reads our VCD exports, Icarus Verilog runs the independent HDL bus models;
+# udpmon reads NIC counters with ethtool and lspci and builds test hosts with ip.
+SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
+                ethtool:ethtool lspci:pciutils ip:iproute2
 
 .PHONY: demo test sysdeps venv bench clean
 

@@ -8,7 +8,7 @@ as ``gui`` or ``analysis`` lands in site-packages.
 
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
 FOLDERS = ["acquisition", "decoders", "gui", "udpmon", "analysis", "data"]
@@ -65,4 +65,11 @@ setup(
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"],
     },
     entry_points={"console_scripts": ["nicrig=nicrig.cli:main"]},
+    ext_modules=[
+        Extension(
+            "nicrig.udpmon._engine",
+            ["udpmon/_engine.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        )
+    ],
 )

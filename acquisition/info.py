@@ -19,15 +19,15 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="capture set (.h5) to describe")
+    parser.add_argument("file", metavar="FILE", help="capture set or udpmon results file (.h5) to describe")
     parser.add_argument("--json", action="store_true", help="print the description as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.h5file import open_any
 
-    with CaptureSet.open(args.file) as cs:
-        info = describe(cs)
+    with open_any(args.file) as f:
+        info = describe(f)
     if args.json:
         json.dump(info, sys.stdout, indent=2, sort_keys=False, default=_jsonable)
         sys.stdout.write("\n")
@@ -38,18 +38,24 @@ def run(args: argparse.Namespace) -> int:
 
 # -- data ---------------------------------------------------------------------------------------
 def describe(cs: Any) -> dict[str, Any]:
-    """The description of an open :class:`CaptureSet` as JSON-ready data."""
+    """The description of an open capture set or results file as JSON-ready data."""
     a = cs.attrs
-    return {
+    info = {
         "file": str(cs.path),
         "format": _text(a.get("format", "")),
         "format_version": int(a.get("format_version", 0)),
         "nicrig_version": _text(a.get("nicrig_version", "")),
         "created_utc": _text(a.get("created_utc", "")),
         "notes": cs.notes,
-        "sources": [cs.source(name).describe() for name in cs.source_names],
+        "sources": [cs.source(name).describe() for name in getattr(cs, "source_names", [])],
         "tables": [_table(cs, path) for path in cs.table_names()],
     }
+    for key in ("kind", "peer"):
+        if key in a:
+            info[key] = _text(a[key])
+    if "settings" in a:
+        info["settings"] = _json_attr(a["settings"])
+    return info
 
 
 def _table(cs: Any, path: str) -> dict[str, Any]:
@@ -136,8 +142,11 @@ def render(info: dict[str, Any]) -> str:
                + (f" on {info['created_utc']}" if info["created_utc"] else ""))
     if info["notes"]:
         out.append(f"  notes    {info['notes']}")
+    if "kind" in info:
+        out.append(f"  run      udpmon {info['kind']} against {info.get('peer', '?')}")
     out.append("")
-    out.append(f"sources ({len(info['sources'])})")
+    if info["format"] == "nicrig-capture-set":
+        out.append(f"sources ({len(info['sources'])})")
     for src in info["sources"]:
         out.append(f"  {src['name']}")
         out.append(f"    mode      {src['mode']}, {_rate(src)}")

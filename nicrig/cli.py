@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("nicrig.decoders.decode", "run the sigrok decoders on capture sets into decoded/ tables"),
     "events": ("nicrig.decoders.events", "print a decoded table (transactions, frames, interrupts)"),
     "decoders": ("nicrig.decoders.catalog", "list nicrig's sigrok decoders or install them for PulseView"),
+    "udpmon": ("nicrig.udpmon.command", "UDPmon-style traffic between hosts: serve, latency, stream"),
 }
 
 

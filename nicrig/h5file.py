@@ -51,6 +51,38 @@ def check_format(h5: h5py.File, path: Path, name: str, version: int) -> None:
         raise FormatError(f"{path}: bad format_version {v}")
 
 
+def _open_h5(p: Path, mode: str, what: str) -> h5py.File:
+    if not p.exists():
+        raise FormatError(f"{p}: no such file")
+    if p.is_dir():
+        raise FormatError(f"{p}: is a folder, not {what}")
+    try:
+        return h5py.File(p, mode)
+    except OSError as exc:
+        detail = " ".join(str(exc).split())  # HDF5 messages can span lines; ours is one line
+        raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {detail}") from None
+
+
+#: Where each kind's class lives (imported on use: a capture set needs no udpmon, and back).
+_CLASSES = {"nicrig-capture-set": ("nicrig.acquisition.capture", "CaptureSet"),
+            "nicrig-results": ("nicrig.udpmon.results", "ResultsFile")}
+
+
+def open_any(path: str | os.PathLike[str]) -> NicrigFile:
+    """Open a nicrig file of whichever kind it is (read-only)."""
+    import importlib
+
+    p = Path(path)
+    with _open_h5(p, "r", "a nicrig file") as h5:
+        found = h5.attrs.get("format")
+    name = found.decode() if isinstance(found, bytes) else str(found)
+    if name not in _CLASSES:
+        raise FormatError(f"{p}: an HDF5 file, but not a nicrig file (format {name!r})" if found is not None
+                          else f"{p}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
+    module, cls = _CLASSES[name]
+    return getattr(importlib.import_module(module), cls).open(p)
+
+
 class NicrigFile:
     """An open nicrig HDF5 file. Use :meth:`create` or :meth:`open`, preferably as a context manager.
 
@@ -123,15 +155,7 @@ class NicrigFile:
     @classmethod
     def open(cls: type[F], path: str | os.PathLike[str], mode: Literal["r", "r+"] = "r") -> F:
         p = Path(path)
-        if not p.exists():
-            raise FormatError(f"{p}: no such file")
-        if p.is_dir():
-            raise FormatError(f"{p}: is a folder, not {cls.kind()}")
-        try:
-            h5 = h5py.File(p, mode)
-        except OSError as exc:
-            detail = " ".join(str(exc).split())  # HDF5 messages can span lines; ours is one line
-            raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {detail}") from None
+        h5 = _open_h5(p, mode, cls.kind())
         try:
             check_format(h5, p, cls.FORMAT_NAME, cls.FORMAT_VERSION)
             f = cls(h5, p)

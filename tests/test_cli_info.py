@@ -153,10 +153,10 @@ def _bad(tmp_path: Path, kind: str) -> Path:
     if kind == "text":
         p.write_text("timestamp,FRAME#\n0,1\n")
         return p
-    if kind == "results":
+    if kind == "results_newer":
         with h5py.File(p, "w") as h5:
             h5.attrs["format"] = "nicrig-results"
-            h5.attrs["format_version"] = 1
+            h5.attrs["format_version"] = 99
         return p
     if kind == "plain":
         with h5py.File(p, "w") as h5:
@@ -180,7 +180,7 @@ def _bad(tmp_path: Path, kind: str) -> Path:
     ("missing", "no such file"),
     ("text", "not a readable HDF5 file"),
     ("plain", "not a nicrig file"),
-    ("results", "udpmon results file"),
+    ("results_newer", "version 99 is newer"),
     ("truncated", "truncated"),
     ("newer", "version 99 is newer"),
     ("no_timestamps", "state mode without timestamps_ps"),
@@ -195,3 +195,19 @@ def test_bad_file_is_one_line_and_exit_2(tmp_path, kind, fragment, as_json):
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith("nicrig: error: ") and str(p) in lines[0] and fragment in lines[0]
     assert "Traceback" not in r.stderr
+
+
+def test_info_describes_a_udpmon_results_file(tmp_path):
+    from nicrig.analysis.latency import rtt_stats
+    from nicrig.udpmon.results import ResultsFile, write_latency
+
+    p = tmp_path / "lat.h5"
+    rtt = {64: np.array([20_000, 21_000, 22_000, -1]), 1400: np.array([40_000, 41_000, 40_500, 40_200])}
+    with ResultsFile.create(p) as rf:
+        rf.set_run("latency", peer="198.18.0.2:14401", argv=["nicrig", "udpmon"], settings={"count": 4}, remote={})
+        write_latency(rf, rtt, {s: rtt_stats(v) for s, v in rtt.items()}, mtu=1500, bin_us=1.0)
+    text = nicrig("info", p).stdout
+    assert "nicrig-results" in text and "udpmon latency against 198.18.0.2:14401" in text
+    assert "latency/rtt  8 rows" in text and "sources" not in text
+    info = json.loads(nicrig("info", "--json", p).stdout)
+    assert info["kind"] == "latency" and info["settings"] == {"count": 4}

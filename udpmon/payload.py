@@ -30,6 +30,15 @@ HEADER = struct.Struct("!IHHII")
 HEADER_BYTES = HEADER.size
 
 
+#: A REQUEST payload carries, right after the header, u32 response_bytes
+#: (network order): the size of the RESPONSE payload the client asks for. The
+#: responder answers with min(response_bytes, its cap) bytes (at least the
+#: header), so a request is at least :data:`REQUEST_MIN_BYTES` long; the rest
+#: of it is random fill.
+RESPONSE_BYTES = struct.Struct("!I")
+REQUEST_MIN_BYTES = HEADER_BYTES + RESPONSE_BYTES.size
+
+
 class Kind(IntEnum):
     STREAM = 1
     REQUEST = 2

@@ -1,0 +1,136 @@
+"""``nicrig udpmon latency`` and ``stream`` between two real hosts (network namespaces joined by veth).
+
+Host B runs ``nicrig udpmon serve`` with a shared secret; host A runs the
+commands. The results files are checked against themselves: every summary
+figure must follow from the raw rows kept beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from netns import two_hosts  # noqa: F401  (fixture)
+from nicrig.udpmon.results import ResultsFile
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nicrig(host, *args: str, check: bool = True):
+    r = host.run([sys.executable, "-m", "nicrig", *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.fixture
+def served(two_hosts, tmp_path):  # noqa: F811
+    """Host B serving with a secret; yields (hosts, secret file)."""
+    secret = tmp_path / "secret"
+    secret.write_text("correct horse battery staple\n")
+    secret.chmod(0o600)
+    port = _free_port()
+    daemon = two_hosts.b.popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", two_hosts.b.address,
+                                "--port", str(port), "--secret-file", str(secret)])
+    probe = (f"import socket,sys\ntry:\n    socket.create_connection(({two_hosts.b.address!r}, {port}), 1).close()\n"
+             f"except OSError:\n    sys.exit(1)\n")
+    for _ in range(100):
+        if two_hosts.a.run([sys.executable, "-c", probe]).returncode == 0:
+            break
+        assert daemon.poll() is None, "the daemon exited"
+        time.sleep(0.1)
+    yield two_hosts, secret, port
+    daemon.terminate()
+    daemon.wait(10)
+
+
+def test_latency_between_two_hosts(served, tmp_path):
+    hosts, secret, port = served
+    out = tmp_path / "lat.h5"
+    r = nicrig(hosts.a, "udpmon", "latency", hosts.b.address, "--port", str(port), "--secret-file", str(secret),
+               "--sizes", "64,700,1472,1600,2200,2900", "--count", "50", "-o", str(out), "--json")
+    summary = json.loads(r.stdout)
+    assert [s["frames"] for s in summary["sizes"]] == [1, 1, 1, 2, 2, 2]
+    assert all(s["count"] == 50 and s["timeouts"] == 0 and s["min_us"] > 0 for s in summary["sizes"])
+    assert {f["frames"] for f in summary["fit_min"]} == {1, 2}
+    with ResultsFile.open(out) as rf:
+        assert rf.run_kind == "latency"
+        rtt = rf.read_table("latency/rtt")
+        sizes = rf.read_table("latency/sizes")
+        hist = rf.read_table("latency/histogram")
+        counters = rf.counters()
+    assert len(rtt) == 6 * 50
+    for row in sizes:
+        mine = rtt[rtt["size_bytes"] == row["size_bytes"]]["rtt_ns"] / 1000
+        assert row["median_us"] == pytest.approx(np.median(mine)) and row["min_us"] == pytest.approx(mine.min())
+        assert hist[hist["size_bytes"] == row["size_bytes"]]["count"].sum() == 50
+    hosts_seen = {(h, w) for _, h, w, _ in counters}
+    assert hosts_seen == {(h, w) for h in ("local", "remote") for w in ("before", "after", "delta")}
+    remote_delta = next(c for _, h, w, c in counters if (h, w) == ("remote", "delta"))
+    assert remote_delta["interface"] == hosts.b.interface
+    assert remote_delta["udp"]["InDatagrams"] >= 6 * 50
+
+
+def test_stream_between_two_hosts(served, tmp_path):
+    hosts, secret, port = served
+    out = tmp_path / "bw.h5"
+    r = nicrig(hosts.a, "udpmon", "stream", hosts.b.address, "--port", str(port), "--secret-file", str(secret),
+               "--sizes", "64,1472", "--spacing-us", "10,20", "--count", "2000", "-o", str(out), "--json")
+    points = json.loads(r.stdout)["points"]
+    assert [(p["size_bytes"], p["spacing_us"]) for p in points] == [(64, 10), (64, 20), (1472, 10), (1472, 20)]
+    with ResultsFile.open(out) as rf:
+        table = rf.read_table("stream/points")
+        sent = rf.read_table("stream/sent")
+        received = rf.read_table("stream/received")
+        spacing = rf.read_table("stream/spacing")
+    for p in table:
+        mine = received[received["point"] == p["point"]]
+        assert p["sent"] == 2000 == (sent["point"] == p["point"]).sum()
+        assert p["received"] + p["lost"] == 2000
+        assert p["received"] == len(np.unique(mine["seq"]))
+        assert p["duplicates"] == len(mine) - p["received"]
+        ts = sent[sent["point"] == p["point"]]["t_ns"]
+        # the schedule is absolute: no packet leaves before t0 + i * spacing (a slow host makes them late)
+        late_us = (ts - ts[0] - np.arange(len(ts)) * p["spacing_us"] * 1000) / 1000
+        assert late_us.min() > -1
+        assert p["send_time_us"] == pytest.approx((ts[-1] - ts[0]) / 1000)
+        recv_hist = spacing[(spacing["point"] == p["point"]) & (spacing["side"] == b"recv")]
+        assert recv_hist["count"].sum() == (mine["kernel_ns"] > 0).sum() - 1
+        assert p["user_rate_mbps"] > 0 and p["wire_rate_mbps"] > p["user_rate_mbps"]
+
+
+def test_wrong_secret_is_refused_with_a_clear_message(served, tmp_path):
+    hosts, _, port = served
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not the secret\n")
+    wrong.chmod(0o600)
+    r = nicrig(hosts.a, "udpmon", "latency", hosts.b.address, "--port", str(port), "--secret-file", str(wrong),
+               "--sizes", "64", "--count", "5", check=False)
+    assert r.returncode == 2 and r.stderr.startswith("nicrig: error:") and "Traceback" not in r.stderr
+
+
+def test_no_daemon_is_a_clear_error():
+    r = subprocess.run([sys.executable, "-m", "nicrig", "udpmon", "latency", "127.0.0.1", "--port",
+                        str(_free_port()), "--count", "1"], capture_output=True, text=True)
+    assert r.returncode == 2 and "no udpmon daemon" in r.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sizes", "8"], "16 to 65507"),
+    (["--sizes", "64:32:8"], "stop >= start"),
+    (["--sizes", "sixty"], "not a number"),
+])
+def test_bad_ranges_are_refused_before_connecting(argv, message):
+    r = subprocess.run([sys.executable, "-m", "nicrig", "udpmon", "latency", "192.0.2.1", *argv],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and message in r.stderr
+

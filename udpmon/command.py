@@ -1,0 +1,407 @@
+"""``nicrig udpmon serve | latency | stream``: UDPmon-style measurements between two hosts.
+
+``serve`` runs the daemon on the far host. ``latency`` measures request-response
+round trips against it for a range of response sizes (seed 002 section 3.1);
+``stream`` sends precisely spaced UDP streams to it for each size and spacing
+and has it report what arrived (section 3.2). Both record host counters of
+both ends, write a results file (``-o``), print a human summary or, with
+``--json``, the summary as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 14401
+
+
+# -- argument helpers -----------------------------------------------------------------------------
+
+def parse_range(text: str, what: str, *, integer: bool) -> list[float]:
+    """``64:1472:8`` (start:stop:step, stop included), ``64,512,1000``, or a mix: ``0:10:1,20,40``."""
+    from nicrig.errors import UsageError
+
+    conv = int if integer else float
+    out: list[float] = []
+    for part in text.split(","):
+        try:
+            bits = [conv(b) for b in part.split(":")]
+        except ValueError:
+            raise UsageError(f"{what} {text!r}: {part!r} is not a number or start:stop:step") from None
+        if len(bits) == 1:
+            out.append(bits[0])
+        elif len(bits) == 3 and bits[2] > 0 and bits[1] >= bits[0]:
+            n = int(round((bits[1] - bits[0]) / bits[2]))
+            out += [bits[0] + i * bits[2] for i in range(n + 1) if bits[0] + i * bits[2] <= bits[1] + 1e-9]
+        else:
+            raise UsageError(f"{what} {part!r}: use start:stop:step with step > 0 and stop >= start")
+    return sorted(set(out))
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("host", help="address of the host running 'nicrig udpmon serve'")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"its control port (default {DEFAULT_PORT})")
+    p.add_argument("--secret-file", type=Path,
+                   help="shared secret (the daemon's --secret-file); without it only a loopback daemon answers")
+    p.add_argument("--interface", help="local interface whose counters to record (default: the route to HOST)")
+    p.add_argument("--remote-interface", help="the far host's interface (default: the one its daemon reports)")
+    p.add_argument("--mtu", type=int, default=1500, help="MTU for frame counts per message (default 1500)")
+    p.add_argument("-o", "--output", type=Path, help="results file to write (.h5)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--seed", type=int, default=1, help="seed of the random payloads")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = sub.add_parser("serve", help="run the daemon that answers latency tests and receives streams")
+    from nicrig.udpmon.daemon import add_serve_arguments
+
+    add_serve_arguments(serve)
+    lat = sub.add_parser("latency", help="request-response round trips vs response size")
+    _common(lat)
+    lat.add_argument("--sizes", default="64:1472:8", help="response sizes, start:stop:step or a list (bytes)")
+    lat.add_argument("--count", type=int, default=1000, help="round trips per size (default 1000)")
+    lat.add_argument("--request-size", type=int, default=64, help="request payload bytes (default 64)")
+    lat.add_argument("--busy-poll", action="store_true", help="spin on a non-blocking receive instead of blocking")
+    lat.add_argument("--timeout-ms", type=float, default=1000, help="give up on a response after this long")
+    lat.add_argument("--gap-us", type=float, default=0, help="pause between round trips (default 0)")
+    lat.add_argument("--bin-us", type=float, default=1.0, help="histogram bin width (default 1 us)")
+    st = sub.add_parser("stream", help="precisely spaced UDP streams: loss, order, spacing, rates, counters")
+    _common(st)
+    st.add_argument("--sizes", default="1472", help="payload sizes, list or start:stop:step (bytes)")
+    st.add_argument("--spacing-us", default="20", help="transmit spacings, list or start:stop:step (us)")
+    st.add_argument("--count", type=int, default=10000, help="packets per point (default 10000)")
+    st.add_argument("--wire-overhead", type=int, default=66,
+                    help="framing bytes per packet for the wire rate: 66 = preamble+SFD 8, gap 12, Ethernet 18, "
+                         "IPv4+UDP 28 (seed 002 used 60)")
+    st.add_argument("--idle-timeout-ms", type=float, default=500,
+                    help="the receiver stops this long after the last packet (default 500)")
+    st.add_argument("--hw-timestamps", action="store_true", help="ask for NIC hardware receive timestamps")
+    st.add_argument("--bin-us", type=float, default=1.0, help="spacing histogram bin width (default 1 us)")
+
+
+# -- shared run machinery ---------------------------------------------------------------------------
+
+def _read_secret(path: Path | None) -> bytes | None:
+    from nicrig.errors import UsageError
+
+    if path is None:
+        return None
+    try:
+        secret = path.read_bytes().strip()
+    except OSError as exc:
+        raise UsageError(f"secret file {path}: {exc.strerror or exc}") from None
+    if not secret:
+        raise UsageError(f"secret file {path} is empty")
+    return secret
+
+
+class Run:
+    """One measurement run: the controller session, counters of both ends, and the results file."""
+
+    def __init__(self, args: argparse.Namespace, kind: str):
+        from nicrig.udpmon.client import Controller
+
+        self.args, self.kind = args, kind
+        self.stack = ExitStack()
+        self.ctl = self.stack.enter_context(Controller(args.host, args.port, _read_secret(args.secret_file)))
+        from nicrig.udpmon.counters import egress_interface
+
+        self.local_if = args.interface or egress_interface(args.host)
+        self.remote_if = args.remote_interface or self._remote_interface()
+        self.counter_rows: list[tuple[int, str, str, dict[str, Any]]] = []
+        # stream: raw rows of every point, written as whole tables at the end
+        self.pending: dict[str, list[Any]] = {"sent": [], "received": [], "lost_runs": [], "spacing": []}
+        self.results = None
+        if args.output:
+            from nicrig.udpmon.results import ResultsFile
+
+            self.results = self.stack.enter_context(ResultsFile.create(args.output))
+
+    def _remote_interface(self) -> str | None:
+        """The far end's interface toward us, as its route back to our address says."""
+        return self.ctl.status().get("interface")
+
+    def snapshot(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        from nicrig.udpmon import counters
+
+        return counters.snapshot(self.local_if), self.ctl.counters(self.remote_if)
+
+    def record_counters(self, point: int, before: tuple[dict, dict], after: tuple[dict, dict]) -> dict[str, Any]:
+        """Keep raw before/after snapshots of both ends and return their deltas."""
+        from nicrig.udpmon import counters
+
+        out = {}
+        for host, b, a in (("local", before[0], after[0]), ("remote", before[1], after[1])):
+            d = counters.delta(b, a) if "unavailable" not in b and "unavailable" not in a else \
+                {"unavailable": b.get("unavailable") or a.get("unavailable")}
+            self.counter_rows += [(point, host, "before", b), (point, host, "after", a), (point, host, "delta", d)]
+            out[host] = d
+        return out
+
+    def finish(self, settings: dict[str, Any]) -> None:
+        if self.results is not None:
+            self.results.set_run(self.kind, peer=f"{self.args.host}:{self.args.port}", argv=sys.argv,
+                                 settings=settings, remote={"interface": self.remote_if, **self.ctl.limits()})
+            self.results.write_counters(self.counter_rows)
+
+    def close(self, failed: bool) -> None:
+        if failed and self.results is not None:
+            self.results.abandon()
+        self.stack.close()
+
+
+def _progress(total: int, label: str) -> Any:
+    """A rich progress bar on a terminal, nothing otherwise; call with the number done."""
+    if not sys.stderr.isatty():
+        return lambda done: None
+    from rich.progress import Progress
+
+    bar = Progress(transient=True)
+    bar.start()
+    task = bar.add_task(label, total=total)
+
+    def update(done: int) -> None:
+        bar.update(task, completed=done)
+        if done >= total:
+            bar.stop()
+    return update
+
+
+def _busy(delta: dict[str, Any]) -> float:
+    try:
+        return float(delta["cpu"]["total"]["busy_percent"])
+    except (KeyError, TypeError):
+        return float("nan")
+
+
+def _interrupts(delta: dict[str, Any]) -> int:
+    """Interrupts of the interface's lines, or of all lines when the interface has none of its own."""
+    try:
+        itf = delta["interrupts"]["interface"]
+        if "lines" in itf:
+            return int(sum(line["total"] for line in itf["lines"].values()))
+        return int(delta["interrupts"]["all"]["total"])
+    except (KeyError, TypeError):
+        return -1
+
+
+# -- latency -------------------------------------------------------------------------------------
+
+def _latency(args: argparse.Namespace) -> int:
+    import numpy as np
+    from nicrig.analysis.latency import frames_per_message, rtt_stats
+    from nicrig.udpmon import engine
+
+    from nicrig.errors import UsageError
+
+    sizes = [int(s) for s in parse_range(args.sizes, "--sizes", integer=True)]
+    if not sizes or min(sizes) < 16 or max(sizes) > 65507:
+        raise UsageError("--sizes: responses are 16 to 65507 bytes (the 16-byte header must fit)")
+    if args.count < 1 or not 16 <= args.request_size <= 65507:
+        raise UsageError("--count must be positive and --request-size 16 to 65507 bytes")
+    run = Run(args, "latency")
+    failed = True
+    try:
+        rtt: dict[int, Any] = {}
+        stats: dict[int, Any] = {}
+        before = run.snapshot()
+        progress = _progress(len(sizes), "latency")
+        rate_cap = int(run.ctl.limits().get("max_rate_pps", 200_000))
+        for i, size in enumerate(sizes):
+            test_id = (args.seed << 16 | i) & 0xFFFFFFFF
+            udp_port = run.ctl.start_responder(test_id=test_id, max_response_bytes=size, max_rate_pps=rate_cap,
+                                               duration_s=max(10.0, args.count * args.timeout_ms / 1000))
+            with engine.open_udp(connect=(args.host, udp_port)) as sock:
+                lat = engine.request_response(sock, count=args.count, request_bytes=args.request_size,
+                                              response_bytes=size, test_id=test_id,
+                                              timeout_ns=int(args.timeout_ms * 1e6), busy_poll=args.busy_poll,
+                                              gap_ns=int(args.gap_us * 1000), seed=args.seed + i)
+            run.ctl.stop()
+            rtt[size] = lat.rtt_ns
+            stats[size] = rtt_stats(lat.rtt_ns, args.bin_us)
+            progress(i + 1)
+        deltas = run.record_counters(0, before, run.snapshot())
+        fits = ([], [])
+        settings = {k: v for k, v in vars(args).items() if k not in ("_module", "secret_file", "output")}
+        settings["sizes"] = sizes
+        if run.results is not None:
+            from nicrig.udpmon.results import write_latency
+
+            fits = write_latency(run.results, rtt, stats, mtu=args.mtu, bin_us=args.bin_us)
+        else:
+            from nicrig.analysis.latency import fit_latency
+
+            table_sizes = np.array(sizes)
+            fits = (fit_latency(table_sizes, np.array([stats[s].min_us for s in sizes]), args.mtu),
+                    fit_latency(table_sizes, np.array([stats[s].mean_us for s in sizes]), args.mtu))
+        run.finish(settings)
+        failed = False
+    finally:
+        run.close(failed)
+    summary = {
+        "sizes": [{"size_bytes": s, "frames": frames_per_message(s, args.mtu), "count": stats[s].count,
+                   "timeouts": stats[s].timeouts, "min_us": stats[s].min_us, "median_us": stats[s].median_us,
+                   "mean_us": stats[s].mean_us, "max_us": stats[s].max_us, "p99_us": stats[s].percentiles_us[99],
+                   "fwhm_us": stats[s].fwhm_us} for s in sizes],
+        "fit_min": [vars(f) for f in fits[0]], "fit_mean": [vars(f) for f in fits[1]],
+        "cpu_busy_percent": {"local": _busy(deltas["local"]), "remote": _busy(deltas["remote"])},
+        "output": str(args.output) if args.output else None,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2, allow_nan=True))
+        return 0
+    print(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min_us':>9} {'median':>9} {'mean':>9} {'p99':>9} "
+          f"{'max':>9} {'fwhm':>6}")
+    for r in summary["sizes"]:
+        print(f"{r['size_bytes']:>6} {r['frames']:>6} {r['count']:>6} {r['timeouts']:>5} {r['min_us']:>9.2f} "
+              f"{r['median_us']:>9.2f} {r['mean_us']:>9.2f} {r['p99_us']:>9.2f} {r['max_us']:>9.2f} "
+              f"{r['fwhm_us']:>6.1f}")
+    for name, fl in (("minimum", fits[0]), ("mean", fits[1])):
+        for f in fl:
+            print(f"fit on {name}, {f.frames} frame(s), {f.points} sizes: slope {f.slope_us_per_byte:.5f} "
+                  f"± {f.slope_ci95:.5f} us/byte, intercept {f.intercept_us:.2f} ± {f.intercept_ci95:.2f} us")
+    if args.output:
+        print(f"wrote {args.output}")
+    return 1 if any(stats[s].count == 0 for s in sizes) else 0
+
+
+# -- stream --------------------------------------------------------------------------------------
+
+POINT_DTYPE = [
+    ("point", "<i4"), ("size_bytes", "<i4"), ("spacing_us", "<f8"), ("sent", "<i8"), ("received", "<i8"),
+    ("lost", "<i8"), ("out_of_order", "<i8"), ("duplicates", "<i8"), ("foreign", "<i8"),
+    ("kernel_drops", "<i8"), ("max_lost_run", "<i8"), ("send_time_us", "<f8"), ("recv_time_us", "<f8"),
+    ("send_rate_mbps", "<f8"), ("user_rate_mbps", "<f8"), ("wire_rate_mbps", "<f8"),
+    ("local_cpu_busy_pct", "<f8"), ("remote_cpu_busy_pct", "<f8"),
+    ("local_interrupts", "<i8"), ("remote_interrupts", "<i8"),
+]
+
+
+def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    from nicrig.udpmon import engine, sequence
+
+    test_id = (args.seed << 20 | point) & 0xFFFFFFFF
+    before = run.snapshot()
+    udp_port = run.ctl.start_receiver(test_id=test_id, max_packets=args.count,
+                                      idle_timeout_ms=int(args.idle_timeout_ms), hw_timestamps=args.hw_timestamps,
+                                      duration_s=max(10.0, args.count * spacing_us / 1e6 * 2 + 5))
+    with engine.open_udp(connect=(args.host, udp_port)) as sock:
+        sent_ns = engine.send_paced(sock, count=args.count, size_bytes=size, spacing_ns=int(spacing_us * 1000),
+                                    test_id=test_id, seed=args.seed + point)
+    remote, arrays = run.ctl.stop()
+    deltas = run.record_counters(point, before, run.snapshot())
+    seq = arrays.get("seq", np.zeros(0, np.uint32)).astype(np.int64)
+    kernel_ns = arrays.get("kernel_ns", np.zeros(0, np.int64))
+    s = sequence.sequence_stats(seq, args.count)
+    ok_sent = sent_ns[sent_ns >= 0]
+    send_ns = float(ok_sent[-1] - ok_sent[0]) if len(ok_sent) > 1 else float("nan")
+    stamped = kernel_ns[kernel_ns > 0]
+    recv_ns = float(stamped[-1] - stamped[0]) if len(stamped) > 1 else float("nan")
+    row = {
+        "point": point, "size_bytes": size, "spacing_us": spacing_us, "sent": int(len(ok_sent)),
+        "received": s.received, "lost": s.lost, "out_of_order": s.out_of_order, "duplicates": s.duplicates,
+        "foreign": int(remote.get("foreign", 0)), "kernel_drops": int(remote.get("kernel_drops", -1)),
+        "max_lost_run": int(max(s.lost_runs, default=0)),
+        "send_time_us": send_ns / 1000, "recv_time_us": recv_ns / 1000,
+        "send_rate_mbps": sequence.rate_bps(size, len(ok_sent) - 1, send_ns) / 1e6 if len(ok_sent) > 1 else 0.0,
+        "user_rate_mbps": sequence.rate_bps(size, s.received - 1, recv_ns) / 1e6 if s.received > 1 else 0.0,
+        "wire_rate_mbps": sequence.wire_rate_bps(size, s.received - 1, recv_ns, overhead_bytes=args.wire_overhead)
+        / 1e6 if s.received > 1 else 0.0,
+        "local_cpu_busy_pct": _busy(deltas["local"]), "remote_cpu_busy_pct": _busy(deltas["remote"]),
+        "local_interrupts": _interrupts(deltas["local"]), "remote_interrupts": _interrupts(deltas["remote"]),
+    }
+    if run.results is not None:
+        _write_stream_point(run, point, sent_ns, seq, arrays, s, args)
+    return row
+
+
+def _write_stream_point(run: Run, point: int, sent_ns: Any, seq: Any, arrays: dict[str, Any], s: Any,
+                        args: argparse.Namespace) -> None:
+    """Append this point's raw rows; tables are rewritten whole, so each stays one dataset."""
+    import numpy as np
+    from nicrig.udpmon import sequence
+
+    sent = np.zeros(len(sent_ns), dtype=[("point", "<i4"), ("seq", "<i8"), ("t_ns", "<i8")])
+    sent["point"], sent["seq"], sent["t_ns"] = point, np.arange(len(sent_ns)), sent_ns
+    recv = np.zeros(len(seq), dtype=[("point", "<i4"), ("seq", "<i8"), ("kernel_ns", "<i8"), ("user_ns", "<i8"),
+                                     ("hw_ns", "<i8"), ("size_bytes", "<i4")])
+    recv["point"], recv["seq"] = point, seq
+    for col, key in (("kernel_ns", "kernel_ns"), ("user_ns", "user_ns"), ("hw_ns", "hw_ns"), ("size_bytes", "size")):
+        if key in arrays:
+            recv[col] = arrays[key]
+    runs = [(point, k, c) for k, c in enumerate(s.lost_run_histogram) if k > 0 and c > 0]
+    spacing = []
+    for side, times in (("send", sent_ns[sent_ns >= 0]), ("recv", recv["kernel_ns"][recv["kernel_ns"] > 0])):
+        if len(times) > 1:
+            edges, counts = sequence.spacing_histogram(np.sort(times), int(args.bin_us * 1000))
+            spacing += [(point, side.encode(), e / 1000, c) for e, c in zip(edges[:-1], counts) if c]
+    run.pending["sent"].append(sent)
+    run.pending["received"].append(recv)
+    run.pending["lost_runs"].append(np.array(runs, dtype=[("point", "<i4"), ("run_length", "<i8"), ("count", "<i8")]))
+    run.pending["spacing"].append(np.array(spacing, dtype=[("point", "<i4"), ("side", "S4"), ("bin_us", "<f8"),
+                                                          ("count", "<i8")]))
+
+
+def _stream(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from nicrig.errors import UsageError
+
+    sizes = [int(s) for s in parse_range(args.sizes, "--sizes", integer=True)]
+    spacings = parse_range(args.spacing_us, "--spacing-us", integer=False)
+    if not sizes or min(sizes) < 16 or max(sizes) > 65507:
+        raise UsageError("--sizes: 16 to 65507 bytes (the 16-byte header must fit)")
+    if min(spacings) < 0 or args.count < 2:
+        raise UsageError("--spacing-us must not be negative and --count at least 2")
+    run = Run(args, "stream")
+    failed = True
+    rows: list[dict[str, Any]] = []
+    try:
+        points = [(size, sp) for size in sizes for sp in spacings]
+        progress = _progress(len(points), "stream")
+        for point, (size, spacing) in enumerate(points):
+            rows.append(_stream_point(run, point, size, spacing, args))
+            progress(point + 1)
+        if run.results is not None:
+            table = np.array([tuple(r[name] for name, _ in POINT_DTYPE) for r in rows], dtype=POINT_DTYPE)
+            units = {n: u for n, u in (("spacing_us", "us"), ("send_time_us", "us"), ("recv_time_us", "us"),
+                                       ("size_bytes", "byte"), ("send_rate_mbps", "Mbit/s"),
+                                       ("user_rate_mbps", "Mbit/s"), ("wire_rate_mbps", "Mbit/s"))}
+            run.results.write_table("stream/points", table, units=units,
+                                    attrs={"wire_overhead_bytes": args.wire_overhead},
+                                    description="one row per (size, spacing) point, from stream/sent and received")
+            for name, parts in run.pending.items():
+                run.results.write_table(f"stream/{name}", np.concatenate(parts))
+        settings = {k: v for k, v in vars(args).items() if k not in ("_module", "secret_file", "output")}
+        settings.update(sizes=sizes, spacings_us=spacings)
+        run.finish(settings)
+        failed = False
+    finally:
+        run.close(failed)
+    if args.json:
+        print(json.dumps({"points": rows, "output": str(args.output) if args.output else None}, indent=2))
+        return 0
+    print(f"{'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} {'user_Mb/s':>9} "
+          f"{'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")
+    for r in rows:
+        print(f"{r['size_bytes']:>6} {r['spacing_us']:>8.1f} {r['sent']:>7} {r['received']:>7} {r['lost']:>6} "
+              f"{r['out_of_order']:>4} {r['duplicates']:>4} {r['user_rate_mbps']:>9.1f} {r['wire_rate_mbps']:>9.1f} "
+              f"{r['local_cpu_busy_pct']:>6.1f} {r['remote_cpu_busy_pct']:>6.1f} {r['remote_interrupts']:>6}")
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "serve":
+        from nicrig.udpmon.daemon import serve
+
+        return serve(args)
+    return _latency(args) if args.action == "latency" else _stream(args)

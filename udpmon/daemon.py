@@ -1,0 +1,871 @@
+"""``nicrig udpmon serve``: the daemon on the far host that answers and receives udpmon tests.
+
+A controller (:class:`nicrig.udpmon.client.Controller`) connects over TCP and,
+after the handshake of :mod:`nicrig.udpmon.protocol`, sends requests; each
+gets one reply (or ``{"type":"error","code":..,"message":..}``):
+
+====================  =====================================================  =========================
+request               fields                                                 reply
+====================  =====================================================  =========================
+``start_responder``   test_id, max_response_bytes, max_rate_pps, duration_s,  ``ready`` {udp_port, limits}
+                      udp_port=0, idle_timeout_ms?, seed?, peer_udp_port?
+``start_receiver``    test_id, max_packets, idle_timeout_ms, duration_s,      ``ready`` {udp_port, limits}
+                      udp_port=0, hw_timestamps=false, peer_udp_port?
+``status``            -                                                       ``status`` {state, role, elapsed_s}
+``stop``              -                                                       ``results`` {stats, arrays} and
+                                                                              one binary frame per array
+``counters``          interface                                              ``counters`` {interface,
+                                                                              counters | unavailable}
+``limits``            -                                                       ``limits`` {...}
+``ping``              -                                                       ``pong``
+``bye``               -                                                       ``bye``, then the daemon closes
+====================  =====================================================  =========================
+
+Security: without ``--secret-file`` only loopback controllers are accepted.
+The UDP socket of a test is bound to the address the controller reached, the
+responder answers only the controller's IP (the engine's ``peer``: one
+source port, learned from the first request or named by ``peer_udp_port``;
+a receiver with ``peer_udp_port`` is connected so the kernel drops
+everything else), response size, rate, duration and packet counts are
+capped by the daemon's limits, every frame is bounded. One controller at a time; a
+controller that disconnects or goes silent has its test stopped and its UDP
+socket closed. A test runs in a worker thread (the engine's loops are
+blocking C calls that release the GIL) and is stopped through a pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import dataclasses
+import errno
+import hmac
+import importlib
+import ipaddress
+import math
+import os
+import re
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from nicrig.udpmon import protocol as P
+from nicrig.udpmon.payload import HEADER_BYTES
+
+from nicrig.errors import NicrigError, UsageError
+
+MAX_UDP_PAYLOAD = 65507
+ENGINE_MODULE = "nicrig.udpmon.engine"
+COUNTERS_MODULE = "nicrig.udpmon.counters"
+
+
+# ----------------------------------------------------------------------------- the engine seam
+
+
+def load_engine() -> Any:
+    """The C traffic engine (``respond``, ``receive``), imported when a test starts."""
+    return importlib.import_module(ENGINE_MODULE)
+
+
+def load_counters() -> Callable[[str], Any]:
+    """``snapshot(interface)`` of the host-counters module, imported on first use."""
+    return importlib.import_module(COUNTERS_MODULE).snapshot
+
+
+def split_engine_result(result: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(scalars, arrays) of whatever the engine returned: a mapping, a (named) tuple or one array."""
+    scalars: dict[str, Any] = {}
+    arrays: dict[str, np.ndarray] = {}
+
+    def is_array(v: Any) -> bool:
+        return not isinstance(v, np.generic) and (
+            isinstance(v, (np.ndarray, memoryview, array.array)) or hasattr(v, "__array_interface__"))
+
+    def put(name: str, v: Any) -> None:
+        name = str(name)[:64] or "array"
+        if is_array(v):
+            arrays[name] = np.asarray(v)
+        else:
+            scalars[name] = P.jsonable(v)
+
+    if result is None:
+        pass
+    elif is_array(result):
+        arrays["data"] = np.asarray(result)
+    elif hasattr(result, "_asdict"):
+        for k, v in result._asdict().items():
+            put(k, v)
+    elif dataclasses.is_dataclass(result) and not isinstance(result, type):
+        for f in dataclasses.fields(result):
+            put(f.name, getattr(result, f.name))
+    elif isinstance(result, Mapping):
+        for k, v in result.items():
+            put(k, v)
+    elif isinstance(result, (tuple, list)):
+        for i, v in enumerate(result):
+            if isinstance(v, Mapping):
+                for k, w in v.items():
+                    put(k, w)
+            else:
+                put(f"array{i}" if is_array(v) else f"value{i}", v)
+    else:
+        scalars["value"] = P.jsonable(result)
+    if len(arrays) > P.MAX_ARRAYS:
+        raise P.DaemonError(f"the engine returned {len(arrays)} arrays, more than {P.MAX_ARRAYS}")
+    return scalars, arrays
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def is_loopback(address: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and IPv4-mapped loopback (::ffff:127.x.y.z)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _unmap(address: str) -> str:
+    """``address`` with an IPv4-mapped IPv6 address turned back into IPv4."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return address
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_response_bytes: int = 9000
+    max_rate_pps: int = 200_000
+    max_duration_s: float = 600.0
+    max_packets: int = 2_000_000
+
+
+@dataclass
+class Config:
+    bind: str = "127.0.0.1"
+    port: int = P.DEFAULT_PORT
+    secret: bytes | None = None
+    limits: Limits = field(default_factory=Limits)
+    handshake_timeout_s: float = 5.0   # the whole handshake, from accept
+    idle_timeout_s: float = 120.0      # silence allowed from an idle controller
+    test_grace_s: float = 30.0         # silence allowed past the end of a running test
+    stop_timeout_s: float = 10.0       # time the engine gets to return after a stop
+    max_pending: int = 4               # connections in the handshake at once
+
+
+def _log_stderr(line: str) -> None:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(f"nicrig udpmon {stamp} {line}", file=sys.stderr, flush=True)
+
+
+def _keepalive(sock: socket.socket) -> None:
+    """Notice a vanished controller host within about 25 s, even when nobody sends."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3),
+                        ("TCP_USER_TIMEOUT", 30_000)):
+        if hasattr(socket, name):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+            except OSError:
+                pass
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _close(sock: socket.socket, drain: bool = True) -> None:
+    """Close so that a last error message still reaches the peer (no RST over unread input)."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        if drain:
+            sock.settimeout(0.2)
+            budget = 1 << 18
+            while budget > 0 and (chunk := sock.recv(65536)):
+                budget -= len(chunk)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+# ----------------------------------------------------------------------------- request validation
+
+_MISSING = object()
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@+-]{1,15}$")
+
+
+def _check_fields(msg: dict[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(msg) - allowed - {"type", "seq"})
+    if extra:
+        raise P.RequestError(f"{msg['type']}: unknown field(s) {', '.join(P.show(x, 30) for x in extra)}")
+
+
+def _value(msg: dict[str, Any], name: str, default: Any) -> Any:
+    if name in msg:
+        return msg[name]
+    if default is _MISSING:
+        raise P.RequestError(f"{msg['type']}: missing field {name!r}")
+    return default
+
+
+def _integer(msg: dict[str, Any], name: str, *, lo: int, hi: int, default: Any = _MISSING,
+             cap: int | None = None, option: str = "") -> Any:
+    v = _value(msg, name, default)
+    if v is None and default is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise P.RequestError(f"{msg['type']}: {name} must be an integer, not {P.show(v)}")
+    if v < lo:
+        raise P.RequestError(f"{msg['type']}: {name} {v} is below the minimum {lo}")
+    if cap is not None and v > cap:
+        raise P.LimitError(f"{name} {v} exceeds this daemon's limit of {cap} (nicrig udpmon serve {option})")
+    if v > hi:
+        raise P.RequestError(f"{msg['type']}: {name} {v} is above the maximum {hi}")
+    return v
+
+
+def _seconds(msg: dict[str, Any], name: str, *, cap: float, option: str) -> float:
+    v = _value(msg, name, _MISSING)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+        raise P.RequestError(f"{msg['type']}: {name} must be a positive number of seconds, not {P.show(v)}")
+    if v > cap:
+        raise P.LimitError(f"{name} {v} exceeds this daemon's limit of {cap:g} s (nicrig udpmon serve {option})")
+    return float(v)
+
+
+def _udp_port(msg: dict[str, Any], name: str, default: Any) -> Any:
+    v = _integer(msg, name, lo=0, hi=65535, default=default)
+    if v is not None and 0 < v < 1024:
+        raise P.RequestError(f"{msg['type']}: {name} {v} is a privileged port; use 0 or 1024..65535")
+    return v
+
+
+# ----------------------------------------------------------------------------- one test
+
+
+class _Test:
+    """One engine call in a worker thread; owns its UDP socket and stop pipe and closes them."""
+
+    def __init__(self, role: str, fn: Callable[..., Any], sock: socket.socket, kwargs: dict[str, Any],
+                 params: dict[str, Any], duration_s: float):
+        self.role = role
+        self.params = params
+        self.sock = sock
+        self.udp_port = sock.getsockname()[1]
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.stop_reason: str | None = None
+        self.done = threading.Event()
+        self.started = time.monotonic()
+        self.started_unix_ns = time.time_ns()
+        self.deadline = self.started + duration_s
+        self.ended: float | None = None
+        self._lock = threading.Lock()
+        self._stop_r, self._stop_w = os.pipe()
+        os.set_blocking(self._stop_w, False)
+        self._open = True
+        self._thread = threading.Thread(target=self._run, args=(fn, {**kwargs, "stop_fd": self._stop_r}),
+                                        name=f"udpmon-{role}", daemon=True)
+        self._timer = threading.Timer(duration_s, self.signal_stop, args=("duration",))
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._thread.start()
+        self._timer.start()
+
+    def _run(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+        try:
+            self.result = fn(self.sock, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported to the controller at stop
+            self.error = exc
+        finally:
+            self._timer.cancel()
+            with self._lock:
+                self.ended = time.monotonic()
+                if self.stop_reason is None:
+                    self.stop_reason = "engine"
+                self._open = False
+                self.sock.close()
+                os.close(self._stop_r)
+                os.close(self._stop_w)
+            self.done.set()
+
+    def signal_stop(self, reason: str) -> None:
+        with self._lock:
+            if self.stop_reason is None:
+                self.stop_reason = reason
+            if self._open:
+                try:
+                    os.write(self._stop_w, b"s")
+                except BlockingIOError:
+                    pass
+
+    def elapsed_s(self) -> float:
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+
+# ----------------------------------------------------------------------------- one connection
+
+
+class _Session:
+    def __init__(self, daemon: Daemon, conn: socket.socket, peer: tuple[Any, ...]):
+        self.daemon = daemon
+        self.cfg = daemon.config
+        self.conn = conn
+        self.peer_addr = peer
+        self.peer_ip = _unmap(str(peer[0]))
+        self.channel: P.Channel | None = None
+        self.test: _Test | None = None
+        self.tests_run = 0
+        self.counted_pending = True
+        self.opened = time.monotonic()
+
+    # -- lifecycle
+
+    def run(self) -> None:
+        outcome = "?"
+        try:
+            outcome = self._serve()
+        except P.ConnectionClosed as exc:
+            outcome = f"controller gone ({exc})"
+        except TimeoutError:
+            outcome = "timed out"
+            self._send_error("bad_request", "handshake not completed in time" if self.channel is None
+                             else "controller silent for too long")
+        except P.ControlError as exc:
+            outcome = f"refused: {exc.code}: {exc}"
+            self._send_error(exc.code, str(exc))
+        except OSError as exc:
+            outcome = f"connection error: {exc.strerror or exc}"
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one session, never the daemon
+            outcome = f"internal error: {type(exc).__name__}: {P.peer_text(str(exc), 200)}"
+            self._send_error("internal", f"internal error: {type(exc).__name__}")
+        finally:
+            try:
+                self._stop_test("disconnect")
+            except P.DaemonError as exc:
+                outcome += f"; {exc}"
+            self.daemon._release(self)
+            _close(self.conn)
+            auth = P.AUTH_HMAC if self.cfg.secret else P.AUTH_LOOPBACK
+            self.daemon.log(f"{P.hostport(self.peer_ip, self.peer_addr[1])} auth={auth} "
+                            f"{'authenticated' if self.channel else 'unauthenticated'} "
+                            f"{time.monotonic() - self.opened:.1f}s tests={self.tests_run} end: {outcome}")
+
+    def _send_error(self, code: str, message: str) -> None:
+        try:
+            msg = P.error_message(code, message)
+            if self.channel is not None:
+                self.channel.send(msg, timeout=1.0)
+            else:
+                P.send_plain(self.conn, msg, timeout=1.0)
+        except (OSError, P.ControlError):
+            pass
+
+    def _handshake(self) -> None:
+        cfg = self.cfg
+        deadline = self.opened + cfg.handshake_timeout_s
+        secret = cfg.secret or b""
+        server_nonce = P.new_nonce()
+        P.send_plain(self.conn, {"type": "hello", "protocol": P.PROTOCOL, "version": P.VERSION,
+                                 "nonce": server_nonce.hex(),
+                                 "auth": P.AUTH_HMAC if cfg.secret else P.AUTH_LOOPBACK}, timeout=2.0)
+        msg = P.recv_plain(self.conn, deadline=deadline)
+        kind = msg.get("type")
+        if kind == "error":
+            raise P.ConnectionClosed(f"controller gave up: {P.peer_text(msg.get('message'), 200)}")
+        if kind != "auth":
+            raise P.AuthError(f"not authenticated: expected an auth message, got type {P.show(kind)}")
+        version = msg.get("version", P.VERSION)
+        if version != P.VERSION or isinstance(version, bool):
+            raise P.VersionError(f"the controller speaks {P.PROTOCOL} version {P.show(version)}, this daemon "
+                                 f"speaks version {P.VERSION}: run the same nicrig version on both hosts")
+        _check_fields(msg, {"version", "client_nonce", "mac"})
+        client_nonce = P.parse_nonce(msg.get("client_nonce"), "client_nonce")
+        mac = P.parse_nonce(msg.get("mac"), "mac")
+        if client_nonce == server_nonce:
+            raise P.AuthError("authentication failed")
+        if not hmac.compare_digest(P.client_proof(secret, server_nonce, client_nonce), mac):
+            raise P.AuthError("authentication failed: the controller's secret does not match this daemon's "
+                              "--secret-file")
+        self.daemon._claim(self)  # BusyError if another controller got in first
+        P.send_plain(self.conn, {"type": "welcome", "version": P.VERSION,
+                                 "mac": P.server_proof(secret, server_nonce, client_nonce).hex()}, timeout=2.0)
+        c2d, d2c = P.session_keys(secret, server_nonce, client_nonce)
+        self.channel = P.Channel(self.conn, send_key=d2c, recv_key=c2d)
+
+    def _read_timeout(self) -> float:
+        t = self.cfg.idle_timeout_s
+        if self.test is not None and not self.test.done.is_set():
+            t = max(t, self.test.deadline - time.monotonic() + self.cfg.test_grace_s)
+        return t
+
+    def _serve(self) -> str:
+        self._handshake()
+        assert self.channel is not None
+        handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+            "start_responder": self._start_responder, "start_receiver": self._start_receiver,
+            "status": self._status, "stop": self._stop, "counters": self._counters,
+            "limits": self._limits, "ping": self._ping, "bye": self._bye,
+        }
+        while True:
+            try:
+                msg = self.channel.recv(timeout=self._read_timeout())
+            except P.ConnectionClosed as exc:
+                return f"controller gone ({exc})"
+            handler = handlers.get(msg["type"])
+            try:
+                if handler is None:
+                    raise P.RequestError(f"unknown message type {P.show(msg['type'])} "
+                                         f"(known: {', '.join(handlers)})")
+                reply = handler(msg)
+            except (P.RequestError, P.LimitError, P.BusyError, P.DaemonError) as exc:
+                # An authenticated controller's mistake: say so and keep the session.
+                self.channel.send(P.error_message(exc.code, str(exc)), timeout=5.0)
+                continue
+            if reply is not None:
+                self.channel.send(reply, timeout=30.0)
+            if msg["type"] == "bye":
+                return "bye"
+
+    # -- requests
+
+    def _limits(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, set())
+        return {"type": "limits", **self._limits_dict()}
+
+    def _limits_dict(self) -> dict[str, Any]:
+        return {**asdict(self.cfg.limits), "max_frame_bytes": P.MAX_FRAME_BYTES}
+
+    def _ping(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "pong"}
+
+    def _bye(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self._stop_test("bye")
+        self.daemon._release(self)  # free before the reply: the controller may reconnect at once
+        return {"type": "bye"}
+
+    def _status(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, set())
+        from nicrig.udpmon.counters import egress_interface
+
+        t = self.test
+        # the interface this host reaches the controller by: whose counters a test wants
+        here = {"type": "status", "interface": egress_interface(self.peer_ip)}
+        if t is None:
+            return {**here, "state": "idle"}
+        return {**here, "state": "finished" if t.done.is_set() else "running", "role": t.role,
+                "udp_port": t.udp_port, "elapsed_s": round(t.elapsed_s(), 6)}
+
+    def _start_responder(self, msg: dict[str, Any]) -> dict[str, Any]:
+        lim = self.cfg.limits
+        _check_fields(msg, {"udp_port", "test_id", "max_response_bytes", "max_rate_pps", "duration_s",
+                            "idle_timeout_ms", "seed", "peer_udp_port"})
+        p = {
+            "udp_port": _udp_port(msg, "udp_port", 0),
+            "test_id": _integer(msg, "test_id", lo=0, hi=0xFFFFFFFF),
+            "max_response_bytes": _integer(msg, "max_response_bytes", lo=HEADER_BYTES, hi=MAX_UDP_PAYLOAD,
+                                           cap=lim.max_response_bytes, option="--max-response-bytes"),
+            "max_rate_pps": _integer(msg, "max_rate_pps", lo=1, hi=100_000_000, cap=lim.max_rate_pps,
+                                     option="--max-rate-pps"),
+            "duration_s": _seconds(msg, "duration_s", cap=lim.max_duration_s, option="--max-duration-s"),
+            "seed": _integer(msg, "seed", lo=0, hi=0xFFFFFFFF, default=1),
+            "peer_udp_port": _udp_port(msg, "peer_udp_port", None),
+        }
+        idle_ms = _integer(msg, "idle_timeout_ms", lo=1, hi=2**40, default=None,
+                           cap=int(lim.max_duration_s * 1000), option="--max-duration-s")
+        p["idle_timeout_ms"] = idle_ms
+        idle_ns = idle_ms * 1_000_000 if idle_ms is not None else int(p["duration_s"] * 1e9)
+        # The engine answers only peer = (controller ip, port), learning the port from the first
+        # valid request of that ip unless the controller named it.
+        kwargs = {"test_id": p["test_id"], "max_response_bytes": p["max_response_bytes"],
+                  "peer": (self.peer_ip, p["peer_udp_port"]), "max_rate_pps": p["max_rate_pps"],
+                  "idle_timeout_ns": idle_ns, "max_duration_ns": int(p["duration_s"] * 1e9), "seed": p["seed"]}
+        return self._start("responder", "respond", p, kwargs, connect=False)
+
+    def _start_receiver(self, msg: dict[str, Any]) -> dict[str, Any]:
+        lim = self.cfg.limits
+        _check_fields(msg, {"udp_port", "test_id", "max_packets", "idle_timeout_ms", "duration_s",
+                            "hw_timestamps", "peer_udp_port"})
+        hw = _value(msg, "hw_timestamps", False)
+        if not isinstance(hw, bool):
+            raise P.RequestError(f"start_receiver: hw_timestamps must be true or false, not {P.show(hw)}")
+        p = {
+            "udp_port": _udp_port(msg, "udp_port", 0),
+            "test_id": _integer(msg, "test_id", lo=0, hi=0xFFFFFFFF),
+            "max_packets": _integer(msg, "max_packets", lo=1, hi=2**40, cap=lim.max_packets,
+                                    option="--max-packets"),
+            "idle_timeout_ms": _integer(msg, "idle_timeout_ms", lo=1, hi=2**40,
+                                        cap=int(lim.max_duration_s * 1000), option="--max-duration-s"),
+            "duration_s": _seconds(msg, "duration_s", cap=lim.max_duration_s, option="--max-duration-s"),
+            "hw_timestamps": hw,
+            "peer_udp_port": _udp_port(msg, "peer_udp_port", None),
+        }
+        kwargs = {"max_packets": p["max_packets"], "test_id": p["test_id"],
+                  "idle_timeout_ns": p["idle_timeout_ms"] * 1_000_000, "hw_timestamps": hw}
+        return self._start("receiver", "receive", p, kwargs, connect=True)
+
+    def _start(self, role: str, function: str, params: dict[str, Any], kwargs: dict[str, Any], *,
+               connect: bool) -> dict[str, Any]:
+        if self.test is not None:
+            raise P.BusyError(f"a {self.test.role} test is still held on this session "
+                              f"({'finished' if self.test.done.is_set() else 'running'}); send stop first")
+        try:
+            fn = getattr(self.daemon._engine(), function)
+        except (ImportError, AttributeError) as exc:
+            raise P.DaemonError(f"the traffic engine is not available on the daemon host "
+                                f"({type(exc).__name__}: {exc}); build it with pip install -e .") from None
+        sock = self._udp_socket(params["udp_port"], params["peer_udp_port"] if connect else None)
+        test = _Test(role, fn, sock, kwargs, params, params["duration_s"])
+        self.daemon._track(test)
+        self.test = test
+        self.tests_run += 1
+        try:
+            test.start()
+        except BaseException:
+            test.signal_stop("failed to start")
+            test._run(lambda *_, **__: None, {})  # releases the socket and pipe, marks it done
+            self.test = None
+            raise
+        return {"type": "ready", "role": role, "udp_port": test.udp_port, "limits": self._limits_dict()}
+
+    def _udp_socket(self, port: int, peer_port: int | None) -> socket.socket:
+        """A UDP socket on the address the controller reached (never a wildcard).
+
+        With ``peer_port`` it is connected to the controller's (ip, peer_port): the kernel drops the rest.
+        """
+        local = self.conn.getsockname()
+        host = _unmap(str(local[0]))
+        v6 = ":" in host
+        sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.bind((host, port, 0, local[3]) if v6 and len(local) > 3 else (host, port))
+            if peer_port is not None:
+                peer = self.peer_addr
+                sock.connect((self.peer_ip, peer_port, 0, peer[3]) if v6 and len(peer) > 3
+                             else (self.peer_ip, peer_port))
+        except OSError as exc:
+            sock.close()
+            raise P.RequestError(f"cannot open UDP port {port} on {host}: {exc.strerror or exc}") from None
+        return sock
+
+    def _stop_test(self, reason: str) -> _Test | None:
+        """Stop the held test (if any) and wait for the engine; the held test is released."""
+        test, self.test = self.test, None
+        if test is None:
+            return None
+        test.signal_stop(reason)
+        if not test.done.wait(self.cfg.stop_timeout_s):
+            # The worker owns the socket and pipe and closes them when the engine returns at last;
+            # until then the daemon reports itself busy.
+            raise P.DaemonError(f"the {test.role} engine did not stop within {self.cfg.stop_timeout_s:g} s")
+        return test
+
+    def _stop(self, msg: dict[str, Any]) -> None:
+        _check_fields(msg, set())
+        if self.test is None:
+            raise P.RequestError("stop: no test to stop (start_responder or start_receiver first)")
+        test = self._stop_test("stop")
+        assert test is not None and self.channel is not None
+        if test.error is not None:
+            raise P.DaemonError(f"the {test.role} engine failed: {type(test.error).__name__}: "
+                                f"{P.peer_text(str(test.error), 300)}")
+        scalars, arrays = split_engine_result(test.result)
+        wire = [P.wire_array(name, a) for name, a in arrays.items()]
+        stats = {
+            "role": test.role, "test_id": test.params["test_id"], "udp_port": test.udp_port,
+            "controller": self.peer_ip, "params": test.params, "limits": self._limits_dict(),
+            "started_unix_ns": test.started_unix_ns, "elapsed_s": round(test.elapsed_s(), 9),
+            "stop_reason": test.stop_reason, "engine": scalars,
+        }
+        self.channel.send({"type": "results", "stats": P.jsonable(stats), "arrays": [d for d, _ in wire]},
+                          timeout=30.0)
+        for _, a in wire:
+            self.channel.send_binary(memoryview(a.reshape(-1).view(np.uint8)), timeout=30.0)
+
+    def _counters(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, {"interface"})
+        iface = _value(msg, "interface", _MISSING)
+        if not isinstance(iface, str) or not _IFNAME.match(iface) or iface in (".", ".."):
+            raise P.RequestError(f"counters: bad interface name {P.show(iface)}")
+        try:
+            snapshot = self.daemon._counters()
+        except (ImportError, AttributeError) as exc:
+            return {"type": "counters", "interface": iface,
+                    "unavailable": f"host counters are not available on the daemon host ({exc})"}
+        try:
+            data = snapshot(iface)
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the counters are unavailable
+            return {"type": "counters", "interface": iface, "unavailable": f"{type(exc).__name__}: {exc}"}
+        return {"type": "counters", "interface": iface, "counters": P.jsonable(data)}
+
+
+# ----------------------------------------------------------------------------- the daemon
+
+
+class Daemon:
+    """The server: one listening socket, one controller at a time.
+
+    ``engine_loader`` and ``counters_loader`` default to :func:`load_engine`
+    and :func:`load_counters` (looked up at call time, so tests may replace
+    them); ``log`` receives one line per connection.
+    """
+
+    def __init__(self, config: Config, *, engine_loader: Callable[[], Any] | None = None,
+                 counters_loader: Callable[[], Callable[[str], Any]] | None = None,
+                 log: Callable[[str], None] = _log_stderr):
+        self.config = config
+        self.log = log
+        self._engine_loader = engine_loader
+        self._counters_loader = counters_loader
+        self._lock = threading.Lock()
+        self._session: _Session | None = None
+        self._pending = 0
+        self._tests: list[_Test] = []
+        self._threads: set[threading.Thread] = set()
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._serving = False
+        self._listener: socket.socket | None = None
+
+    def _engine(self) -> Any:
+        return (self._engine_loader or load_engine)()
+
+    def _counters(self) -> Callable[[str], Any]:
+        return (self._counters_loader or load_counters)()
+
+    # -- listening
+
+    def listen(self) -> tuple[str, int]:
+        """Bind and listen; returns the (address, port) actually bound."""
+        cfg = self.config
+        where = P.hostport(cfg.bind, cfg.port)
+        try:
+            infos = socket.getaddrinfo(cfg.bind, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            family, _, _, _, addr = infos[0]
+            if family == socket.AF_INET6 and addr[0] == "::" and socket.has_dualstack_ipv6():
+                sock = socket.create_server(addr, family=family, backlog=16, dualstack_ipv6=True)
+            else:
+                sock = socket.create_server(addr, family=family, backlog=16)
+        except socket.gaierror as exc:
+            raise UsageError(f"cannot listen on {where}: {exc.strerror}") from None
+        except OSError as exc:
+            hint = " (is another udpmon daemon running?)" if exc.errno == errno.EADDRINUSE else ""
+            raise NicrigError(f"cannot listen on {where}: {exc.strerror or exc}{hint}") from None
+        sock.setblocking(False)
+        self._listener = sock
+        host, port = sock.getsockname()[:2]
+        return host, port
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self._listener is not None
+        return self._listener.getsockname()[:2]
+
+    def serve_forever(self) -> None:
+        if self._listener is None:
+            self.listen()
+        assert self._listener is not None
+        self._serving = True
+        sel = selectors.DefaultSelector()
+        sel.register(self._listener, selectors.EVENT_READ)
+        try:
+            while not self._stop.is_set():
+                if not sel.select(timeout=0.2):
+                    continue
+                try:
+                    conn, addr = self._listener.accept()
+                except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                    continue
+                except OSError as exc:  # EMFILE and friends: wait, do not spin
+                    self.log(f"accept failed: {exc.strerror or exc}")
+                    time.sleep(0.1)
+                    continue
+                try:
+                    self._admit(conn, addr)
+                except Exception as exc:  # noqa: BLE001 - one connection, never the daemon
+                    self.log(f"{P.show(addr)} dropped: {type(exc).__name__}: {exc}")
+                    conn.close()
+        finally:
+            sel.close()
+            self._listener.close()
+            self._wind_down()
+            self._stopped.set()
+
+    def stop(self) -> None:
+        """Ask :meth:`serve_forever` to return (safe from a signal handler or another thread)."""
+        self._stop.set()
+
+    def shutdown(self, timeout: float = 15.0) -> None:
+        """Stop, end the connected session, and wait for :meth:`serve_forever` to return."""
+        self._stop.set()
+        if self._serving:
+            self._stopped.wait(timeout)
+        elif self._listener is not None:
+            self._listener.close()
+
+    def _wind_down(self) -> None:
+        with self._lock:
+            session = self._session
+            threads = list(self._threads)
+        if session is not None:
+            try:
+                session.conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in threads:
+            t.join(timeout=self.config.stop_timeout_s + 2)
+
+    # -- admission
+
+    def _busy_reason(self) -> str | None:
+        self._tests = [t for t in self._tests if not t.done.is_set()]
+        if self._session is not None:
+            return "the daemon is busy with another controller; try again when its test is done"
+        if self._tests:
+            return "the daemon is busy: a previous test is still stopping"
+        return None
+
+    def _admit(self, conn: socket.socket, addr: tuple[Any, ...]) -> None:
+        peer = P.hostport(_unmap(str(addr[0])), addr[1])
+        conn.setblocking(True)
+        if self.config.secret is None and not is_loopback(str(addr[0])):
+            self._reject(conn, "auth", f"this daemon has no --secret-file and accepts loopback controllers "
+                                       f"only; restart it with --secret-file to allow {_unmap(str(addr[0]))}")
+            self.log(f"{peer} refused: not loopback and no --secret-file")
+            return
+        with self._lock:
+            reason = self._busy_reason()
+            if reason is None and self._pending >= self.config.max_pending:
+                reason = "the daemon is busy: too many controllers are connecting at once"
+            if reason is None:
+                self._pending += 1
+        if reason is not None:
+            self._reject(conn, "busy", reason)
+            self.log(f"{peer} refused: busy")
+            return
+        _keepalive(conn)
+        session = _Session(self, conn, addr)
+        thread = threading.Thread(target=self._run_session, args=(session,), name="udpmon-session", daemon=True)
+        with self._lock:
+            self._threads.add(thread)
+        thread.start()
+
+    def _run_session(self, session: _Session) -> None:
+        try:
+            session.run()
+        finally:
+            with self._lock:
+                self._threads.discard(threading.current_thread())
+
+    def _reject(self, conn: socket.socket, code: str, message: str) -> None:
+        try:
+            P.send_plain(conn, P.error_message(code, message), timeout=0.5)
+        except (OSError, P.ControlError):
+            pass
+        _close(conn, drain=False)
+
+    def _claim(self, session: _Session) -> None:
+        with self._lock:
+            if session.counted_pending:
+                session.counted_pending = False
+                self._pending -= 1
+            reason = self._busy_reason()
+            if reason is not None:
+                raise P.BusyError(reason)
+            self._session = session
+
+    def _release(self, session: _Session) -> None:
+        with self._lock:
+            if session.counted_pending:
+                session.counted_pending = False
+                self._pending -= 1
+            if self._session is session:
+                self._session = None
+
+    def _track(self, test: _Test) -> None:
+        with self._lock:
+            self._tests.append(test)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    lim = Limits()
+    parser.add_argument("--bind", metavar="ADDR", default=None,
+                        help="address to listen on (default 0.0.0.0 with --secret-file, else 127.0.0.1; "
+                             ":: for IPv6 and IPv4)")
+    parser.add_argument("--port", type=int, default=P.DEFAULT_PORT, metavar="P",
+                        help=f"TCP control port (default {P.DEFAULT_PORT}; 0 picks a free one)")
+    parser.add_argument("--secret-file", metavar="F", default=None,
+                        help="shared secret (chmod 600); without it only loopback controllers are accepted")
+    parser.add_argument("--max-response-bytes", type=int, default=lim.max_response_bytes, metavar="N",
+                        help=f"largest UDP response a controller may ask for (default {lim.max_response_bytes})")
+    parser.add_argument("--max-rate-pps", type=int, default=lim.max_rate_pps, metavar="N",
+                        help=f"highest response rate in packets/s (default {lim.max_rate_pps})")
+    parser.add_argument("--max-duration-s", type=float, default=lim.max_duration_s, metavar="S",
+                        help=f"longest test in seconds (default {lim.max_duration_s:g})")
+    parser.add_argument("--max-packets", type=int, default=lim.max_packets, metavar="N",
+                        help=f"most packets a receiver test records (default {lim.max_packets})")
+    parser.add_argument("--idle-timeout-s", type=float, default=Config.idle_timeout_s, metavar="S",
+                        help="drop a controller silent this long outside a test "
+                             f"(default {Config.idle_timeout_s:g})")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    """The daemon configuration of ``args``; UsageError / NicrigError on impossible values."""
+    def check(name: str, value: float, lo: float, hi: float) -> None:
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise UsageError(f"--{name.replace('_', '-')} {value:g} must be between {lo:g} and {hi:g}")
+
+    check("port", args.port, 0, 65535)
+    check("max_response_bytes", args.max_response_bytes, 1, MAX_UDP_PAYLOAD)
+    check("max_rate_pps", args.max_rate_pps, 1, 100_000_000)
+    check("max_duration_s", args.max_duration_s, 0.001, 86_400)
+    check("max_packets", args.max_packets, 1, P.MAX_ARRAY_BYTES // 8)
+    check("idle_timeout_s", args.idle_timeout_s, 1, 86_400)
+    secret = P.load_secret(args.secret_file) if args.secret_file else None
+    bind = args.bind or ("0.0.0.0" if secret else "127.0.0.1")
+    limits = Limits(max_response_bytes=args.max_response_bytes, max_rate_pps=args.max_rate_pps,
+                    max_duration_s=float(args.max_duration_s), max_packets=args.max_packets)
+    return Config(bind=bind, port=args.port, secret=secret, limits=limits, idle_timeout_s=args.idle_timeout_s)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the daemon until SIGINT or SIGTERM."""
+    config = config_from_args(args)
+    daemon = Daemon(config)
+    host, port = daemon.listen()
+    lim = config.limits
+    daemon.log(f"listening on {P.hostport(host, port)} (protocol {P.PROTOCOL} v{P.VERSION}, auth "
+               f"{P.AUTH_HMAC if config.secret else P.AUTH_LOOPBACK}; limits: {lim.max_response_bytes} B responses, "
+               f"{lim.max_rate_pps} pps, {lim.max_duration_s:g} s, {lim.max_packets} packets)")
+    if config.secret is None and not is_loopback(host):
+        daemon.log("no --secret-file: only loopback controllers will be accepted")
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
+    try:
+        daemon.serve_forever()
+    except KeyboardInterrupt:
+        daemon.stop()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    daemon.log("stopped")
+    return 0
