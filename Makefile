@@ -58,6 +58,16 @@ demo: sysdeps $(STAMP)
 	$(NICRIG) events $(DEMO_OUT)/stream.h5 --source probe --decoder ethernet --where direction=rx --limit 6
 	$(NICRIG) export $(DEMO_OUT)/latency.h5 --source send_pci -o $(DEMO_OUT)/latency-send_pci.sr
 	$(NICRIG) info $(DEMO_OUT)/stream.h5
+	@echo "--- udpmon between two local endpoints: a daemon on loopback, then latency and stream runs:"
+	@set -e; \
+	port=$$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
+	$(NICRIG) udpmon serve --port $$port 2> $(DEMO_OUT)/udpmon-serve.log & daemon=$$!; \
+	trap 'kill $$daemon 2>/dev/null; wait $$daemon 2>/dev/null || true' EXIT; \
+	for i in $$(seq 50); do $(PY) -c "import socket; socket.create_connection(('127.0.0.1', $$port), 1)" 2>/dev/null && break; sleep 0.1; done; \
+	echo "$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 -o $(DEMO_OUT)/udpmon-latency.h5"; \
+	$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 -o $(DEMO_OUT)/udpmon-latency.h5; \
+	echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5"; \
+	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (open the .sr in PulseView after 'nicrig decoders install')"
 
 bench: $(STAMP)
