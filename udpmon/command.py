@@ -106,22 +106,33 @@ class Run:
 
     def __init__(self, args: argparse.Namespace, kind: str):
         from nicrig.udpmon.client import Controller
+        from nicrig.udpmon.counters import egress_interface
 
         self.args, self.kind = args, kind
         self.stack = ExitStack()
-        self.ctl = self.stack.enter_context(Controller(args.host, args.port, _read_secret(args.secret_file)))
-        from nicrig.udpmon.counters import egress_interface
-
-        self.local_if = args.interface or egress_interface(args.host)
-        self.remote_if = args.remote_interface or self._remote_interface()
         self.counter_rows: list[tuple[int, str, str, dict[str, Any]]] = []
         # stream: raw rows of every point, written as whole tables at the end
         self.pending: dict[str, list[Any]] = {"sent": [], "received": [], "lost_runs": [], "spacing": []}
         self.results = None
-        if args.output:
-            from nicrig.udpmon.results import ResultsFile
+        try:
+            if args.output:  # first: an unwritable output fails before any traffic
+                from nicrig.udpmon.results import ResultsFile
 
-            self.results = self.stack.enter_context(ResultsFile.create(args.output))
+                self.results = self.stack.enter_context(ResultsFile.create(args.output))
+            self.ctl = self.stack.enter_context(Controller(args.host, args.port, _read_secret(args.secret_file)))
+            self.local_if = args.interface or egress_interface(args.host)
+            self.remote_if = args.remote_interface or self._remote_interface()
+        except BaseException:
+            self.close(failed=True)
+            raise
+
+    def wait_finished(self, timeout_s: float) -> None:
+        """Let the far receiver drain: it ends by itself when all packets came or after its idle timeout."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while self.ctl.status().get("state") == "running" and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _remote_interface(self) -> str | None:
         """The far end's interface toward us, as its route back to our address says."""
@@ -292,10 +303,14 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
     udp_port = run.ctl.start_receiver(test_id=test_id, max_packets=args.count,
                                       idle_timeout_ms=int(args.idle_timeout_ms), hw_timestamps=args.hw_timestamps,
                                       duration_s=max(10.0, args.count * spacing_us / 1e6 * 2 + 5))
+    spacing_ns = int(spacing_us * 1000)
     with engine.open_udp(connect=(args.host, udp_port)) as sock:
-        sent_ns = engine.send_paced(sock, count=args.count, size_bytes=size, spacing_ns=int(spacing_us * 1000),
-                                    test_id=test_id, seed=args.seed + point)
+        t0 = engine.monotonic_ns() + 2_000_000  # the schedule: packet i is due at t0 + i * spacing
+        sent_ns = engine.send_paced(sock, count=args.count, size_bytes=size, spacing_ns=spacing_ns,
+                                    test_id=test_id, seed=args.seed + point, start_ns=t0)
+    run.wait_finished(args.idle_timeout_ms / 1000 + 5)
     remote, arrays = run.ctl.stop()
+    engine_stats = remote.get("engine", {})
     deltas = run.record_counters(point, before, run.snapshot())
     seq = arrays.get("seq", np.zeros(0, np.uint32)).astype(np.int64)
     kernel_ns = arrays.get("kernel_ns", np.zeros(0, np.int64))
@@ -307,7 +322,7 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
     row = {
         "point": point, "size_bytes": size, "spacing_us": spacing_us, "sent": int(len(ok_sent)),
         "received": s.received, "lost": s.lost, "out_of_order": s.out_of_order, "duplicates": s.duplicates,
-        "foreign": int(remote.get("foreign", 0)), "kernel_drops": int(remote.get("kernel_drops", -1)),
+        "foreign": int(engine_stats.get("foreign", 0)), "kernel_drops": int(engine_stats.get("kernel_drops", -1)),
         "max_lost_run": int(max(s.lost_runs, default=0)),
         "send_time_us": send_ns / 1000, "recv_time_us": recv_ns / 1000,
         "send_rate_mbps": sequence.rate_bps(size, len(ok_sent) - 1, send_ns) / 1e6 if len(ok_sent) > 1 else 0.0,
@@ -318,18 +333,19 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
         "local_interrupts": _interrupts(deltas["local"]), "remote_interrupts": _interrupts(deltas["remote"]),
     }
     if run.results is not None:
-        _write_stream_point(run, point, sent_ns, seq, arrays, s, args)
+        due_ns = t0 + np.arange(len(sent_ns), dtype=np.int64) * spacing_ns
+        _write_stream_point(run, point, sent_ns, due_ns, seq, arrays, s, args)
     return row
 
 
-def _write_stream_point(run: Run, point: int, sent_ns: Any, seq: Any, arrays: dict[str, Any], s: Any,
+def _write_stream_point(run: Run, point: int, sent_ns: Any, due_ns: Any, seq: Any, arrays: dict[str, Any], s: Any,
                         args: argparse.Namespace) -> None:
     """Append this point's raw rows; tables are rewritten whole, so each stays one dataset."""
     import numpy as np
     from nicrig.udpmon import sequence
 
-    sent = np.zeros(len(sent_ns), dtype=[("point", "<i4"), ("seq", "<i8"), ("t_ns", "<i8")])
-    sent["point"], sent["seq"], sent["t_ns"] = point, np.arange(len(sent_ns)), sent_ns
+    sent = np.zeros(len(sent_ns), dtype=[("point", "<i4"), ("seq", "<i8"), ("due_ns", "<i8"), ("t_ns", "<i8")])
+    sent["point"], sent["seq"], sent["due_ns"], sent["t_ns"] = point, np.arange(len(sent_ns)), due_ns, sent_ns
     recv = np.zeros(len(seq), dtype=[("point", "<i4"), ("seq", "<i8"), ("kernel_ns", "<i8"), ("user_ns", "<i8"),
                                      ("hw_ns", "<i8"), ("size_bytes", "<i4")])
     recv["point"], recv["seq"] = point, seq
