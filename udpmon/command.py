@@ -206,8 +206,9 @@ def _interrupts(delta: dict[str, Any]) -> int:
 
 def _latency(args: argparse.Namespace) -> int:
     import numpy as np
-    from nicrig.analysis.latency import frames_per_message, rtt_stats
+    from nicrig.analysis.latency import fit_latency, frames_per_message, rtt_stats
     from nicrig.udpmon import engine
+    from nicrig.udpmon.results import write_latency
 
     from nicrig.errors import UsageError
 
@@ -238,19 +239,13 @@ def _latency(args: argparse.Namespace) -> int:
             stats[size] = rtt_stats(lat.rtt_ns, args.bin_us)
             progress(i + 1)
         deltas = run.record_counters(0, before, run.snapshot())
-        fits = ([], [])
+        sizes_arr = np.array(sizes)
+        fits = (fit_latency(sizes_arr, np.array([stats[s].min_us for s in sizes]), args.mtu),
+                fit_latency(sizes_arr, np.array([stats[s].mean_us for s in sizes]), args.mtu))
         settings = {k: v for k, v in vars(args).items() if k not in ("_module", "secret_file", "output")}
         settings["sizes"] = sizes
         if run.results is not None:
-            from nicrig.udpmon.results import write_latency
-
-            fits = write_latency(run.results, rtt, stats, mtu=args.mtu, bin_us=args.bin_us)
-        else:
-            from nicrig.analysis.latency import fit_latency
-
-            table_sizes = np.array(sizes)
-            fits = (fit_latency(table_sizes, np.array([stats[s].min_us for s in sizes]), args.mtu),
-                    fit_latency(table_sizes, np.array([stats[s].mean_us for s in sizes]), args.mtu))
+            write_latency(run.results, rtt, stats, fits, mtu=args.mtu, bin_us=args.bin_us)
         run.finish(settings)
         failed = False
     finally:

@@ -19,7 +19,6 @@ import numpy as np
 from nicrig.analysis.latency import (
     LineFit,
     RttStats,
-    fit_latency,
     frames_per_message,
     histogram,
 )
@@ -89,8 +88,8 @@ def fits_table(fits: list[LineFit]) -> np.ndarray:
                      for f in fits], dtype=FIT_DTYPE)
 
 
-def write_latency(rf: ResultsFile, rtt_ns: dict[int, np.ndarray], stats: dict[int, RttStats], *, mtu: int,
-                  bin_us: float) -> tuple[list[LineFit], list[LineFit]]:
+def write_latency(rf: ResultsFile, rtt_ns: dict[int, np.ndarray], stats: dict[int, RttStats],
+                  fits: tuple[list[LineFit], list[LineFit]], *, mtu: int, bin_us: float) -> None:
     """Store every round trip, the per-size statistics and histograms, and the fits on minimum and mean."""
     sizes = sorted(rtt_ns)
     rows = np.zeros(sum(len(rtt_ns[s]) for s in sizes),
@@ -114,8 +113,5 @@ def write_latency(rf: ResultsFile, rtt_ns: dict[int, np.ndarray], stats: dict[in
                                                               ("count", "<i8")]),
                    units={"bin_us": "us (left edge)"}, attrs={"bin_width_us": bin_us},
                    description="RTT histogram per response size")
-    fit_min = fit_latency(table["size_bytes"], table["min_us"], mtu)
-    fit_mean = fit_latency(table["size_bytes"], table["mean_us"], mtu)
-    rf.write_table("latency/fit_min", fits_table(fit_min), description="RTT minimum vs size, per frame count")
-    rf.write_table("latency/fit_mean", fits_table(fit_mean), description="RTT mean vs size, per frame count")
-    return fit_min, fit_mean
+    rf.write_table("latency/fit_min", fits_table(fits[0]), description="RTT minimum vs size, per frame count")
+    rf.write_table("latency/fit_mean", fits_table(fits[1]), description="RTT mean vs size, per frame count")
