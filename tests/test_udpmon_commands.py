@@ -73,6 +73,8 @@ def test_latency_between_two_hosts(served, tmp_path):
         mine = rtt[rtt["size_bytes"] == row["size_bytes"]]["rtt_ns"] / 1000
         assert row["median_us"] == pytest.approx(np.median(mine)) and row["min_us"] == pytest.approx(mine.min())
         assert hist[hist["size_bytes"] == row["size_bytes"]]["count"].sum() == 50
+    engine_counts = ResultsFile.open(out).read_table("latency/engine")
+    assert list(engine_counts["far_answered"]) == [50] * 6 and (engine_counts["far_refused_peer"] == 0).all()
     hosts_seen = {(h, w) for _, h, w, _ in counters}
     assert hosts_seen == {(h, w) for h in ("local", "remote") for w in ("before", "after", "delta")}
     remote_delta = next(c for _, h, w, c in counters if (h, w) == ("remote", "delta"))
@@ -126,8 +128,32 @@ def test_no_daemon_is_a_clear_error():
     assert r.returncode == 2 and "no udpmon daemon" in r.stderr
 
 
+@pytest.mark.parametrize("host", ["::1", "localhost"])
+def test_latency_to_an_ipv6_address_or_a_host_name(host):
+    port = _free_port()
+    bind = "::1" if ":" in host else "127.0.0.1"
+    daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", bind, "--port", str(port)],
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection((bind, port), 0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        r = subprocess.run([sys.executable, "-m", "nicrig", "udpmon", "latency", host, "--port", str(port),
+                            "--sizes", "64,1000", "--count", "20", "--json"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert [s["count"] for s in json.loads(r.stdout)["sizes"]] == [20, 20]
+    finally:
+        daemon.terminate()
+        daemon.wait(10)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--sizes", "8"], "16 to 65507"),
+    (["--request-size", "16"], "--request-size 20 to 65507"),
     (["--sizes", "64:32:8"], "stop >= start"),
     (["--sizes", "sixty"], "not a number"),
 ])

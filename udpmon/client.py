@@ -54,6 +54,13 @@ class Controller:
 
     # -- connection
 
+    @property
+    def peer(self) -> tuple[int, str]:
+        """(address family, numeric address) the control connection reached: where UDP tests go too."""
+        if self._sock is None:
+            raise P.ProtocolError(f"not connected to the udpmon daemon at {self.where}")
+        return self._sock.family, str(self._sock.getpeername()[0])
+
     def __enter__(self) -> Self:
         self.connect()
         return self

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import secrets
+import socket
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -54,6 +57,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, help="results file to write (.h5)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--seed", type=int, default=1, help="seed of the random payloads")
+    p.add_argument("--udp-port", type=int, default=0,
+                   help="UDP port the far host uses for the test (default: one its kernel picks; set it for firewalls)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,7 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     lat.add_argument("--count", type=int, default=1000, help="round trips per size (default 1000)")
     lat.add_argument("--request-size", type=int, default=64, help="request payload bytes (default 64)")
     lat.add_argument("--busy-poll", action="store_true", help="spin on a non-blocking receive instead of blocking")
-    lat.add_argument("--timeout-ms", type=float, default=1000, help="give up on a response after this long")
+    lat.add_argument("--timeout-ms", type=float, default=1000,
+                     help="give up on a response after this long (default 1000)")
     lat.add_argument("--gap-us", type=float, default=0, help="pause between round trips (default 0)")
     lat.add_argument("--bin-us", type=float, default=1.0, help="histogram bin width (default 1 us)")
     st = sub.add_parser("stream", help="precisely spaced UDP streams: loss, order, spacing, rates, counters")
@@ -87,26 +93,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # -- shared run machinery ---------------------------------------------------------------------------
 
-def _read_secret(path: Path | None) -> bytes | None:
-    from nicrig.errors import UsageError
-
-    if path is None:
-        return None
-    try:
-        secret = path.read_bytes().strip()
-    except OSError as exc:
-        raise UsageError(f"secret file {path}: {exc.strerror or exc}") from None
-    if not secret:
-        raise UsageError(f"secret file {path} is empty")
-    return secret
-
-
 class Run:
     """One measurement run: the controller session, counters of both ends, and the results file."""
 
     def __init__(self, args: argparse.Namespace, kind: str):
         from nicrig.udpmon.client import Controller
         from nicrig.udpmon.counters import egress_interface
+        from nicrig.udpmon.protocol import load_secret
 
         self.args, self.kind = args, kind
         self.stack = ExitStack()
@@ -119,12 +112,26 @@ class Run:
                 from nicrig.udpmon.results import ResultsFile
 
                 self.results = self.stack.enter_context(ResultsFile.create(args.output))
-            self.ctl = self.stack.enter_context(Controller(args.host, args.port, _read_secret(args.secret_file)))
-            self.local_if = args.interface or egress_interface(args.host)
+            secret = load_secret(args.secret_file) if args.secret_file else None
+            self.ctl = self.stack.enter_context(Controller(args.host, args.port, secret))
+            # the daemon's responder and receiver listen on the address this connection reached
+            self.family, self.address = self.ctl.peer
+            self.local_if = args.interface or egress_interface(self.address)
             self.remote_if = args.remote_interface or self._remote_interface()
+            self.limits = self.ctl.limits()
         except BaseException:
             self.close(failed=True)
             raise
+
+    def udp_socket(self) -> Any:
+        """Our UDP socket for a test, bound first so the far end can accept this source port only."""
+        from nicrig.udpmon import engine
+
+        return engine.open_udp(bind=("::" if self.family == socket.AF_INET6 else "0.0.0.0", 0), family=self.family)
+
+    def duration_s(self, wanted_s: float) -> float:
+        """A test's duration: what it needs, within the daemon's cap."""
+        return min(float(self.limits.get("max_duration_s", wanted_s)), max(10.0, wanted_s))
 
     def wait_finished(self, timeout_s: float) -> None:
         """Let the far receiver drain: it ends by itself when all packets came or after its idle timeout."""
@@ -141,7 +148,10 @@ class Run:
     def snapshot(self) -> tuple[dict[str, Any], dict[str, Any]]:
         from nicrig.udpmon import counters
 
-        return counters.snapshot(self.local_if), self.ctl.counters(self.remote_if)
+        remote = (self.ctl.counters(self.remote_if) if self.remote_if else
+                  {"unavailable": "the far host named no interface toward us (no 'ip' command there?); "
+                                  "give --remote-interface"})
+        return counters.snapshot(self.local_if), remote
 
     def record_counters(self, point: int, before: tuple[dict, dict], after: tuple[dict, dict]) -> dict[str, Any]:
         """Keep raw before/after snapshots of both ends and return their deltas."""
@@ -208,33 +218,43 @@ def _latency(args: argparse.Namespace) -> int:
     import numpy as np
     from nicrig.analysis.latency import fit_latency, frames_per_message, rtt_stats
     from nicrig.udpmon import engine
-    from nicrig.udpmon.results import write_latency
+    from nicrig.udpmon.payload import REQUEST_MIN_BYTES
+    from nicrig.udpmon.results import ENGINE_COUNTS_DTYPE, write_latency
 
     from nicrig.errors import UsageError
 
     sizes = [int(s) for s in parse_range(args.sizes, "--sizes", integer=True)]
     if not sizes or min(sizes) < 16 or max(sizes) > 65507:
         raise UsageError("--sizes: responses are 16 to 65507 bytes (the 16-byte header must fit)")
-    if args.count < 1 or not 16 <= args.request_size <= 65507:
-        raise UsageError("--count must be positive and --request-size 16 to 65507 bytes")
+    if args.count < 1 or not REQUEST_MIN_BYTES <= args.request_size <= 65507:
+        raise UsageError(f"--count must be positive and --request-size {REQUEST_MIN_BYTES} to 65507 bytes "
+                         "(the header and the requested response size must fit)")
     run = Run(args, "latency")
     failed = True
     try:
         rtt: dict[int, Any] = {}
         stats: dict[int, Any] = {}
+        engine_rows: list[tuple[int, ...]] = []
         before = run.snapshot()
         progress = _progress(len(sizes), "latency")
-        rate_cap = int(run.ctl.limits().get("max_rate_pps", 200_000))
+        rate_cap = int(run.limits.get("max_rate_pps", 200_000))
         for i, size in enumerate(sizes):
-            test_id = (args.seed << 16 | i) & 0xFFFFFFFF
-            udp_port = run.ctl.start_responder(test_id=test_id, max_response_bytes=size, max_rate_pps=rate_cap,
-                                               duration_s=max(10.0, args.count * args.timeout_ms / 1000))
-            with engine.open_udp(connect=(args.host, udp_port)) as sock:
+            test_id = secrets.randbits(32)
+            with run.udp_socket() as sock:
+                udp_port = run.ctl.start_responder(
+                    test_id=test_id, max_response_bytes=size, max_rate_pps=rate_cap, udp_port=args.udp_port,
+                    peer_udp_port=sock.getsockname()[1],
+                    duration_s=run.duration_s(args.count * (args.timeout_ms + args.gap_us / 1000) / 1000))
+                sock.connect((run.address, udp_port))
                 lat = engine.request_response(sock, count=args.count, request_bytes=args.request_size,
                                               response_bytes=size, test_id=test_id,
                                               timeout_ns=int(args.timeout_ms * 1e6), busy_poll=args.busy_poll,
                                               gap_ns=int(args.gap_us * 1000), seed=args.seed + i)
-            run.ctl.stop()
+            remote, _ = run.ctl.stop()
+            far = remote.get("engine", {})
+            engine_rows.append((size, lat.timeouts, lat.stale, lat.foreign, lat.errors, far.get("answered", -1),
+                                far.get("refused_peer", -1), far.get("refused_invalid", -1),
+                                far.get("refused_rate", -1)))
             rtt[size] = lat.rtt_ns
             stats[size] = rtt_stats(lat.rtt_ns, args.bin_us)
             progress(i + 1)
@@ -246,6 +266,8 @@ def _latency(args: argparse.Namespace) -> int:
         settings["sizes"] = sizes
         if run.results is not None:
             write_latency(run.results, rtt, stats, fits, mtu=args.mtu, bin_us=args.bin_us)
+            run.results.write_table("latency/engine", np.array(engine_rows, dtype=ENGINE_COUNTS_DTYPE),
+                                    description="per size: what the near end skipped and the far end refused")
         run.finish(settings)
         failed = False
     finally:
@@ -259,9 +281,10 @@ def _latency(args: argparse.Namespace) -> int:
         "cpu_busy_percent": {"local": _busy(deltas["local"]), "remote": _busy(deltas["remote"])},
         "output": str(args.output) if args.output else None,
     }
+    failed_sizes = any(stats[s].count == 0 for s in sizes)
     if args.json:
-        print(json.dumps(summary, indent=2, allow_nan=True))
-        return 0
+        print(json.dumps(_finite(summary), indent=2))
+        return 1 if failed_sizes else 0
     print(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min_us':>9} {'median':>9} {'mean':>9} {'p99':>9} "
           f"{'max':>9} {'fwhm':>6}")
     for r in summary["sizes"]:
@@ -274,10 +297,21 @@ def _latency(args: argparse.Namespace) -> int:
                   f"± {f.slope_ci95:.5f} us/byte, intercept {f.intercept_us:.2f} ± {f.intercept_ci95:.2f} us")
     if args.output:
         print(f"wrote {args.output}")
-    return 1 if any(stats[s].count == 0 for s in sizes) else 0
+    return 1 if failed_sizes else 0
 
 
 # -- stream --------------------------------------------------------------------------------------
+
+STREAM_TABLES = {
+    "sent": ({"due_ns": "ns, CLOCK_MONOTONIC", "t_ns": "ns, CLOCK_MONOTONIC (-1: not sent)"},
+             "every packet sent: when it was due (t0 + seq * spacing) and when it left"),
+    "received": ({"kernel_ns": "ns, CLOCK_REALTIME (kernel RX timestamp, -1: none)",
+                  "user_ns": "ns, CLOCK_MONOTONIC (when the receive call returned)",
+                  "hw_ns": "ns, NIC clock (-1: none)", "size_bytes": "byte"},
+                 "every datagram of the test the far host received, in arrival order"),
+    "lost_runs": ({"run_length": "packets"}, "how many runs of consecutive lost packets had each length"),
+    "spacing": ({"bin_us": "us (left edge)"}, "histograms of the inter-packet spacing, sent and received"),
+}
 
 POINT_DTYPE = [
     ("point", "<i4"), ("size_bytes", "<i4"), ("spacing_us", "<f8"), ("sent", "<i8"), ("received", "<i8"),
@@ -293,13 +327,15 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
     import numpy as np
     from nicrig.udpmon import engine, sequence
 
-    test_id = (args.seed << 20 | point) & 0xFFFFFFFF
+    test_id = secrets.randbits(32)
     before = run.snapshot()
-    udp_port = run.ctl.start_receiver(test_id=test_id, max_packets=args.count,
-                                      idle_timeout_ms=int(args.idle_timeout_ms), hw_timestamps=args.hw_timestamps,
-                                      duration_s=max(10.0, args.count * spacing_us / 1e6 * 2 + 5))
     spacing_ns = int(spacing_us * 1000)
-    with engine.open_udp(connect=(args.host, udp_port)) as sock:
+    with run.udp_socket() as sock:
+        udp_port = run.ctl.start_receiver(test_id=test_id, max_packets=args.count, udp_port=args.udp_port,
+                                          idle_timeout_ms=int(args.idle_timeout_ms), hw_timestamps=args.hw_timestamps,
+                                          peer_udp_port=sock.getsockname()[1],
+                                          duration_s=run.duration_s(args.count * spacing_us / 1e6 * 2 + 5))
+        sock.connect((run.address, udp_port))
         t0 = engine.monotonic_ns() + 2_000_000  # the schedule: packet i is due at t0 + i * spacing
         sent_ns = engine.send_paced(sock, count=args.count, size_bytes=size, spacing_ns=spacing_ns,
                                     test_id=test_id, seed=args.seed + point, start_ns=t0)
@@ -389,16 +425,19 @@ def _stream(args: argparse.Namespace) -> int:
                                     attrs={"wire_overhead_bytes": args.wire_overhead},
                                     description="one row per (size, spacing) point, from stream/sent and received")
             for name, parts in run.pending.items():
-                run.results.write_table(f"stream/{name}", np.concatenate(parts))
+                units, about = STREAM_TABLES[name]
+                run.results.write_table(f"stream/{name}", np.concatenate(parts), units=units, description=about,
+                                        attrs={"bin_width_us": args.bin_us} if name == "spacing" else None)
         settings = {k: v for k, v in vars(args).items() if k not in ("_module", "secret_file", "output")}
         settings.update(sizes=sizes, spacings_us=spacings)
         run.finish(settings)
         failed = False
     finally:
         run.close(failed)
+    nothing = any(r["received"] == 0 for r in rows)
     if args.json:
-        print(json.dumps({"points": rows, "output": str(args.output) if args.output else None}, indent=2))
-        return 0
+        print(json.dumps(_finite({"points": rows, "output": str(args.output) if args.output else None}), indent=2))
+        return 1 if nothing else 0
     print(f"{'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} {'user_Mb/s':>9} "
           f"{'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")
     for r in rows:
@@ -407,7 +446,18 @@ def _stream(args: argparse.Namespace) -> int:
               f"{r['local_cpu_busy_pct']:>6.1f} {r['remote_cpu_busy_pct']:>6.1f} {r['remote_interrupts']:>6}")
     if args.output:
         print(f"wrote {args.output}")
-    return 0
+    return 1 if nothing else 0
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: unknown figures (a CPU load that could not be read) become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

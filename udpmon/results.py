@@ -35,6 +35,11 @@ FIT_DTYPE = np.dtype([
     ("frames", "<i2"), ("points", "<i4"), ("slope_us_per_byte", "<f8"), ("slope_ci95", "<f8"),
     ("intercept_us", "<f8"), ("intercept_ci95", "<f8"), ("r", "<f8"),
 ])
+ENGINE_COUNTS_DTYPE = np.dtype([
+    ("size_bytes", "<i4"), ("timeouts", "<i8"), ("stale", "<i8"), ("foreign", "<i8"), ("errors", "<i8"),
+    ("far_answered", "<i8"), ("far_refused_peer", "<i8"), ("far_refused_invalid", "<i8"),
+    ("far_refused_rate", "<i8"),
+])
 COUNTERS_DTYPE = np.dtype([("point", "<i4"), ("host", "S6"), ("when", "S6"), ("json", h5py.string_dtype())])
 
 
