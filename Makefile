@@ -11,9 +11,10 @@ DEMO_OUT ?= demo-out
 # Debian packages nicrig drives as real peers (command:package): sigrok-cli
 # runs our decoders, tshark reads the pcap files they write, GTKWave's vcd2fst
 # reads our VCD exports, Icarus Verilog runs the independent HDL bus models;
-# udpmon reads NIC counters with ethtool and lspci and builds test hosts with ip.
+# udpmon reads NIC counters with ethtool and lspci and builds test hosts with ip;
+# its benchmark runs sockperf and iperf3 beside it.
 SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
-                ethtool:ethtool lspci:pciutils ip:iproute2
+                ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3
 
 .PHONY: demo test sysdeps venv bench clean
 
@@ -70,8 +71,9 @@ demo: sysdeps $(STAMP)
 	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (open the .sr in PulseView after 'nicrig decoders install')"
 
-bench: $(STAMP)
+bench: sysdeps $(STAMP)
 	$(PY) bench/sim.py
+	$(PY) bench/udpmon.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build *.egg-info
