@@ -843,13 +843,48 @@ def test_module_constants_match_the_docs():
 DOC = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
 
 
+RESULTS_HEADING = "## udpmon results files"
+
+
+def _doc_blocks(results: bool) -> list[str]:
+    """The Python examples of the capture-set part of formats.md, or of its udpmon results part."""
+    capture_part, _, results_part = DOC.read_text().partition(RESULTS_HEADING)
+    return re.findall(r"```python\n(.*?)```", results_part if results else capture_part, flags=re.S)
+
+
 def doc_examples() -> dict:
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    blocks = _doc_blocks(results=False)
     assert len(blocks) >= 2
     ns: dict = {}
     for b in blocks:
         exec(compile(b, str(DOC), "exec"), ns)
     return ns
+
+
+def test_doc_results_example(tmp_path, monkeypatch, capsys):
+    """The bare-h5py example for udpmon results prints the medians the file's own table holds."""
+    from nicrig.analysis.latency import fit_latency, rtt_stats
+    from nicrig.udpmon.results import ResultsFile, write_latency
+
+    rng = np.random.default_rng(5)
+    rtt = {s: rng.integers(10_000, 90_000, 40) for s in (64, 1000, 1472, 2000)}
+    rtt[1000][:3] = -1
+    stats = {s: rtt_stats(v) for s, v in rtt.items()}
+    sizes = np.array(sorted(rtt))
+    fits = (fit_latency(sizes, np.array([stats[s].min_us for s in sizes])), [])
+    monkeypatch.chdir(tmp_path)
+    with ResultsFile.create("lat.h5") as rf:
+        rf.set_run("latency", peer="198.18.0.2:14401", argv=[], settings={}, remote={})
+        write_latency(rf, rtt, stats, fits, mtu=1500, bin_us=1.0)
+        table = rf.read_table("latency/sizes")
+    (block,) = _doc_blocks(results=True)
+    exec(compile(block, str(DOC), "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(table)
+    for line, row in zip(lines, table):
+        assert line.split()[0] == str(row["size_bytes"])
+        assert float(line.split("frame(s)")[1].split()[0]) == pytest.approx(row["median_us"], abs=0.005)
+        assert f"({row['timeouts']} lost)" in line
 
 
 def _frame_set(p: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
