@@ -505,6 +505,29 @@ socket_drops(int fd)
 
 enum { STOP_COUNT = 0, STOP_IDLE = 1, STOP_FD = 2, STOP_DURATION = 3 };
 
+/* What wait_readable saw: data on fd, nothing before `until`, the stop pipe, or an error. */
+enum { WAIT_READY, WAIT_AGAIN, WAIT_STOP, WAIT_ERROR };
+
+/* Sleep in ppoll() until fd is readable, stop_fd (if >= 0) is readable, or `until`
+ * (CLOCK_MONOTONIC ns) passes. EINTR asks the loop for a GIL checkpoint and comes
+ * back as WAIT_AGAIN, like a timeout; on WAIT_ERROR errno is set. */
+static int wait_readable(gil_t *g, int fd, int stop_fd, int64_t until, int64_t now)
+{
+    struct pollfd pfd[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    struct timespec pts = ns_to_ts(until - now);
+    if (ppoll(pfd, stop_fd >= 0 ? 2 : 1, &pts, NULL) < 0) {
+        if (errno == EINTR) {
+            g->slice_end = g->check ? 0 : INT64_MAX;
+            return WAIT_AGAIN;
+        }
+        return WAIT_ERROR;
+    }
+    if (stop_fd >= 0 && pfd[1].revents)
+        return WAIT_STOP;
+    return pfd[0].revents ? WAIT_READY : WAIT_AGAIN;
+}
+
+
 PyDoc_STRVAR(set_timestamping_doc,
 "set_timestamping(fd, hw) -> None\n\n"
 "SO_TIMESTAMPING = RX_SOFTWARE|SOFTWARE (+ RX_HARDWARE|RAW_HARDWARE when hw).");
@@ -594,22 +617,16 @@ receive(PyObject *self, PyObject *args)
             now = mono_ns();
         }
         int64_t until = deadline < g.slice_end ? deadline : g.slice_end;
-        struct pollfd pfd[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-        struct timespec pts = ns_to_ts(until - now);
-        int pr = ppoll(pfd, stop_fd >= 0 ? 2 : 1, &pts, NULL);
-        if (pr < 0) {
-            if (errno == EINTR) {
-                g.slice_end = g.check ? 0 : INT64_MAX;
-                continue;
-            }
+        int w = wait_readable(&g, fd, stop_fd, until, now);
+        if (w == WAIT_ERROR) {
             fatal = errno;
             break;
         }
-        if (stop_fd >= 0 && pfd[1].revents) {
+        if (w == WAIT_STOP) {
             reason = STOP_FD;
             break;
         }
-        if (!pfd[0].revents)
+        if (w == WAIT_AGAIN)
             continue;
         for (int d = 0; d < DRAIN_BATCHES && n < max_packets; d++) {
             unsigned int want = (unsigned int)(max_packets - n < BATCH ? max_packets - n : BATCH);
@@ -976,21 +993,16 @@ respond(PyObject *self, PyObject *args)
         int64_t until = deadline < g.slice_end ? deadline : g.slice_end;
         if (end < until)
             until = end;
-        struct pollfd pfd[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-        struct timespec pts = ns_to_ts(until - now);
-        if (ppoll(pfd, stop_fd >= 0 ? 2 : 1, &pts, NULL) < 0) {
-            if (errno == EINTR) {
-                g.slice_end = g.check ? 0 : INT64_MAX;
-                continue;
-            }
+        int w = wait_readable(&g, fd, stop_fd, until, now);
+        if (w == WAIT_ERROR) {
             fatal = errno;
             break;
         }
-        if (stop_fd >= 0 && pfd[1].revents) {
+        if (w == WAIT_STOP) {
             reason = STOP_FD;
             break;
         }
-        if (!pfd[0].revents)
+        if (w == WAIT_AGAIN)
             continue;
         for (int d = 0; d < DRAIN_BATCHES; d++) {
             for (int j = 0; j < BATCH; j++) {
