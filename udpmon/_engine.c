@@ -54,6 +54,7 @@
 
 #define NS_PER_S 1000000000LL
 #define SLICE_NS 100000000LL     /* GIL re-taken at least this often (100 ms) */
+#define STOP_CHECK_NS 10000000LL /* blocking receives wake at least this often to check deadlines and the stop pipe (10 ms) */
 #define CHECK_SLACK_NS 2000000LL /* ... while waiting only if >= 2 ms of slack */
 #define SPIN_NS 50000LL          /* waits shorter than 50 us are pure spins */
 #define WAKE_EARLY_NS 20000LL    /* longer ones sleep until >= 20 us before due: */
@@ -98,6 +99,19 @@ cpu_relax(void)
 #else
     __asm__ __volatile__("" ::: "memory");
 #endif
+}
+
+/* A receive timeout (SO_RCVTIMEO) of ns, at least 1 us: a zero timeval would
+ * mean "no timeout at all". */
+static inline struct timeval
+ns_to_tv(int64_t ns)
+{
+    struct timeval tv;
+    if (ns < 1000)
+        ns = 1000;
+    tv.tv_sec = (time_t)(ns / NS_PER_S);
+    tv.tv_usec = (suseconds_t)((ns % NS_PER_S) / 1000);
+    return tv;
 }
 
 static inline struct timespec
@@ -758,6 +772,13 @@ request_response(PyObject *self, PyObject *args)
     int32_t *sizes = (int32_t *)PyByteArray_AS_STRING(size_o);
     Py_ssize_t timeouts = 0, stale = 0, foreign = 0, errors = 0;
     int last_errno = 0, fatal = 0;
+    struct timeval saved_tv, tv = ns_to_tv(timeout < STOP_CHECK_NS ? timeout : STOP_CHECK_NS);
+    socklen_t tv_len = sizeof saved_tv;
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &saved_tv, &tv_len) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+        set_errno_error(errno);
+        goto done;
+    }
     gil_t g;
     loop_begin(&g, check);
     int64_t next_send = mono_ns();
@@ -785,7 +806,9 @@ request_response(PyObject *self, PyObject *args)
         else {
             int64_t deadline = t1 + timeout;
             for (;;) {
-                r = recv(fd, rbuf, MAX_DGRAM + 1, MSG_DONTWAIT);
+                /* blocking mode waits in recv() itself, like the simplest client: one
+                 * system call for the response, no ppoll() wake-up before it */
+                r = recv(fd, rbuf, MAX_DGRAM + 1, busy ? MSG_DONTWAIT : 0);
                 if (r >= 0) {
                     int64_t t2 = mono_ns();
                     uint16_t kind;
@@ -833,23 +856,10 @@ request_response(PyObject *self, PyObject *args)
                         goto interrupted;
                     continue;
                 }
-                if (busy) {
+                if (busy)
                     cpu_relax();
-                    continue;
-                }
-                int64_t until = deadline;
-                if (until - now > SLICE_NS)
-                    until = now + SLICE_NS;
-                struct pollfd pfd = {fd, POLLIN, 0};
-                struct timespec pts = ns_to_ts(until - now);
-                if (ppoll(&pfd, 1, &pts, NULL) < 0) {
-                    if (errno == EINTR)
-                        g.slice_end = g.check ? 0 : INT64_MAX;
-                    else {
-                        fatal = errno;
-                        break;
-                    }
-                }
+                /* blocking mode: the recv() above blocked up to the socket's receive
+                 * timeout (STOP_CHECK_NS at most); come round to check the deadline */
             }
             if (fatal)
                 break;
@@ -860,6 +870,7 @@ request_response(PyObject *self, PyObject *args)
             goto interrupted;
     }
     loop_end(&g);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &saved_tv, sizeof saved_tv);
     if (fatal) {
         set_errno_error(fatal);
         goto done;
@@ -870,6 +881,7 @@ request_response(PyObject *self, PyObject *args)
 
 interrupted:
     loop_end(&g);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &saved_tv, sizeof saved_tv);
 done:
     Py_XDECREF(rtt_o);
     Py_XDECREF(size_o);
@@ -975,6 +987,14 @@ respond(PyObject *self, PyObject *args)
     int64_t end = max_duration >= 0 ? start + max_duration : INT64_MAX;
     double tokens = burst;
     int64_t last_refill = start;
+    int64_t next_stop_check = start;
+    struct timeval saved_tv, tv = ns_to_tv(STOP_CHECK_NS);
+    socklen_t tv_len = sizeof saved_tv;
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &saved_tv, &tv_len) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+        fatal = errno;
+        goto done;
+    }
     for (;;) {
         int64_t now = mono_ns();
         if (now >= end) {
@@ -990,20 +1010,17 @@ respond(PyObject *self, PyObject *args)
                 goto interrupted;
             now = mono_ns();
         }
-        int64_t until = deadline < g.slice_end ? deadline : g.slice_end;
-        if (end < until)
-            until = end;
-        int w = wait_readable(&g, fd, stop_fd, until, now);
-        if (w == WAIT_ERROR) {
-            fatal = errno;
-            break;
+        /* The stop pipe is looked at every STOP_CHECK_NS, not per request: a
+         * request costs one blocking recvmmsg and one sendto, as in the
+         * simplest responder, and no ppoll() wake-up of its own. */
+        if (stop_fd >= 0 && now >= next_stop_check) {
+            int w = wait_readable(&g, stop_fd, -1, now, now);
+            if (w == WAIT_READY) {
+                reason = STOP_FD;
+                break;
+            }
+            next_stop_check = now + STOP_CHECK_NS;
         }
-        if (w == WAIT_STOP) {
-            reason = STOP_FD;
-            break;
-        }
-        if (w == WAIT_AGAIN)
-            continue;
         for (int d = 0; d < DRAIN_BATCHES; d++) {
             for (int j = 0; j < BATCH; j++) {
                 iov[j].iov_base = rbufs + (size_t)j * REQ_READ;
@@ -1014,7 +1031,9 @@ respond(PyObject *self, PyObject *args)
                 msgs[j].msg_hdr.msg_iov = &iov[j];
                 msgs[j].msg_hdr.msg_iovlen = 1;
             }
-            int r = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+            /* the first batch blocks (up to the socket's STOP_CHECK_NS receive
+             * timeout) until a datagram comes; the others only drain */
+            int r = recvmmsg(fd, msgs, BATCH, d == 0 ? MSG_WAITFORONE : MSG_DONTWAIT, NULL);
             if (r < 0) {
                 if (errno == EINTR)
                     g.slice_end = g.check ? 0 : INT64_MAX;
@@ -1078,6 +1097,9 @@ respond(PyObject *self, PyObject *args)
         if (fatal)
             break;
     }
+    /* the caller's socket gets its receive timeout back */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &saved_tv, sizeof saved_tv);
+done:
     loop_end(&g);
     PyObject *result = NULL;
     if (fatal)
@@ -1093,6 +1115,7 @@ respond(PyObject *self, PyObject *args)
     return result;
 
 interrupted:
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &saved_tv, sizeof saved_tv);
     loop_end(&g);
     PyMem_RawFree(msgs);
     PyMem_RawFree(iov);
