@@ -62,6 +62,7 @@
 #define WAKE_EARLY_MAX_NS 1000000LL /* measured wake-up latency (<= 1 ms) */
 #define LEAD_NS 1000000LL        /* default start of a paced stream: now + 1 ms */
 #define BATCH 64                 /* recvmmsg batch */
+#define SEND_BATCH 32            /* send_paced: packets already due sent in one sendmmsg */
 #define DRAIN_BATCHES 16         /* batches read per poll() wake-up */
 #define CTRL_BYTES 256           /* control buffer per received message */
 #define REQ_READ 64              /* bytes of a request the responder reads */
@@ -373,6 +374,14 @@ PyDoc_STRVAR(send_paced_doc,
 "send(); -1 when send() failed with a transient error (ENOBUFS, EAGAIN,\n"
 "ECONNREFUSED, ...), which are counted and not retried. Other errors raise.");
 
+/* A stream packet: the header, then random fill that differs per packet. */
+static void
+build_packet(uint8_t *p, Py_ssize_t size, uint16_t kind, uint32_t seq, uint32_t test_id, uint64_t seed)
+{
+    put_header(p, kind, seq, test_id);
+    fill_random(p + HDR_BYTES, (size_t)size - HDR_BYTES, seed, test_id, seq);
+}
+
 static PyObject *
 send_paced(PyObject *self, PyObject *args)
 {
@@ -396,10 +405,23 @@ send_paced(PyObject *self, PyObject *args)
     PyObject *times_obj = new_array(count, 8);
     if (!times_obj)
         return NULL;
-    uint8_t *buf = PyMem_RawMalloc((size_t)size);
-    if (!buf) {
+    /* packets already due when the sender looks (spacing 0, or catching up)
+     * leave together in one sendmmsg() of up to SEND_BATCH */
+    uint8_t *buf = PyMem_RawMalloc((size_t)SEND_BATCH * (size_t)size);
+    struct mmsghdr *msgs = PyMem_RawCalloc(SEND_BATCH, sizeof *msgs);
+    struct iovec *iov = PyMem_RawCalloc(SEND_BATCH, sizeof *iov);
+    if (!buf || !msgs || !iov) {
+        PyMem_RawFree(buf);
+        PyMem_RawFree(msgs);
+        PyMem_RawFree(iov);
         Py_DECREF(times_obj);
         return PyErr_NoMemory();
+    }
+    for (int j = 0; j < SEND_BATCH; j++) {
+        iov[j].iov_base = buf + (size_t)j * (size_t)size;
+        iov[j].iov_len = (size_t)size;
+        msgs[j].msg_hdr.msg_iov = &iov[j];
+        msgs[j].msg_hdr.msg_iovlen = 1;
     }
     int64_t *times = (int64_t *)PyByteArray_AS_STRING(times_obj);
     Py_ssize_t errors = 0;
@@ -407,33 +429,42 @@ send_paced(PyObject *self, PyObject *args)
     gil_t g;
     loop_begin(&g, check);
     int64_t t0 = start >= 0 ? (int64_t)start : mono_ns() + LEAD_NS;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        uint32_t seq = first_seq + (uint32_t)i;
-        put_header(buf, (uint16_t)kind, seq, test_id);
-        fill_random(buf + HDR_BYTES, (size_t)size - HDR_BYTES, seed, test_id, seq);
+    for (Py_ssize_t i = 0; i < count;) {
+        /* packet i is built before its wait, so its time excludes the building */
+        build_packet(buf, size, (uint16_t)kind, first_seq + (uint32_t)i, test_id, seed);
         int64_t now;
         if (wait_until(&g, t0 + (int64_t)i * spacing, &now) < 0)
             goto interrupted;
-        ssize_t r;
-        while ((r = send(fd, buf, (size_t)size, 0)) < 0 && errno == EINTR)
+        int k = 1;
+        while (k < SEND_BATCH && i + k < count && t0 + (int64_t)(i + k) * spacing <= now) {
+            build_packet(buf + (size_t)k * (size_t)size, size, (uint16_t)kind, first_seq + (uint32_t)(i + k),
+                         test_id, seed);
+            k++;
+        }
+        int r;
+        while ((r = sendmmsg(fd, msgs, (unsigned int)k, 0)) < 0 && errno == EINTR)
             g.slice_end = g.check ? 0 : INT64_MAX;
-        if (r < 0) {
+        if (r < 0) { /* the first packet failed: mark it, go on with the next */
             if (!transient_send_error(errno)) {
                 fatal = errno;
                 break;
             }
             last_errno = errno;
             errors++;
-            times[i] = -1;
+            times[i++] = -1;
         }
         else {
-            times[i] = now;
+            for (int j = 0; j < r; j++) /* a batch shares the clock read before it */
+                times[i + j] = now;
+            i += r;
         }
         if (now >= g.slice_end && gil_checkpoint(&g) < 0)
             goto interrupted;
     }
     loop_end(&g);
     PyMem_RawFree(buf);
+    PyMem_RawFree(msgs);
+    PyMem_RawFree(iov);
     if (fatal) {
         Py_DECREF(times_obj);
         return set_errno_error(fatal);
@@ -443,6 +474,8 @@ send_paced(PyObject *self, PyObject *args)
 interrupted:
     loop_end(&g);
     PyMem_RawFree(buf);
+    PyMem_RawFree(msgs);
+    PyMem_RawFree(iov);
     Py_DECREF(times_obj);
     return NULL;
 }

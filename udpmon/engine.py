@@ -340,12 +340,15 @@ def send_paced(
     due; a late one is sent at once (catch-up) and the schedule never shifts.
     ``spacing_ns = 0`` is a back-to-back burst. Each payload is the header
     (``kind``, ``seq = (first_seq + i) mod 2**32``, ``test_id``) and random
-    bytes regenerated per packet from (seed, test_id, seq), built before the
-    wait so it costs no lateness.
+    bytes regenerated per packet from (seed, test_id, seq); the next packet is
+    built before the wait so it costs no lateness. Packets that are already
+    due when the sender looks (a burst, or catching up) leave together in one
+    ``sendmmsg()`` of up to 32.
 
-    Returns int64 send times: the clock read right before ``send()`` (after
-    the wait; so ``times[i] - (t0 + i*spacing_ns)`` is the packet's lateness).
-    A datagram that ``send()`` refused with a transient error (ENOBUFS, EAGAIN
+    Returns int64 send times: the clock read right before the ``sendmmsg()``
+    that sent the packet (after the wait; so ``times[i] - (t0 + i*spacing_ns)``
+    is the packet's lateness; the packets of one batch share that time).
+    A datagram that was refused with a transient error (ENOBUFS, EAGAIN
     on a socket with a timeout, ECONNREFUSED from an earlier ICMP port
     unreachable, unreachable network, EPERM from a firewall) is not retried,
     so the schedule holds: its time is -1 (the number of send errors is
