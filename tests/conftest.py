@@ -23,7 +23,7 @@ def run_unprivileged(argv: Sequence[str], **kwargs) -> subprocess.CompletedProce
     prefix: list[str] = []
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv: cannot test as an ordinary user")
+            pytest.skip(reason="running as root without setpriv: cannot test as an ordinary user")
         prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                   "--inh-caps=-all", "--bounding-set=-all"]
     return subprocess.run([*prefix, *argv], capture_output=True, text=True, **kwargs)

@@ -277,7 +277,7 @@ def test_pcap_reads_back_in_scapy_and_tshark(mixed: tuple[Lane, Path], tmp_path:
     for p, (ss, _, _, _) in zip(pkts, lane.frames):
         assert float(p.time) == pytest.approx(ss / STATE_RATE, abs=1e-6)
     if shutil.which("tshark") is None:
-        pytest.skip("tshark not installed")
+        pytest.skip(reason="tshark not installed")
     out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "eth.dst", "-e", "udp.dstport",
                           "-e", "frame.len", "-e", "ip.frag_offset"],
                          capture_output=True, text=True, check=True).stdout

@@ -335,7 +335,7 @@ def test_receive_idle_timeouts():
 
 def test_signal_interrupts_send_paced_and_receive():
     if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals are handled in the main thread")
+        pytest.skip(reason="signals are handled in the main thread")
 
     class Alarm(Exception):
         pass

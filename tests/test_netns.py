@@ -66,7 +66,7 @@ def test_two_hosts_exchange_udp(two_hosts):  # noqa: F811
 def test_two_hosts_are_separate_namespaces(two_hosts):  # noqa: F811
     h = two_hosts
     if not h.isolated:
-        pytest.skip(f"loopback fallback: {h.fallback_reason}")
+        pytest.skip(reason=f"loopback fallback: {h.fallback_reason}")
     b_addr = h.b.run(["ip", "-br", "addr"], check=True).stdout
     assert h.b.interface in b_addr and "198.18.0.2/24" in b_addr
     assert h.a.interface not in b_addr and "198.18.0.1" not in b_addr
@@ -91,7 +91,7 @@ def test_namespaces_are_gone_afterwards():
         names = list(h.namespaces)
         interfaces = [x.interface for x in h]
         if not h.isolated:
-            pytest.skip(f"loopback fallback: {h.fallback_reason}")
+            pytest.skip(reason=f"loopback fallback: {h.fallback_reason}")
         assert set(names) <= namespaces_present()
     assert not set(names) & namespaces_present()
     assert not any(i in _links() for i in interfaces)
@@ -110,7 +110,7 @@ def test_cleanup_when_the_test_fails():
 def test_parallel_sets_do_not_collide():
     with netns_hosts(2) as one, netns_hosts(2) as two:
         if not one.isolated:
-            pytest.skip(f"loopback fallback: {one.fallback_reason}")
+            pytest.skip(reason=f"loopback fallback: {one.fallback_reason}")
         assert not set(one.namespaces) & set(two.namespaces)
         assert one.a.interface != two.a.interface
         _exchange(two.a, two.b, "second-set")  # same addresses, separate worlds
