@@ -46,7 +46,6 @@ class Controller:
         self._sock: socket.socket | None = None
         self._channel: P.Channel | None = None
         self.auth: str | None = None
-        self.limits_seen: dict[str, Any] | None = None
 
     @property
     def where(self) -> str:
@@ -213,7 +212,6 @@ class Controller:
         port = reply.get("udp_port")
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise P.ProtocolError(f"the udpmon daemon at {self.where} sent a bad udp_port {P.show(port)}")
-        self.limits_seen = reply.get("limits")
         return port
 
     def start_responder(self, *, test_id: int, max_response_bytes: int, max_rate_pps: int, duration_s: float,

@@ -33,7 +33,15 @@ from typing import Any, Callable, Generator, Literal
 
 import numpy as np
 import simpy
-from nicrig.acquisition.sim.ethernet import Frame, pause_frame, udp_frames
+from nicrig.acquisition.sim.ethernet import (
+    Frame,
+    frame_time_on_wire_ns,
+    pause_frame,
+    pause_time_ns,
+    udp_frames,
+    wire_time_ns,
+)
+from nicrig.acquisition.sim.gmii import CLOCK_PERIOD_PS as GMII_PERIOD_PS
 from nicrig.acquisition.sim.pci_bus import (
     TURNAROUND_CLOCKS,
     PciTransaction,
@@ -46,9 +54,7 @@ from nicrig.errors import UsageError
 
 PS_PER_NS = 1000
 PS_PER_US = 1_000_000
-GMII_PERIOD_PS = 8000
 MAX_UDP_PAYLOAD = 65507
-PAUSE_QUANTUM_BITS = 512
 CMD_MEMORY_READ, CMD_MEMORY_WRITE, CMD_MEMORY_READ_MULTIPLE = 0x6, 0x7, 0xC
 # Clocks a host bridge waits before repeating a transaction the target retried.
 RETRY_REISSUE_CLOCKS = 4
@@ -193,7 +199,7 @@ class Link:
         self.free_ps = 0
         self.paused_until = 0
         self.pause_changed = Signal(env)
-        self.deliver: Callable[[Frame, int], None] = lambda f, t: None
+        self.deliver: Callable[[Frame], None] = lambda f: None
         env.process(self._run())
 
     def send_control(self, frame: Frame) -> None:
@@ -206,7 +212,7 @@ class Link:
 
     def pause(self, quanta: int) -> None:
         """A PAUSE from the partner arrived: stop sending data for ``quanta`` x 512 bit times (0 resumes)."""
-        self.paused_until = self.env.now + quanta * PAUSE_QUANTUM_BITS * self.rig.ps_per_bit
+        self.paused_until = self.env.now + self.rig.ps(pause_time_ns(quanta, self.rig.link_rate_bps))
         self.pause_changed.notify()
 
     def _run(self) -> Process:
@@ -222,17 +228,16 @@ class Link:
             clk = max(math.ceil((max(env.now, self.free_ps) - self.rig.probe_phase_ps) / GMII_PERIOD_PS), 0)
             start = self.rig.probe_phase_ps + clk * GMII_PERIOD_PS
             self.probe.append((clk, frame))
-            on_wire_ps = (8 + len(frame.data)) * 8 * self.rig.ps_per_bit
-            self.free_ps = start + on_wire_ps + 12 * 8 * self.rig.ps_per_bit
+            on_wire_ps = self.rig.ps(frame_time_on_wire_ns(len(frame.data), self.rig.link_rate_bps))
+            self.free_ps = start + self.rig.ps(wire_time_ns(len(frame.data), self.rig.link_rate_bps))
             yield env.timeout(start + on_wire_ps - env.now)
             if done is not None:
                 done()
-            arrival = env.now + self.rig.phy_latency_ps
-            env.process(self._arrive(frame, arrival, start))
+            env.process(self._arrive(frame, env.now + self.rig.phy_latency_ps))
 
-    def _arrive(self, frame: Frame, at_ps: int, start_ps: int) -> Process:
+    def _arrive(self, frame: Frame, at_ps: int) -> Process:
         yield self.env.timeout(at_ps - self.env.now)
-        self.deliver(frame, start_ps)
+        self.deliver(frame)
 
 
 class Host:
@@ -442,7 +447,7 @@ class Host:
         self.raise_interrupt(self.nic.tx_int_delay_us)
 
     # -- receive path ---------------------------------------------------------------------
-    def receive_frame(self, frame: Frame, wire_start_ps: int) -> None:
+    def receive_frame(self, frame: Frame) -> None:
         """A frame has fully arrived at the NIC (store and forward)."""
         if frame.kind == "pause":
             self.tx_link.pause(frame.pause_quanta)
@@ -455,7 +460,8 @@ class Host:
         self.rx_pending.append(frame)
         if (self.nic.flow_control and self.rx_fifo_used >= self.nic.fc_high_water_bytes
                 and self.env.now >= self.xoff_until):
-            self.xoff_until = self.env.now + self.nic.pause_quanta * PAUSE_QUANTUM_BITS * self.rig.ps_per_bit // 2
+            self.xoff_until = self.env.now + self.rig.ps(pause_time_ns(self.nic.pause_quanta,
+                                                                        self.rig.link_rate_bps)) // 2
             self.counters["pause_sent"] += 1
             self.tx_link.send_control(pause_frame(self.mac, self.nic.pause_quanta))
         self.rx_kick.notify()
@@ -555,9 +561,9 @@ class Rig:
         bus.check()
         nic.check()
         host.check()
-        self.scenario, self.nic, self.host_profile = scenario, nic, host
+        self.scenario, self.nic = scenario, nic
         self.rng = np.random.default_rng(scenario.seed)
-        self.ps_per_bit = round(1e12 / link_rate_bps)
+        self.link_rate_bps = link_rate_bps
         self.phy_latency_ps = round(phy_latency_ns * PS_PER_NS)
         # Independent clocks: each bus and the probe get their own phase.
         phases = self.rng.integers(0, 1 << 30, size=3)
@@ -579,7 +585,11 @@ class Rig:
         ab.deliver = self.b.receive_frame
         ba.deliver = self.a.receive_frame
         self.packets: dict[tuple[str, int], list[Any]] = {}
-        self.wire_start: dict[int, int] = {}
+
+    @staticmethod
+    def ps(ns: float) -> int:
+        """Model time (integer ps) of a duration in ns."""
+        return round(ns * PS_PER_NS)
 
     def _message(self, kind: Kind, seq: int, size: int) -> bytes:
         return make_payload(size, kind, seq, test_id=self.scenario.seed, rng=self.rng)

@@ -78,8 +78,7 @@ def _write_pci(cs: CaptureSet, name: str, bus: BusRecord, run: RigRun, nic: NicP
                                    interrupts=irqs)
     timing = rec.samples_per_clock is not None
     channels = pci_bus.channels_for(prof.width_bits, rec.with_ad, timing)
-    present = set(channels) | ({"AD", "CBE#"} if rec.with_ad else set())
-    roles = {role: ch for role, ch in pci_bus.ROLES.items() if ch in present}
+    roles = pci_bus.roles_for(prof.width_bits, rec.with_ad, timing)
     meta = {
         "kind": prof.kind,
         "profile": prof.name,
