@@ -70,6 +70,11 @@ setup(
             "nicrig.udpmon._engine",
             ["udpmon/_engine.c"],
             extra_compile_args=["-O2", "-Wall"],
-        )
+        ),
+        Extension(
+            "nicrig.decoders._wait",
+            ["decoders/_wait.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
     ],
 )

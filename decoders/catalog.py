@@ -3,19 +3,15 @@
 A protocol decoder is a folder with ``__init__.py`` and ``pd.py`` written
 against libsigrokdecode's ``sigrokdecode`` module. To read a decoder's
 metadata (channels, options, outputs) without libsigrokdecode, its module is
-loaded with a minimal stand-in for ``sigrokdecode`` that offers only what a
-decoder touches at import time.
+loaded against nicrig's own ``sigrokdecode`` (``nicrig.decoders.runtime``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import os
 import shutil
-import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,40 +55,10 @@ class DecoderInfo:
         return h.hexdigest()[:16]
 
 
-def _stand_in() -> types.ModuleType:
-    mod = types.ModuleType("sigrokdecode")
-    mod.OUTPUT_ANN, mod.OUTPUT_PYTHON, mod.OUTPUT_BINARY, mod.OUTPUT_META = 0, 1, 2, 3
-    mod.SRD_CONF_SAMPLERATE = 10000
-
-    class Decoder:  # what a pd.py subclasses; nothing runs at import
-        pass
-
-    class SrdException(Exception):
-        pass
-
-    mod.Decoder, mod.SrdException = Decoder, SrdException
-    return mod
-
-
 def _load(folder: Path) -> DecoderInfo:
-    saved = sys.modules.get("sigrokdecode")
-    sys.modules["sigrokdecode"] = _stand_in()
-    name = f"_nicrig_pd_{folder.name}"
-    try:
-        spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
-                                                      submodule_search_locations=[str(folder)])
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        d = module.Decoder
-    finally:
-        if saved is None:
-            sys.modules.pop("sigrokdecode", None)
-        else:
-            sys.modules["sigrokdecode"] = saved
-        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
-            del sys.modules[key]
+    from nicrig.decoders import runtime
+
+    d = runtime.import_decoder(folder, runtime).Decoder
     return DecoderInfo(
         id=d.id, name=d.name, longname=d.longname, desc=d.desc,
         inputs=tuple(d.inputs), outputs=tuple(d.outputs),

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,79 +14,66 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-P", "--protocol-decoders", action="append", dest="stacks", metavar="STACK",
                    help="decoder stack in sigrok-cli syntax, e.g. pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:"
                         "devsel=DEVSEL#:ad=AD (a channel may map a whole vector); repeatable; needs --source")
-    p.add_argument("--engine", choices=["sigrok"], default="sigrok",
-                   help="sigrok: the real libsigrokdecode through sigrok-cli")
+    p.add_argument("--engine", choices=["builtin", "sigrok"], default="builtin",
+                   help="builtin: nicrig's in-process runtime (default); sigrok: the real libsigrokdecode "
+                        "through sigrok-cli. Both run the same decoder files and give the same tables")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="decode in N local processes (0: one per CPU; default 1: in this process)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:8786",
+                   help="decode on a Dask distributed cluster (its workers must see the files at the same paths)")
+    p.add_argument("--force", action="store_true",
+                   help="decode again tables already decoded by the same decoder versions with the same stack")
+    p.add_argument("--chunk-samples", type=int, default=None, metavar="N",
+                   help="split sources longer than 2N samples at idle points into chunks of about N "
+                        "(default 4194304)")
     p.add_argument("--json", action="store_true", help="print what was decoded as JSON")
 
 
-def _decode_source(cs: Any, name: str, stack_texts: list[str] | None, progress: Any) -> dict[str, int]:
-    from nicrig.decoders import catalog, sigrok_cli, spec, tables
-
-    source = cs.source(name)
-    stacks = [spec.parse_stack(t, source) for t in stack_texts] if stack_texts else spec.auto_stacks(source)
-    by_output: dict[str, list[spec.Stack]] = {}
-    for stack in stacks:
-        by_output.setdefault(stack.output, []).append(stack)
-    written = {}
-    for output, group in by_output.items():
-        records: list[dict[str, Any]] = []
-        for stack in group:
-            records += sigrok_cli.run_stack(source, stack, progress)
-        table = tables.records_to_table(output, records, source)
-        versions = {c.id: catalog.get(c.id).version for s in group for c in s.calls}
-        cs.write_table(f"decoded/{name}/{output}", table, units=tables.UNITS,
-                       description=f"{output} decoder records for source {name}",
-                       attrs=tables.table_attrs([s.text() for s in group], sigrok_cli.version(), versions))
-        written[output] = len(table)
-    return written
-
-
 def run(args: argparse.Namespace) -> int:
-    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.decoders import batch
 
-    from nicrig.errors import NicrigError, UsageError
+    from nicrig.errors import UsageError
 
-    if args.stacks and not args.source:
-        raise UsageError("-P needs --source: say which source the channel names belong to")
-    results: dict[str, Any] = {}
-    failed = 0
-    bar = None
-    if sys.stderr.isatty():
-        from rich.progress import Progress
+    if args.workers < 0:
+        raise UsageError("--workers must be >= 0")
+    workers = args.workers or batch.default_workers()
+    bar = task = None
+    if sys.stderr.isatty() and not args.json:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
 
-        bar = Progress(transient=True)
+        bar = Progress("[progress.description]{task.description}", BarColumn(), TaskProgressColumn(),
+                       TimeRemainingColumn(), transient=True)
         bar.start()
+        task = bar.add_task("decoding", total=None)
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.update(task, completed=done, total=total)
+
+    def report(result: batch.FileResult) -> None:
+        if result.error is not None:
+            print(f"nicrig: error: {result.path}: {result.error}", file=sys.stderr)
+        elif not args.json:
+            for name in result.written.keys() | result.skipped.keys():
+                written, skipped = result.written.get(name, {}), result.skipped.get(name, [])
+                if not written and not skipped:
+                    print(f"{result.path}: {name}: no decoder for this source (no bus kind or roles recorded; use -P)")
+                for output, rows in written.items():
+                    print(f"{result.path}: decoded/{name}/{output}: {rows} rows")
+                for output in skipped:
+                    print(f"{result.path}: decoded/{name}/{output}: up to date (--force decodes again)")
+
     try:
-        for path in args.files:
-            try:
-                with CaptureSet.open(path, "r+") as cs:
-                    names = args.source or cs.source_names
-                    done: dict[str, Any] = {}
-                    for name in names:
-                        progress = None
-                        if bar is not None:
-                            task = bar.add_task(f"{path.name}:{name}", total=cs.source(name).num_samples)
-                            progress = lambda n, total, task=task: bar.update(task, completed=n)  # noqa: E731
-                        done[name] = _decode_source(cs, name, args.stacks, progress)
-                    results[str(path)] = done
-            except NicrigError as exc:
-                if len(args.files) == 1:
-                    raise
-                print(f"nicrig: error: {exc}", file=sys.stderr)
-                results[str(path)] = {"error": str(exc)}
-                failed += 1
+        results = batch.decode_files(args.files, sources=args.source, stacks=args.stacks, engine=args.engine,
+                                     force=args.force, workers=workers, scheduler=args.scheduler,
+                                     chunk_samples=args.chunk_samples or batch.DEFAULT_CHUNK_SAMPLES,
+                                     progress=progress, on_file=report)
     finally:
         if bar is not None:
             bar.stop()
     if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        for path, done in results.items():
-            if "error" in done:
-                continue
-            for name, tables_written in done.items():
-                if not tables_written:
-                    print(f"{path}: {name}: no decoder for this source (no bus kind or roles recorded; use -P)")
-                for output, rows in tables_written.items():
-                    print(f"{path}: decoded/{name}/{output}: {rows} rows")
+        print(batch.summary_json(results))
+    failed = sum(r.error is not None for r in results)
+    if failed and failed == len(results) == 1:
+        return 2
     return 1 if failed else 0

@@ -19,17 +19,11 @@ from functools import lru_cache
 from typing import Any
 
 from nicrig.acquisition.capture import Source
-from nicrig.decoders import DECODERS_DIR
+from nicrig.decoders import DECODERS_DIR, DecodeError, samplerate_for
 from nicrig.decoders.spec import RECORDS, Stack
-
-from nicrig.errors import NicrigError
 
 Progress = Callable[[int, int], None]
 _FAILURE_MARKS = ("Traceback", "srd: ", "Protocol decoder instance", "No channel with name", "Failed to")
-
-
-class DecodeError(NicrigError):
-    """The decoder engine failed on a source."""
 
 
 @lru_cache(maxsize=1)
@@ -51,13 +45,19 @@ def _command(source: Source, stack: Stack) -> list[str]:
         parts = [call.id] + [f"{k}={index[v]}" for k, v in call.channels.items()]
         parts += [f"{k}={v}" for k, v in call.options.items()]
         calls.append(":".join(parts))
-    rate = max(1, round(source.samplerate_hz or 1))
+    rate = samplerate_for(source)
     return ["sigrok-cli", "-I", f"binary:numchannels={len(source.channels)}:samplerate={rate}", "-i", "-",
             "-P", ",".join(calls), "-B", f"{stack.output}={RECORDS}"]
 
 
-def run_stack(source: Source, stack: Stack, progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Decode ``source`` with ``stack``; return the last decoder's records in sample order."""
+def run_stack(source: Source, stack: Stack, progress: Progress | None = None, *,
+              start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+    """Decode samples ``[start, stop)`` of ``source`` with ``stack``; return the last decoder's records in sample order.
+
+    sigrok-cli numbers the samples it is fed from 0: the records' ``ss``/``es``
+    are moved back to the source's numbering.
+    """
+    offset = max(0, start or 0)
     version()
     cmd = _command(source, stack)
     env = {**os.environ, "SIGROKDECODE_DIR": str(DECODERS_DIR)}
@@ -67,7 +67,7 @@ def run_stack(source: Source, stack: Stack, progress: Progress | None = None) ->
     def feed() -> None:
         assert proc.stdin is not None
         try:
-            for first, block in source.iter_packed():
+            for first, block in source.iter_packed(start, stop):
                 proc.stdin.write(block.tobytes())
                 if progress:
                     progress(first + len(block), source.num_samples)
@@ -88,9 +88,14 @@ def run_stack(source: Source, stack: Stack, progress: Progress | None = None) ->
     bad_line = None
     for line in proc.stdout:
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except ValueError:
             bad_line = bad_line or line[:200]
+            continue
+        for key in ("ss", "es"):
+            if isinstance(record.get(key), int):
+                record[key] += offset
+        records.append(record)
     proc.wait()
     writer.join()
     drain.join()

@@ -92,11 +92,14 @@ def _both_paths(path: Path, source_name: str, output: str) -> list[dict]:
             if stack.output == output:
                 records += _sigrok_records(sr, source, stack)
     records.sort(key=lambda r: r["ss"])
-    nicrig("decode", str(path), "--source", source_name)
-    with CaptureSet.open(path) as cs:
-        table = cs.read_table(f"decoded/{source_name}/{output}")
-    assert list(table["ss"]) == [r["ss"] for r in records]
-    assert list(table["es"]) == [r["es"] for r in records]
+    tables = {}
+    for engine in ("builtin", "sigrok"):
+        nicrig("decode", str(path), "--source", source_name, "--engine", engine, "--force")
+        with CaptureSet.open(path) as cs:
+            tables[engine] = cs.read_table(f"decoded/{source_name}/{output}")
+        assert list(tables[engine]["ss"]) == [r["ss"] for r in records], engine
+        assert list(tables[engine]["es"]) == [r["es"] for r in records], engine
+    assert tables["builtin"].tobytes() == tables["sigrok"].tobytes()
     return records
 
 
@@ -142,7 +145,8 @@ def test_pci_decoder_matches_truth_in_timing_mode(tmp):
     with CaptureSet.open(path) as cs:
         k = 4
         truth = cs.read_table("truth/send_pci/transactions")
-    nicrig("decode", str(path), "--source", "send_pci")
+    for engine in ("sigrok", "builtin"):
+        nicrig("decode", str(path), "--source", "send_pci", "--engine", engine, "--force")
     with CaptureSet.open(path) as cs:
         table = cs.read_table("decoded/send_pci/pci")
     assert len(table) == len(truth)
@@ -235,7 +239,12 @@ def test_decode_with_explicit_stack_and_vector_map(intel_latency):
         truth = cs.read_table("truth/send_pci/transactions")
         attrs = cs.table_attrs("decoded/send_pci/pci")
     assert list(table["address"]) == list(truth["address"].astype(np.int64))
-    assert "ad31=AD[31]" in attrs["decoders"] and "sigrok-cli" in attrs["engine"]
+    assert "ad31=AD[31]" in attrs["decoders"] and "builtin" in attrs["engine"]
+    nicrig("decode", str(intel_latency), "--source", "send_pci", "--engine", "sigrok", "--force", "-P",
+           "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=CBE#:clock=state")
+    with CaptureSet.open(intel_latency) as cs:
+        assert cs.read_table("decoded/send_pci/pci").tobytes() == table.tobytes()
+        assert "sigrok-cli" in cs.table_attrs("decoded/send_pci/pci")["engine"]
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,0 +1,440 @@
+"""Batch decoding: many capture sets, long sources split at idle points, local processes or a Dask cluster.
+
+The unit of work is a :class:`Job`: one stack over one span of one source.
+A long source is cut into chunks at *quiet points*, samples in the middle of
+a stretch of at least :data:`QUIET_SAMPLES` samples in which none of the
+stack's lines moves and the bus is idle (PCI: FRAME# and IRDY# deasserted;
+GMII: EN and ER low; an interrupt or link-activity line deasserted), so no
+transaction or frame is in progress there. Each chunk is decoded from the
+quiet point *before* its start (one burst of warm-up, so that a decoder knows
+what the previous transaction, frame or gap was) to the quiet point after its
+end, and keeps the records that start inside it: the table equals a single
+pass (``tests/test_decode_batch.py`` checks it on captures whose naive cut
+points fall inside transactions).
+
+Workers only read capture sets; the calling process writes each file's tables
+once all of that file's jobs are in, atomically (see
+:meth:`nicrig.h5file.NicrigFile.write_table`), with Ctrl-C held back while it
+writes. A table already decoded by the same decoder versions with the same
+stack is skipped unless ``force``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from nicrig.acquisition.capture import CaptureSet, Source
+from nicrig.decoders import DecodeError, builtin, catalog, sigrok_cli, spec, tables
+from nicrig.decoders.runtime import typed_option
+
+from nicrig.errors import NicrigError, UsageError
+
+#: A stretch this long without a change on the stack's lines is taken as idle.
+QUIET_SAMPLES = 1024
+#: Sources shorter than this are decoded in one piece.
+DEFAULT_CHUNK_SAMPLES = 4 << 20
+ENGINES = {"builtin": builtin, "sigrok": sigrok_cli}
+Progress = Callable[[int, int], None]
+
+#: Decoder channel -> level it rests at while nothing is in progress, by decoder
+#: (option-dependent where the decoder has a polarity option). Decoders not
+#: listed are never split.
+_IDLE_LEVELS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
+    "pci": lambda o: {"frame": 1, "irdy": 1},
+    "gmii": lambda o: {"en": 0, "er": 0},
+    "irq": lambda o: {"irq": 0 if str(o.get("polarity", "active-low")) == "active-high" else 1},
+    "linkactivity": lambda o: {"act": 1 if str(o.get("polarity", "active-high")) == "active-low" else 0},
+}
+_NEVER_STILL = ("clk",)  # clocks toggle through idle time
+
+
+@dataclass(frozen=True)
+class Job:
+    """One stack over samples ``[start, stop)`` of one source, keeping records with ``keep[0] <= ss < keep[1]``."""
+
+    path: str
+    source: str
+    stack: spec.Stack
+    engine: str
+    start: int
+    stop: int
+    keep: tuple[int, int]
+
+
+@dataclass
+class FileResult:
+    """What happened to one capture set: rows per written table, skipped tables, or the error."""
+
+    path: str
+    written: dict[str, dict[str, int]] = field(default_factory=dict)   # source -> output -> rows
+    skipped: dict[str, list[str]] = field(default_factory=dict)        # source -> outputs
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"error": self.error}
+        out: dict[str, Any] = {}
+        for name, outputs in self.written.items():
+            out.setdefault(name, {}).update(outputs)
+        for name, outputs in self.skipped.items():
+            out.setdefault(name, {}).update({o: "up to date" for o in outputs})
+        return out
+
+
+# -- quiet points ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Quiet:
+    """Which bits of a source's rows must stay still, and at which levels some must rest."""
+
+    still: np.ndarray      # (unitsize,) uint8 mask of bits that must not change
+    level_mask: np.ndarray  # (unitsize,) uint8 mask of bits with a resting level
+    level: np.ndarray      # (unitsize,) uint8 the resting levels
+
+
+def _quiet_rule(source: Source, stack: spec.Stack) -> _Quiet | None:
+    first = stack.calls[0]
+    rule = _IDLE_LEVELS.get(first.id)
+    if rule is None:
+        return None
+    info = catalog.get(first.id)
+    options = {k: typed_option(info.id, k, v, info.options.get(k)) for k, v in first.options.items()}
+    u = source.unitsize
+    still, level_mask, level = (np.zeros(u, np.uint8) for _ in range(3))
+    for ch, name in first.channels.items():
+        if ch in _NEVER_STILL:
+            continue
+        bit = source.channel_index(name)
+        still[bit >> 3] |= 1 << (bit & 7)
+    for ch, lvl in rule(options).items():
+        name = first.channels.get(ch)
+        if name is None:
+            continue
+        bit = source.channel_index(name)
+        level_mask[bit >> 3] |= 1 << (bit & 7)
+        level[bit >> 3] |= lvl << (bit & 7)
+    return _Quiet(still, level_mask, level)
+
+
+def _busy(rows: np.ndarray, prev: np.ndarray, q: _Quiet) -> np.ndarray:
+    """Per row: did a still line change since the row before, or is a line off its resting level."""
+    before = np.concatenate([prev[None, :], rows[:-1]])
+    changed = ((rows ^ before) & q.still).any(axis=1)
+    off_level = ((rows & q.level_mask) != q.level).any(axis=1)
+    return changed | off_level
+
+
+def _quiet_points(source: Source, q: _Quiet, start: int, stop: int, block: int = 1 << 18) -> Iterator[tuple[int, int]]:
+    """Quiet stretches ``(first, end)`` of at least QUIET_SAMPLES samples within ``[start, stop)``, in order."""
+    prev = None
+    run_start = start
+    for first, rows in source.iter_packed(start, stop, block=block):
+        rows = np.asarray(rows)
+        busy = _busy(rows, rows[0] if prev is None else prev, q)
+        if prev is None:
+            busy[0] = bool(((rows[0] & q.level_mask) != q.level).any())
+        prev = rows[-1]
+        idx = np.flatnonzero(busy)
+        for b in idx:
+            b = first + int(b)
+            if b - run_start >= QUIET_SAMPLES:
+                yield run_start, b
+            run_start = b + 1
+    if stop - run_start >= QUIET_SAMPLES:
+        yield run_start, stop
+
+
+def _next_quiet(source: Source, q: _Quiet, at: int) -> tuple[int, int] | None:
+    """The first quiet stretch that starts at or after ``at``."""
+    for s, e in _quiet_points(source, q, at, source.num_samples):
+        return s, e
+    return None
+
+
+def _prev_quiet(source: Source, q: _Quiet, before: int) -> tuple[int, int] | None:
+    """The last quiet stretch that ends at or before ``before``, looking back in growing windows."""
+    span = QUIET_SAMPLES * 64
+    while True:
+        lo = max(0, before - span)
+        found = None
+        for s, e in _quiet_points(source, q, lo, before):
+            if s > lo or lo == 0:  # a stretch cut by the window's start may be longer: ignore it
+                found = (s, e)
+        if found or lo == 0:
+            return found
+        span *= 4
+
+
+def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int) -> list[tuple[int, int, int, int]]:
+    """``(decode_start, decode_stop, keep_from, keep_to)`` per chunk; one chunk when no split is safe."""
+    n = source.num_samples
+    q = _quiet_rule(source, stack)
+    if q is None or n < 2 * chunk_samples:
+        return [(0, n, 0, n)]
+    cuts: list[int] = []
+    quiet: list[tuple[int, int]] = []
+    target = chunk_samples
+    while target < n - chunk_samples // 2:
+        found = _next_quiet(source, q, max(target, cuts[-1] + 1 if cuts else 0))
+        if found is None:
+            break
+        s, e = found
+        cuts.append((s + e) // 2)
+        quiet.append(found)
+        target = max(target + chunk_samples, e + chunk_samples // 2)
+    if not cuts:
+        return [(0, n, 0, n)]
+    bounds = [0] + cuts + [n]
+    chunks = []
+    for k in range(len(bounds) - 1):
+        lo, hi = bounds[k], bounds[k + 1]
+        start = 0
+        if k > 0:
+            # Warm up over the burst before the cut: start in the quiet stretch before it.
+            prev = _prev_quiet(source, q, quiet[k - 1][0])
+            start = (prev[0] + prev[1]) // 2 if prev else 0
+        stop = n
+        if k < len(cuts):
+            # Finish what started before the cut: run through the burst after it.
+            nxt = _next_quiet(source, q, quiet[k][1])
+            stop = (nxt[0] + nxt[1]) // 2 if nxt else n
+        chunks.append((start, stop, lo, hi))
+    return chunks
+
+
+# -- running jobs ------------------------------------------------------------------------------------
+
+def run_job(job: Job, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Decode one job (in whatever process runs it); the records it keeps, in sample order.
+
+    ``progress(samples_done, samples_in_job)`` follows the decode block by block.
+    """
+    local = (lambda n, _total: progress(n - job.start, job.stop - job.start)) if progress else None
+    with CaptureSet.open(job.path) as cs:
+        source = cs.source(job.source)
+        engine = ENGINES[job.engine]
+        records = engine.run_stack(source, job.stack, local, start=job.start, stop=job.stop)
+    lo, hi = job.keep
+    return [r for r in records if lo <= r.get("ss", 0) < hi]
+
+
+@dataclass
+class _FilePlan:
+    result: FileResult
+    groups: dict[tuple[str, str], list[spec.Stack]]           # (source, output) -> stacks
+    jobs: dict[tuple[str, str], list[Job]]
+    records: dict[tuple[str, str], list[dict[str, Any]]]
+    pending: int = 0
+
+
+def _stacks_for(source: Source, stack_texts: list[str] | None) -> list[spec.Stack]:
+    return [spec.parse_stack(t, source) for t in stack_texts] if stack_texts else spec.auto_stacks(source)
+
+
+def _attrs(group: list[spec.Stack], engine: str) -> dict[str, Any]:
+    versions = {c.id: catalog.get(c.id).version for s in group for c in s.calls}
+    return tables.table_attrs([s.text() for s in group], ENGINES[engine].version(), versions)
+
+
+def _up_to_date(cs: CaptureSet, table: str, attrs: dict[str, Any]) -> bool:
+    if table not in cs.table_names():
+        return False
+    have = cs.table_attrs(table)
+    return all(have.get(k) == attrs[k] for k in ("decoders", "decoder_versions"))
+
+
+def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None, engine: str, force: bool,
+              chunk_samples: int) -> _FilePlan:
+    result = FileResult(str(path))
+    plan = _FilePlan(result, {}, {}, {})
+    with CaptureSet.open(path) as cs:
+        for name in sources or cs.source_names:
+            source = cs.source(name)
+            by_output: dict[str, list[spec.Stack]] = {}
+            for stack in _stacks_for(source, stacks):
+                by_output.setdefault(stack.output, []).append(stack)
+            result.written.setdefault(name, {})
+            for output, group in by_output.items():
+                if not force and _up_to_date(cs, f"decoded/{name}/{output}", _attrs(group, engine)):
+                    result.skipped.setdefault(name, []).append(output)
+                    continue
+                key = (name, output)
+                plan.groups[key] = group
+                plan.records[key] = []
+                plan.jobs[key] = [Job(str(path), name, stack, engine, a, b, (lo, hi))
+                                  for stack in group for a, b, lo, hi in plan_chunks(source, stack, chunk_samples)]
+                plan.pending += len(plan.jobs[key])
+    return plan
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold Ctrl-C back while tables are written: an interrupt lands after, never halfway."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (ValueError, OSError):  # not the main thread of the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def write_tables(plan: _FilePlan, engine: str) -> None:
+    path = plan.result.path
+    with _sigint_held(), CaptureSet.open(path, "r+") as cs:
+        for (name, output), group in plan.groups.items():
+            source = cs.source(name)
+            records = sorted(plan.records[(name, output)], key=lambda r: (r.get("ss", 0), r.get("es", 0)))
+            table = tables.records_to_table(output, records, source)
+            cs.write_table(f"decoded/{name}/{output}", table, units=tables.UNITS,
+                           description=f"{output} decoder records for source {name}",
+                           attrs=_attrs(group, engine))
+            plan.result.written[name][output] = len(table)
+
+
+def _executor(workers: int, scheduler: str | None) -> Any:
+    if scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--scheduler needs Dask distributed (pip install 'dask[distributed]')") from None
+        try:
+            return Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    return ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+
+
+def _completed(executor: Any, futures: list[Any]) -> Iterator[Any]:
+    if hasattr(executor, "gather"):  # a Dask client
+        from distributed import as_completed as dask_completed
+
+        return iter(dask_completed(futures))
+    return as_completed(futures)
+
+
+def _record_failure(plan: _FilePlan, exc: BaseException) -> None:
+    if plan.result.error is not None:
+        return
+    if isinstance(exc, BrokenProcessPool):
+        plan.result.error = "a decode worker died (killed or out of memory)"
+    elif isinstance(exc, NicrigError):
+        plan.result.error = str(exc)
+    else:
+        plan.result.error = f"{type(exc).__name__}: {exc}"
+
+
+def decode_files(paths: list[Path], *, sources: list[str] | None = None, stacks: list[str] | None = None,
+                 engine: str = "builtin", force: bool = False, workers: int = 1, scheduler: str | None = None,
+                 chunk_samples: int = DEFAULT_CHUNK_SAMPLES, progress: Progress | None = None,
+                 on_file: Callable[[FileResult], None] | None = None) -> list[FileResult]:
+    """Decode every file; each file's tables are written as soon as its jobs are done.
+
+    ``progress(done_samples, total_samples)`` is called as jobs finish (and,
+    in-process, as blocks are decoded); raising from it cancels the batch.
+    A file that cannot be read or decoded is reported in its result and the
+    others go on.
+    """
+    if engine not in ENGINES:
+        raise UsageError(f"no engine {engine!r} (engines: {', '.join(ENGINES)})")
+    if stacks and not sources:
+        raise UsageError("-P needs --source: say which source the channel names belong to")
+    plans: list[_FilePlan] = []
+    results: list[FileResult] = []
+    for path in paths:
+        try:
+            plan = plan_file(Path(path), sources=sources, stacks=stacks, engine=engine, force=force,
+                             chunk_samples=max(QUIET_SAMPLES * 4, chunk_samples))
+        except NicrigError as exc:
+            results.append(FileResult(str(path), error=str(exc)))
+            if on_file:
+                on_file(results[-1])
+            continue
+        plans.append(plan)
+        results.append(plan.result)
+    total = sum(j.stop - j.start for p in plans for jobs in p.jobs.values() for j in jobs)
+    done = 0
+
+    def finish(plan: _FilePlan) -> None:
+        if plan.result.error is None:
+            try:
+                write_tables(plan, engine)
+            except NicrigError as exc:
+                plan.result.error = str(exc)
+        if on_file:
+            on_file(plan.result)
+
+    for plan in plans:
+        if plan.pending == 0:
+            finish(plan)
+    jobs = [(plan, key, job) for plan in plans for key, js in plan.jobs.items() for job in js]
+    executor = _executor(workers, scheduler)
+    if executor is None:
+        for plan, key, job in jobs:
+            base = done
+            if plan.result.error is None:
+                step = (lambda n, _t, base=base: progress(base + n, total)) if progress else None
+                try:
+                    plan.records[key] += run_job(job, step)
+                except NicrigError as exc:
+                    _record_failure(plan, exc)
+            done = base + job.stop - job.start
+            if progress:
+                progress(done, total)
+            plan.pending -= 1
+            if plan.pending == 0:
+                finish(plan)
+        return results
+    try:
+        if hasattr(executor, "gather"):
+            owner = {executor.submit(run_job, job, pure=False): (plan, key, job) for plan, key, job in jobs}
+        else:
+            owner = {executor.submit(run_job, job): (plan, key, job) for plan, key, job in jobs}
+        for fut in _completed(executor, list(owner)):
+            plan, key, job = owner[fut]
+            try:
+                plan.records[key] += fut.result()
+            except Exception as exc:  # noqa: BLE001 - a failed job fails its own file only
+                _record_failure(plan, exc)
+            done += job.stop - job.start
+            if progress:
+                progress(done, total)
+            plan.pending -= 1
+            if plan.pending == 0:
+                finish(plan)
+    finally:
+        if isinstance(executor, ProcessPoolExecutor):
+            executor.shutdown(wait=True, cancel_futures=True)
+        else:
+            executor.close()
+    return results
+
+
+def decode_file(path: Path, *, sources: list[str] | None = None, stacks: list[str] | None = None,
+                engine: str = "builtin", force: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """Decode one capture set in this process (the GUI's call); raise DecodeError if it failed."""
+    (result,) = decode_files([path], sources=sources, stacks=stacks, engine=engine, force=force,
+                             progress=progress)
+    if result.error is not None:
+        raise DecodeError(result.error)
+    return result.as_dict()
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def summary_json(results: list[FileResult]) -> str:
+    return json.dumps({r.path: r.as_dict() for r in results}, indent=2)
