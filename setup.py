@@ -49,7 +49,7 @@ setup(
     packages=sorted(package_dir),
     package_dir=package_dir,
     package_data={
-        "nicrig.data": ["profiles/*/*.toml", "*.json"],
+        "nicrig.data": ["profiles/*/*.toml", "*.json", "probemaps/*.toml", "rigs/*.toml"],
         "nicrig.decoders": ["*/*.py"],
     },
     install_requires=[
@@ -60,6 +60,9 @@ setup(
         "simpy>=4",
         "pyvcd>=0.5",
         "scipy>=1.10",
+        "dask[distributed]>=2023.1",
+        "pyvisa>=1.13",
+        "pyvisa-py>=0.7",
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"],

@@ -2,7 +2,7 @@
 
 The unit of work is a :class:`Job`: one stack over one span of one source.
 A long source is cut into chunks at *quiet points*, samples in the middle of
-a stretch of at least :data:`QUIET_SAMPLES` samples in which none of the
+a stretch of at least :data:`QUIET_CLOCKS` bus clocks in which none of the
 stack's lines moves and the bus is idle (PCI: FRAME# and IRDY# deasserted;
 GMII: EN and ER low; an interrupt or link-activity line deasserted), so no
 transaction or frame is in progress there. Each chunk is decoded from the
@@ -39,8 +39,10 @@ from nicrig.decoders.runtime import typed_option
 
 from nicrig.errors import NicrigError, UsageError
 
-#: A stretch this long without a change on the stack's lines is taken as idle.
-QUIET_SAMPLES = 1024
+#: A stretch this long (in bus clocks) without a change on the stack's lines is
+#: taken as idle: four times PCI's longest legal wait (16 clocks to the first
+#: data phase), longer than any stall inside a transaction or a frame.
+QUIET_CLOCKS = 64
 #: Sources shorter than this are decoded in one piece.
 DEFAULT_CHUNK_SAMPLES = 4 << 20
 ENGINES = {"builtin": builtin, "sigrok": sigrok_cli}
@@ -95,11 +97,20 @@ class FileResult:
 
 @dataclass(frozen=True)
 class _Quiet:
-    """Which bits of a source's rows must stay still, and at which levels some must rest."""
+    """Which bits of a source's rows must stay still, at which levels some must rest, and for how long."""
 
     still: np.ndarray      # (unitsize,) uint8 mask of bits that must not change
     level_mask: np.ndarray  # (unitsize,) uint8 mask of bits with a resting level
     level: np.ndarray      # (unitsize,) uint8 the resting levels
+    samples: int           # the shortest quiet stretch
+
+
+def quiet_samples(source: Source) -> int:
+    """QUIET_CLOCKS in samples: one sample a clock in state mode, the rate ratio in timing mode."""
+    clock = float(source.bus.get("clock_hz") or 0)
+    if source.mode == "state" or not clock or not source.samplerate_hz:
+        return QUIET_CLOCKS if source.mode == "state" else 16 * QUIET_CLOCKS
+    return QUIET_CLOCKS * max(1, round(source.samplerate_hz / clock))
 
 
 def _quiet_rule(source: Source, stack: spec.Stack) -> _Quiet | None:
@@ -123,7 +134,7 @@ def _quiet_rule(source: Source, stack: spec.Stack) -> _Quiet | None:
         bit = source.channel_index(name)
         level_mask[bit >> 3] |= 1 << (bit & 7)
         level[bit >> 3] |= lvl << (bit & 7)
-    return _Quiet(still, level_mask, level)
+    return _Quiet(still, level_mask, level, quiet_samples(source))
 
 
 def _busy(rows: np.ndarray, prev: np.ndarray, q: _Quiet) -> np.ndarray:
@@ -135,7 +146,7 @@ def _busy(rows: np.ndarray, prev: np.ndarray, q: _Quiet) -> np.ndarray:
 
 
 def _quiet_points(source: Source, q: _Quiet, start: int, stop: int, block: int = 1 << 18) -> Iterator[tuple[int, int]]:
-    """Quiet stretches ``(first, end)`` of at least QUIET_SAMPLES samples within ``[start, stop)``, in order."""
+    """Quiet stretches ``(first, end)`` of at least ``q.samples`` samples within ``[start, stop)``, in order."""
     prev = None
     run_start = start
     for first, rows in source.iter_packed(start, stop, block=block):
@@ -144,13 +155,13 @@ def _quiet_points(source: Source, q: _Quiet, start: int, stop: int, block: int =
         if prev is None:
             busy[0] = bool(((rows[0] & q.level_mask) != q.level).any())
         prev = rows[-1]
-        idx = np.flatnonzero(busy)
-        for b in idx:
-            b = first + int(b)
-            if b - run_start >= QUIET_SAMPLES:
-                yield run_start, b
-            run_start = b + 1
-    if stop - run_start >= QUIET_SAMPLES:
+        idx = np.flatnonzero(busy) + first
+        if idx.size:
+            run_starts = np.concatenate([[run_start], idx[:-1] + 1])
+            for k in np.flatnonzero(idx - run_starts >= q.samples):
+                yield int(run_starts[k]), int(idx[k])
+            run_start = int(idx[-1]) + 1
+    if stop - run_start >= q.samples:
         yield run_start, stop
 
 
@@ -162,13 +173,15 @@ def _next_quiet(source: Source, q: _Quiet, at: int) -> tuple[int, int] | None:
 
 
 def _prev_quiet(source: Source, q: _Quiet, before: int) -> tuple[int, int] | None:
-    """The last quiet stretch that ends at or before ``before``, looking back in growing windows."""
-    span = QUIET_SAMPLES * 64
+    """The last quiet stretch that ends before ``before`` with activity in between, looking back in growing windows."""
+    span = q.samples * 64
     while True:
         lo = max(0, before - span)
         found = None
         for s, e in _quiet_points(source, q, lo, before):
-            if s > lo or lo == 0:  # a stretch cut by the window's start may be longer: ignore it
+            # A stretch cut by the window's start may be longer, one reaching
+            # ``before`` is the very stretch ``before`` lies in: neither counts.
+            if (s > lo or lo == 0) and e < before:
                 found = (s, e)
         if found or lo == 0:
             return found
@@ -356,7 +369,7 @@ def decode_files(paths: list[Path], *, sources: list[str] | None = None, stacks:
     for path in paths:
         try:
             plan = plan_file(Path(path), sources=sources, stacks=stacks, engine=engine, force=force,
-                             chunk_samples=max(QUIET_SAMPLES * 4, chunk_samples))
+                             chunk_samples=max(4 * QUIET_CLOCKS, chunk_samples))
         except NicrigError as exc:
             results.append(FileResult(str(path), error=str(exc)))
             if on_file:

@@ -107,17 +107,22 @@ class SigrokResult:
 def run_sigrok(input_path: str | os.PathLike[str], decoders: Sequence[str], *,
                annotations: str | Sequence[str] | None = None, binary: str | None = None,
                decoders_dir: str | os.PathLike[str] = DECODERS_DIR,
-               timeout: float = 120.0) -> SigrokResult:
+               all_texts: bool = False, input_format: str | None = None, timeout: float = 120.0) -> SigrokResult:
     """Run ``sigrok-cli -i input -P dec1,dec2 ...`` with ``SIGROKDECODE_DIR=decoders_dir``.
 
     ``decoders`` are :func:`decoder_spec` strings, stacked in the order given.
     Give either ``annotations`` (``"pci"`` or ``"pci=warning:data"``; a list
     for several decoders) or ``binary`` (``"pci=records"``), not both: they
-    would share stdout.
+    would share stdout. ``all_texts`` shows each annotation as sigrok-cli does at
+    log level 4: ``class: "longest text" "shorter" ...`` instead of the longest text.
+    ``input_format`` is sigrok-cli's ``-I`` (e.g. ``binary:numchannels=5:samplerate=1000``,
+    whose channels are named ``0``, ``1``, ...).
     """
     if annotations is not None and binary is not None:
         raise ValueError("ask for annotations or binary output, not both (run twice)")
     args = ["sigrok-cli", "-i", str(input_path), "-P", ",".join(decoders)]
+    if input_format is not None:
+        args[1:1] = ["-I", input_format]
     if binary is not None:
         args += ["-B", binary]
     else:
@@ -127,6 +132,8 @@ def run_sigrok(input_path: str | os.PathLike[str], decoders: Sequence[str], *,
             annotations = ",".join(annotations)  # sigrok-cli takes one -A with a comma list
         args += ["-A", annotations]
         args.append("--protocol-decoder-samplenum")
+        if all_texts:
+            args += ["-l", "4"]
     env = dict(os.environ, SIGROKDECODE_DIR=str(decoders_dir))
     proc = subprocess.run(args, capture_output=True, env=env, timeout=timeout)
     res = SigrokResult(args, proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))

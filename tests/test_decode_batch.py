@@ -1,0 +1,184 @@
+"""Batch decoding: chunks cut at idle points equal one pass; workers, Dask, skip/force, failures, interrupts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import simulate_set
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.acquisition.sim.rig import Recording
+from nicrig.decoders import batch, spec
+
+OUTPUTS = ("pci", "irq", "ethernet", "linkactivity")
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory) -> Path:
+    """1000-byte packets every 15 us on 32-bit 33 MHz PCI: long DMA bursts with retries and disconnects."""
+    folder = tmp_path_factory.mktemp("batch")
+    return simulate_set(folder, "stream", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True),
+                        kind="stream", size_bytes=1000, spacing_us=15, count=60)
+
+
+def _tables(path: Path) -> dict[str, bytes]:
+    with CaptureSet.open(path) as cs:
+        return {t: cs.read_table(t).tobytes() for t in cs.table_names() if t.startswith("decoded/")}
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    dst.write_bytes(src.read_bytes())
+    return dst
+
+
+@pytest.fixture(scope="module")
+def single_pass(stream, tmp_path_factory) -> dict[str, bytes]:
+    path = _copy(stream, tmp_path_factory.mktemp("single") / "single.h5")
+    (result,) = batch.decode_files([path], chunk_samples=1 << 40)
+    assert result.error is None
+    return _tables(path)
+
+
+def test_chunk_cuts_fall_between_transactions_where_naive_cuts_would_not(stream):
+    chunk = 3000
+    with CaptureSet.open(stream) as cs:
+        source = cs.source("send_pci")
+        truth = cs.read_table("truth/send_pci/transactions")
+        (stack,) = [s for s in spec.auto_stacks(source) if s.output == "pci"]
+        chunks = batch.plan_chunks(source, stack, chunk)
+    inside = lambda t: bool(np.any((truth["ss"] <= t) & (t <= truth["es"])))  # noqa: E731
+    naive = range(chunk, chunks[-1][3], chunk)
+    assert len(chunks) > 5
+    assert any(inside(t) for t in naive), "the capture must punish cuts chosen blindly"
+    cuts = [c[2] for c in chunks[1:]]
+    assert not any(inside(t) for t in cuts)
+    assert [c[3] for c in chunks[:-1]] == cuts
+    for start, stop, lo, hi in chunks:
+        assert start <= lo < hi <= stop
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_chunked_decode_equals_a_single_pass(stream, single_pass, tmp_path, workers):
+    path = _copy(stream, tmp_path / "chunked.h5")
+    (result,) = batch.decode_files([path], workers=workers, chunk_samples=3000)
+    assert result.error is None
+    chunked = _tables(path)
+    assert set(chunked) == set(single_pass) and {t.rsplit("/", 1)[1] for t in chunked} >= set(OUTPUTS)
+    for name in single_pass:
+        assert chunked[name] == single_pass[name], name
+
+
+def test_dask_cluster_gives_the_same_tables(stream, single_pass, tmp_path):
+    distributed = pytest.importorskip("distributed", reason="Dask distributed is installed by make test")
+    path = _copy(stream, tmp_path / "dask.h5")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        r = subprocess.run([sys.executable, "-m", "nicrig", "decode", str(path), "--scheduler", lc.scheduler_address,
+                            "--chunk-samples", "3000", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert _tables(path) == single_pass
+
+
+def test_up_to_date_tables_are_skipped_unless_forced(stream, tmp_path):
+    path = _copy(stream, tmp_path / "skip.h5")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "nicrig", "decode", str(path), *a],  # noqa: E731
+                                    capture_output=True, text=True)
+    first = run("--source", "send_pci")
+    assert first.returncode == 0 and "decoded/send_pci/pci:" in first.stdout and "rows" in first.stdout
+    again = run("--source", "send_pci")
+    assert again.returncode == 0 and "up to date" in again.stdout and "rows" not in again.stdout
+    forced = run("--source", "send_pci", "--force")
+    assert "rows" in forced.stdout and "up to date" not in forced.stdout
+    # Other options are another decode: the table is redone.
+    other = run("--source", "send_pci", "-P",
+                "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=CBE#:clock=state:bars=0x0+0x10")
+    assert other.returncode == 0 and "decoded/send_pci/pci:" in other.stdout and "up to date" not in other.stdout
+
+
+def test_a_corrupt_or_foreign_file_fails_alone(stream, tmp_path):
+    good = _copy(stream, tmp_path / "good.h5")
+    broken = tmp_path / "broken.h5"
+    broken.write_bytes(stream.read_bytes()[:50_000])
+    foreign = tmp_path / "foreign.h5"
+    with h5py.File(foreign, "w") as f:
+        f["x"] = np.arange(3)
+    r = subprocess.run([sys.executable, "-m", "nicrig", "decode", str(broken), str(good), str(foreign), "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1
+    import json
+    out = json.loads(r.stdout)
+    assert "error" in out[str(broken)] and "error" in out[str(foreign)]
+    assert out[str(good)]["send_pci"]["pci"] > 0
+    assert str(broken) in r.stderr and str(foreign) in r.stderr
+
+
+_REAL_RUN_JOB = batch.run_job
+
+
+def _dies_on_victim(job, progress=None):
+    """A job that kills its worker process (as the OOM killer would) when it reaches the victim file."""
+    if job.path == os.environ.get("NICRIG_TEST_VICTIM"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _REAL_RUN_JOB(job, progress)
+
+
+def test_a_killed_worker_fails_its_file_and_writes_no_half_table(stream, tmp_path, monkeypatch):
+    victim = _copy(stream, tmp_path / "victim.h5")
+    monkeypatch.setenv("NICRIG_TEST_VICTIM", str(victim))
+    monkeypatch.setattr(batch, "run_job", _dies_on_victim)  # the pool forks: its workers see the patch
+    (result,) = batch.decode_files([victim], workers=2, chunk_samples=3000)
+    assert result.error and "worker died" in result.error
+    with CaptureSet.open(victim) as cs:
+        assert not [t for t in cs.table_names() if t.startswith("decoded/")]
+    with h5py.File(victim) as f:
+        assert "decoded" not in f or not list(f["decoded"].keys())
+
+
+def test_ctrl_c_keeps_finished_files_and_leaves_the_rest_whole(stream, single_pass, tmp_path):
+    """Ctrl-C while a second file decodes: the first keeps its new tables, the second its old ones."""
+    first = _copy(stream, tmp_path / "first.h5")
+    second = simulate_set(tmp_path, "second", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True),
+                          kind="stream", size_bytes=1000, spacing_us=15, count=600)
+    batch.decode_files([second])
+    before = _tables(second)
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "nicrig", "decode", str(first), str(second), "--force",
+                             "--engine", "sigrok"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(str(first)):
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert _tables(first) == single_pass
+    assert _tables(second) == before
+    with h5py.File(second) as f:
+        leftovers: list[str] = []
+        f.visit(lambda n: leftovers.append(n) if n.endswith(".partial") else None)
+    assert leftovers == []
+
+
+def test_progress_reaches_the_total_and_can_cancel(stream, tmp_path):
+    path = _copy(stream, tmp_path / "progress.h5")
+    seen: list[tuple[int, int]] = []
+    batch.decode_files([path], progress=lambda d, t: seen.append((d, t)))
+    assert seen and seen[-1][0] == seen[-1][1] > 0
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+
+    class Stop(Exception):
+        pass
+
+    def cancel(done: int, total: int) -> None:
+        raise Stop
+
+    fresh = _copy(stream, tmp_path / "cancelled.h5")
+    with pytest.raises(Stop):
+        batch.decode_files([fresh], progress=cancel)
+    with CaptureSet.open(fresh) as cs:
+        assert not [t for t in cs.table_names() if t.startswith("decoded/")]
