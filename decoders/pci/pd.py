@@ -54,7 +54,8 @@ INTA = PAR + 7              # INTA#..INTD#
 NUM_CHANNELS = INTA + 4
 
 UNCONNECTED = 0xff
-PIN_DIGITS = bytes.maketrans(b'\x00\x01', b'01')   # pin values as binary digits
+# Pin values as binary digits; an unconnected line (0xff) reads as 0.
+PIN_DIGITS = bytes.maketrans(b'\x00\x01\xff', b'010')
 
 CMD_NAMES = (
     'Interrupt Acknowledge', 'Special Cycle', 'I/O Read', 'I/O Write',
@@ -115,10 +116,6 @@ def channel_list():
         chans.append({'id': 'int' + x, 'name': 'INT%s#' % x.upper(),
                       'desc': 'Interrupt %s' % x.upper()})
     return tuple(chans)
-
-
-def parity(value):
-    return bin(value).count('1') & 1
 
 
 def parse_ranges(text):
@@ -480,11 +477,7 @@ class Decoder(srd.Decoder):
         return v
 
     def cbe(self, pins, lanes):
-        v = 0
-        for i in range(lanes):
-            if pins[CBE0 + i] == 1:
-                v |= 1 << i
-        return v
+        return int(bytes(pins[CBE0:CBE0 + lanes])[::-1].translate(PIN_DIGITS), 2)
 
     def clock_index(self, s):
         if self.state_mode:
@@ -642,12 +635,14 @@ class Decoder(srd.Decoder):
                               '%s asserted during the address phase' % name, '%s?' % name)
 
     def schedule_parity(self, txn, pins, c, what, wide):
+        # PAR makes the ones of AD[31:0], C/BE#[3:0] and PAR even (PCI 3.0
+        # 3.7.1): the expected PAR is the parity of the pin sum. Both groups
+        # are fully connected here (have_par, have_par64).
         plo = phi = None
         if self.have_par:
-            plo = parity(self.value(pins, self.ad_lo, AD0)) ^ parity(self.cbe(pins, 4))
+            plo = (sum(pins[AD0:AD0 + 32]) + sum(pins[CBE0:CBE0 + 4])) & 1
         if wide and self.have_par64:
-            hi = self.value(pins, self.ad_hi, AD0 + 32)
-            phi = parity(hi) ^ parity(self.cbe(pins, 8) >> 4)
+            phi = (sum(pins[AD0 + 32:AD0 + 64]) + sum(pins[CBE0 + 4:CBE0 + 8])) & 1
         if plo is not None or phi is not None:
             self.par_checks.append((c, txn, what, plo, phi))
 
