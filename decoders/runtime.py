@@ -123,8 +123,23 @@ def load(decoder_id: str, decoders_dir: Path = DECODERS_DIR) -> type:
         folder = decoders_dir / decoder_id
         if not (folder / "pd.py").is_file():
             raise DecoderFailed(f"no decoder {decoder_id!r} in {decoders_dir}")
-        _CLASSES[key] = import_decoder(folder, sys.modules[__name__]).Decoder
+        cls = import_decoder(folder, sys.modules[__name__]).Decoder
+        _check_class(decoder_id, cls)
+        _CLASSES[key] = cls
     return _CLASSES[key]
+
+
+def _check_class(decoder_id: str, cls: type) -> None:
+    """What libsigrokdecode 0.5.3 checks before it loads a decoder (it refuses the same ones)."""
+    if getattr(cls, "api_version", None) != 3:
+        raise DecoderFailed(f"decoder {decoder_id}: api_version {getattr(cls, 'api_version', None)!r} "
+                            "is not supported (libsigrokdecode 0.5.3 runs version 3)")
+    for method in ("reset", "start", "decode"):
+        if not callable(getattr(cls, method, None)):
+            raise DecoderFailed(f"decoder {decoder_id} has no {method}() method (libsigrokdecode refuses it)")
+    for attr in ("id", "name", "longname", "desc", "license", "inputs", "outputs"):
+        if not hasattr(cls, attr):
+            raise DecoderFailed(f"decoder {decoder_id} lacks the {attr!r} attribute")
 
 
 def import_decoder(folder: Path, srd: types.ModuleType) -> types.ModuleType:
