@@ -321,6 +321,8 @@ class Session:
         except SystemError as exc:
             if not matcher.at_eof:
                 raise DecoderFailed(f"{bottom.name} raised {_last_frames(exc)}") from exc
+        except _Stuck as exc:
+            raise DecoderFailed(f"{bottom.name}: {exc}") from None
         except _Failure as exc:
             raise DecoderFailed(str(exc)) from None
         except Exception as exc:

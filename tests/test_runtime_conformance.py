@@ -218,3 +218,57 @@ def test_random_bits_give_the_same_annotations_in_both_engines(tmp_path, seed, d
         text = ",".join(c.id + "".join(f":{k}={v}" for k, v in c.channels.items())
                         + "".join(f":{k}={v}" for k, v in c.options.items()) for c in calls)
         assert ours == _sigrok_lines(packed, 125_000_000, text, ids, DECODERS_DIR, tmp_path), did
+
+
+# -- a decoder's mistakes: clear errors, never a crash or a hang --------------------------------
+
+_BAD_DECODER = """
+import sigrokdecode as srd
+
+
+class Decoder(srd.Decoder):
+    api_version = 3
+    id = 'bad'
+    name = longname = desc = 'Bad'
+    license = 'gplv3+'
+    inputs = ['logic']
+    outputs = []
+    channels = ({'id': 'c0', 'name': 'C0', 'desc': 'c0'},)
+    annotations = (('x', 'X'),)
+
+    def reset(self):
+        pass
+
+    def start(self):
+        self.out_ann = self.register(srd.OUTPUT_ANN)
+
+    def decode(self):
+        %s
+"""
+
+
+@pytest.mark.parametrize("body, message", [
+    ("self.wait('h')", "conditions must be a dict or a list of dicts"),
+    ("self.wait([{0: 'h'}, 5])", "every condition in the list must be a dict"),
+    ("self.wait({0: 5})", "term must be a string"),
+    ("self.wait({7: 'h'})", "no channel 7"),
+    ("self.wait({'skip': -1})", "needs a sample count"),
+    ("self.wait({0: 'h'}, {0: 'l'})", "at most one argument"),
+    ("self.put(0, 1, 9, [0, ['x']])", "never registered"),
+    ("self.put(0, 1, self.out_ann, [3, ['x']])", "malformed annotation"),
+    ("self.put(-1, 1, self.out_ann, [0, ['x']])", "negative sample number"),
+    ("1 / 0", "ZeroDivisionError"),
+    ("\n        while True:\n            try:\n                self.wait({0: 'r'})\n            except Exception:\n"
+     "                pass", "keeps calling wait() after the end"),
+])
+def test_a_decoders_mistakes_are_clear_errors(tmp_path, body, message):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("'''A decoder that misuses the API.'''\nfrom .pd import Decoder\n")
+    (folder / "pd.py").write_text(_BAD_DECODER % body)
+    names = _class_names(["bad"], tmp_path)
+    session = runtime.Session([runtime.Call("bad", {"c0": 0})], samplerate=1000, decoders_dir=tmp_path,
+                              on_annotation=lambda *a: _line(names, *a))
+    with pytest.raises(runtime.DecoderFailed, match="bad-1") as err:
+        session.run(iter([np.zeros((100, 1), np.uint8)]), 1)
+    assert message in str(err.value)
