@@ -8,7 +8,8 @@ Each host is a network namespace of its own with loopback up and one veth
 interface addressed from the RFC 2544 benchmarking range 198.18.0.0/15
 (198.18.0.1/24, 198.18.0.2/24, ...), so no real network is ever a target.
 Two hosts share one veth pair; three or more each have a veth into a bridge
-that lives in a namespace of its own.  Names carry a random tag, so parallel
+that lives in a namespace of its own (its ports take any MTU a host's veth
+can, so MTU sweeps on the hosts pass through it).  Names carry a random tag, so parallel
 pytest-xdist workers never collide, and the namespaces are deleted when the
 test ends, failed or not (processes started with ``popen`` are ended first).
 
@@ -33,6 +34,7 @@ import pytest
 SUBNET_PREFIX = "198.18.0."  # RFC 2544 benchmarking range
 PREFIX_LEN = 24
 LOOPBACK = "127.0.0.1"
+BRIDGE_PORT_MTU = 65535  # veth's largest
 COMMAND_TIMEOUT_S = 10
 
 
@@ -179,6 +181,8 @@ def _build(ip: str, count: int, tag: str, namespaces: list[str], links: list[str
             _ip(ip, "link", "set", port, "netns", bridge_ns)
             links.remove(port)
             _ns_ip(ip, bridge_ns, "link", "set", port, "master", "br0")
+            # the bridge never limits a host's MTU: a sweep up to 65535 on the host side still passes
+            _ns_ip(ip, bridge_ns, "link", "set", port, "mtu", str(BRIDGE_PORT_MTU))
             _ns_ip(ip, bridge_ns, "link", "set", port, "up")
     for h in hosts:
         _ns_ip(ip, h.netns, "addr", "add", f"{h.address}/{PREFIX_LEN}", "dev", h.interface)

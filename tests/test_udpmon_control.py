@@ -113,7 +113,7 @@ def raw_session(d: D.Daemon, secret: bytes = b"") -> tuple[socket.socket, P.Chan
         first = P.recv_plain(sock, timeout=5)
         if first["type"] == "hello":
             ns, nc = bytes.fromhex(first["nonce"]), P.new_nonce()
-            P.send_plain(sock, {"type": "auth", "version": 1, "client_nonce": nc.hex(),
+            P.send_plain(sock, {"type": "auth", "version": P.VERSION, "client_nonce": nc.hex(),
                                 "mac": P.client_proof(secret, ns, nc).hex()})
             first = P.recv_plain(sock, timeout=5)
             if first["type"] == "welcome":
@@ -194,7 +194,7 @@ def fake_server(script: Callable[[socket.socket], None]) -> Iterator[tuple[str, 
     assert not errors, errors
 
 
-def _hello(version: int = 1, auth: str = "hmac-sha256") -> dict[str, Any]:
+def _hello(version: int = P.VERSION, auth: str = "hmac-sha256") -> dict[str, Any]:
     return {"type": "hello", "protocol": "nicrig-udpmon", "version": version, "nonce": os.urandom(32).hex(),
             "auth": auth}
 
@@ -277,7 +277,7 @@ def test_client_authenticates_the_daemon() -> None:
     def impostor(conn: socket.socket) -> None:  # accepts any secret, cannot prove it knows ours
         P.send_plain(conn, _hello())
         P.recv_plain(conn, timeout=5)
-        P.send_plain(conn, {"type": "welcome", "version": 1, "mac": os.urandom(32).hex()})
+        P.send_plain(conn, {"type": "welcome", "version": P.VERSION, "mac": os.urandom(32).hex()})
         conn.recv(1)
 
     with fake_server(impostor) as (host, port), pytest.raises(P.AuthError, match="could not prove"):
@@ -288,10 +288,10 @@ def test_version_mismatch_is_explained_at_both_ends() -> None:
     told: list[dict[str, Any]] = []
 
     def future_daemon(conn: socket.socket) -> None:
-        P.send_plain(conn, _hello(version=2))
+        P.send_plain(conn, _hello(version=P.VERSION + 1))
         told.append(P.recv_plain(conn, timeout=5))
 
-    with fake_server(future_daemon) as (host, port), pytest.raises(P.VersionError, match="version 2.*version 1"):
+    with fake_server(future_daemon) as (host, port), pytest.raises(P.VersionError, match=f"version {P.VERSION + 1}.*version {P.VERSION}"):
         Controller(host, port, secret=SECRET, timeout_s=5).connect()
     assert told[0]["code"] == "version" and "same nicrig version" in told[0]["message"]
 
@@ -300,10 +300,11 @@ def test_version_mismatch_is_explained_at_both_ends() -> None:
         with sock:
             hello = P.recv_plain(sock, timeout=5)
             nc = P.new_nonce()
-            P.send_plain(sock, {"type": "auth", "version": 2, "client_nonce": nc.hex(),
+            P.send_plain(sock, {"type": "auth", "version": P.VERSION + 1, "client_nonce": nc.hex(),
                                 "mac": P.client_proof(b"", bytes.fromhex(hello["nonce"]), nc).hex()})
             (err,) = plain_frames(read_until_closed(sock))
-        assert err["code"] == "version" and "version 2" in err["message"] and "version 1" in err["message"]
+        assert (err["code"] == "version" and f"version {P.VERSION + 1}" in err["message"]
+                and f"version {P.VERSION}" in err["message"])
 
 
 def test_connection_refused_and_foreign_servers() -> None:

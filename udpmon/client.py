@@ -60,6 +60,13 @@ class Controller:
             raise P.ProtocolError(f"not connected to the udpmon daemon at {self.where}")
         return self._sock.family, str(self._sock.getpeername()[0])
 
+    @property
+    def local_address(self) -> str:
+        """Our numeric address on the control connection: where the daemon's senders and connectors aim."""
+        if self._sock is None:
+            raise P.ProtocolError(f"not connected to the udpmon daemon at {self.where}")
+        return str(self._sock.getsockname()[0])
+
     def __enter__(self) -> Self:
         self.connect()
         return self
@@ -208,11 +215,16 @@ class Controller:
                                   f"{P.show(reply['type'])}")
         return reply
 
-    def _port(self, reply: dict[str, Any]) -> int:
-        port = reply.get("udp_port")
+    def _port(self, reply: dict[str, Any], name: str = "udp_port") -> int:
+        port = reply.get(name)
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
-            raise P.ProtocolError(f"the udpmon daemon at {self.where} sent a bad udp_port {P.show(port)}")
+            raise P.ProtocolError(f"the udpmon daemon at {self.where} sent a bad {name} {P.show(port)}")
         return port
+
+    def _start(self, msg: dict[str, Any], port: str | None) -> int | None:
+        """Send a start request without its None-valued fields; the port the reply names, if asked."""
+        reply = self._request({k: v for k, v in msg.items() if v is not None}, "ready")
+        return self._port(reply, port) if port else None
 
     def start_responder(self, *, test_id: int, max_response_bytes: int, max_rate_pps: int, duration_s: float,
                         udp_port: int = 0, idle_timeout_ms: int | None = None, seed: int | None = None,
@@ -221,23 +233,64 @@ class Controller:
 
         It answers only this controller's IP (and with ``peer_udp_port`` only that source port).
         """
-        msg: dict[str, Any] = {"type": "start_responder", "udp_port": udp_port, "test_id": test_id,
-                               "max_response_bytes": max_response_bytes, "max_rate_pps": max_rate_pps,
-                               "duration_s": duration_s}
-        for k, v in (("idle_timeout_ms", idle_timeout_ms), ("seed", seed), ("peer_udp_port", peer_udp_port)):
-            if v is not None:
-                msg[k] = v
-        return self._port(self._request(msg, "ready"))
+        return self._start({"type": "start_responder", "udp_port": udp_port, "test_id": test_id,
+                            "max_response_bytes": max_response_bytes, "max_rate_pps": max_rate_pps,
+                            "duration_s": duration_s, "idle_timeout_ms": idle_timeout_ms, "seed": seed,
+                            "peer_udp_port": peer_udp_port}, "udp_port")
 
     def start_receiver(self, *, test_id: int, max_packets: int, idle_timeout_ms: int, duration_s: float,
                        udp_port: int = 0, hw_timestamps: bool = False, peer_udp_port: int | None = None) -> int:
         """Start a receiver on the far host; returns the UDP port to send the stream to."""
-        msg: dict[str, Any] = {"type": "start_receiver", "udp_port": udp_port, "test_id": test_id,
-                               "max_packets": max_packets, "idle_timeout_ms": idle_timeout_ms,
-                               "duration_s": duration_s, "hw_timestamps": hw_timestamps}
-        if peer_udp_port is not None:
-            msg["peer_udp_port"] = peer_udp_port
-        return self._port(self._request(msg, "ready"))
+        return self._start({"type": "start_receiver", "udp_port": udp_port, "test_id": test_id,
+                            "max_packets": max_packets, "idle_timeout_ms": idle_timeout_ms, "duration_s": duration_s,
+                            "hw_timestamps": hw_timestamps, "peer_udp_port": peer_udp_port}, "udp_port")
+
+    def start_sender(self, *, test_id: int, count: int, size_bytes: int, spacing_ns: int, peer_udp_port: int,
+                     duration_s: float, start_delay_ms: int | None = None, seed: int | None = None,
+                     udp_port: int = 0) -> int:
+        """Have the far host send a paced stream to this controller's ``peer_udp_port``; returns its UDP port."""
+        return self._start({"type": "start_sender", "udp_port": udp_port, "test_id": test_id, "count": count,
+                            "size_bytes": size_bytes, "spacing_ns": spacing_ns, "peer_udp_port": peer_udp_port,
+                            "duration_s": duration_s, "start_delay_ms": start_delay_ms, "seed": seed}, "udp_port")
+
+    def start_tcp_sink(self, *, connections: int, duration_s: float, idle_timeout_ms: int) -> int:
+        """A far TCP port that accepts ``connections`` from us and reads them to their end; returns the port."""
+        return self._start({"type": "start_tcp_sink", "connections": connections, "duration_s": duration_s,
+                            "idle_timeout_ms": idle_timeout_ms}, "tcp_port")
+
+    def start_tcp_source(self, *, connections: int, duration_s: float, send_ms: int, seed: int | None = None) -> int:
+        """A far TCP port that accepts ``connections`` from us and writes to them for ``send_ms``."""
+        return self._start({"type": "start_tcp_source", "connections": connections, "duration_s": duration_s,
+                            "send_ms": send_ms, "seed": seed}, "tcp_port")
+
+    def start_acceptor(self, *, max_connections: int, duration_s: float, idle_timeout_ms: int) -> int:
+        """A far TCP port that accepts our connections and closes each at once; returns the port."""
+        return self._start({"type": "start_acceptor", "max_connections": max_connections, "duration_s": duration_s,
+                            "idle_timeout_ms": idle_timeout_ms}, "tcp_port")
+
+    def start_connector(self, *, tcp_port: int, count: int, rate_per_s: int, duration_s: float,
+                        start_delay_ms: int | None = None) -> None:
+        """Have the far host open and close ``count`` connections to our ``tcp_port`` at ``rate_per_s``."""
+        self._start({"type": "start_connector", "tcp_port": tcp_port, "count": count, "rate_per_s": rate_per_s,
+                     "duration_s": duration_s, "start_delay_ms": start_delay_ms}, None)
+
+    def check_interface(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """What the far host has in force for ``settings`` on its interface toward us (changes nothing).
+
+        ``{"interface", "settings", "allow_tuning"}``; RefusedError when it cannot read or would refuse them.
+        """
+        reply = self._request({"type": "check_interface", "settings": settings}, "interface")
+        return {k: v for k, v in reply.items() if k not in ("type", "seq")}
+
+    def set_interface(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Change settings of the far host's interface toward us; ``{"interface", "previous", "settings"}``."""
+        reply = self._request({"type": "set_interface", "settings": settings}, "interface")
+        return {k: v for k, v in reply.items() if k not in ("type", "seq")}
+
+    def restore_interface(self) -> dict[str, Any]:
+        """Put back every setting this session changed; ``{"interface", "restored"}``."""
+        reply = self._request({"type": "restore_interface"}, "interface")
+        return {k: v for k, v in reply.items() if k not in ("type", "seq")}
 
     def stop(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Stop the running test; (stats, arrays) of the far end."""

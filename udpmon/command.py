@@ -1,11 +1,15 @@
-"""``nicrig udpmon serve | latency | stream``: UDPmon-style measurements between two hosts.
+"""``nicrig udpmon serve | latency | stream | suite | aggregate``: UDPmon-style measurements between hosts.
 
-``serve`` runs the daemon on the far host. ``latency`` measures request-response
+``serve`` runs the daemon on a far host. ``latency`` measures request-response
 round trips against it for a range of response sizes (seed 002 section 3.1);
 ``stream`` sends precisely spaced UDP streams to it for each size and spacing
-and has it report what arrived (section 3.2). Both record host counters of
-both ends, write a results file (``-o``), print a human summary or, with
-``--json``, the summary as JSON.
+and has it report what arrived (section 3.2); ``suite`` runs seed 000's ten
+NIC microbenchmarks against one or two daemons; ``aggregate`` runs flows to or
+from several daemons at once (seed 004's N senders, seed 001's aggregation).
+Every command records host counters of every end, writes a results file
+(``-o``), prints a human summary or, with ``--json``, the summary as JSON, and
+with ``--sweep`` repeats itself for each value of interface settings
+(:mod:`nicrig.udpmon.sweep`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import math
 import secrets
 import socket
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,31 +45,68 @@ def parse_range(text: str, what: str, *, integer: bool) -> list[float]:
         if len(bits) == 1:
             out.append(bits[0])
         elif len(bits) == 3 and bits[2] > 0 and bits[1] >= bits[0]:
-            n = int(round((bits[1] - bits[0]) / bits[2]))
+            n = round((bits[1] - bits[0]) / bits[2])
             out += [bits[0] + i * bits[2] for i in range(n + 1) if bits[0] + i * bits[2] <= bits[1] + 1e-9]
         else:
             raise UsageError(f"{what} {part!r}: use start:stop:step with step > 0 and stop >= start")
     return sorted(set(out))
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("host", help="address of the host running 'nicrig udpmon serve'")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"its control port (default {DEFAULT_PORT})")
+def parse_host(text: str, default_port: int) -> tuple[str, int]:
+    """``HOST``, ``HOST:PORT``, ``[V6ADDR]:PORT`` or a bare IPv6 address -> (host, port)."""
+    from nicrig.errors import UsageError
+
+    host, port = text, default_port
+    if text.startswith("["):
+        host, sep, rest = text[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise UsageError(f"host {text!r}: use [IPv6]:PORT")
+        port_text = rest[1:]
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        port_text = ""
+    if port_text:
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise UsageError(f"host {text!r}: {port_text!r} is not a port (1..65535)")
+        port = int(port_text)
+    if not host:
+        raise UsageError(f"host {text!r}: no host name or address")
+    return host, port
+
+
+def _connection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"the daemons' control port, where HOST gives none (default {DEFAULT_PORT})")
     p.add_argument("--secret-file", type=Path,
-                   help="shared secret (the daemon's --secret-file); without it only a loopback daemon answers")
-    p.add_argument("--interface", help="local interface whose counters to record (default: the route to HOST)")
-    p.add_argument("--remote-interface", help="the far host's interface (default: the one its daemon reports)")
-    p.add_argument("--mtu", type=int, default=1500, help="MTU for frame counts per message (default 1500)")
+                   help="shared secret (the daemons' --secret-file); without it only a loopback daemon answers")
+    p.add_argument("--interface", help="local interface whose counters to record and settings to sweep "
+                                       "(default: the route to the (first) far host)")
     p.add_argument("-o", "--output", type=Path, help="results file to write (.h5)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--seed", type=int, default=1, help="seed of the random payloads")
+    p.add_argument("--sweep", action="append", default=[], metavar="[HOSTS:]SETTING=V1,V2,...",
+                   help="repeat the run for each value: mtu (ip link) or an ethtool -C parameter such as rx-usecs; "
+                        "HOSTS is local, remote, all (default) or a host label; repeat for combinations")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the sweep's settings on every host, print the plan, change and send nothing")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("host", help="address of the host running 'nicrig udpmon serve' (HOST or HOST:PORT)")
+    _connection(p)
+    p.add_argument("--remote-interface", help="the far host's interface (default: the one its daemon reports)")
+    p.add_argument("--mtu", type=int, default=1500, help="MTU for frame counts per message (default 1500; "
+                                                         "in an mtu sweep, each step's)")
     p.add_argument("--udp-port", type=int, default=0,
                    help="UDP port the far host uses for the test (default: one its kernel picks; set it for firewalls)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nicrig.udpmon.suite import TEST_NAMES
+
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    serve = sub.add_parser("serve", help="run the daemon that answers latency tests and receives streams")
+    serve = sub.add_parser("serve", help="run the daemon the other actions measure against (on each far host)")
     from nicrig.udpmon.daemon import add_serve_arguments
 
     add_serve_arguments(serve)
@@ -89,39 +132,107 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     help="the receiver stops this long after the last packet (default 500)")
     st.add_argument("--hw-timestamps", action="store_true", help="ask for NIC hardware receive timestamps")
     st.add_argument("--bin-us", type=float, default=1.0, help="spacing histogram bin width (default 1 us)")
+    su = sub.add_parser("suite", help="seed 000's ten NIC microbenchmarks, each searched for its highest "
+                                      "loss-free rate, against the theoretical maxima")
+    su.add_argument("--peer", required=True, help="the daemon this host sends to, receives from and connects with "
+                                                  "(HOST or HOST:PORT)")
+    su.add_argument("--third", help="a second daemon: the 3-way tests receive from it while sending to --peer")
+    _connection(su)
+    su.add_argument("--tests", default=",".join(TEST_NAMES),
+                    help=f"tests to run, comma separated (default all: {','.join(TEST_NAMES)})")
+    su.add_argument("--link-mbps", type=float,
+                    help="link rate for the theoretical maxima (default: the interface's speed, 1000 when it "
+                         "states none)")
+    su.add_argument("--mtu", type=int, default=1500, help="MTU the TCP maximum assumes (default 1500; in an mtu "
+                                                          "sweep, each step's)")
+    su.add_argument("--trial-s", type=float, default=1.0, help="seconds per trial (default 1)")
+    su.add_argument("--max-trials", type=int, default=8, help="most trials per rate search (default 8)")
+    su.add_argument("--tolerance", type=float, default=0.02,
+                    help="a search ends when loss-free and lossy rates are this close, relative (default 0.02)")
+    su.add_argument("--connections", default="1,2,4,8",
+                    help="TCP connection counts the send and receive tests try (default 1,2,4,8)")
+    su.add_argument("--connection-rate-start", type=float, default=2000,
+                    help="connections/s the connection tests start their search at (default 2000)")
+    ag = sub.add_parser("aggregate", help="flows between this host and several daemons at once: N-to-1 "
+                                          "(--direction in) or 1-to-N (out), per-flow and aggregate results")
+    ag.add_argument("hosts", nargs="+", help="the daemons (HOST or HOST:PORT), labelled r1, r2, ... in the results")
+    _connection(ag)
+    ag.add_argument("--direction", choices=("in", "out"), default="in",
+                    help="in: every daemon sends to this host (default); out: this host sends to every daemon")
+    ag.add_argument("--protocol", choices=("udp", "tcp"), default="udp", help="UDP streams or bulk TCP (default udp)")
+    ag.add_argument("--size", type=int, default=1472, help="UDP payload bytes (default 1472)")
+    ag.add_argument("--spacing-us", type=float, default=20, help="UDP transmit spacing per flow (default 20)")
+    ag.add_argument("--count", type=int, default=10000, help="UDP datagrams per flow (default 10000)")
+    ag.add_argument("--connections", type=int, default=1, help="TCP connections per daemon (default 1)")
+    ag.add_argument("--duration-s", type=float, default=2.0, help="TCP transfer time (default 2)")
 
 
 # -- shared run machinery ---------------------------------------------------------------------------
 
 class Run:
-    """One measurement run: the controller session, counters of both ends, and the results file."""
+    """One measurement run: a session with each daemon, counters of every end, and the results file.
 
-    def __init__(self, args: argparse.Namespace, kind: str):
+    ``hosts`` are (label, host, port): ``remote`` for latency and stream,
+    ``peer``/``third`` for the suite, ``r1``... for aggregates. The first is
+    the one latency and stream talk to, and the one this host's interface is
+    found toward.
+    """
+
+    def __init__(self, args: argparse.Namespace, kind: str, hosts: list[tuple[str, str, int]], *,
+                 write: bool = True):
         from nicrig.udpmon.client import Controller
         from nicrig.udpmon.counters import egress_interface
+        from nicrig.udpmon.flows import Remote
         from nicrig.udpmon.protocol import load_secret
 
         self.args, self.kind = args, kind
         self.stack = ExitStack()
+        self.prefix = ""  # where this step's tables go: "" or "sweep/step<k>/"
         self.counter_rows: list[tuple[int, str, str, dict[str, Any]]] = []
+        self.load_rows: list[tuple[int, str, float, dict[str, Any]]] = []
+        self.points = 0
         # stream: raw rows of every point, written as whole tables at the end
         self.pending: dict[str, list[Any]] = {"sent": [], "received": [], "lost_runs": [], "spacing": []}
         self.results = None
+        self.remotes: list[Remote] = []
         try:
-            if args.output:  # first: an unwritable output fails before any traffic
+            if args.output and write:  # first: an unwritable output fails before any traffic
                 from nicrig.udpmon.results import ResultsFile
 
                 self.results = self.stack.enter_context(ResultsFile.create(args.output))
             secret = load_secret(args.secret_file) if args.secret_file else None
-            self.ctl = self.stack.enter_context(Controller(args.host, args.port, secret))
-            # the daemon's responder and receiver listen on the address this connection reached
-            self.family, self.address = self.ctl.peer
-            self.local_if = args.interface or egress_interface(self.address)
-            self.remote_if = args.remote_interface or self._remote_interface()
-            self.limits = self.ctl.limits()
+            for label, host, port in hosts:
+                ctl = self.stack.enter_context(Controller(host, port, secret))
+                # the daemon's tests use the address this connection reached
+                family, address = ctl.peer
+                given = getattr(args, "remote_interface", None) if not self.remotes else None
+                self.remotes.append(Remote(label=label, host=host, port=port, ctl=ctl, family=family,
+                                           address=address, local_ip=ctl.local_address,
+                                           interface=given or ctl.status().get("interface"), limits=ctl.limits()))
+            self.local_if = args.interface or egress_interface(self.remotes[0].address)
         except BaseException:
             self.close(failed=True)
             raise
+
+    # the first daemon: the one latency and stream measure against
+    @property
+    def ctl(self) -> Any:
+        return self.remotes[0].ctl
+
+    @property
+    def family(self) -> int:
+        return self.remotes[0].family
+
+    @property
+    def address(self) -> str:
+        return self.remotes[0].address
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        return self.remotes[0].limits
+
+    def remote(self, label: str) -> Any:
+        return next((r for r in self.remotes if r.label == label), None)
 
     def udp_socket(self) -> Any:
         """Our UDP socket for a test, bound first so the far end can accept this source port only."""
@@ -129,47 +240,61 @@ class Run:
 
         return engine.open_udp(bind=("::" if self.family == socket.AF_INET6 else "0.0.0.0", 0), family=self.family)
 
-    def duration_s(self, wanted_s: float) -> float:
-        """A test's duration: what it needs, within the daemon's cap."""
-        return min(float(self.limits.get("max_duration_s", wanted_s)), max(10.0, wanted_s))
+    def next_point(self) -> int:
+        self.points += 1
+        return self.points - 1
 
-    def wait_finished(self, timeout_s: float) -> None:
-        """Let the far receiver drain: it ends by itself when all packets came or after its idle timeout."""
-        import time
-
-        deadline = time.monotonic() + timeout_s
-        while self.ctl.status().get("state") == "running" and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-    def _remote_interface(self) -> str | None:
-        """The far end's interface toward us, as its route back to our address says."""
-        return self.ctl.status().get("interface")
-
-    def snapshot(self) -> tuple[dict[str, Any], dict[str, Any]]:
+    def snapshot(self, labels: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Counters of this host (``local``) and of the daemons named (default: all)."""
         from nicrig.udpmon import counters
 
-        remote = (self.ctl.counters(self.remote_if) if self.remote_if else
-                  {"unavailable": "the far host named no interface toward us (no 'ip' command there?); "
-                                  "give --remote-interface"})
-        return counters.snapshot(self.local_if), remote
+        out = {"local": counters.snapshot(self.local_if)}
+        for r in self.remotes:
+            if labels is None or r.label in labels:
+                out[r.label] = (r.ctl.counters(r.interface) if r.interface else
+                                {"unavailable": "the far host named no interface toward us (no 'ip' command "
+                                                "there?); give --remote-interface"})
+        return out
 
-    def record_counters(self, point: int, before: tuple[dict, dict], after: tuple[dict, dict]) -> dict[str, Any]:
-        """Keep raw before/after snapshots of both ends and return their deltas."""
+    def record_counters(self, point: int, before: dict[str, dict], after: dict[str, dict],
+                        throughput_mbps: float = math.nan) -> dict[str, Any]:
+        """Keep raw before/after snapshots of every host and return their deltas (and their CPU-model inputs)."""
         from nicrig.udpmon import counters
 
         out = {}
-        for host, b, a in (("local", before[0], after[0]), ("remote", before[1], after[1])):
+        for host, b in before.items():
+            a = after[host]
             d = counters.delta(b, a) if "unavailable" not in b and "unavailable" not in a else \
                 {"unavailable": b.get("unavailable") or a.get("unavailable")}
             self.counter_rows += [(point, host, "before", b), (point, host, "after", a), (point, host, "delta", d)]
+            self.load_rows.append((point, host, throughput_mbps, counters.load_figures(d)))
             out[host] = d
         return out
 
+    def set_throughput(self, point: int, mbps: float) -> None:
+        """The throughput of ``point``, kept beside its CPU-model inputs (known only after the counters)."""
+        self.load_rows = [(p, h, mbps if p == point else t, f) for p, h, t, f in self.load_rows]
+
+    def write_step(self) -> None:
+        """This step's counters and CPU-model inputs, under :attr:`prefix`; the next step counts points from 0."""
+        if self.results is not None:
+            from nicrig.udpmon.results import load_table
+
+            self.results.write_counters(self.counter_rows, prefix=self.prefix)
+            self.results.write_table(f"{self.prefix}load", load_table(self.load_rows),
+                                     description="per point and host: CPU time, interface megabytes, kilo-packets "
+                                                 "and kilo-interrupts (seed 004's CPU model), and the throughput")
+        self.counter_rows, self.load_rows, self.points = [], [], 0
+
     def finish(self, settings: dict[str, Any]) -> None:
         if self.results is not None:
-            self.results.set_run(self.kind, peer=f"{self.args.host}:{self.args.port}", argv=sys.argv,
-                                 settings=settings, remote={"interface": self.remote_if, **self.ctl.limits()})
-            self.results.write_counters(self.counter_rows)
+            from nicrig.udpmon.results import hosts_table
+
+            first = self.remotes[0]
+            self.results.set_run(self.kind, peer=f"{first.host}:{first.port}", argv=sys.argv, settings=settings,
+                                 remote={"interface": first.interface, **first.limits})
+            self.results.write_table("hosts", hosts_table(self.local_if, self.remotes),
+                                     description="every host of the run: this one (local) and each daemon")
 
     def close(self, failed: bool) -> None:
         if failed and self.results is not None:
@@ -212,14 +337,139 @@ def _interrupts(delta: dict[str, Any]) -> int:
         return -1
 
 
+def _settings(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """The run's options for the results file (never the secret file's path nor the output)."""
+    out = {k: v for k, v in vars(args).items() if k not in ("_module", "secret_file", "output")}
+    out.update(extra)
+    return out
+
+
+# -- the sweep driver ------------------------------------------------------------------------------
+
+@dataclass
+class Kind:
+    """What one command does inside :func:`_execute`.
+
+    ``body(run, step)`` measures once (writing its tables under
+    ``run.prefix``) and returns its result; ``table(result)`` is its summary
+    table (stacked into ``sweep/<kind>`` across steps); ``show(result)`` its
+    human lines; ``to_json(result)`` its JSON; ``failed(result)`` whether it
+    got nothing at all (exit code 1); ``describe()`` what one run does, for
+    ``--dry-run``.
+    """
+
+    name: str
+    hosts: list[tuple[str, str, int]]
+    body: Callable[[Run, dict[str, Any] | None], Any]
+    table: Callable[[Any], Any]
+    show: Callable[[Any], list[str]]
+    to_json: Callable[[Any], Any]
+    failed: Callable[[Any], bool]
+    describe: Callable[[], list[str]]
+    settings: Callable[[], dict[str, Any]]
+
+
+def _execute(args: argparse.Namespace, kind: Kind) -> int:
+    """Run ``kind`` once, or once per sweep step with the settings put back afterwards; print; exit code."""
+    from nicrig.udpmon import sweep as W
+
+    plan = W.Plan(tuple(W.parse_spec(t) for t in args.sweep)) if args.sweep else None
+    run = Run(args, kind.name, kind.hosts, write=not args.dry_run)
+    failed = True
+    results: list[tuple[dict[str, Any] | None, Any]] = []
+    try:
+        sweeper = W.Sweeper(plan, run.local_if, run.remotes) if plan else None
+        if args.dry_run:
+            if sweeper is not None:
+                current = sweeper.check()
+                print("\n".join(sweeper.describe(current)))
+            print("\n".join(f"{'each step' if plan else 'the run'}: {line}" for line in kind.describe()))
+            failed = False
+            return 0
+        if sweeper is None:
+            results.append((None, kind.body(run, None)))
+            run.write_step()
+        else:
+            current = sweeper.check()
+            for line in sweeper.restore_commands(current):
+                W.note(f"if this run dies without restoring them, put this host's settings back with: {line}")
+            _sweep(run, kind, plan, sweeper, results)
+        run.finish(kind.settings())
+        failed = False
+    finally:
+        run.close(failed)
+    _print(args, kind, results)
+    return 1 if any(kind.failed(r) for _, r in results) else 0
+
+
+def _sweep(run: Run, kind: Kind, plan: Any, sweeper: Any, results: list[tuple[dict[str, Any] | None, Any]]) -> None:
+    """Every step of ``plan``: apply, measure under ``sweep/step<k>/``, and put every setting back at the end."""
+    import numpy as np
+    from nicrig.udpmon import sweep as W
+
+    progress = _progress(len(plan.steps), "sweep")
+    with W.signals_interrupt():
+        try:
+            for i, step in enumerate(plan.steps):
+                W.note(f"sweep step {i}: {W.step_label(step)}")
+                sweeper.apply(i, step)
+                run.prefix = f"sweep/step{i}/"
+                results.append((step, kind.body(run, step)))
+                run.write_step()
+                progress(i + 1)
+        except BaseException:
+            _restore(sweeper, failing=True)
+            raise
+        _restore(sweeper, failing=False)
+    run.prefix = ""
+    if run.results is not None:
+        run.results.write_table("sweep/steps", W.steps_table(plan),
+                                description="one row per step: the value of each swept setting")
+        run.results.write_table("sweep/applied", W.applied_table(sweeper.applied),
+                                description="per step and host: each setting before the step and as read back after")
+        parts = [W.with_step(i, kind.table(r)) for i, (_, r) in enumerate(results)]
+        run.results.write_table(f"sweep/{kind.name}", np.concatenate(parts),
+                                description=f"the {kind.name} summary of every step, with its step number")
+
+
+def _restore(sweeper: Any, *, failing: bool) -> None:
+    """Put every host back. When the run is failing anyway, a host that will not go back is reported, not raised."""
+    from nicrig.udpmon import sweep as W
+    from nicrig.udpmon.ifsettings import SettingRefused
+
+    try:
+        for line in sweeper.restore():
+            W.note(f"restored {line}")
+    except SettingRefused as exc:
+        if not failing:
+            raise
+        W.note(f"error: {exc}")
+
+
+def _print(args: argparse.Namespace, kind: Kind, results: list[tuple[dict[str, Any] | None, Any]]) -> None:
+    from nicrig.udpmon import sweep as W
+
+    out = str(args.output) if args.output else None
+    if args.json:
+        if len(results) == 1 and results[0][0] is None:
+            doc = {**kind.to_json(results[0][1]), "output": out}
+        else:
+            doc = {"steps": [{"step": i, "settings": step, "result": kind.to_json(r)}
+                             for i, (step, r) in enumerate(results)], "output": out}
+        print(json.dumps(_finite(doc), indent=2))
+        return
+    for i, (step, r) in enumerate(results):
+        if step is not None:
+            print(f"== sweep step {i}: {W.step_label(step)}")
+        print("\n".join(kind.show(r)))
+    if out:
+        print(f"wrote {out}")
+
+
 # -- latency -------------------------------------------------------------------------------------
 
-def _latency(args: argparse.Namespace) -> int:
-    import numpy as np
-    from nicrig.analysis.latency import fit_latency, frames_per_message, rtt_stats
-    from nicrig.udpmon import engine
+def _latency_kind(args: argparse.Namespace) -> Kind:
     from nicrig.udpmon.payload import REQUEST_MIN_BYTES
-    from nicrig.udpmon.results import ENGINE_COUNTS_DTYPE, write_latency
 
     from nicrig.errors import UsageError
 
@@ -229,75 +479,87 @@ def _latency(args: argparse.Namespace) -> int:
     if args.count < 1 or not REQUEST_MIN_BYTES <= args.request_size <= 65507:
         raise UsageError(f"--count must be positive and --request-size {REQUEST_MIN_BYTES} to 65507 bytes "
                          "(the header and the requested response size must fit)")
-    run = Run(args, "latency")
-    failed = True
-    try:
-        rtt: dict[int, Any] = {}
-        stats: dict[int, Any] = {}
-        engine_rows: list[tuple[int, ...]] = []
-        before = run.snapshot()
-        progress = _progress(len(sizes), "latency")
-        rate_cap = int(run.limits.get("max_rate_pps", 200_000))
-        for i, size in enumerate(sizes):
-            test_id = secrets.randbits(32)
-            with run.udp_socket() as sock:
-                udp_port = run.ctl.start_responder(
-                    test_id=test_id, max_response_bytes=size, max_rate_pps=rate_cap, udp_port=args.udp_port,
-                    peer_udp_port=sock.getsockname()[1],
-                    duration_s=run.duration_s(args.count * (args.timeout_ms + args.gap_us / 1000) / 1000))
-                sock.connect((run.address, udp_port))
-                lat = engine.request_response(sock, count=args.count, request_bytes=args.request_size,
-                                              response_bytes=size, test_id=test_id,
-                                              timeout_ns=int(args.timeout_ms * 1e6), busy_poll=args.busy_poll,
-                                              gap_ns=int(args.gap_us * 1000), seed=args.seed + i)
-            remote, _ = run.ctl.stop()
-            far = remote.get("engine", {})
-            engine_rows.append((size, lat.timeouts, lat.stale, lat.foreign, lat.errors, far.get("answered", -1),
-                                far.get("refused_peer", -1), far.get("refused_invalid", -1),
-                                far.get("refused_rate", -1)))
-            rtt[size] = lat.rtt_ns
-            stats[size] = rtt_stats(lat.rtt_ns, args.bin_us)
-            progress(i + 1)
-        deltas = run.record_counters(0, before, run.snapshot())
-        sizes_arr = np.array(sizes)
-        fits = (fit_latency(sizes_arr, np.array([stats[s].min_us for s in sizes]), args.mtu),
-                fit_latency(sizes_arr, np.array([stats[s].mean_us for s in sizes]), args.mtu))
-        settings = {k: v for k, v in vars(args).items() if k not in ("_module", "secret_file", "output")}
-        settings["sizes"] = sizes
-        if run.results is not None:
-            write_latency(run.results, rtt, stats, fits, mtu=args.mtu, bin_us=args.bin_us)
-            run.results.write_table("latency/engine", np.array(engine_rows, dtype=ENGINE_COUNTS_DTYPE),
-                                    description="per size: what the near end skipped and the far end refused")
-        run.finish(settings)
-        failed = False
-    finally:
-        run.close(failed)
-    summary = {
-        "sizes": [{"size_bytes": s, "frames": frames_per_message(s, args.mtu), "count": stats[s].count,
+    return Kind(
+        name="latency", hosts=[("remote", *parse_host(args.host, args.port))],
+        body=lambda run, step: _latency_body(run, args, sizes, int((step or {}).get("mtu", args.mtu))),
+        table=lambda r: r["table"], show=_latency_lines, to_json=lambda r: {k: v for k, v in r.items() if k != "table"},
+        failed=lambda r: any(s["count"] == 0 for s in r["sizes"]),
+        describe=lambda: [(f"latency: {len(sizes)} response size(s) from {sizes[0]} to {sizes[-1]} bytes, "
+                          f"{args.count} round trips each")],
+        settings=lambda: _settings(args, sizes=sizes))
+
+
+def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int) -> dict[str, Any]:
+    """Every size's round trips against the first daemon; the tables under ``run.prefix``; the summary."""
+    import numpy as np
+    from nicrig.analysis.latency import fit_latency, frames_per_message, rtt_stats
+    from nicrig.udpmon import engine
+    from nicrig.udpmon.results import (
+        ENGINE_COUNTS_DTYPE,
+        LATENCY_SIZES_DTYPE,
+        stats_row,
+        write_latency,
+    )
+
+    rtt: dict[int, Any] = {}
+    stats: dict[int, Any] = {}
+    engine_rows: list[tuple[int, ...]] = []
+    before = run.snapshot()
+    progress = _progress(len(sizes), "latency")
+    rate_cap = int(run.limits.get("max_rate_pps", 200_000))
+    far_end = run.remotes[0]
+    for i, size in enumerate(sizes):
+        test_id = secrets.randbits(32)
+        with run.udp_socket() as sock:
+            udp_port = run.ctl.start_responder(
+                test_id=test_id, max_response_bytes=size, max_rate_pps=rate_cap, udp_port=args.udp_port,
+                peer_udp_port=sock.getsockname()[1],
+                duration_s=far_end.duration_s(args.count * (args.timeout_ms + args.gap_us / 1000) / 1000))
+            sock.connect((run.address, udp_port))
+            lat = engine.request_response(sock, count=args.count, request_bytes=args.request_size,
+                                          response_bytes=size, test_id=test_id,
+                                          timeout_ns=int(args.timeout_ms * 1e6), busy_poll=args.busy_poll,
+                                          gap_ns=int(args.gap_us * 1000), seed=args.seed + i)
+        remote, _ = run.ctl.stop()
+        far = remote.get("engine", {})
+        engine_rows.append((size, lat.timeouts, lat.stale, lat.foreign, lat.errors, far.get("answered", -1),
+                            far.get("refused_peer", -1), far.get("refused_invalid", -1),
+                            far.get("refused_rate", -1)))
+        rtt[size] = lat.rtt_ns
+        stats[size] = rtt_stats(lat.rtt_ns, args.bin_us)
+        progress(i + 1)
+    deltas = run.record_counters(run.next_point(), before, run.snapshot())
+    sizes_arr = np.array(sizes)
+    fits = (fit_latency(sizes_arr, np.array([stats[s].min_us for s in sizes]), mtu),
+            fit_latency(sizes_arr, np.array([stats[s].mean_us for s in sizes]), mtu))
+    if run.results is not None:
+        write_latency(run.results, rtt, stats, fits, mtu=mtu, bin_us=args.bin_us, prefix=run.prefix)
+        run.results.write_table(f"{run.prefix}latency/engine", np.array(engine_rows, dtype=ENGINE_COUNTS_DTYPE),
+                                description="per size: what the near end skipped and the far end refused")
+    return {
+        "sizes": [{"size_bytes": s, "frames": frames_per_message(s, mtu), "count": stats[s].count,
                    "timeouts": stats[s].timeouts, "min_us": stats[s].min_us, "median_us": stats[s].median_us,
                    "mean_us": stats[s].mean_us, "max_us": stats[s].max_us, "p99_us": stats[s].percentiles_us[99],
                    "fwhm_us": stats[s].fwhm_us} for s in sizes],
         "fit_min": [vars(f) for f in fits[0]], "fit_mean": [vars(f) for f in fits[1]],
         "cpu_busy_percent": {"local": _busy(deltas["local"]), "remote": _busy(deltas["remote"])},
-        "output": str(args.output) if args.output else None,
+        "table": np.array([stats_row(s, mtu, stats[s]) for s in sizes], dtype=LATENCY_SIZES_DTYPE),
     }
-    failed_sizes = any(stats[s].count == 0 for s in sizes)
-    if args.json:
-        print(json.dumps(_finite(summary), indent=2))
-        return 1 if failed_sizes else 0
-    print(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min_us':>9} {'median':>9} {'mean':>9} {'p99':>9} "
-          f"{'max':>9} {'fwhm':>6}")
+
+
+def _latency_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min_us':>9} {'median':>9} {'mean':>9} "
+             f"{'p99':>9} {'max':>9} {'fwhm':>6}")]
     for r in summary["sizes"]:
-        print(f"{r['size_bytes']:>6} {r['frames']:>6} {r['count']:>6} {r['timeouts']:>5} {r['min_us']:>9.2f} "
-              f"{r['median_us']:>9.2f} {r['mean_us']:>9.2f} {r['p99_us']:>9.2f} {r['max_us']:>9.2f} "
-              f"{r['fwhm_us']:>6.1f}")
-    for name, fl in (("minimum", fits[0]), ("mean", fits[1])):
-        for f in fl:
-            print(f"fit on {name}, {f.frames} frame(s), {f.points} sizes: slope {f.slope_us_per_byte:.5f} "
-                  f"± {f.slope_ci95:.5f} us/byte, intercept {f.intercept_us:.2f} ± {f.intercept_ci95:.2f} us")
-    if args.output:
-        print(f"wrote {args.output}")
-    return 1 if failed_sizes else 0
+        lines.append(f"{r['size_bytes']:>6} {r['frames']:>6} {r['count']:>6} {r['timeouts']:>5} {r['min_us']:>9.2f} "
+                     f"{r['median_us']:>9.2f} {r['mean_us']:>9.2f} {r['p99_us']:>9.2f} {r['max_us']:>9.2f} "
+                     f"{r['fwhm_us']:>6.1f}")
+    for name, key in (("minimum", "fit_min"), ("mean", "fit_mean")):
+        for f in summary[key]:
+            lines.append(f"fit on {name}, {f['frames']} frame(s), {f['points']} sizes: slope "
+                         f"{f['slope_us_per_byte']:.5f} ± {f['slope_ci95']:.5f} us/byte, intercept "
+                         f"{f['intercept_us']:.2f} ± {f['intercept_ci95']:.2f} us")
+    return lines
 
 
 # -- stream --------------------------------------------------------------------------------------
@@ -334,12 +596,12 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
         udp_port = run.ctl.start_receiver(test_id=test_id, max_packets=args.count, udp_port=args.udp_port,
                                           idle_timeout_ms=int(args.idle_timeout_ms), hw_timestamps=args.hw_timestamps,
                                           peer_udp_port=sock.getsockname()[1],
-                                          duration_s=run.duration_s(args.count * spacing_us / 1e6 * 2 + 5))
+                                          duration_s=run.remotes[0].duration_s(args.count * spacing_us / 1e6 * 2 + 5))
         sock.connect((run.address, udp_port))
         t0 = engine.monotonic_ns() + 2_000_000  # the schedule: packet i is due at t0 + i * spacing
         sent_ns = engine.send_paced(sock, count=args.count, size_bytes=size, spacing_ns=spacing_ns,
                                     test_id=test_id, seed=args.seed + point, start_ns=t0)
-    run.wait_finished(args.idle_timeout_ms / 1000 + 5)
+    run.remotes[0].wait_finished(args.idle_timeout_ms / 1000 + 5)
     remote, arrays = run.ctl.stop()
     engine_stats = remote.get("engine", {})
     deltas = run.record_counters(point, before, run.snapshot())
@@ -351,7 +613,7 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
     stamped = kernel_ns[kernel_ns > 0]
     recv_ns = float(stamped[-1] - stamped[0]) if len(stamped) > 1 else float("nan")
     row = {
-        "point": point, "size_bytes": size, "spacing_us": spacing_us, "sent": int(len(ok_sent)),
+        "point": point, "size_bytes": size, "spacing_us": spacing_us, "sent": len(ok_sent),
         "received": s.received, "lost": s.lost, "out_of_order": s.out_of_order, "duplicates": s.duplicates,
         "foreign": int(engine_stats.get("foreign", 0)), "kernel_drops": int(engine_stats.get("kernel_drops", -1)),
         "max_lost_run": int(max(s.lost_runs, default=0)),
@@ -363,6 +625,7 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
         "local_cpu_busy_pct": _busy(deltas["local"]), "remote_cpu_busy_pct": _busy(deltas["remote"]),
         "local_interrupts": _interrupts(deltas["local"]), "remote_interrupts": _interrupts(deltas["remote"]),
     }
+    run.set_throughput(point, row["user_rate_mbps"])
     if run.results is not None:
         due_ns = t0 + np.arange(len(sent_ns), dtype=np.int64) * spacing_ns
         _write_stream_point(run, point, sent_ns, due_ns, seq, arrays, s, args)
@@ -396,9 +659,7 @@ def _write_stream_point(run: Run, point: int, sent_ns: Any, due_ns: Any, seq: An
                                                           ("count", "<i8")]))
 
 
-def _stream(args: argparse.Namespace) -> int:
-    import numpy as np
-
+def _stream_kind(args: argparse.Namespace) -> Kind:
     from nicrig.errors import UsageError
 
     sizes = [int(s) for s in parse_range(args.sizes, "--sizes", integer=True)]
@@ -407,46 +668,239 @@ def _stream(args: argparse.Namespace) -> int:
         raise UsageError("--sizes: 16 to 65507 bytes (the 16-byte header must fit)")
     if min(spacings) < 0 or args.count < 2:
         raise UsageError("--spacing-us must not be negative and --count at least 2")
-    run = Run(args, "stream")
-    failed = True
+    points = [(size, sp) for size in sizes for sp in spacings]
+    return Kind(
+        name="stream", hosts=[("remote", *parse_host(args.host, args.port))],
+        body=lambda run, step: _stream_body(run, args, points), table=_points_table, show=_stream_lines,
+        to_json=lambda rows: {"points": rows}, failed=lambda rows: any(r["received"] == 0 for r in rows),
+        describe=lambda: [(f"stream: {len(points)} point(s) ({len(sizes)} size(s) x {len(spacings)} spacing(s)), "
+                          f"{args.count} datagrams each")],
+        settings=lambda: _settings(args, sizes=sizes, spacings_us=spacings))
+
+
+def _points_table(rows: list[dict[str, Any]]) -> Any:
+    import numpy as np
+
+    return np.array([tuple(r[name] for name, _ in POINT_DTYPE) for r in rows], dtype=POINT_DTYPE)
+
+
+def _stream_body(run: Run, args: argparse.Namespace, points: list[tuple[int, float]]) -> list[dict[str, Any]]:
+    """Every (size, spacing) point against the first daemon; the tables under ``run.prefix``; the rows."""
+    import numpy as np
+
+    run.pending = {name: [] for name in run.pending}
     rows: list[dict[str, Any]] = []
-    try:
-        points = [(size, sp) for size in sizes for sp in spacings]
-        progress = _progress(len(points), "stream")
-        for point, (size, spacing) in enumerate(points):
-            rows.append(_stream_point(run, point, size, spacing, args))
-            progress(point + 1)
-        if run.results is not None:
-            table = np.array([tuple(r[name] for name, _ in POINT_DTYPE) for r in rows], dtype=POINT_DTYPE)
-            units = {n: u for n, u in (("spacing_us", "us"), ("send_time_us", "us"), ("recv_time_us", "us"),
-                                       ("size_bytes", "byte"), ("send_rate_mbps", "Mbit/s"),
-                                       ("user_rate_mbps", "Mbit/s"), ("wire_rate_mbps", "Mbit/s"))}
-            run.results.write_table("stream/points", table, units=units,
-                                    attrs={"wire_overhead_bytes": args.wire_overhead},
-                                    description="one row per (size, spacing) point, from stream/sent and received")
-            for name, parts in run.pending.items():
-                units, about = STREAM_TABLES[name]
-                run.results.write_table(f"stream/{name}", np.concatenate(parts), units=units, description=about,
-                                        attrs={"bin_width_us": args.bin_us} if name == "spacing" else None)
-        settings = {k: v for k, v in vars(args).items() if k not in ("_module", "secret_file", "output")}
-        settings.update(sizes=sizes, spacings_us=spacings)
-        run.finish(settings)
-        failed = False
-    finally:
-        run.close(failed)
-    nothing = any(r["received"] == 0 for r in rows)
-    if args.json:
-        print(json.dumps(_finite({"points": rows, "output": str(args.output) if args.output else None}), indent=2))
-        return 1 if nothing else 0
-    print(f"{'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} {'user_Mb/s':>9} "
-          f"{'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")
+    progress = _progress(len(points), "stream")
+    for point, (size, spacing) in enumerate(points):
+        rows.append(_stream_point(run, point, size, spacing, args))
+        progress(point + 1)
+    if run.results is not None:
+        units = {n: u for n, u in (("spacing_us", "us"), ("send_time_us", "us"), ("recv_time_us", "us"),
+                                   ("size_bytes", "byte"), ("send_rate_mbps", "Mbit/s"),
+                                   ("user_rate_mbps", "Mbit/s"), ("wire_rate_mbps", "Mbit/s"))}
+        run.results.write_table(f"{run.prefix}stream/points", _points_table(rows), units=units,
+                                attrs={"wire_overhead_bytes": args.wire_overhead},
+                                description="one row per (size, spacing) point, from stream/sent and received")
+        for name, parts in run.pending.items():
+            units, about = STREAM_TABLES[name]
+            run.results.write_table(f"{run.prefix}stream/{name}", np.concatenate(parts), units=units,
+                                    description=about,
+                                    attrs={"bin_width_us": args.bin_us} if name == "spacing" else None)
+    return rows
+
+
+def _stream_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [(f"{'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} "
+             f"{'user_Mb/s':>9} {'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")]
     for r in rows:
-        print(f"{r['size_bytes']:>6} {r['spacing_us']:>8.1f} {r['sent']:>7} {r['received']:>7} {r['lost']:>6} "
-              f"{r['out_of_order']:>4} {r['duplicates']:>4} {r['user_rate_mbps']:>9.1f} {r['wire_rate_mbps']:>9.1f} "
-              f"{r['local_cpu_busy_pct']:>6.1f} {r['remote_cpu_busy_pct']:>6.1f} {r['remote_interrupts']:>6}")
-    if args.output:
-        print(f"wrote {args.output}")
-    return 1 if nothing else 0
+        lines.append(f"{r['size_bytes']:>6} {r['spacing_us']:>8.1f} {r['sent']:>7} {r['received']:>7} "
+                     f"{r['lost']:>6} {r['out_of_order']:>4} {r['duplicates']:>4} {r['user_rate_mbps']:>9.1f} "
+                     f"{r['wire_rate_mbps']:>9.1f} {r['local_cpu_busy_pct']:>6.1f} {r['remote_cpu_busy_pct']:>6.1f} "
+                     f"{r['remote_interrupts']:>6}")
+    return lines
+
+
+# -- suite ---------------------------------------------------------------------------------------
+
+def _suite_kind(args: argparse.Namespace) -> Kind:
+    from nicrig.udpmon import suite as S
+
+    from nicrig.errors import UsageError
+
+    names = [t.strip() for t in args.tests.split(",") if t.strip()]
+    unknown = [n for n in names if n not in S.TEST_NAMES]
+    if unknown or not names:
+        raise UsageError(f"--tests: unknown test(s) {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(S.TEST_NAMES)}")
+    tests = [t for t in S.TESTS if t.name in names]
+    connections = tuple(int(n) for n in parse_range(args.connections, "--connections", integer=True))
+    if min(connections) < 1:
+        raise UsageError("--connections: counts of TCP connections are at least 1")
+    for name, value, lo, hi in (("--trial-s", args.trial_s, 0.01, 600), ("--max-trials", args.max_trials, 1, 100),
+                                ("--tolerance", args.tolerance, 1e-4, 0.5), ("--mtu", args.mtu, 68, 65536),
+                                ("--connection-rate-start", args.connection_rate_start, 1, 1e7),
+                                ("--link-mbps", args.link_mbps if args.link_mbps is not None else 1.0, 1e-3, 1e7)):
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise UsageError(f"{name} {value:g} must be between {lo:g} and {hi:g}")
+    opts = S.Options(trial_s=args.trial_s, max_trials=args.max_trials, tolerance=args.tolerance,
+                     connections=connections, connection_rate_start=args.connection_rate_start, seed=args.seed)
+    hosts = [("peer", *parse_host(args.peer, args.port))]
+    if args.third:
+        hosts.append(("third", *parse_host(args.third, args.port)))
+    return Kind(
+        name="suite", hosts=hosts,
+        body=lambda run, step: _suite_body(run, args, tests, opts, int((step or {}).get("mtu", args.mtu))),
+        table=lambda r: S.tables(r["outcomes"])["suite/tests"], show=_suite_lines,
+        to_json=lambda r: {k: v for k, v in r.items() if k != "outcomes"} | {"tests": S.summary(r["outcomes"])},
+        failed=lambda r: any(o.trials and not o.throughput > 0 for o in r["outcomes"]),
+        describe=lambda: [(f"suite: {', '.join(t.name for t in tests)}; up to {opts.max_trials} trials of "
+                          f"{opts.trial_s:g} s per rate search, TCP with {', '.join(map(str, connections))} "
+                          f"connection(s)")],
+        settings=lambda: _settings(args, tests=[t.name for t in tests], connections=list(connections)))
+
+
+def _link_rate(run: Run, args: argparse.Namespace) -> tuple[float, str]:
+    """(Mbit/s, where it came from) for the theoretical maxima."""
+    from nicrig.udpmon.counters import link_speed_mbps
+
+    if args.link_mbps is not None:
+        return float(args.link_mbps), "--link-mbps"
+    speed = link_speed_mbps(run.local_if) if run.local_if else None
+    if speed is not None:
+        return float(speed), f"{run.local_if} link speed"
+    return 1000.0, f"assumed: {run.local_if or 'the interface'} states no link speed (as veth and loopback)"
+
+
+def _measure(run: Run) -> Any:
+    """The suite's ``measure``: run the work between counter snapshots of this host and the daemons it uses."""
+    def measure(test: Any, remotes: list[Any], work: Callable[[], list[Any]]) -> tuple[int, list[Any]]:
+        labels = [r.label for r in remotes]
+        before = run.snapshot(labels)
+        flows = work()
+        after = run.snapshot(labels)
+        point = run.next_point()
+        run.record_counters(point, before, after)
+        run.set_throughput(point, sum(f.rate_mbps for f in flows) if test.unit == "Mbit/s" else math.nan)
+        return point, flows
+    return measure
+
+
+def _suite_body(run: Run, args: argparse.Namespace, tests: list[Any], opts: Any, mtu: int) -> dict[str, Any]:
+    from nicrig.udpmon import suite as S
+
+    link, source = _link_rate(run, args)
+    progress = _progress(len(tests), "suite")
+    outcomes = []
+    for i, test in enumerate(tests):
+        outcomes.append(S.run_test(test, run.remote("peer"), run.remote("third"), link_mbps=link, mtu=mtu,
+                                   opts=opts, measure=_measure(run)))
+        progress(i + 1)
+    if run.results is not None:
+        about = {"suite/tests": "one row per test: the best trial's throughput against the theoretical maximum",
+                 "suite/trials": "every trial of every rate or connection search",
+                 "suite/flows": "every flow of every trial, with the counts and times its rate comes from"}
+        for name, table in S.tables(outcomes).items():
+            run.results.write_table(f"{run.prefix}{name}", table, description=about[name],
+                                    attrs={"link_mbps": link, "link_source": source, "mtu": mtu})
+    peer, third = run.remote("peer"), run.remote("third")
+    return {"outcomes": outcomes, "link_mbps": link, "link_source": source, "mtu": mtu,
+            "local": {"address": peer.local_ip, "interface": run.local_if},
+            "peer": {"address": peer.address, "interface": peer.interface},
+            "third": {"address": third.address, "interface": third.interface} if third else None}
+
+
+def _suite_lines(r: dict[str, Any]) -> list[str]:
+    from nicrig.udpmon import suite as S
+
+    third = f", third {r['third']['address']}" if r["third"] else ""
+    head = (f"seed 000 microbenchmarks on {r['local']['address']} ({r['local']['interface']}): peer "
+            f"{r['peer']['address']}{third}; link {r['link_mbps']:g} Mbit/s ({r['link_source']}), MTU {r['mtu']}")
+    return [head, *S.format_table(r["outcomes"])]
+
+
+# -- aggregate -----------------------------------------------------------------------------------
+
+AGGREGATE_DTYPE = [("flows", "<i4"), ("direction", "S3"), ("protocol", "S4"), ("sent", "<i8"), ("received", "<i8"),
+                   ("lost", "<i8"), ("bytes", "<i8"), ("sum_rate_mbps", "<f8"), ("span_rate_mbps", "<f8")]
+
+
+def _aggregate_kind(args: argparse.Namespace) -> Kind:
+    from nicrig.errors import UsageError
+
+    if args.protocol == "udp":
+        if not 16 <= args.size <= 65507 or args.count < 2 or not args.spacing_us > 0:
+            raise UsageError("--size must be 16 to 65507 bytes, --count at least 2 and --spacing-us above 0")
+    elif args.connections < 1 or not 0 < args.duration_s <= 3600:
+        raise UsageError("--connections must be at least 1 and --duration-s between 0 and 3600")
+    hosts = [(f"r{i + 1}", *parse_host(h, args.port)) for i, h in enumerate(args.hosts)]
+    what = (f"UDP, {args.count} datagrams of {args.size} bytes every {args.spacing_us:g} us per flow"
+            if args.protocol == "udp" else f"TCP, {args.connections} connection(s) per daemon for {args.duration_s:g} s")
+    return Kind(
+        name="aggregate", hosts=hosts, body=lambda run, step: _aggregate_body(run, args),
+        table=lambda r: r["table"], show=_aggregate_lines,
+        to_json=lambda r: {"flows": r["flows"], "total": r["total"]},
+        failed=lambda r: any(f["received"] == 0 for f in r["flows"]),
+        describe=lambda: [(f"aggregate: {len(hosts)} flow(s) {'into' if args.direction == 'in' else 'out of'} "
+                          f"this host, {what}")],
+        settings=lambda: _settings(args))
+
+
+def aggregate_total(flows: list[Any]) -> dict[str, Any]:
+    """Sum of the flows' rates, and the rate over their common span when all flows share one receiver's clock."""
+    clocks = {f.clock for f in flows}
+    firsts = [f.first_ns for f in flows if f.first_ns >= 0]
+    span_ns = max(f.last_ns for f in flows) - min(firsts) if firsts else 0
+    total_bytes = sum(f.bytes for f in flows)
+    return {"flows": len(flows), "direction": flows[0].direction, "protocol": flows[0].protocol,
+            "sent": sum(f.sent for f in flows), "received": sum(f.received for f in flows),
+            "lost": sum(f.lost for f in flows), "bytes": total_bytes,
+            "sum_rate_mbps": sum(f.rate_mbps for f in flows),
+            "span_rate_mbps": 8.0 * total_bytes / span_ns * 1e3 if len(clocks) == 1 and span_ns > 0 else math.nan}
+
+
+def _aggregate_body(run: Run, args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+    from nicrig.udpmon import flows as F
+    from nicrig.udpmon import suite as S
+
+    before = run.snapshot()
+    if args.protocol == "udp":
+        flows = F.udp_trial(run.remotes if args.direction == "out" else [],
+                            run.remotes if args.direction == "in" else [], size_bytes=args.size,
+                            spacing_ns=max(1, round(args.spacing_us * 1000)), count=args.count, seed=args.seed)
+    else:
+        flows = F.tcp_bulk_trial(run.remotes, args.direction, connections=args.connections,
+                                 duration_ns=int(args.duration_s * 1e9), seed=args.seed)
+    point = run.next_point()
+    run.record_counters(point, before, run.snapshot())
+    total = aggregate_total(flows)
+    run.set_throughput(point, total["sum_rate_mbps"])
+    table = np.array([(total["flows"], total["direction"].encode(), total["protocol"].encode(), total["sent"],
+                       total["received"], total["lost"], total["bytes"], total["sum_rate_mbps"],
+                       total["span_rate_mbps"])], dtype=AGGREGATE_DTYPE)
+    if run.results is not None:
+        run.results.write_table(f"{run.prefix}aggregate/flows", np.array(S.flow_rows("aggregate", point, flows),
+                                                                          dtype=S.FLOWS_DTYPE),
+                                description="every flow, with the counts and times its rate comes from")
+        run.results.write_table(f"{run.prefix}aggregate/total", table,
+                                description="all flows together: sums, and the rate over their common span")
+    rows = [{"host": f.label, "address": run.remote(f.label).address, "direction": f.direction,
+             "protocol": f.protocol, "sent": f.sent, "received": f.received, "lost": f.lost, "bytes": f.bytes,
+             "rate_mbps": f.rate_mbps, "first_ns": f.first_ns, "last_ns": f.last_ns, "clock": f.clock} for f in flows]
+    return {"flows": rows, "total": total, "table": table}
+
+
+def _aggregate_lines(r: dict[str, Any]) -> list[str]:
+    lines = [(f"{'host':<5} {'address':<16} {'dir':<3} {'proto':<5} {'sent':>12} {'received':>12} {'lost':>8} "
+             f"{'Mbit/s':>9}")]
+    for f in r["flows"]:
+        lines.append(f"{f['host']:<5} {f['address']:<16} {f['direction']:<3} {f['protocol']:<5} {f['sent']:>12} "
+                     f"{f['received']:>12} {f['lost']:>8} {f['rate_mbps']:>9.1f}")
+    t = r["total"]
+    span = f", {t['span_rate_mbps']:.1f} Mbit/s over their common span" if math.isfinite(t["span_rate_mbps"]) else ""
+    lines.append(f"total: {t['flows']} flows, {t['received']} received, {t['lost']} lost, "
+                 f"{t['sum_rate_mbps']:.1f} Mbit/s summed{span}")
+    return lines
 
 
 def _finite(value: Any) -> Any:
@@ -460,9 +914,12 @@ def _finite(value: Any) -> Any:
     return value
 
 
+KINDS = {"latency": _latency_kind, "stream": _stream_kind, "suite": _suite_kind, "aggregate": _aggregate_kind}
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "serve":
         from nicrig.udpmon.daemon import serve
 
         return serve(args)
-    return _latency(args) if args.action == "latency" else _stream(args)
+    return _execute(args, KINDS[args.action](args))

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import socket
@@ -661,6 +662,63 @@ def _settings(snap: Json) -> Json:
             "driver": _ethtool_part(snap, "driver"), "device": snap.get("device")}
 
 
+def _number_or(value: Any, default: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def load_figures(delta: Json) -> Json:
+    """The inputs of seed 004's CPU model ``T = alpha*N_MB + beta*N_KP + gamma*N_KI`` from one :func:`delta`.
+
+    ``*_jiffies``: CPU time of all CPUs by kind (USER_HZ units, ``clk_tck`` per
+    second); ``kernel_jiffies`` = system + irq + softirq (seed 004's "system
+    mode CPU time"), ``busy_jiffies`` = everything but idle and iowait.
+    ``megabytes`` (10^6 bytes) and ``kilo_packets`` are the interface's
+    received plus transmitted bytes and packets (``/proc/net/dev``: frames
+    as the interface counts them, Ethernet headers included);
+    ``kilo_interrupts`` the interface's own interrupt lines or, when it has
+    none (veth, loopback), every interrupt of the host, as
+    ``interrupt_source`` says (``"interface"`` or ``"host"``). Unavailable
+    figures are NaN (``interrupt_source`` ``"none"``).
+    """
+    out: Json = {"interval_s": _number_or(delta.get("interval_ns"), math.nan) / 1e9,
+                 "clk_tck": int(_number_or(delta.get("clk_tck"), -1))}
+    cpu = delta.get("cpu")
+    jiffies = cpu.get("total", {}).get("jiffies", {}) if isinstance(cpu, Mapping) and not is_unavailable(cpu) else {}
+    for f in CPU_TIME_FIELDS:
+        out[f"{f}_jiffies"] = _number_or(jiffies.get(f), math.nan)
+    out["kernel_jiffies"] = out["system_jiffies"] + out["irq_jiffies"] + out["softirq_jiffies"]
+    out["busy_jiffies"] = sum(out[f"{f}_jiffies"] for f in CPU_TIME_FIELDS if f not in ("idle", "iowait"))
+    net = delta.get("net_dev")
+    net = net if isinstance(net, Mapping) and not is_unavailable(net) else {}
+    out["megabytes"] = (_number_or(net.get("rx_bytes"), math.nan) + _number_or(net.get("tx_bytes"), math.nan)) / 1e6
+    out["kilo_packets"] = (_number_or(net.get("rx_packets"), math.nan)
+                           + _number_or(net.get("tx_packets"), math.nan)) / 1e3
+    irq = delta.get("interrupts")
+    out["kilo_interrupts"], out["interrupt_source"] = math.nan, "none"
+    if isinstance(irq, Mapping) and not is_unavailable(irq):
+        itf = irq.get("interface")
+        if isinstance(itf, Mapping) and itf.get("lines"):
+            out["kilo_interrupts"], out["interrupt_source"] = _number_or(itf.get("total"), math.nan) / 1e3, "interface"
+        elif isinstance(irq.get("all"), Mapping):
+            out["kilo_interrupts"], out["interrupt_source"] = _number_or(irq["all"].get("total"), math.nan) / 1e3, "host"
+    return out
+
+
+def parse_link_speed(text: str) -> int | None:
+    """``/sys/class/net/IF/speed`` (Mbit/s) -> the speed, or None when the device states none (-1, empty)."""
+    try:
+        speed = int(text.strip())
+    except ValueError:
+        return None
+    return speed if speed > 0 else None
+
+
+def link_speed_mbps(interface: str, sys_root: str | Path = "/sys") -> int | None:
+    """The interface's link speed in Mbit/s, or None (veth, loopback and a link that is down state none)."""
+    text = _sysfs_text(Path(sys_root) / "class" / "net" / interface / "speed")
+    return None if text is None else parse_link_speed(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nicrig.udpmon.counters",
                                      description="Print this host's counters (udpmon snapshot) as JSON.")
@@ -679,7 +737,7 @@ if __name__ == "__main__":
 def egress_interface(address: str) -> str | None:
     """The interface the route to ``address`` leaves by (``ip route get``), or None when unknown."""
     try:
-        out = subprocess.run(["ip", "-o", "route", "get", address], capture_output=True, text=True,
+        out = subprocess.run(["ip", "-o", "route", "get", address], capture_output=True, text=True, check=False,
                              timeout=5).stdout
     except (OSError, subprocess.SubprocessError):
         return None

@@ -11,6 +11,19 @@ request               fields                                                 rep
                       udp_port=0, idle_timeout_ms?, seed?, peer_udp_port?
 ``start_receiver``    test_id, max_packets, idle_timeout_ms, duration_s,      ``ready`` {udp_port, limits}
                       udp_port=0, hw_timestamps=false, peer_udp_port?
+``start_sender``      test_id, count, size_bytes, spacing_ns, peer_udp_port,   ``ready`` {udp_port, limits}
+                      duration_s, start_delay_ms=2, seed?, udp_port=0
+``start_tcp_sink``    connections, duration_s, idle_timeout_ms                 ``ready`` {tcp_port, limits}
+``start_tcp_source``  connections, duration_s, send_ms, seed?                  ``ready`` {tcp_port, limits}
+``start_acceptor``    max_connections, duration_s, idle_timeout_ms             ``ready`` {tcp_port, limits}
+``start_connector``   tcp_port, count, rate_per_s, duration_s,                 ``ready`` {limits}
+                      start_delay_ms=2
+``check_interface``   settings                                                ``interface`` {interface,
+                                                                              settings, allow_tuning}
+``set_interface``     settings (``--allow-tuning`` only)                      ``interface`` {interface,
+                                                                              previous, settings}
+``restore_interface`` -                                                       ``interface`` {interface,
+                                                                              restored}
 ``status``            -                                                       ``status`` {state, role, elapsed_s}
 ``stop``              -                                                       ``results`` {stats, arrays} and
                                                                               one binary frame per array
@@ -22,6 +35,12 @@ request               fields                                                 rep
 ====================  =====================================================  =========================
 
 Security: without ``--secret-file`` only loopback controllers are accepted.
+Every role sends to the controller only: the UDP sender's socket is connected
+to the controller's address, TCP listeners close connections from anyone
+else, the connector connects to the controller's address; rates, counts and
+connections are capped by the daemon's limits. Interface settings change
+only with ``--allow-tuning``, only on the interface toward the controller,
+and are put back when the session ends, however it ends.
 The UDP socket of a test is bound to the address the controller reached, the
 responder answers only the controller's IP (the engine's ``peer``: one
 source port, learned from the first request or named by ``peer_udp_port``;
@@ -57,13 +76,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from nicrig.udpmon import ifsettings, tcp
 from nicrig.udpmon import protocol as P
 from nicrig.udpmon.payload import HEADER_BYTES
 
 from nicrig.errors import NicrigError, UsageError
 
 MAX_UDP_PAYLOAD = 65507
-ENGINE_MODULE = "nicrig.udpmon.engine"
+ENGINE_MODULE = "nicrig.udpmon.roles"
 COUNTERS_MODULE = "nicrig.udpmon.counters"
 
 
@@ -71,7 +91,7 @@ COUNTERS_MODULE = "nicrig.udpmon.counters"
 
 
 def load_engine() -> Any:
-    """The C traffic engine (``respond``, ``receive``), imported when a test starts."""
+    """The test roles (:mod:`nicrig.udpmon.roles`: the C engine's loops and the TCP ones), imported when a test starts."""
     return importlib.import_module(ENGINE_MODULE)
 
 
@@ -154,6 +174,8 @@ class Limits:
     max_rate_pps: int = 200_000
     max_duration_s: float = 600.0
     max_packets: int = 2_000_000
+    max_connections: int = 256          # simultaneous TCP connections of a bulk test
+    max_connection_rate: int = 100_000  # connections/s the connector may open
 
 
 @dataclass
@@ -167,6 +189,7 @@ class Config:
     test_grace_s: float = 30.0         # silence allowed past the end of a running test
     stop_timeout_s: float = 10.0       # time the engine gets to return after a stop
     max_pending: int = 4               # connections in the handshake at once
+    allow_tuning: bool = False         # controllers may change the MTU and coalescing toward them
 
 
 def _log_stderr(line: str) -> None:
@@ -260,12 +283,14 @@ def _udp_port(msg: dict[str, Any], name: str, default: Any) -> Any:
 class _Test:
     """One engine call in a worker thread; owns its UDP socket and stop pipe and closes them."""
 
-    def __init__(self, role: str, fn: Callable[..., Any], sock: socket.socket, kwargs: dict[str, Any],
+    def __init__(self, role: str, fn: Callable[..., Any], sock: socket.socket | None, kwargs: dict[str, Any],
                  params: dict[str, Any], duration_s: float):
         self.role = role
         self.params = params
         self.sock = sock
-        self.udp_port = sock.getsockname()[1]
+        # what the controller is told: the UDP or TCP port the test listens on (the connector has none)
+        self.ports: dict[str, int] = {} if sock is None else {
+            "tcp_port" if sock.type == socket.SOCK_STREAM else "udp_port": sock.getsockname()[1]}
         self.result: Any = None
         self.error: BaseException | None = None
         self.stop_reason: str | None = None
@@ -299,7 +324,8 @@ class _Test:
                 if self.stop_reason is None:
                     self.stop_reason = "engine"
                 self._open = False
-                self.sock.close()
+                if self.sock is not None:
+                    self.sock.close()
                 os.close(self._stop_r)
                 os.close(self._stop_w)
             self.done.set()
@@ -330,6 +356,7 @@ class _Session:
         self.peer_ip = _unmap(str(peer[0]))
         self.channel: P.Channel | None = None
         self.test: _Test | None = None
+        self.tuner: ifsettings.Tuner | None = None
         self.tests_run = 0
         self.counted_pending = True
         self.opened = time.monotonic()
@@ -358,6 +385,10 @@ class _Session:
             try:
                 self._stop_test("disconnect")
             except P.DaemonError as exc:
+                outcome += f"; {exc}"
+            try:
+                self._restore_settings()
+            except ifsettings.SettingRefused as exc:
                 outcome += f"; {exc}"
             self.daemon._release(self)
             _close(self.conn)
@@ -419,6 +450,10 @@ class _Session:
         assert self.channel is not None
         handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
             "start_responder": self._start_responder, "start_receiver": self._start_receiver,
+            "start_sender": self._start_sender, "start_tcp_sink": self._start_tcp_sink,
+            "start_tcp_source": self._start_tcp_source, "start_acceptor": self._start_acceptor,
+            "start_connector": self._start_connector, "check_interface": self._check_interface,
+            "set_interface": self._set_interface, "restore_interface": self._restore_interface,
             "status": self._status, "stop": self._stop, "counters": self._counters,
             "limits": self._limits, "ping": self._ping, "bye": self._bye,
         }
@@ -433,7 +468,7 @@ class _Session:
                     raise P.RequestError(f"unknown message type {P.show(msg['type'])} "
                                          f"(known: {', '.join(handlers)})")
                 reply = handler(msg)
-            except (P.RequestError, P.LimitError, P.BusyError, P.DaemonError) as exc:
+            except (P.RequestError, P.LimitError, P.BusyError, P.DaemonError, P.RefusedError) as exc:
                 # An authenticated controller's mistake: say so and keep the session.
                 self.channel.send(P.error_message(exc.code, str(exc)), timeout=5.0)
                 continue
@@ -456,6 +491,10 @@ class _Session:
 
     def _bye(self, msg: dict[str, Any]) -> dict[str, Any]:
         self._stop_test("bye")
+        try:
+            self._restore_settings()
+        except ifsettings.SettingRefused as exc:
+            self.daemon.log(f"{P.hostport(self.peer_ip, self.peer_addr[1])} {exc}")
         self.daemon._release(self)  # free before the reply: the controller may reconnect at once
         return {"type": "bye"}
 
@@ -468,8 +507,8 @@ class _Session:
         here = {"type": "status", "interface": egress_interface(self.peer_ip)}
         if t is None:
             return {**here, "state": "idle"}
-        return {**here, "state": "finished" if t.done.is_set() else "running", "role": t.role,
-                "udp_port": t.udp_port, "elapsed_s": round(t.elapsed_s(), 6)}
+        return {**here, "state": "finished" if t.done.is_set() else "running", "role": t.role, **t.ports,
+                "elapsed_s": round(t.elapsed_s(), 6)}
 
     def _start_responder(self, msg: dict[str, Any]) -> dict[str, Any]:
         lim = self.cfg.limits
@@ -495,7 +534,7 @@ class _Session:
         kwargs = {"test_id": p["test_id"], "max_response_bytes": p["max_response_bytes"],
                   "peer": (self.peer_ip, p["peer_udp_port"]), "max_rate_pps": p["max_rate_pps"],
                   "idle_timeout_ns": idle_ns, "max_duration_ns": int(p["duration_s"] * 1e9), "seed": p["seed"]}
-        return self._start("responder", "respond", p, kwargs, connect=False)
+        return self._start("responder", "respond", p, kwargs, lambda: self._udp_socket(p["udp_port"], None))
 
     def _start_receiver(self, msg: dict[str, Any]) -> dict[str, Any]:
         lim = self.cfg.limits
@@ -517,10 +556,180 @@ class _Session:
         }
         kwargs = {"max_packets": p["max_packets"], "test_id": p["test_id"],
                   "idle_timeout_ns": p["idle_timeout_ms"] * 1_000_000, "hw_timestamps": hw}
-        return self._start("receiver", "receive", p, kwargs, connect=True)
+        return self._start("receiver", "receive", p, kwargs,
+                           lambda: self._udp_socket(p["udp_port"], p["peer_udp_port"]))
 
-    def _start(self, role: str, function: str, params: dict[str, Any], kwargs: dict[str, Any], *,
-               connect: bool) -> dict[str, Any]:
+    def _start_sender(self, msg: dict[str, Any]) -> dict[str, Any]:
+        lim = self.cfg.limits
+        _check_fields(msg, {"udp_port", "test_id", "count", "size_bytes", "spacing_ns", "peer_udp_port",
+                            "duration_s", "start_delay_ms", "seed"})
+        p = {
+            "udp_port": _udp_port(msg, "udp_port", 0),
+            "test_id": _integer(msg, "test_id", lo=0, hi=0xFFFFFFFF),
+            "count": _integer(msg, "count", lo=1, hi=2**40, cap=lim.max_packets, option="--max-packets"),
+            "size_bytes": _integer(msg, "size_bytes", lo=HEADER_BYTES, hi=MAX_UDP_PAYLOAD,
+                                   cap=lim.max_response_bytes, option="--max-response-bytes"),
+            "spacing_ns": _integer(msg, "spacing_ns", lo=1, hi=86_400 * 10**9),
+            "peer_udp_port": _udp_port(msg, "peer_udp_port", _MISSING),
+            "duration_s": _seconds(msg, "duration_s", cap=lim.max_duration_s, option="--max-duration-s"),
+            "start_delay_ms": _integer(msg, "start_delay_ms", lo=0, hi=10_000, default=2),
+            "seed": _integer(msg, "seed", lo=0, hi=0xFFFFFFFF, default=1),
+        }
+        if p["peer_udp_port"] == 0:
+            raise P.RequestError("start_sender: peer_udp_port must name the controller's receiving port")
+        if p["spacing_ns"] * lim.max_rate_pps < 1_000_000_000:
+            raise P.LimitError(f"spacing_ns {p['spacing_ns']} is {1e9 / p['spacing_ns']:.0f} packets/s, over this "
+                               f"daemon's limit of {lim.max_rate_pps} (nicrig udpmon serve --max-rate-pps)")
+        kwargs = {"count": p["count"], "size_bytes": p["size_bytes"], "spacing_ns": p["spacing_ns"],
+                  "test_id": p["test_id"], "start_delay_ns": p["start_delay_ms"] * 1_000_000, "seed": p["seed"]}
+        # connected: the stream can go nowhere but the controller's (ip, peer_udp_port)
+        return self._start("sender", "send", p, kwargs, lambda: self._udp_socket(p["udp_port"], p["peer_udp_port"]))
+
+    def _connections(self, msg: dict[str, Any]) -> int:
+        return _integer(msg, "connections", lo=1, hi=2**20, cap=self.cfg.limits.max_connections,
+                        option="--max-connections")
+
+    def _milliseconds(self, msg: dict[str, Any], name: str, default: Any = _MISSING) -> int:
+        return _integer(msg, name, lo=1, hi=2**40, default=default, cap=int(self.cfg.limits.max_duration_s * 1000),
+                        option="--max-duration-s")
+
+    def _start_tcp_sink(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, {"connections", "duration_s", "idle_timeout_ms"})
+        p = {"connections": self._connections(msg), "idle_timeout_ms": self._milliseconds(msg, "idle_timeout_ms"),
+             "duration_s": self._duration(msg)}
+        idle_ns = p["idle_timeout_ms"] * 1_000_000
+        kwargs = {"peer_ip": self.peer_ip, "connections": p["connections"], "accept_timeout_ns": idle_ns,
+                  "idle_timeout_ns": idle_ns, "max_duration_ns": int(p["duration_s"] * 1e9)}
+        return self._start("tcp_sink", "tcp_sink", p, kwargs, self._tcp_listener)
+
+    def _start_tcp_source(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, {"connections", "duration_s", "send_ms", "seed"})
+        p = {"connections": self._connections(msg), "send_ms": self._milliseconds(msg, "send_ms"),
+             "duration_s": self._duration(msg), "seed": _integer(msg, "seed", lo=0, hi=0xFFFFFFFF, default=1)}
+        if p["send_ms"] > p["duration_s"] * 1000:
+            raise P.RequestError(f"start_tcp_source: send_ms {p['send_ms']} is longer than duration_s "
+                                 f"{p['duration_s']:g}")
+        kwargs = {"peer_ip": self.peer_ip, "connections": p["connections"],
+                  "accept_timeout_ns": int(p["duration_s"] * 1e9) - p["send_ms"] * 1_000_000,
+                  "send_ns": p["send_ms"] * 1_000_000, "seed": p["seed"]}
+        return self._start("tcp_source", "tcp_source", p, kwargs, self._tcp_listener)
+
+    def _start_acceptor(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, {"max_connections", "duration_s", "idle_timeout_ms"})
+        p = {"max_connections": _integer(msg, "max_connections", lo=1, hi=2**40, cap=self.cfg.limits.max_packets,
+                                         option="--max-packets"),
+             "idle_timeout_ms": self._milliseconds(msg, "idle_timeout_ms"), "duration_s": self._duration(msg)}
+        idle_ns = p["idle_timeout_ms"] * 1_000_000
+        kwargs = {"peer_ip": self.peer_ip, "max_connections": p["max_connections"], "first_timeout_ns": idle_ns,
+                  "idle_timeout_ns": idle_ns, "max_duration_ns": int(p["duration_s"] * 1e9)}
+        return self._start("acceptor", "acceptor", p, kwargs, self._tcp_listener)
+
+    def _start_connector(self, msg: dict[str, Any]) -> dict[str, Any]:
+        lim = self.cfg.limits
+        _check_fields(msg, {"tcp_port", "count", "rate_per_s", "duration_s", "start_delay_ms"})
+        p = {"tcp_port": _integer(msg, "tcp_port", lo=1, hi=65535),
+             "count": _integer(msg, "count", lo=1, hi=2**40, cap=lim.max_packets, option="--max-packets"),
+             "rate_per_s": _integer(msg, "rate_per_s", lo=1, hi=10**9, cap=lim.max_connection_rate,
+                                    option="--max-connection-rate"),
+             "duration_s": self._duration(msg),
+             "start_delay_ms": _integer(msg, "start_delay_ms", lo=0, hi=10_000, default=2)}
+        local = _unmap(str(self.conn.getsockname()[0]))
+        kwargs = {"address": (self.peer_ip, p["tcp_port"]),
+                  "family": socket.AF_INET6 if ":" in local else socket.AF_INET, "bind_ip": local,
+                  "count": p["count"], "rate_per_s": p["rate_per_s"], "start_delay_ns": p["start_delay_ms"] * 1_000_000,
+                  "max_duration_ns": int(p["duration_s"] * 1e9)}
+        return self._start("connector", "connector", p, kwargs, lambda: None)
+
+    def _duration(self, msg: dict[str, Any]) -> float:
+        return _seconds(msg, "duration_s", cap=self.cfg.limits.max_duration_s, option="--max-duration-s")
+
+    def _tcp_listener(self) -> socket.socket:
+        """A listening TCP socket on the address the controller reached (port from the kernel)."""
+        local = self.conn.getsockname()
+        host = _unmap(str(local[0]))
+        v6 = ":" in host
+        try:
+            return tcp.listen_tcp((host, 0, 0, local[3]) if v6 and len(local) > 3 else (host, 0),
+                                  socket.AF_INET6 if v6 else socket.AF_INET)
+        except OSError as exc:
+            raise P.RequestError(f"cannot open a TCP port on {host}: {exc.strerror or exc}") from None
+
+    # -- interface settings
+
+    def _where(self) -> str:
+        return f"host {_unmap(str(self.conn.getsockname()[0]))}"
+
+    def _interface(self) -> str:
+        from nicrig.udpmon.counters import egress_interface
+
+        iface = egress_interface(self.peer_ip)
+        if iface is None:
+            raise P.RefusedError(f"{self._where()} cannot tell its interface toward {self.peer_ip} "
+                                 f"(no 'ip' command?)")
+        return iface
+
+    def _settings(self, msg: dict[str, Any]) -> dict[str, ifsettings.Value]:
+        raw = _value(msg, "settings", _MISSING)
+        if not isinstance(raw, dict) or not 0 < len(raw) <= len(ifsettings.SETTINGS):
+            raise P.RequestError(f"{msg['type']}: settings must be an object of 1 to {len(ifsettings.SETTINGS)} "
+                                 f"settings, not {P.show(raw)}")
+        try:
+            return {k: ifsettings.check_value(k, v) for k, v in raw.items()}
+        except UsageError as exc:
+            raise P.RequestError(f"{msg['type']}: {exc}") from None
+
+    def _check_interface(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, {"settings"})
+        settings = self._settings(msg)
+        iface = self._interface()
+        try:
+            current = ifsettings.check(iface, settings, self._where())
+        except ifsettings.SettingRefused as exc:
+            raise P.RefusedError(str(exc)) from None
+        return {"type": "interface", "interface": iface, "settings": current,
+                "allow_tuning": self.cfg.allow_tuning}
+
+    def _set_interface(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, {"settings"})
+        settings = self._settings(msg)
+        if not self.cfg.allow_tuning:
+            raise P.LimitError("this daemon does not change interface settings: start it with "
+                               "nicrig udpmon serve --allow-tuning")
+        if self.test is not None and not self.test.done.is_set():
+            raise P.BusyError("set_interface: a test is running; stop it first")
+        iface = self._interface()
+        if self.tuner is None or self.tuner.interface != iface:
+            self._restore_settings()
+            self.tuner = ifsettings.Tuner(iface, self._where())
+        try:
+            previous = self.tuner.set(settings)
+            now = ifsettings.read(iface, list(settings), self._where())
+        except ifsettings.SettingRefused as exc:
+            raise P.RefusedError(str(exc)) from None
+        self.daemon.log(f"{P.hostport(self.peer_ip, self.peer_addr[1])} set {iface}: "
+                        f"{', '.join(f'{k}={ifsettings.show(v)}' for k, v in now.items())}")
+        return {"type": "interface", "interface": iface, "previous": previous, "settings": now}
+
+    def _restore_interface(self, msg: dict[str, Any]) -> dict[str, Any]:
+        _check_fields(msg, set())
+        iface = self.tuner.interface if self.tuner is not None else None
+        try:
+            restored = self._restore_settings()
+        except ifsettings.SettingRefused as exc:
+            raise P.RefusedError(str(exc)) from None
+        return {"type": "interface", "interface": iface, "restored": restored}
+
+    def _restore_settings(self) -> dict[str, ifsettings.Value]:
+        """Put back what this session changed (SettingRefused if the host refuses)."""
+        if self.tuner is None or not self.tuner.original:
+            return {}
+        restored = self.tuner.restore()
+        self.daemon.log(f"{P.hostport(self.peer_ip, self.peer_addr[1])} restored {self.tuner.interface}: "
+                        f"{', '.join(f'{k}={ifsettings.show(v)}' for k, v in restored.items())}")
+        return restored
+
+    def _start(self, role: str, function: str, params: dict[str, Any], kwargs: dict[str, Any],
+               open_socket: Callable[[], socket.socket | None]) -> dict[str, Any]:
         if self.test is not None:
             raise P.BusyError(f"a {self.test.role} test is still held on this session "
                               f"({'finished' if self.test.done.is_set() else 'running'}); send stop first")
@@ -529,7 +738,7 @@ class _Session:
         except (ImportError, AttributeError) as exc:
             raise P.DaemonError(f"the traffic engine is not available on the daemon host "
                                 f"({type(exc).__name__}: {exc}); build it with pip install -e .") from None
-        sock = self._udp_socket(params["udp_port"], params["peer_udp_port"] if connect else None)
+        sock = open_socket()
         test = _Test(role, fn, sock, kwargs, params, params["duration_s"])
         self.daemon._track(test)
         self.test = test
@@ -541,7 +750,7 @@ class _Session:
             test._run(lambda *_, **__: None, {})  # releases the socket and pipe, marks it done
             self.test = None
             raise
-        return {"type": "ready", "role": role, "udp_port": test.udp_port, "limits": self._limits_dict()}
+        return {"type": "ready", "role": role, **test.ports, "limits": self._limits_dict()}
 
     def _udp_socket(self, port: int, peer_port: int | None) -> socket.socket:
         """A UDP socket on the address the controller reached (never a wildcard).
@@ -587,7 +796,7 @@ class _Session:
         scalars, arrays = split_engine_result(test.result)
         wire = [P.wire_array(name, a) for name, a in arrays.items()]
         stats = {
-            "role": test.role, "test_id": test.params["test_id"], "udp_port": test.udp_port,
+            "role": test.role, "test_id": test.params.get("test_id"), **test.ports,
             "controller": self.peer_ip, "params": test.params, "limits": self._limits_dict(),
             "started_unix_ns": test.started_unix_ns, "elapsed_s": round(test.elapsed_s(), 9),
             "stop_reason": test.stop_reason, "engine": scalars,
@@ -822,6 +1031,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"longest test in seconds (default {lim.max_duration_s:g})")
     parser.add_argument("--max-packets", type=int, default=lim.max_packets, metavar="N",
                         help=f"most packets a receiver test records (default {lim.max_packets})")
+    parser.add_argument("--max-connections", type=int, default=lim.max_connections, metavar="N",
+                        help=f"most TCP connections of one bulk test (default {lim.max_connections})")
+    parser.add_argument("--max-connection-rate", type=int, default=lim.max_connection_rate, metavar="N",
+                        help=f"most TCP connections per second the daemon opens to its controller "
+                             f"(default {lim.max_connection_rate})")
+    parser.add_argument("--allow-tuning", action="store_true",
+                        help="let controllers change the MTU and interrupt coalescing of the interface toward "
+                             "them (for sweeps; put back when they disconnect); needs root")
     parser.add_argument("--idle-timeout-s", type=float, default=Config.idle_timeout_s, metavar="S",
                         help="drop a controller silent this long outside a test "
                              f"(default {Config.idle_timeout_s:g})")
@@ -839,11 +1056,15 @@ def config_from_args(args: argparse.Namespace) -> Config:
     check("max_duration_s", args.max_duration_s, 0.001, 86_400)
     check("max_packets", args.max_packets, 1, P.MAX_ARRAY_BYTES // 8)
     check("idle_timeout_s", args.idle_timeout_s, 1, 86_400)
+    check("max_connections", args.max_connections, 1, 65_536)
+    check("max_connection_rate", args.max_connection_rate, 1, 10_000_000)
     secret = P.load_secret(args.secret_file) if args.secret_file else None
     bind = args.bind or ("0.0.0.0" if secret else "127.0.0.1")
     limits = Limits(max_response_bytes=args.max_response_bytes, max_rate_pps=args.max_rate_pps,
-                    max_duration_s=float(args.max_duration_s), max_packets=args.max_packets)
-    return Config(bind=bind, port=args.port, secret=secret, limits=limits, idle_timeout_s=args.idle_timeout_s)
+                    max_duration_s=float(args.max_duration_s), max_packets=args.max_packets,
+                    max_connections=args.max_connections, max_connection_rate=args.max_connection_rate)
+    return Config(bind=bind, port=args.port, secret=secret, limits=limits, idle_timeout_s=args.idle_timeout_s,
+                  allow_tuning=args.allow_tuning)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -854,7 +1075,9 @@ def serve(args: argparse.Namespace) -> int:
     lim = config.limits
     daemon.log(f"listening on {P.hostport(host, port)} (protocol {P.PROTOCOL} v{P.VERSION}, auth "
                f"{P.AUTH_HMAC if config.secret else P.AUTH_LOOPBACK}; limits: {lim.max_response_bytes} B responses, "
-               f"{lim.max_rate_pps} pps, {lim.max_duration_s:g} s, {lim.max_packets} packets)")
+               f"{lim.max_rate_pps} pps, {lim.max_duration_s:g} s, {lim.max_packets} packets, "
+               f"{lim.max_connections} connections, {lim.max_connection_rate} connections/s"
+               f"{'; interface tuning allowed' if config.allow_tuning else ''})")
     if config.secret is None and not is_loopback(host):
         daemon.log("no --secret-file: only loopback controllers will be accepted")
     previous = None

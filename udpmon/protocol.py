@@ -1,4 +1,8 @@
-"""The control protocol between ``nicrig udpmon serve`` and its controller, version 1.
+"""The control protocol between ``nicrig udpmon serve`` and its controller, version 2.
+
+Version 2 added the sender, TCP and interface-setting requests (see
+:mod:`nicrig.udpmon.daemon`) and the ``refused`` error code; the framing,
+handshake and keys are version 1's.
 
 One TCP connection per controller; the daemon speaks first.
 
@@ -10,9 +14,9 @@ Framing
     describes them (name, dtype, shape, nbytes), little-endian, C order.
 
 Handshake (plain JSON frames)
-    daemon  -> ``{"type":"hello","protocol":"nicrig-udpmon","version":1,"nonce":Ns,"auth":A}``
-    client  -> ``{"type":"auth","version":1,"client_nonce":Nc,"mac":HMAC(K,"client"|Ns|Nc)}``
-    daemon  -> ``{"type":"welcome","version":1,"mac":HMAC(K,"server"|Nc|Ns)}``
+    daemon  -> ``{"type":"hello","protocol":"nicrig-udpmon","version":2,"nonce":Ns,"auth":A}``
+    client  -> ``{"type":"auth","version":2,"client_nonce":Nc,"mac":HMAC(K,"client"|Ns|Nc)}``
+    daemon  -> ``{"type":"welcome","version":2,"mac":HMAC(K,"server"|Nc|Ns)}``
     Nonces are 32 random bytes (hex on the wire, raw bytes inside the MACs), K
     is the shared secret; ``A`` is ``"hmac-sha256"`` with a secret file and
     ``"loopback"`` without one (then K is empty and only loopback peers are
@@ -51,7 +55,7 @@ import numpy as np
 from nicrig.errors import NicrigError
 
 PROTOCOL = "nicrig-udpmon"
-VERSION = 1
+VERSION = 2
 DEFAULT_PORT = 14401
 MAX_FRAME_BYTES = 1 << 20  # one JSON message
 MAX_ARRAY_BYTES = 1 << 30  # one result array (the daemon's packet cap keeps them far smaller)
@@ -111,6 +115,12 @@ class DaemonError(ControlError):
     code = "internal"
 
 
+class RefusedError(ControlError):
+    """The daemon's host cannot do what was asked (an interface setting its driver lacks, ...)."""
+
+    code = "refused"
+
+
 class ProtocolError(ControlError):
     """The peer sent bytes that are not this protocol."""
 
@@ -129,13 +139,14 @@ class Unreachable(ControlError):
     code = "internal"
 
 
-ERROR_CODES = ("busy", "auth", "version", "bad_request", "limit", "internal")
+ERROR_CODES = ("busy", "auth", "version", "bad_request", "limit", "refused", "internal")
 ERROR_CLASSES: dict[str, type[ControlError]] = {
     "busy": BusyError,
     "auth": AuthError,
     "version": VersionError,
     "bad_request": RequestError,
     "limit": LimitError,
+    "refused": RefusedError,
     "internal": DaemonError,
 }
 

@@ -41,13 +41,24 @@ ENGINE_COUNTS_DTYPE = np.dtype([
     ("far_refused_rate", "<i8"),
 ])
 COUNTERS_DTYPE = np.dtype([("point", "<i4"), ("host", "S6"), ("when", "S6"), ("json", h5py.string_dtype())])
+#: ``load``: seed 004's CPU model inputs per point and host (:func:`nicrig.udpmon.counters.load_figures`).
+LOAD_DTYPE = np.dtype([
+    ("point", "<i4"), ("host", "S6"), ("interval_s", "<f8"), ("clk_tck", "<i4"),
+    ("user_jiffies", "<f8"), ("nice_jiffies", "<f8"), ("system_jiffies", "<f8"), ("idle_jiffies", "<f8"),
+    ("iowait_jiffies", "<f8"), ("irq_jiffies", "<f8"), ("softirq_jiffies", "<f8"), ("steal_jiffies", "<f8"),
+    ("kernel_jiffies", "<f8"), ("busy_jiffies", "<f8"), ("megabytes", "<f8"), ("kilo_packets", "<f8"),
+    ("kilo_interrupts", "<f8"), ("interrupt_source", "S9"), ("throughput_mbps", "<f8"),
+])
+HOSTS_DTYPE = np.dtype([("host", "S6"), ("address", "S46"), ("port", "<i4"), ("interface", "S16"),
+                        ("given_as", "S64")])
 
 
 class ResultsFile(NicrigFile):
     """An open udpmon results file (see :class:`nicrig.h5file.NicrigFile` for opening and tables)."""
 
     FORMAT_NAME = "nicrig-results"
-    FORMAT_VERSION = 1
+    #: 2: kinds suite and aggregate, the sweep/ group, the load and hosts tables (version 1 files read as before).
+    FORMAT_VERSION = 2
 
     def set_run(self, kind: str, *, peer: str, argv: Sequence[str], settings: dict[str, Any],
                 remote: dict[str, Any]) -> None:
@@ -61,25 +72,40 @@ class ResultsFile(NicrigFile):
 
     @property
     def run_kind(self) -> str:
-        """``latency`` or ``stream``."""
+        """``latency``, ``stream``, ``suite`` or ``aggregate``."""
         return str(self.attrs.get("kind", ""))
 
-    def write_counters(self, rows: list[tuple[int, str, str, dict[str, Any]]]) -> None:
-        """Host counters: (point, "local"|"remote", "before"|"after"|"delta", counters)."""
+    def write_counters(self, rows: list[tuple[int, str, str, dict[str, Any]]], prefix: str = "") -> None:
+        """Host counters: (point, host label, "before"|"after"|"delta", counters), at ``prefix`` + ``counters``."""
         table = np.array([(p, h.encode(), w.encode(), json.dumps(c, sort_keys=True, default=str))
                           for p, h, w, c in rows], dtype=COUNTERS_DTYPE)
-        self.write_table("counters", table, description="host counters of both ends (JSON), per test point")
+        self.write_table(f"{prefix}counters", table, description="host counters of every end (JSON), per test point")
 
-    def counters(self) -> list[tuple[int, str, str, dict[str, Any]]]:
+    def counters(self, prefix: str = "") -> list[tuple[int, str, str, dict[str, Any]]]:
         return [(int(r["point"]), r["host"].decode(), r["when"].decode(),
                  json.loads(r["json"].decode() if isinstance(r["json"], bytes) else r["json"]))
-                for r in self.read_table("counters")]
+                for r in self.read_table(f"{prefix}counters")]
 
 
 def _uname() -> tuple[str, ...]:
     import os
 
     return tuple(os.uname())
+
+
+def load_table(rows: list[tuple[int, str, float, dict[str, Any]]]) -> np.ndarray:
+    """``load`` rows from (point, host, throughput Mbit/s, :func:`~nicrig.udpmon.counters.load_figures` output)."""
+    names = [n for n in LOAD_DTYPE.names if n not in ("point", "host", "interrupt_source", "throughput_mbps")]
+    return np.array([(p, h.encode(), *(f[n] for n in names), f["interrupt_source"].encode(), t)
+                     for p, h, t, f in rows], dtype=LOAD_DTYPE)
+
+
+def hosts_table(local_interface: str | None, remotes: Sequence[Any]) -> np.ndarray:
+    """``hosts``: this host (its address toward the first daemon) and every daemon, by label."""
+    rows = [(b"local", remotes[0].local_ip.encode(), -1, (local_interface or "").encode(), b"")]
+    rows += [(r.label.encode(), r.address.encode(), r.port, (r.interface or "").encode(), r.host.encode()[:64])
+             for r in remotes]
+    return np.array(rows, dtype=HOSTS_DTYPE)
 
 
 def stats_row(size: int, mtu: int, s: RttStats) -> tuple:
@@ -94,7 +120,7 @@ def fits_table(fits: list[LineFit]) -> np.ndarray:
 
 
 def write_latency(rf: ResultsFile, rtt_ns: dict[int, np.ndarray], stats: dict[int, RttStats],
-                  fits: tuple[list[LineFit], list[LineFit]], *, mtu: int, bin_us: float) -> None:
+                  fits: tuple[list[LineFit], list[LineFit]], *, mtu: int, bin_us: float, prefix: str = "") -> None:
     """Store every round trip, the per-size statistics and histograms, and the fits on minimum and mean."""
     sizes = sorted(rtt_ns)
     rows = np.zeros(sum(len(rtt_ns[s]) for s in sizes),
@@ -104,19 +130,19 @@ def write_latency(rf: ResultsFile, rtt_ns: dict[int, np.ndarray], stats: dict[in
         n = len(rtt_ns[s])
         rows[at:at + n] = [(s, frames_per_message(s, mtu), i, v) for i, v in enumerate(rtt_ns[s])]
         at += n
-    rf.write_table("latency/rtt", rows, units={"rtt_ns": "ns", "size_bytes": "byte"},
+    rf.write_table(f"{prefix}latency/rtt", rows, units={"rtt_ns": "ns", "size_bytes": "byte"},
                    description="every request-response singleton; rtt_ns -1: no response in time")
     table = np.array([stats_row(s, mtu, stats[s]) for s in sizes], dtype=LATENCY_SIZES_DTYPE)
-    rf.write_table("latency/sizes", table, units={n: "us" for n in table.dtype.names if n.endswith("_us")},
+    rf.write_table(f"{prefix}latency/sizes", table, units={n: "us" for n in table.dtype.names if n.endswith("_us")},
                    description="statistics per response size, from latency/rtt")
     hist = []
     for s in sizes:
         ok = rtt_ns[s][rtt_ns[s] >= 0] / 1000.0
         edges, counts = histogram(ok, bin_us)
         hist += [(s, e, c) for e, c in zip(edges, counts)]
-    rf.write_table("latency/histogram", np.array(hist, dtype=[("size_bytes", "<i4"), ("bin_us", "<f8"),
+    rf.write_table(f"{prefix}latency/histogram", np.array(hist, dtype=[("size_bytes", "<i4"), ("bin_us", "<f8"),
                                                               ("count", "<i8")]),
                    units={"bin_us": "us (left edge)"}, attrs={"bin_width_us": bin_us},
                    description="RTT histogram per response size")
-    rf.write_table("latency/fit_min", fits_table(fits[0]), description="RTT minimum vs size, per frame count")
-    rf.write_table("latency/fit_mean", fits_table(fits[1]), description="RTT mean vs size, per frame count")
+    rf.write_table(f"{prefix}latency/fit_min", fits_table(fits[0]), description="RTT minimum vs size, per frame count")
+    rf.write_table(f"{prefix}latency/fit_mean", fits_table(fits[1]), description="RTT mean vs size, per frame count")
