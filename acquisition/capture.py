@@ -177,6 +177,12 @@ class Source:
         else:
             raise FormatError(f"source {self.name!r}: unknown mode {self.mode!r}")
 
+    def refresh(self) -> None:
+        """Re-read the datasets' sizes (a reader of a file being written in SWMR mode)."""
+        self._samples.refresh()
+        if self._timestamps is not None:
+            self._timestamps.refresh()
+
     # -- geometry ---------------------------------------------------------------------------
     @property
     def num_samples(self) -> int:
@@ -368,6 +374,10 @@ class SourceWriter(Source):
             raise UsageError(f"source {self.name!r}: timing mode takes no timestamps")
         self._samples.resize((n0 + n, self.unitsize))
         self._samples[n0:] = packed
+        if self._g.file.swmr_mode:  # readers following the file see each block as it lands
+            if self._timestamps is not None:
+                self._timestamps.flush()
+            self._samples.flush()
 
     def set_trigger(self, sample: int) -> None:
         self.trigger_sample = int(sample)

@@ -51,13 +51,13 @@ def check_format(h5: h5py.File, path: Path, name: str, version: int) -> None:
         raise FormatError(f"{path}: bad format_version {v}")
 
 
-def _open_h5(p: Path, mode: str, what: str) -> h5py.File:
+def _open_h5(p: Path, mode: str, what: str, swmr: bool = False) -> h5py.File:
     if not p.exists():
         raise FormatError(f"{p}: no such file")
     if p.is_dir():
         raise FormatError(f"{p}: is a folder, not {what}")
     try:
-        return h5py.File(p, mode)
+        return h5py.File(p, mode, swmr=swmr) if swmr else h5py.File(p, mode)
     except OSError as exc:
         detail = " ".join(str(exc).split())  # HDF5 messages can span lines; ours is one line
         raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {detail}") from None
@@ -153,9 +153,12 @@ class NicrigFile:
         return f
 
     @classmethod
-    def open(cls: type[F], path: str | os.PathLike[str], mode: Literal["r", "r+"] = "r") -> F:
+    def open(cls: type[F], path: str | os.PathLike[str], mode: Literal["r", "r+"] = "r", *, swmr: bool = False) -> F:
+        """Open and validate; ``swmr=True`` (read-only) follows a file another process is writing in SWMR mode."""
         p = Path(path)
-        h5 = _open_h5(p, mode, cls.kind())
+        if swmr and mode != "r":
+            raise UsageError("SWMR reading is read-only: open with mode 'r'")
+        h5 = _open_h5(p, mode, cls.kind(), swmr)
         try:
             check_format(h5, p, cls.FORMAT_NAME, cls.FORMAT_VERSION)
             f = cls(h5, p)
@@ -164,6 +167,16 @@ class NicrigFile:
             h5.close()
             raise
         return f
+
+    def start_swmr(self) -> None:
+        """Enter HDF5 single-writer/multiple-reader mode, so readers can watch datasets grow.
+
+        From here until :meth:`close` the writer may only append to datasets
+        that exist (``SourceWriter.append`` flushes each block for readers):
+        no new groups, datasets, tables or attributes. Readers open the file
+        with ``open(path, swmr=True)`` and call ``refresh()`` to see new rows.
+        """
+        self._h5.swmr_mode = True
 
     def close(self) -> None:
         """Close the file; an atomic file is renamed into place."""
