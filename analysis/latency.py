@@ -96,7 +96,10 @@ def rtt_stats(rtt_ns: np.ndarray, bin_us: float = 1.0) -> RttStats:
 
 @dataclass(frozen=True)
 class LineFit:
-    """RTT = intercept + slope x size over the sizes needing ``frames`` frames, with 95% confidence half-widths."""
+    """RTT = intercept + slope x size over the sizes needing ``frames`` frames, with 95% confidence half-widths.
+
+    ``rejected_sizes``: sizes left out as outliers (only when the fit was asked to reject them).
+    """
 
     frames: int
     points: int
@@ -105,12 +108,37 @@ class LineFit:
     intercept_us: float
     intercept_ci95: float
     r: float
+    rejected_sizes: tuple[int, ...] = ()
 
 
-def fit_latency(size_bytes: np.ndarray, rtt_us: np.ndarray, mtu: int = 1500) -> list[LineFit]:
+#: Residuals beyond this many robust standard deviations (1.4826 x MAD about
+#: the Theil-Sen line) mark a size as an outlier: a size disturbed by other
+#: activity on the hosts, not a property of the path.
+OUTLIER_SIGMAS = 4.0
+
+
+def inliers(size_bytes: np.ndarray, rtt_us: np.ndarray, sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
+    """Mask of the points that lie near the robust (Theil-Sen) line through them.
+
+    The Theil-Sen slope (the median of pairwise slopes) ignores up to ~29% of
+    wild points, so one bad size cannot drag the line it is judged against.
+    """
+    slope = stats.theilslopes(rtt_us, size_bytes).slope
+    resid = rtt_us - slope * size_bytes
+    dev = resid - np.median(resid)  # about the line through the median residual (Theil-Sen's "joint" intercept)
+    scale = 1.4826 * np.median(np.abs(dev))
+    # an exact line has zero scatter: only then does float noise decide, so allow it
+    tolerance = max(sigmas * scale, 1e-9 * max(1.0, float(np.abs(rtt_us).max())))
+    return np.abs(dev) <= tolerance
+
+
+def fit_latency(size_bytes: np.ndarray, rtt_us: np.ndarray, mtu: int = 1500, *,
+                reject_outliers: bool = False) -> list[LineFit]:
     """Fit RTT (us; per size, e.g. the minimum or the mean) against response size, per number of frames.
 
     Groups with fewer than three sizes are not fitted (no confidence interval).
+    With ``reject_outliers`` the sizes far off the robust line (:func:`inliers`)
+    are left out of the least-squares fit and listed in ``rejected_sizes``.
     """
     size_bytes = np.asarray(size_bytes, dtype=np.float64)
     rtt_us = np.asarray(rtt_us, dtype=np.float64)
@@ -119,12 +147,61 @@ def fit_latency(size_bytes: np.ndarray, rtt_us: np.ndarray, mtu: int = 1500) -> 
     frames = np.array([frames_per_message(int(s), mtu) for s in size_bytes], dtype=np.int64)
     fits = []
     for k in np.unique(frames):
-        sel = frames == k
-        if sel.sum() < 3 or np.ptp(size_bytes[sel]) == 0:
+        x, y = size_bytes[frames == k], rtt_us[frames == k]
+        rejected: tuple[int, ...] = ()
+        if reject_outliers and x.size >= 3 and np.ptp(x) > 0:
+            good = inliers(x, y)
+            rejected = tuple(int(v) for v in x[~good])
+            x, y = x[good], y[good]
+        if x.size < 3 or np.ptp(x) == 0:
             continue
-        res = stats.linregress(size_bytes[sel], rtt_us[sel])
-        t = stats.t.ppf(0.975, sel.sum() - 2)
-        fits.append(LineFit(frames=int(k), points=int(sel.sum()), slope_us_per_byte=float(res.slope),
+        res = stats.linregress(x, y)
+        t = stats.t.ppf(0.975, x.size - 2)
+        fits.append(LineFit(frames=int(k), points=int(x.size), slope_us_per_byte=float(res.slope),
                             slope_ci95=float(t * res.stderr), intercept_us=float(res.intercept),
-                            intercept_ci95=float(t * res.intercept_stderr), r=float(res.rvalue)))
+                            intercept_ci95=float(t * res.intercept_stderr), r=float(res.rvalue),
+                            rejected_sizes=rejected))
     return fits
+
+
+def rtt_by_size(rtt_table: np.ndarray) -> dict[int, np.ndarray]:
+    """Round trips (ns, -1 = timeout) per response size, from a ``latency/rtt`` table."""
+    sizes = rtt_table["size_bytes"]
+    return {int(s): rtt_table["rtt_ns"][sizes == s] for s in np.unique(sizes)}
+
+
+#: Seed 002: an interrupt per frame gives a request-response intercept of
+#: ~56-62 us on the hosts of 4.1.1 and 6.1.1; coalescing NICs give 168-230 us
+#: (4.2.1, 4.3.1, 5.2.1), and RTT grows by about the added coalescence (8).
+NO_COALESCENCE_INTERCEPT_US = 60.0
+#: "Far above": more than this factor times the per-frame-interrupt intercept.
+COALESCENCE_FACTOR = 1.5
+
+
+@dataclass(frozen=True)
+class InterceptVerdict:
+    """What an intercept says about interrupts (seed 002 sections 4.1.1, 4.2.1, 4.3.1, 8)."""
+
+    intercept_us: float
+    intercept_ci95_us: float
+    coalescence_suspected: bool
+    excess_over_per_frame_us: float
+    text: str
+
+
+def interpret_intercept(intercept_us: float, ci95_us: float,
+                        baseline_us: float = NO_COALESCENCE_INTERCEPT_US) -> InterceptVerdict:
+    """Read an RTT intercept: near ``baseline_us`` an interrupt per frame, far above it interrupt coalescence."""
+    excess = intercept_us - baseline_us
+    suspected = intercept_us - ci95_us > COALESCENCE_FACTOR * baseline_us
+    if suspected:
+        text = (f"intercept {intercept_us:.1f} ± {ci95_us:.1f} us is far above the ~{baseline_us:.0f} us of an "
+                f"interrupt per frame: interrupt coalescence, adding ~{excess:.0f} us per round trip "
+                "(seed 002 4.2.1, 8).")
+    elif intercept_us + ci95_us < COALESCENCE_FACTOR * baseline_us:
+        text = (f"intercept {intercept_us:.1f} ± {ci95_us:.1f} us: no sign of interrupt coalescence; the NIC "
+                "interrupts for each frame or the hosts are fast (seed 002 4.1.1, 6.1.1).")
+    else:
+        text = (f"intercept {intercept_us:.1f} ± {ci95_us:.1f} us: too uncertain to tell whether the NIC "
+                "coalesces interrupts.")
+    return InterceptVerdict(intercept_us, ci95_us, suspected, excess, text)

@@ -72,3 +72,58 @@ def test_fit_gives_confidence_intervals_that_cover_the_truth():
 
 def test_too_few_sizes_are_not_fitted():
     assert fit_latency(np.array([64, 128]), np.array([50.0, 52.0])) == []
+
+
+def test_fit_rejects_outliers_and_recovers_the_line_within_its_interval():
+    """Over many synthetic runs with three disturbed sizes each: the outliers are the sizes left out, and the
+    95% intervals cover the true slope and intercept about 95% of the time; a fit keeping them strays further."""
+    rng = np.random.default_rng(11)
+    sizes = np.arange(64, 1473, 48)
+    trials, covered, naive_worse, good_lost = 200, {"slope": 0, "intercept": 0}, 0, 0
+    for _ in range(trials):
+        rtt = 62 + 0.0286 * sizes + rng.normal(0, 0.4, sizes.size)
+        bad = rng.choice(sizes.size, 3, replace=False)
+        rtt[bad] += rng.choice([-1, 1], 3) * rng.uniform(20, 60, 3)  # other activity on the hosts
+        (fit,) = fit_latency(sizes, rtt, reject_outliers=True)
+        (naive,) = fit_latency(sizes, rtt)
+        assert set(fit.rejected_sizes) >= {int(sizes[k]) for k in bad}
+        assert fit.points == sizes.size - len(fit.rejected_sizes)
+        good_lost += len(fit.rejected_sizes) - 3
+        covered["slope"] += abs(fit.slope_us_per_byte - 0.0286) <= fit.slope_ci95
+        covered["intercept"] += abs(fit.intercept_us - 62) <= fit.intercept_ci95
+        naive_worse += abs(naive.intercept_us - 62) > abs(fit.intercept_us - 62)
+    assert covered["slope"] >= 0.9 * trials and covered["intercept"] >= 0.9 * trials
+    assert naive_worse > 0.8 * trials
+    assert good_lost <= 0.01 * trials * (sizes.size - 3)  # a good size is rarely taken for an outlier
+
+
+def test_clean_data_lose_no_points_to_outlier_rejection():
+    sizes = np.arange(64, 1473, 64)
+    (fit,) = fit_latency(sizes, 56 + 0.023 * sizes, reject_outliers=True)
+    assert fit.rejected_sizes == () and fit.points == sizes.size
+
+
+@given(st.lists(st.floats(1, 1e4, allow_nan=False), min_size=3, max_size=40))
+def test_outlier_rejection_never_fails_on_any_rtts(values):
+    sizes = np.arange(64, 64 + 8 * len(values), 8)
+    for f in fit_latency(sizes, np.array(values), reject_outliers=True):
+        assert f.points >= 3 and f.points + len(f.rejected_sizes) == len(values)
+
+
+@pytest.mark.parametrize("intercept, coalesced", [(56, False), (62, False), (168, True), (230, True)])
+def test_intercept_reads_as_the_seed_reads_it(intercept, coalesced):
+    from nicrig.analysis.latency import interpret_intercept
+
+    v = interpret_intercept(intercept, 3.0)
+    assert v.coalescence_suspected is coalesced
+    assert ("coalescence" in v.text) is True
+    assert v.excess_over_per_frame_us == pytest.approx(intercept - 60)
+
+
+def test_rtt_by_size_splits_the_singletons():
+    from nicrig.analysis.latency import rtt_by_size
+
+    table = np.array([(64, 1, 0, 10), (64, 1, 1, -1), (1500, 2, 0, 30)],
+                     dtype=[("size_bytes", "<i4"), ("frames", "<i2"), ("seq", "<i4"), ("rtt_ns", "<i8")])
+    got = rtt_by_size(table)
+    assert list(got) == [64, 1500] and list(got[64]) == [10, -1]

@@ -1,0 +1,1128 @@
+"""Bus-level timing from decoded capture-set tables: what a logic analyzer on both PCI buses and a
+link probe show (seed 002 sections 4.1.3, 4.2.3, 4.3.3, 5.2.3, 6.1.3, 6.2.3 and 9).
+
+Everything here works from the **decoded** tables a real rig yields
+(``CaptureSet.read_table("decoded/<source>/pci" | ".../irq" | "decoded/<probe>/ethernet")``,
+NumPy structured arrays with the columns of ``docs/decoders.md``), never from
+the simulator's ``truth/``. Functions are pure; results are frozen
+dataclasses; times are on the capture set's common timeline; every field name
+carries its unit (``_ns``, ``_us``, ``_mbytes_per_s``, ``_pct``, ``_clocks``).
+
+Public API
+----------
+Per bus (one host's PCI bus, with its INTA# table):
+
+``clock_period_ns(pci) -> float``
+    the bus clock, from the transactions' durations and clock counts.
+``transaction_bytes(pci) -> ndarray``
+    bytes per transaction (``bytes``, or data phases x bus word when C/BE# was not probed).
+``bus_activity(pci, irq, frames_in, frames_out) -> BusActivity``
+    the NIC's DMA grouped into **transfers** (``fetch``: descriptor and frame read
+    for sending; ``receive``: a received frame and its descriptor written to
+    memory; ``writeback``: a sent frame's descriptor written back; ``other``),
+    each tied to its frame on the link; the host's CSR accesses grouped into
+    **clusters** (``send``: the driver's setup before a fetch; ``interrupt``:
+    the service routine's first accesses, which clear INTA#; ``update``: its
+    later CSR updates; ``other``); and the interrupts with their cause.
+``dma_timing(activity, pci) -> DmaTiming``, ``csr_timing(activity) -> CsrTiming``,
+``interrupt_timing(activity) -> InterruptTiming``, ``wait_states(pci) -> dict[str, WaitStates]``,
+``stop_counts(pci) -> StopCounts``, ``occupancy(pci, t0_ns, t1_ns, frames) -> Occupancy``
+    the measurements of seed 002: CSR setup per send and per interrupt, DMA
+    burst and per-frame durations and rates, wait states, STOP# terminations,
+    interrupt coalescence (DMA to INTA#), interrupt to CSR update, interrupts
+    per frame, bus occupancy per frame period.
+``host_bus(activity, pci, irq, t0_ns, t1_ns, frames) -> HostBus``
+    all of the above for one bus.
+
+Link (the probe's ``ethernet`` table):
+
+``data_frames(ethernet, direction) -> ndarray``
+    the frames carrying data one way (MAC control and bad-FCS frames left out).
+``wire_timing(frames, link_rate_bps) -> WireTiming``
+    frame time on the wire against ``(length + 8) x 8`` bit times, spacing, gaps.
+``pause_summary(ethernet, link_rate_bps) -> PauseSummary``
+    802.3x PAUSE frames: times, quanta, the pause they ask for, the gap they
+    cause in the other direction, their period (seed 002 4.2.3: ~every 900 us).
+
+Both buses and the link:
+
+``frame_paths(frames, sender, receiver) -> list[FramePath]``
+    per frame: send CSR setup -> first word on the sending bus -> frame on the
+    wire -> first word on the receiving bus -> receive interrupt -> its CSR
+    accesses (seed 002 4.1.3: 23 us first word to first word, 36 us software to
+    software).
+``host_software_time_us(rtt_intercept_us, one_way_us) -> float``
+    the IP stack and application time per node, as seed 002 4.1.3 estimates it.
+``bus_timeline(send_pci, send_irq, recv_pci, recv_irq, ethernet) -> BusTimeline``
+    everything for a capture set of the rig: the probe sits at the sending
+    host, so its ``tx`` frames leave the sending bus and reach the receiving one.
+
+How transfers are told apart
+----------------------------
+With AD and C/BE# probed, the decoded command says read or write. Without
+them (seed 002's traces show control lines only) the link decides: a frame
+that has arrived and not yet been moved makes the next NIC write a
+``receive``; a frame sent and not yet written back makes a descriptor-sized
+transaction a ``writeback``; a frame still to be sent makes a ``fetch``. A
+transfer ends when its frame's bytes (length less the FCS) have crossed the
+bus, plus the descriptor, or at a gap of more than ``dma_gap_ns`` of idle
+bus (a transfer the host bridge broke up resumes after other transactions).
+This is exact for one-way traffic and request-response but for rare meetings
+of a fetch's descriptor and a writeback; under heavy traffic both ways at
+once, record AD and C/BE# (``nicrig simulate --with-ad``).
+
+Register accesses are grouped into runs (``csr_gap_ns`` of idle bus at most
+between them, cut where a fetch or an interrupt service begins). The
+driver's send sequence, learnt from the runs that stood alone before
+fetches on both buses, is cut out where it ran into other accesses, and the
+fetches take the send runs in order. ``docs/analysis.md`` says more, and
+what the tests check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: NIC bursts of one transfer follow each other within this (the NIC's own gap plus arbitration).
+DMA_GAP_NS = 500.0
+#: A driver's register accesses in one go follow each other within this (CPU time per access).
+CSR_GAP_NS = 700.0
+#: A fetch starting within this after a run of CSR accesses answers it (the NIC's doorbell reaction).
+DOORBELL_NS = 3000.0
+#: Transactions up to this size can be descriptors (legacy e1000 16 bytes; others 32).
+DESCRIPTOR_MAX_BYTES = 32
+#: Ethernet MAC control (802.3 Annex 31A), the EtherType of PAUSE frames.
+MAC_CONTROL_ETHERTYPE = 0x8808
+#: Preamble and SFD, in bytes: on the wire before the destination address.
+PREAMBLE_BYTES = 8
+FCS_BYTES = 4
+#: PAUSE quanta are 512 bit times (802.3 Annex 31B).
+PAUSE_QUANTUM_BITS = 512
+
+READ_COMMANDS = (b"Memory Read", b"Memory Read Multiple", b"Memory Read Line")
+WRITE_COMMANDS = (b"Memory Write", b"Memory Write and Invalidate")
+TRANSFER_ROLES = ("fetch", "receive", "writeback", "other")
+CLUSTER_ROLES = ("send", "interrupt", "update", "other")
+
+
+# -- small statistics ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Spread:
+    """Summary of a set of values (the unit is in the name of the field holding it); NaN when empty."""
+
+    count: int
+    median: float
+    mean: float
+    minimum: float
+    maximum: float
+
+    @property
+    def empty(self) -> bool:
+        return self.count == 0
+
+
+def spread(values: np.ndarray | list[float]) -> Spread:
+    """Count, median, mean, minimum and maximum of the finite ``values``."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        nan = float("nan")
+        return Spread(0, nan, nan, nan, nan)
+    return Spread(int(v.size), float(np.median(v)), float(v.mean()), float(v.min()), float(v.max()))
+
+
+# -- one bus -------------------------------------------------------------------------------------
+
+def clock_period_ns(pci: np.ndarray) -> float:
+    """The bus clock period (ns), fitted to the transactions' durations and clock counts.
+
+    A normally completed single-address transaction without master waits lasts
+    1 (address) + target waits + data phases clocks (``docs/decoders-pci.md``);
+    the least-squares ratio of duration to clocks over all of them is the
+    period, good to far better than the 1 ns of the table's times. NaN if the
+    table has no such transaction.
+    """
+    ok = ((pci["termination"] == b"normal") & ~pci["dac"] & (pci["master_wait_clocks"] == 0)
+          & (pci["data_phases"] > 0))
+    clocks = (1 + pci["data_phases"][ok] + pci["target_wait_clocks"][ok]).astype(np.float64)
+    duration = (pci["t_end_ns"][ok] - pci["t_ns"][ok]).astype(np.float64)
+    period = float((duration * clocks).sum() / (clocks * clocks).sum()) if clocks.size else math.nan
+    return period if period > 0 else math.nan
+
+
+def transaction_bytes(pci: np.ndarray) -> np.ndarray:
+    """Bytes each transaction moved: ``bytes`` when C/BE# was probed, else data phases x bus word (4 or 8)."""
+    word = np.where(pci["wide"], 8, 4)
+    return np.where(pci["bytes"] >= 0, pci["bytes"], pci["data_phases"] * word).astype(np.int64)
+
+
+def _directions(pci: np.ndarray) -> np.ndarray:
+    """Per transaction: 'r' (the NIC reads memory), 'w' (it writes), '' when the command was not probed."""
+    out = np.full(len(pci), "", dtype="<U1")
+    out[np.isin(pci["command"], READ_COMMANDS)] = "r"
+    out[np.isin(pci["command"], WRITE_COMMANDS)] = "w"
+    return out
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """NIC-mastered DMA moving one frame (or descriptor): its transactions (rows of the pci table).
+
+    ``frame`` indexes the frames the bus activity was given: ``frames_out`` for
+    fetch and writeback, ``frames_in`` for receive; -1 when not tied to one.
+    ``data_start_ns`` is the first transaction after a leading descriptor
+    fetch: the first word of the frame itself.
+    """
+
+    role: str
+    frame: int
+    rows: tuple[int, ...]
+    start_ns: float
+    end_ns: float
+    data_start_ns: float
+    bytes: int
+
+    @property
+    def duration_ns(self) -> float:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class CsrCluster:
+    """A run of host accesses to the NIC's registers (rows of the pci table), ``CSR_GAP_NS`` apart at most.
+
+    ``transfer``: the fetch a ``send`` cluster rang for; ``interrupt``: the
+    interrupt an ``interrupt`` or ``update`` cluster served; -1 otherwise.
+    """
+
+    role: str
+    rows: tuple[int, ...]
+    start_ns: float
+    end_ns: float
+    accesses: int
+    retries: int
+    transfer: int = -1
+    interrupt: int = -1
+
+    @property
+    def duration_ns(self) -> float:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """One INTA# low interval, the DMA that caused it and the CSR clusters that served it (-1/NaN: none seen)."""
+
+    assert_ns: float
+    deassert_ns: float
+    cause_end_ns: float
+    service_cluster: int
+    update_cluster: int
+
+
+@dataclass(frozen=True)
+class BusActivity:
+    """One host's bus, decoded into transfers, CSR clusters and interrupts (all in time order)."""
+
+    clock_period_ns: float
+    transfers: tuple[Transfer, ...]
+    clusters: tuple[CsrCluster, ...]
+    interrupts: tuple[Interrupt, ...]
+
+    def of_role(self, role: str) -> list[Transfer]:
+        return [t for t in self.transfers if t.role == role]
+
+    def clusters_of_role(self, role: str) -> list[CsrCluster]:
+        return [c for c in self.clusters if c.role == role]
+
+
+@dataclass
+class _Open:
+    """A transfer being assembled by the sweep of :func:`_transfers`.
+
+    ``phase`` is what it takes next: ``desc`` (descriptor-sized transactions,
+    at most ``descriptor`` bytes in all: a descriptor the host bridge may
+    split), ``data`` (the frame's bytes, until ``need_bytes``), or ``done``.
+    A fetch runs desc (when it starts with one) then data; a receive data
+    then desc; a writeback desc only.
+    """
+
+    role: str
+    frame: int
+    need_bytes: int | None
+    direction: str
+    phase: str
+    rows: list[int] = field(default_factory=list)
+    data_bytes: int = 0
+    desc_bytes: int = 0
+    data_row: int = -1
+    end_ns: float = 0.0
+
+    def unfinished(self, descriptor: int) -> bool:
+        """Whether more of this transfer is to come (a frame short of its bytes, a descriptor of its size)."""
+        if self.phase == "data" or (self.role == "fetch" and self.phase == "desc"):
+            return self.need_bytes is not None
+        return self.role == "writeback" and self.desc_bytes < descriptor
+
+    def take(self, row: int, nbytes: int, end_ns: float, direction: str, descriptor: int) -> bool:
+        """Add the transaction if it continues this transfer; False if it starts another."""
+        if direction and self.direction and direction != self.direction:
+            return False
+        small = nbytes <= descriptor
+        if self.phase == "desc" and small and self.desc_bytes + nbytes <= descriptor:
+            self.desc_bytes += nbytes
+        elif self.phase == "desc" and self.role == "fetch" and not small:
+            self.phase = "data"
+            return self.take(row, nbytes, end_ns, direction, descriptor)
+        elif self.phase == "data":
+            if (self.rows and small and not direction and self.need_bytes is not None
+                    and self.need_bytes - self.data_bytes > nbytes):
+                # Host bridges cut bursts at aligned boundaries: the only short data burst is a frame's
+                # last. A descriptor-sized transaction before that is someone else's (a writeback).
+                return False
+            self.data_row = row if self.data_row < 0 else self.data_row
+            self.data_bytes += nbytes
+            if self.need_bytes is not None and self.data_bytes >= self.need_bytes:
+                self.phase = "desc" if self.role == "receive" else "done"
+        else:
+            return False
+        self.rows.append(row)
+        self.end_ns = end_ns
+        self.direction = self.direction or direction
+        return True
+
+
+def descriptor_bytes(dma_bytes: np.ndarray, descriptor_max: int = DESCRIPTOR_MAX_BYTES) -> int:
+    """The NIC's descriptor size: the commonest size of its transactions up to ``descriptor_max`` bytes.
+
+    Descriptors are the NIC's only short transfers besides a frame's last
+    burst; a host bridge may split one (two 16-byte halves of 32), which
+    leaves the whole the commonest still.
+    """
+    small = dma_bytes[(dma_bytes > 0) & (dma_bytes <= descriptor_max)]
+    if small.size == 0:
+        return descriptor_max
+    sizes, counts = np.unique(small, return_counts=True)
+    return int(sizes[np.argmax(counts)])
+
+
+def _role(direction: str, small: bool, next_is_data: bool, rx_pending: bool, wb_pending: bool,
+          fetchable: bool) -> str:
+    """The role of a transfer starting with a transaction of this direction and size (see the module doc)."""
+    if direction == "r":
+        return "fetch" if fetchable else "other"
+    can_fetch = fetchable and direction == ""
+    if small:
+        # A descriptor alone after a sent frame is its writeback; a descriptor
+        # followed at once by data is the next frame's fetch.
+        if wb_pending and not (can_fetch and next_is_data):
+            return "writeback"
+        return "fetch" if can_fetch else "other"
+    if rx_pending:
+        return "receive"
+    return "fetch" if can_fetch else "other"
+
+
+def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.ndarray | None, *,
+               gap_ns: float, descriptor_max: int) -> list[Transfer]:
+    """Sweep the NIC's transactions in time order, grouping them into transfers tied to frames."""
+    dma = np.flatnonzero(pci["kind"] == b"dma")
+    nbytes = transaction_bytes(pci)
+    direction = _directions(pci)
+    t0, t1 = pci["t_ns"].astype(np.float64), pci["t_end_ns"].astype(np.float64)
+    descriptor = descriptor_bytes(nbytes[dma], descriptor_max)
+    linked = frames_in is not None and frames_out is not None
+    empty = np.zeros(0, dtype=np.float64)
+    in_end = frames_in["t_end_ns"].astype(np.float64) if frames_in is not None else empty
+    in_len = frames_in["length"] if frames_in is not None else np.zeros(0, np.int64)
+    out_start = frames_out["t_ns"].astype(np.float64) if frames_out is not None else empty
+    out_end = frames_out["t_end_ns"].astype(np.float64) if frames_out is not None else empty
+    out_len = frames_out["length"] if frames_out is not None else np.zeros(0, np.int64)
+    n_rx = n_fetch = n_wb = 0
+    out: list[Transfer] = []
+    cur: _Open | None = None
+
+    def close(o: _Open) -> None:
+        first_data = o.data_row if o.data_row >= 0 else o.rows[0]
+        out.append(Transfer(o.role, o.frame, tuple(o.rows), float(t0[o.rows[0]]), o.end_ns,
+                            float(t0[first_data]), int(nbytes[o.rows].sum())))
+
+    def after_descriptor(j: int) -> bool:
+        """Whether a data-sized transaction follows closely the descriptor-sized run starting at dma[j]."""
+        total, k = 0, j
+        while k < dma.size and int(nbytes[dma[k]]) <= descriptor and total + int(nbytes[dma[k]]) <= descriptor:
+            total += int(nbytes[dma[k]])
+            if k + 1 < dma.size and t0[dma[k + 1]] - t1[dma[k]] > gap_ns:
+                return False
+            k += 1
+        return k < dma.size and k > j and int(nbytes[dma[k]]) > descriptor
+
+    # Bus time spent by other transactions does not count as a gap: a transfer the
+    # bus bridge broke up resumes after a CSR access or another transfer's burst.
+    busy = np.cumsum(np.concatenate([[0.0], t1 - t0]))
+    suspended: _Open | None = None
+
+    def set_aside(o: _Open, held: _Open | None) -> _Open | None:
+        """Keep ``o`` open if more of it may come (closing what was kept before), else close it."""
+        if not o.unfinished(descriptor):
+            close(o)
+            return held
+        if held is not None:
+            close(held)
+        return o
+
+    def idle_since(o: _Open, i: int) -> float:
+        return t0[i] - o.end_ns - (busy[i] - busy[o.rows[-1] + 1])
+
+    for j, i in enumerate(dma):
+        args = (int(i), int(nbytes[i]), float(t1[i]), direction[i], descriptor)
+        small = int(nbytes[i]) <= descriptor
+        # a descriptor followed at once by data starts a fetch, unless a fetch broken off awaits its rest
+        fetching = suspended is not None and suspended.role == "fetch" and suspended.phase != "done"
+        next_is_data = small and not fetching and after_descriptor(j)
+        ends_writeback = cur is not None and cur.role == "writeback" and next_is_data
+        if cur is not None and not ends_writeback and idle_since(cur, i) <= gap_ns and cur.take(*args):
+            continue
+        if suspended is not None and idle_since(suspended, i) <= gap_ns and suspended.take(*args):
+            resumed, suspended = suspended, None
+            if cur is not None:
+                suspended = set_aside(cur, suspended)
+            cur = resumed
+            continue
+        if cur is not None:
+            suspended = set_aside(cur, suspended)
+            fetching = suspended is not None and suspended.role == "fetch" and suspended.phase != "done"
+            next_is_data = small and not fetching and after_descriptor(j)
+        if linked:
+            rx_pending = int(np.searchsorted(in_end, t0[i], "right")) > n_rx
+            wb_pending = int(np.searchsorted(out_end, t0[i], "right")) > n_wb
+            # frames already on the wire without a fetch seen (before the capture) are skipped
+            n_fetch = max(n_fetch, int(np.searchsorted(out_start, t0[i], "left")))
+            fetchable = n_fetch < out_start.size
+        else:
+            rx_pending = wb_pending = direction[i] == "w"
+            fetchable = direction[i] == "r"
+        role = _role(direction[i], small, next_is_data, rx_pending, wb_pending, fetchable)
+        frame, need = -1, None
+        if role == "receive" and linked:
+            frame, need, n_rx = n_rx, int(in_len[n_rx]) - FCS_BYTES, n_rx + 1
+        elif role == "fetch" and linked:
+            frame, need, n_fetch = n_fetch, int(out_len[n_fetch]) - FCS_BYTES, n_fetch + 1
+        elif role == "writeback" and linked:
+            frame, n_wb = n_wb, n_wb + 1
+        phase = "desc" if role == "writeback" or (role == "fetch" and small and next_is_data) else "data"
+        cur = _Open(role, frame, need, direction[i], phase)
+        if not cur.take(*args):
+            # a descriptor-sized "data" transaction (a tiny frame): count it as data
+            cur.phase = "data"
+            cur.take(*args)
+    for o in (suspended, cur):
+        if o is not None:
+            close(o)
+    out.sort(key=lambda t: t.start_ns)
+    return out
+
+
+Run = tuple[list[int], float, float]
+
+
+def _clusters(pci: np.ndarray, gap_ns: float, boundaries_ns: np.ndarray) -> tuple[list[Run], list[bool]]:
+    """CSR accesses grouped into runs (rows, start, end), and whether each run stands whole; ``pci`` in time order.
+
+    Accesses belong together while the bus was idle for at most ``gap_ns``
+    between them: time the NIC's DMA held the bus does not count, as the
+    driver's posted writes wait for it. A run also ends at each of
+    ``boundaries_ns`` (a fetch beginning: the doorbell has rung; an access
+    clearing INTA#: a service begins); a run so cut at either end is not whole.
+    """
+    csr = np.flatnonzero(pci["kind"] == b"csr")
+    busy = np.cumsum(np.concatenate([[0.0], (pci["t_end_ns"] - pci["t_ns"]).astype(np.float64)]))
+    boundaries_ns = np.sort(boundaries_ns)
+    runs: list[Run] = []
+    whole: list[bool] = []
+    for i in csr:
+        start, end = float(pci["t_ns"][i]), float(pci["t_end_ns"][i])
+        cut = False
+        if runs:
+            prev = runs[-1][0][-1]
+            idle = start - runs[-1][2] - (busy[i] - busy[prev + 1])
+            crossed = (np.searchsorted(boundaries_ns, start, "right")
+                       > np.searchsorted(boundaries_ns, float(pci["t_ns"][prev]), "right"))
+            if idle <= gap_ns and not crossed:
+                rows, s, _ = runs[-1]
+                runs[-1] = (rows + [int(i)], s, end)
+                continue
+            cut = idle <= gap_ns
+            whole[-1] = whole[-1] and not cut
+        runs.append(([int(i)], start, end))
+        whole.append(not cut)
+    return runs, whole
+
+
+def _clearing_access_ns(pci: np.ndarray, irq: np.ndarray) -> np.ndarray:
+    """Start of the access that cleared each interrupt: the last CSR access begun while INTA# was low (NaN: none).
+
+    A driver's service reads (or acknowledges) the cause first, which
+    deasserts INTA#: that access opens the service.
+    """
+    csr_t = np.sort(pci["t_ns"][pci["kind"] == b"csr"].astype(np.float64))
+    out = np.full(len(irq), np.nan)
+    for n, (a, d) in enumerate(zip(irq["t_ns"].astype(np.float64), irq["t_end_ns"].astype(np.float64))):
+        k = int(np.searchsorted(csr_t, d, "left")) - 1
+        if k >= 0 and csr_t[k] >= a:
+            out[n] = csr_t[k]
+    return out
+
+
+def _access_keys(pci: np.ndarray) -> list[tuple[Any, ...]]:
+    """What tells register accesses apart on the bus: length in clocks, command, termination.
+
+    Not the address: the two hosts' NICs sit at different BARs, and the
+    sequence learnt on one bus serves the other.
+    """
+    period = clock_period_ns(pci)
+    clocks = (np.rint((pci["t_end_ns"] - pci["t_ns"]) / period).astype(np.int64) if math.isfinite(period)
+              else np.zeros(len(pci), np.int64))
+    return list(zip(clocks.tolist(), pci["command"].tolist(), pci["termination"].tolist()))
+
+
+def _send_sequences(runs: list[Run], whole: list[bool], keys: list[tuple[Any, ...]], fetch_starts: np.ndarray,
+                    doorbell_ns: float) -> Counter[tuple[Any, ...]]:
+    """How often each whole run of register accesses came right before a fetch (the NIC answering a doorbell)."""
+    ends = np.array([r[2] for r in runs])
+    rang = set()
+    for f in fetch_starts:
+        before = np.flatnonzero((ends <= f) & (f - ends <= doorbell_ns))
+        if before.size and whole[before[-1]]:
+            rang.add(int(before[-1]))
+    return Counter(tuple(keys[i] for i in runs[k][0]) for k in rang)
+
+
+def _majority(seen: Counter[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """The driver's register sequence for a send: the run of accesses most often seen right before a fetch.
+
+    A driver makes the same accesses for every frame it sends: that run,
+    learnt from the sends that stand alone, marks out the sends that ran
+    into an interrupt service's accesses or into the next frame's setup.
+    None when it is not clearly the commonest (at least 3 times, a third of
+    all, more than any other) or is a single access, which looks like any
+    other register write.
+    """
+    common = seen.most_common(2)
+    if not common:
+        return None
+    signature, count = common[0]
+    runner_up = common[1][1] if len(common) > 1 else 0
+    clear = count >= 3 and 3 * count >= sum(seen.values()) and count > runner_up
+    return signature if clear and len(signature) > 1 else None
+
+
+def _split_at(runs: list[Run], keys: list[tuple[Any, ...]], signature: tuple[Any, ...],
+              pci: np.ndarray) -> list[Run]:
+    """Runs cut so that each occurrence of ``signature`` is a run of its own."""
+    out = []
+    n = len(signature)
+    for rows, _, _ in runs:
+        pieces, cut, k = [], 0, 0
+        while k + n <= len(rows):
+            if tuple(keys[r] for r in rows[k:k + n]) == signature:
+                pieces += [rows[cut:k], rows[k:k + n]]
+                cut = k = k + n
+            else:
+                k += 1
+        pieces.append(rows[cut:])
+        out += [(p, float(pci["t_ns"][p[0]]), float(pci["t_end_ns"][p[-1]])) for p in pieces if p]
+    return out
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A bus's tables in time order, its transfers, and its register runs before they are labelled."""
+
+    pci: np.ndarray
+    irq: np.ndarray
+    transfers: list[Transfer]
+    clearing: np.ndarray
+    runs: list[Run]
+    keys: list[tuple[Any, ...]]
+    sends_seen: Counter[tuple[Any, ...]]
+
+
+def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | None, frames_out: np.ndarray | None,
+            dma_gap_ns: float, csr_gap_ns: float, doorbell_ns: float, descriptor_max_bytes: int) -> _Layout:
+    pci = np.sort(pci, order="t_ns", kind="stable")
+    irq = np.sort(irq, order="t_ns") if irq is not None else np.zeros(0, dtype=[("t_ns", "<i8"), ("t_end_ns", "<i8")])
+    transfers = _transfers(pci, frames_in, frames_out, gap_ns=dma_gap_ns, descriptor_max=descriptor_max_bytes)
+    clearing = _clearing_access_ns(pci, irq)
+    fetch_starts = np.array([t.start_ns for t in transfers if t.role == "fetch"])
+    runs, whole = _clusters(pci, csr_gap_ns, np.concatenate([fetch_starts, clearing[np.isfinite(clearing)]]))
+    keys = _access_keys(pci)
+    return _Layout(pci, irq, transfers, clearing, runs, keys,
+                   _send_sequences(runs, whole, keys, fetch_starts, doorbell_ns))
+
+
+def bus_activity(pci: np.ndarray, irq: np.ndarray | None = None, frames_in: np.ndarray | None = None,
+                 frames_out: np.ndarray | None = None, *, dma_gap_ns: float = DMA_GAP_NS,
+                 csr_gap_ns: float = CSR_GAP_NS, doorbell_ns: float = DOORBELL_NS,
+                 descriptor_max_bytes: int = DESCRIPTOR_MAX_BYTES) -> BusActivity:
+    """One host's bus as transfers, CSR clusters and interrupts.
+
+    ``pci``: the bus's decoded ``pci`` table; ``irq``: its ``irq`` table
+    (INTA#), or None; ``frames_in`` / ``frames_out``: the data frames
+    (:func:`data_frames`) reaching / leaving this host, or None without a
+    probe (then only the decoded commands tell transfers apart).
+    """
+    lay = _layout(pci, irq, frames_in, frames_out, dma_gap_ns, csr_gap_ns, doorbell_ns, descriptor_max_bytes)
+    return _activity(lay, _majority(lay.sends_seen), doorbell_ns)
+
+
+def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: float) -> BusActivity:
+    """Label a bus's register runs, given the driver's send sequence (if known) and the interrupts."""
+    pci, irq, transfers, clearing, keys = lay.pci, lay.irq, lay.transfers, lay.clearing, lay.keys
+    runs = _split_at(lay.runs, keys, signature, pci) if signature is not None else lay.runs
+    roles = ["other"] * len(runs)
+    is_send = [signature is not None and tuple(keys[i] for i in rows) == signature for rows, _, _ in runs]
+    linked_transfer = [-1] * len(runs)
+    linked_interrupt = [-1] * len(runs)
+    starts = np.array([r[1] for r in runs])
+    ends = np.array([r[2] for r in runs])
+    retry = pci["termination"] == b"retry"
+
+    cause_ends = np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")])
+    interrupts: list[Interrupt] = []
+    previous_deassert = -math.inf
+    for n, (a, d) in enumerate(zip(irq["t_ns"].astype(float), irq["t_end_ns"].astype(float))):
+        k = int(np.searchsorted(starts, clearing[n])) if np.isfinite(clearing[n]) else -1
+        if k >= 0:
+            roles[k], linked_interrupt[k] = "interrupt", n
+        window = (cause_ends > previous_deassert) & (cause_ends <= a)
+        interrupts.append(Interrupt(a, d, float(cause_ends[window][0]) if window.any() else math.nan, k, -1))
+        previous_deassert = d
+    fetches = [n for n, t in enumerate(transfers) if t.role == "fetch"]
+    if signature is None:
+        # A doorbell the NIC answered at once: the last cluster just before the fetch.
+        for n in fetches:
+            before = np.flatnonzero((ends <= transfers[n].start_ns) & (transfers[n].start_ns - ends <= doorbell_ns))
+            if before.size and roles[before[-1]] == "other":
+                roles[before[-1]], linked_transfer[before[-1]] = "send", n
+    # The service's later accesses: the first other cluster after its first ones, before the next service.
+    services = [it.service_cluster for it in interrupts if it.service_cluster >= 0] + [len(runs)]
+    for n, it in enumerate(interrupts):
+        if it.service_cluster < 0:
+            continue
+        limit = min(k for k in services if k > it.service_cluster)
+        after = [k for k in range(it.service_cluster + 1, limit) if roles[k] == "other" and not is_send[k]]
+        if after:
+            roles[after[0]], linked_interrupt[after[0]] = "update", n
+            interrupts[n] = Interrupt(it.assert_ns, it.deassert_ns, it.cause_end_ns, it.service_cluster, after[0])
+    # The driver's setups in order, each answered by the next fetch: at once, or later when the NIC's
+    # transmit FIFO was full or the setups of a fragmented message came in a row. First come, first fetched.
+    floor = -math.inf
+    for n in fetches:
+        if n in linked_transfer:
+            floor = starts[linked_transfer.index(n)]
+            continue
+        waiting = [k for k in range(len(runs)) if roles[k] == "other" and starts[k] > floor
+                   and ends[k] <= transfers[n].start_ns and (is_send[k] or signature is None)]
+        if waiting:
+            roles[waiting[0]], linked_transfer[waiting[0]] = "send", n
+            floor = starts[waiting[0]]
+    clusters = tuple(
+        CsrCluster(roles[k], tuple(rows), s, e, int((~retry[rows]).sum()), int(retry[rows].sum()),
+                   linked_transfer[k], linked_interrupt[k])
+        for k, (rows, s, e) in enumerate(runs))
+    return BusActivity(clock_period_ns(pci), tuple(transfers), clusters, tuple(interrupts))
+
+
+@dataclass(frozen=True)
+class DmaTiming:
+    """The NIC's DMA (seed 002 4.1.3: ~3 us for 1400 bytes on 64/66; 6.2.3: 2.9 us received).
+
+    ``peak_mbytes_per_s`` is one bus word per clock; ``burst_data_rate`` the
+    rate during data phases (below the peak only if waits break up the
+    data); ``burst_rate`` includes each burst's address phase and waits;
+    per-frame rates include the gaps between bursts.
+    """
+
+    clock_period_ns: float
+    bus_width_bytes: int
+    peak_mbytes_per_s: float
+    burst_data_rate_mbytes_per_s: float
+    burst_rate_mbytes_per_s: float
+    burst_us: Spread
+    burst_bytes: Spread
+    fetch_us: Spread
+    receive_us: Spread
+    fetch_rate_mbytes_per_s: Spread
+    receive_rate_mbytes_per_s: Spread
+    bursts_per_fetch: Spread
+    bursts_per_receive: Spread
+
+
+def dma_timing(activity: BusActivity, pci: np.ndarray) -> DmaTiming:
+    """Burst and per-frame DMA durations and rates of a bus (``pci``: the table ``activity`` was built from)."""
+    pci = np.sort(pci, order="t_ns", kind="stable")
+    dma = pci["kind"] == b"dma"
+    nbytes = transaction_bytes(pci)[dma].astype(np.float64)
+    duration = (pci["t_end_ns"][dma] - pci["t_ns"][dma]).astype(np.float64)
+    phases = pci["data_phases"][dma].astype(np.float64)
+    period = activity.clock_period_ns
+    width = 8 if dma.any() and pci["wide"][dma].mean() > 0.5 else 4
+    moved = phases > 0
+    data_time = phases[moved].sum() * period
+
+    def per_frame(role: str) -> tuple[Spread, Spread, Spread]:
+        ts = activity.of_role(role)
+        return (spread([t.duration_ns / 1000 for t in ts]),
+                spread([t.bytes / t.duration_ns * 1000 for t in ts if t.duration_ns > 0]),
+                spread([len(t.rows) for t in ts]))
+
+    fetch, fetch_rate, fetch_n = per_frame("fetch")
+    recv, recv_rate, recv_n = per_frame("receive")
+    return DmaTiming(
+        clock_period_ns=period, bus_width_bytes=width, peak_mbytes_per_s=width / period * 1000,
+        burst_data_rate_mbytes_per_s=float(nbytes[moved].sum() / data_time * 1000) if data_time else math.nan,
+        burst_rate_mbytes_per_s=float(nbytes.sum() / duration.sum() * 1000) if duration.sum() else math.nan,
+        burst_us=spread(duration / 1000), burst_bytes=spread(nbytes),
+        fetch_us=fetch, receive_us=recv, fetch_rate_mbytes_per_s=fetch_rate, receive_rate_mbytes_per_s=recv_rate,
+        bursts_per_fetch=fetch_n, bursts_per_receive=recv_n)
+
+
+@dataclass(frozen=True)
+class CsrTiming:
+    """Register accesses (seed 002 4.2.3: 1.75 us of CSR setup before a send; 9: "almost independent" of the bus).
+
+    ``send_setup_us``: first to last access of the driver's setup before each
+    fetch; ``send_to_dma_us``: its end to the fetch's start; ``service_us`` /
+    ``update_us``: the interrupt service's first and later clusters.
+    """
+
+    send_setup_us: Spread
+    send_accesses: Spread
+    send_to_dma_us: Spread
+    service_us: Spread
+    update_us: Spread
+    accesses: int
+    retries: int
+
+
+def csr_timing(activity: BusActivity) -> CsrTiming:
+    sends = activity.clusters_of_role("send")
+    return CsrTiming(
+        send_setup_us=spread([c.duration_ns / 1000 for c in sends]),
+        send_accesses=spread([c.accesses for c in sends]),
+        send_to_dma_us=spread([(activity.transfers[c.transfer].start_ns - c.end_ns) / 1000 for c in sends]),
+        service_us=spread([c.duration_ns / 1000 for c in activity.clusters_of_role("interrupt")]),
+        update_us=spread([c.duration_ns / 1000 for c in activity.clusters_of_role("update")]),
+        accesses=sum(c.accesses for c in activity.clusters), retries=sum(c.retries for c in activity.clusters))
+
+
+@dataclass(frozen=True)
+class InterruptTiming:
+    """Interrupts of one host (seed 002 4.2.1, 4.2.3, 8; seed 004's RxAbsIntDelay).
+
+    ``dma_to_interrupt_us`` is the coalescence delay: from the end of the first
+    DMA that gave the NIC a reason to interrupt (a received frame, a sent
+    frame's writeback) after the previous interrupt was cleared, to INTA#.
+    ``dma_to_csr_us`` runs to the service's first register access (seed 002
+    4.2.3: "~70 us delay between the PCI transfer and the update of the CSRs").
+    """
+
+    interrupts: int
+    frames_per_interrupt: float
+    received_per_interrupt: float
+    sent_per_interrupt: float
+    dma_to_interrupt_us: Spread
+    interrupt_to_csr_us: Spread
+    inta_low_us: Spread
+    dma_to_csr_us: Spread
+    interrupt_to_update_us: Spread
+    interval_us: Spread
+
+
+def interrupt_timing(activity: BusActivity) -> InterruptTiming:
+    its = activity.interrupts
+    n = len(its)
+    received, sent = len(activity.of_role("receive")), len(activity.of_role("writeback"))
+    clusters = activity.clusters
+
+    def start_of(k: int) -> float:
+        return clusters[k].start_ns if k >= 0 else math.nan
+
+    asserts = np.array([i.assert_ns for i in its])
+    return InterruptTiming(
+        interrupts=n,
+        frames_per_interrupt=(received + sent) / n if n else math.nan,
+        received_per_interrupt=received / n if n else math.nan,
+        sent_per_interrupt=sent / n if n else math.nan,
+        dma_to_interrupt_us=spread([(i.assert_ns - i.cause_end_ns) / 1000 for i in its]),
+        interrupt_to_csr_us=spread([(start_of(i.service_cluster) - i.assert_ns) / 1000 for i in its]),
+        inta_low_us=spread([(i.deassert_ns - i.assert_ns) / 1000 for i in its]),
+        dma_to_csr_us=spread([(start_of(i.service_cluster) - i.cause_end_ns) / 1000 for i in its]),
+        interrupt_to_update_us=spread([(start_of(i.update_cluster) - i.assert_ns) / 1000 for i in its]),
+        interval_us=spread(np.diff(asserts) / 1000))
+
+
+@dataclass(frozen=True)
+class WaitStates:
+    """Wait states of one kind of transaction (``csr``, ``dma``, ...): totals and per transaction."""
+
+    transactions: int
+    master_wait_clocks: int
+    target_wait_clocks: int
+    master_wait_clocks_per_transaction: float
+    target_wait_clocks_per_transaction: float
+
+
+def wait_states(pci: np.ndarray) -> dict[str, WaitStates]:
+    """Master (IRDY#) and target (TRDY#) wait clocks per transaction kind, as the pci decoder counts them."""
+    out = {}
+    for kind in np.unique(pci["kind"]):
+        rows = pci[pci["kind"] == kind]
+        m, t = int(rows["master_wait_clocks"].sum()), int(rows["target_wait_clocks"].sum())
+        out[kind.decode()] = WaitStates(len(rows), m, t, m / len(rows), t / len(rows))
+    return out
+
+
+@dataclass(frozen=True)
+class StopCounts:
+    """Transactions a target stopped with STOP# (seed 002 6.1.3: "many PCI STOP signals" on CSR accesses)."""
+
+    with_stop: int
+    retries: int
+    disconnects_with_data: int
+    disconnects_without_data: int
+    target_aborts: int
+    csr_with_stop: int
+    dma_with_stop: int
+
+
+def stop_counts(pci: np.ndarray) -> StopCounts:
+    term, stop = pci["termination"], pci["stop"]
+    return StopCounts(
+        with_stop=int(stop.sum()), retries=int((term == b"retry").sum()),
+        disconnects_with_data=int((term == b"disconnect_with_data").sum()),
+        disconnects_without_data=int((term == b"disconnect_without_data").sum()),
+        target_aborts=int((term == b"target_abort").sum()),
+        csr_with_stop=int((stop & (pci["kind"] == b"csr")).sum()),
+        dma_with_stop=int((stop & (pci["kind"] == b"dma")).sum()))
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """How much of a window the bus was busy (a transaction from address phase to last data phase).
+
+    Seed 002 4.2.3: at 11 us spacing the sending bus "is occupied for ~4.7 us
+    ... ~43% usage": ``busy_per_frame_us`` and ``busy_pct``.
+    """
+
+    window_us: float
+    busy_us: float
+    busy_pct: float
+    frames: int
+    busy_per_frame_us: float
+    frame_period_us: float
+
+
+def occupancy(pci: np.ndarray, t0_ns: float, t1_ns: float, frames: int = 0) -> Occupancy:
+    """Busy time of the bus within ``[t0_ns, t1_ns)``, in total and per frame of the ``frames`` sent in it."""
+    s = np.clip(pci["t_ns"].astype(np.float64), t0_ns, t1_ns)
+    e = np.clip(pci["t_end_ns"].astype(np.float64), t0_ns, t1_ns)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    # union of intervals: a transaction's busy time counts once even if the table overlaps spans
+    reach = np.maximum.accumulate(e) if e.size else e
+    prev_reach = np.concatenate([[t0_ns], reach[:-1]]) if e.size else e
+    busy = float(np.clip(e - np.maximum(s, prev_reach), 0, None).sum())
+    window = t1_ns - t0_ns
+    return Occupancy(window / 1000, busy / 1000, 100 * busy / window if window > 0 else math.nan, frames,
+                     busy / frames / 1000 if frames else math.nan, window / frames / 1000 if frames else math.nan)
+
+
+@dataclass(frozen=True)
+class HostBus:
+    """Every measurement of one host's bus."""
+
+    activity: BusActivity
+    dma: DmaTiming
+    csr: CsrTiming
+    interrupts: InterruptTiming | None
+    waits: dict[str, WaitStates]
+    stops: StopCounts
+    occupancy: Occupancy
+
+
+def host_bus(activity: BusActivity, pci: np.ndarray, irq: np.ndarray | None, t0_ns: float, t1_ns: float,
+             frames: int) -> HostBus:
+    """All measurements of one bus (``activity`` from :func:`bus_activity` on these tables); occupancy over
+    ``[t0_ns, t1_ns)`` holding ``frames`` frames."""
+    return HostBus(activity, dma_timing(activity, pci), csr_timing(activity),
+                   interrupt_timing(activity) if irq is not None else None, wait_states(pci), stop_counts(pci),
+                   occupancy(pci, t0_ns, t1_ns, frames))
+
+
+# -- the link ------------------------------------------------------------------------------------
+
+def data_frames(ethernet: np.ndarray, direction: bytes) -> np.ndarray:
+    """Frames of ``direction`` (``b"tx"``, ``b"rx"``) that carry data: no MAC control, good FCS; in time order."""
+    keep = ((ethernet["direction"] == direction) & (ethernet["ethertype"] != MAC_CONTROL_ETHERTYPE)
+            & ethernet["fcs_ok"])
+    return np.sort(ethernet[keep], order="t_ns", kind="stable")
+
+
+def frame_time_on_wire_ns(length_bytes: np.ndarray | int, link_rate_bps: float = 1e9) -> np.ndarray | float:
+    """Preamble, SFD and frame (destination to FCS) on the wire (seed 002 4.1.3: 11.6 us for 1400 bytes of data)."""
+    return (np.asarray(length_bytes) + PREAMBLE_BYTES) * 8 / link_rate_bps * 1e9
+
+
+@dataclass(frozen=True)
+class WireTiming:
+    """Frames of one direction on the link: time on the wire (observed, and from their lengths), spacing, gaps."""
+
+    frames: int
+    on_wire_us: Spread
+    expected_on_wire_us: Spread
+    period_us: Spread
+    gap_us: Spread
+    span_start_ns: float
+    span_end_ns: float
+
+
+def wire_timing(frames: np.ndarray, link_rate_bps: float = 1e9) -> WireTiming:
+    start, end = frames["t_ns"].astype(np.float64), frames["t_end_ns"].astype(np.float64)
+    return WireTiming(len(frames), spread((end - start) / 1000),
+                      spread(np.asarray(frame_time_on_wire_ns(frames["length"], link_rate_bps)) / 1000),
+                      spread(np.diff(start) / 1000), spread((start[1:] - end[:-1]) / 1000),
+                      float(start[0]) if len(frames) else math.nan, float(end[-1]) if len(frames) else math.nan)
+
+
+@dataclass(frozen=True)
+class PauseFrame:
+    """One PAUSE frame: when, which way, its quanta and the pause they ask; the gap it left the other way."""
+
+    t_ns: float
+    direction: str
+    quanta: int
+    pause_us: float
+    gap_us: float
+    xon_after_us: float
+
+
+@dataclass(frozen=True)
+class PauseSummary:
+    """802.3x flow control on the link (seed 002 4.2.3: gaps "approximately every 900 us")."""
+
+    frames: tuple[PauseFrame, ...]
+    xoff: int
+    xon: int
+    quanta: tuple[int, ...]
+    pause_us: Spread
+    gap_us: Spread
+    period_us: Spread
+    usual_gap_us: float
+
+
+def pause_summary(ethernet: np.ndarray, link_rate_bps: float = 1e9) -> PauseSummary:
+    """PAUSE frames of both directions, and what each did to the data frames going the other way.
+
+    A PAUSE with quanta > 0 (XOFF) stops the partner after the frame in
+    progress for quanta x 512 bit times, or until a PAUSE 0 (XON). Its gap:
+    from the end of the last data frame the partner started before the PAUSE
+    had arrived to the start of its next one. ``usual_gap_us``: the median gap
+    between the partner's data frames otherwise.
+    """
+    rows = np.sort(ethernet[ethernet["pause_quanta"] >= 0], order="t_ns")
+    out: list[PauseFrame] = []
+    usual: list[float] = []
+    for d in (b"tx", b"rx"):
+        mine = rows[rows["direction"] == d]
+        other = data_frames(ethernet, b"rx" if d == b"tx" else b"tx")
+        o_start, o_end = other["t_ns"].astype(np.float64), other["t_end_ns"].astype(np.float64)
+        paused_gaps = set()
+        for k, r in enumerate(mine):
+            q = int(r["pause_quanta"])
+            if q == 0:
+                continue
+            arrived = float(r["t_end_ns"])
+            before = int(np.searchsorted(o_start, arrived, "left")) - 1
+            gap = (o_start[before + 1] - o_end[before]) / 1000 if 0 <= before < o_start.size - 1 else math.nan
+            if math.isfinite(gap):
+                paused_gaps.add(before)
+            xon = [float(x["t_end_ns"]) for x in mine[k + 1:] if int(x["pause_quanta"]) == 0]
+            nxt = [float(x["t_end_ns"]) for x in mine[k + 1:] if int(x["pause_quanta"]) > 0]
+            xon_after = (xon[0] - arrived) / 1000 if xon and (not nxt or xon[0] < nxt[0]) else math.nan
+            out.append(PauseFrame(float(r["t_ns"]), d.decode(), q, q * PAUSE_QUANTUM_BITS / link_rate_bps * 1e6,
+                                  gap, xon_after))
+        if mine.size and (mine["pause_quanta"] > 0).any() and o_start.size > 1:
+            gaps = (o_start[1:] - o_end[:-1]) / 1000
+            keep = np.ones(gaps.size, bool)
+            keep[list(paused_gaps)] = False
+            usual += list(gaps[keep])
+    out.sort(key=lambda p: p.t_ns)
+    periods = [v for d in ("tx", "rx") for v in np.diff([p.t_ns for p in out if p.direction == d]) / 1000]
+    return PauseSummary(
+        frames=tuple(out), xoff=len(out), xon=int((rows["pause_quanta"] == 0).sum()),
+        quanta=tuple(sorted({p.quanta for p in out})), pause_us=spread([p.pause_us for p in out]),
+        gap_us=spread([p.gap_us for p in out]), period_us=spread(periods),
+        usual_gap_us=float(np.median(usual)) if usual else math.nan)
+
+
+# -- both buses and the link ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FramePath:
+    """One frame from the sending host's software to the receiving host's interrupt service (ns; NaN unknown).
+
+    Seed 002 4.1.3 (SK-9843, 64/66, 1400 bytes): first word on the sending bus
+    to first word on the receiving bus 23 us, frame 11.6 us on the wire,
+    software send to receive 36 us.
+    """
+
+    frame: int
+    seq: int
+    length_bytes: int
+    send_csr_start_ns: float
+    send_csr_end_ns: float
+    send_first_word_ns: float
+    send_dma_end_ns: float
+    wire_start_ns: float
+    wire_end_ns: float
+    recv_first_word_ns: float
+    recv_dma_end_ns: float
+    recv_interrupt_ns: float
+    recv_service_start_ns: float
+    recv_service_end_ns: float
+
+    @property
+    def csr_setup_us(self) -> float:
+        return (self.send_csr_end_ns - self.send_csr_start_ns) / 1000
+
+    @property
+    def send_dma_to_wire_us(self) -> float:
+        """First word of the frame on the sending bus to its first preamble bit on the wire."""
+        return (self.wire_start_ns - self.send_first_word_ns) / 1000
+
+    @property
+    def on_wire_us(self) -> float:
+        return (self.wire_end_ns - self.wire_start_ns) / 1000
+
+    @property
+    def wire_to_recv_dma_us(self) -> float:
+        """End of the frame on the wire (at the probe) to its first word on the receiving bus."""
+        return (self.recv_first_word_ns - self.wire_end_ns) / 1000
+
+    @property
+    def first_word_to_first_word_us(self) -> float:
+        return (self.recv_first_word_ns - self.send_first_word_ns) / 1000
+
+    @property
+    def recv_dma_to_interrupt_us(self) -> float:
+        return (self.recv_interrupt_ns - self.recv_dma_end_ns) / 1000
+
+    @property
+    def software_to_service_us(self) -> float:
+        """Sending driver's first CSR access to the end of the receiving service's first CSR accesses."""
+        return (self.recv_service_end_ns - self.send_csr_start_ns) / 1000
+
+
+def frame_paths(frames: np.ndarray, sender: BusActivity, receiver: BusActivity) -> list[FramePath]:
+    """Follow each of ``frames`` across both buses.
+
+    ``frames`` must be the ``frames_out`` the sender's activity was built with
+    and the ``frames_in`` of the receiver's (the same array).
+    """
+    nan = math.nan
+    fetch = {t.frame: (n, t) for n, t in enumerate(sender.transfers) if t.role == "fetch" and t.frame >= 0}
+    ring = {c.transfer: c for c in sender.clusters_of_role("send")}
+    receive = {t.frame: t for t in receiver.of_role("receive") if t.frame >= 0}
+    asserts = np.array([i.assert_ns for i in receiver.interrupts])
+    paths = []
+    for k, f in enumerate(frames):
+        n_out, t_out = fetch.get(k, (-1, None))
+        t_in = receive.get(k)
+        bell = ring.get(n_out)
+        it = None
+        if t_in is not None and asserts.size:
+            n = int(np.searchsorted(asserts, t_in.end_ns, "left"))
+            it = receiver.interrupts[n] if n < asserts.size else None
+        svc = receiver.clusters[it.service_cluster] if it is not None and it.service_cluster >= 0 else None
+        paths.append(FramePath(
+            frame=k, seq=int(f["seq"]), length_bytes=int(f["length"]),
+            send_csr_start_ns=bell.start_ns if bell else nan, send_csr_end_ns=bell.end_ns if bell else nan,
+            send_first_word_ns=t_out.data_start_ns if t_out else nan, send_dma_end_ns=t_out.end_ns if t_out else nan,
+            wire_start_ns=float(f["t_ns"]), wire_end_ns=float(f["t_end_ns"]),
+            recv_first_word_ns=t_in.data_start_ns if t_in else nan, recv_dma_end_ns=t_in.end_ns if t_in else nan,
+            recv_interrupt_ns=it.assert_ns if it else nan,
+            recv_service_start_ns=svc.start_ns if svc else nan, recv_service_end_ns=svc.end_ns if svc else nan))
+    return paths
+
+
+def host_software_time_us(rtt_intercept_us: float, one_way_us: float) -> float:
+    """IP stack and application time per node, as seed 002 4.1.3 estimates it: (intercept - one way) / 2.
+
+    The one-way time runs from the sending driver's CSR setup to the
+    receiver's interrupt service (36 us there); the intercept (56 us) is the
+    round trip of a zero-length response: "~10 us on each 800 MHz CPU". A
+    rough figure: it books the second direction's hardware time to software.
+    """
+    return (rtt_intercept_us - one_way_us) / 2
+
+
+@dataclass(frozen=True)
+class BusTimeline:
+    """A capture set of the rig, measured: both buses, both directions on the link, flow control."""
+
+    send: HostBus | None
+    recv: HostBus | None
+    wire_out: WireTiming | None
+    wire_in: WireTiming | None
+    paths_out: tuple[FramePath, ...]
+    paths_in: tuple[FramePath, ...]
+    pause: PauseSummary | None
+
+
+def bus_timeline(send_pci: np.ndarray | None, send_irq: np.ndarray | None, recv_pci: np.ndarray | None,
+                 recv_irq: np.ndarray | None, ethernet: np.ndarray | None, *, link_rate_bps: float = 1e9,
+                 **options: float) -> BusTimeline:
+    """Measure a capture set of the rig; any table may be None (not recorded or not decoded).
+
+    The probe is at the sending host: its ``tx`` frames leave the sending
+    bus and reach the receiving one, ``rx`` frames go the other way.
+    Occupancy is taken over the span of the data frames one way (the whole
+    bus capture without a probe).
+    """
+    out = data_frames(ethernet, b"tx") if ethernet is not None else None
+    back = data_frames(ethernet, b"rx") if ethernet is not None else None
+
+    def span(pci: np.ndarray) -> tuple[float, float, int]:
+        if out is not None and len(out):
+            return float(out["t_ns"][0]), float(out["t_end_ns"][-1]), len(out)
+        if len(pci) == 0:
+            return 0.0, 0.0, 0
+        return float(pci["t_ns"].min()), float(pci["t_end_ns"].max()), 0
+
+    settings = {"dma_gap_ns": DMA_GAP_NS, "csr_gap_ns": CSR_GAP_NS, "doorbell_ns": DOORBELL_NS,
+                "descriptor_max_bytes": DESCRIPTOR_MAX_BYTES, **options}
+    sides = ((send_pci, send_irq, back, out), (recv_pci, recv_irq, out, back))
+    layouts = [_layout(pci, irq, f_in, f_out, **settings) if pci is not None else None  # type: ignore[arg-type]
+               for pci, irq, f_in, f_out in sides]
+    # Both hosts run the same NIC and driver: their doorbells together show its send sequence.
+    signature = _majority(sum((lay.sends_seen for lay in layouts if lay is not None), Counter()))
+    send, recv = (host_bus(_activity(lay, signature, settings["doorbell_ns"]), lay.pci, irq, *span(lay.pci))
+                  if lay is not None else None for lay, (_, irq, _, _) in zip(layouts, sides))
+    paths_out: tuple[FramePath, ...] = ()
+    paths_in: tuple[FramePath, ...] = ()
+    if send is not None and recv is not None and out is not None and back is not None:
+        paths_out = tuple(frame_paths(out, send.activity, recv.activity))
+        paths_in = tuple(frame_paths(back, recv.activity, send.activity))
+    return BusTimeline(
+        send, recv,
+        wire_timing(out, link_rate_bps) if out is not None and len(out) else None,
+        wire_timing(back, link_rate_bps) if back is not None and len(back) else None,
+        paths_out, paths_in, pause_summary(ethernet, link_rate_bps) if ethernet is not None else None)

@@ -1,0 +1,183 @@
+"""The report's figures, drawn with matplotlib (no display needed) and returned as PNG bytes.
+
+Each figure is one a reader of seed 002 recognises: RTT against response size
+with the fitted lines (figures 4.1, 4.5), RTT histograms (6.4), throughput
+against transmit spacing with loss and CPU (4.2, 6.2), the signals of one
+frame on both buses and the link as a logic analyzer shows them (4.3, 4.7),
+and the gaps PAUSE frames leave in a stream (4.9).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from nicrig.analysis.bus import BusActivity, FramePath
+from nicrig.analysis.cpu import CpuModelFit
+from nicrig.analysis.latency import LineFit, histogram
+from nicrig.analysis.throughput import SizeCurve
+
+DPI = 100
+COLOURS = {"csr": "#d62728", "fetch": "#1f77b4", "receive": "#2ca02c", "writeback": "#9467bd",
+           "other": "#7f7f7f", "irq": "#ff7f0e", "wire": "#17becf"}
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def latency_vs_size(size_bytes: np.ndarray, min_us: np.ndarray, mean_us: np.ndarray,
+                    fits_min: Sequence[LineFit], fits_mean: Sequence[LineFit], mtu_frames: np.ndarray) -> bytes:
+    """RTT minimum and mean against response size, each frame count's fitted line and its slope/intercept."""
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.add_subplot()
+    ax.plot(size_bytes, mean_us, "o", ms=3, color="#1f77b4", label="mean")
+    ax.plot(size_bytes, min_us, "s", ms=3, color="#2ca02c", label="minimum")
+    for fits, colour, name in ((fits_mean, "#1f77b4", "mean"), (fits_min, "#2ca02c", "min")):
+        for f in fits:
+            x = size_bytes[mtu_frames == f.frames]
+            xs = np.array([x.min(), x.max()], dtype=np.float64)
+            ax.plot(xs, f.intercept_us + f.slope_us_per_byte * xs, "-", color=colour, lw=1.2,
+                    label=f"{name}, {f.frames} frame(s): {f.slope_us_per_byte:.4f} us/byte, "
+                          f"{f.intercept_us:.1f} us")
+    ax.set_xlabel("response size (bytes)")
+    ax.set_ylabel("round-trip time (us)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+def rtt_histograms(rtt_us: dict[int, np.ndarray], bin_us: float = 1.0) -> bytes:
+    """RTT histograms of up to four sizes, each with its FWHM marked."""
+    from nicrig.analysis.latency import fwhm
+
+    sizes = sorted(rtt_us)
+    if len(sizes) > 4:
+        sizes = [sizes[i] for i in np.linspace(0, len(sizes) - 1, 4).round().astype(int)]
+    fig = Figure(figsize=(8, 2.2 * len(sizes)))
+    for n, s in enumerate(sizes):
+        ax = fig.add_subplot(len(sizes), 1, n + 1)
+        edges, counts = histogram(rtt_us[s], bin_us)
+        ax.bar(edges, counts, width=bin_us, align="edge", color="#1f77b4")
+        # the peak and its near tail; far stragglers would squeeze the peak into one pixel
+        right = max(float(np.percentile(rtt_us[s], 95)), edges[0] + 20 * bin_us)
+        beyond = int((rtt_us[s] > right).sum())
+        ax.set_xlim(edges[0] - bin_us, right + bin_us)
+        ax.set_title(f"{s} bytes: FWHM {fwhm(edges, counts):.1f} us"
+                     + (f" ({beyond} beyond {right:.0f} us not shown)" if beyond else ""), fontsize=9)
+        ax.set_ylabel("count")
+        ax.grid(alpha=0.3)
+    ax.set_xlabel("round-trip time (us)")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def throughput_vs_spacing(curves: Sequence[SizeCurve]) -> bytes:
+    """User rate (offered load dashed) against spacing per size; loss, receiver CPU idle and interrupts below."""
+    fig = Figure(figsize=(8, 8))
+    rate, loss, idle, irq = (fig.add_subplot(4, 1, k) for k in (1, 2, 3, 4))
+    for c in curves:
+        line, = rate.plot(c.spacing_us, c.user_rate_mbps, "o-", ms=3, label=f"{c.size_bytes} B")
+        finite = np.isfinite(c.offered_mbps)
+        rate.plot(c.spacing_us[finite], c.offered_mbps[finite], ":", color=line.get_color(), lw=0.8)
+        loss.plot(c.spacing_us, c.loss_pct, "o-", ms=3, color=line.get_color())
+        idle.plot(c.spacing_us, c.receiver_cpu_idle_pct, "o-", ms=3, color=line.get_color())
+        irq.plot(c.spacing_us, c.receiver_interrupts_per_packet, "o-", ms=3, color=line.get_color())
+    top = max((np.nanmax(c.user_rate_mbps) for c in curves if np.isfinite(c.user_rate_mbps).any()), default=1)
+    rate.set_ylim(0, top * 1.15)
+    rate.set_ylabel("user rate (Mbit/s)")
+    rate.legend(fontsize=7, ncol=4)
+    loss.set_ylabel("lost (%)")
+    idle.set_ylabel("receiver CPU idle (%)")
+    irq.set_ylabel("receiver interrupts\nper packet")
+    irq.set_xlabel("transmit spacing (us)")
+    for ax in (rate, loss, idle, irq):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _lane(ax, y: float, spans: list[tuple[float, float]], colour: str, origin_ns: float,
+          separate: bool = False) -> None:
+    """Boxes on lane ``y``; ``separate`` outlines them in white so back-to-back ones stay apart."""
+    if spans:
+        ax.broken_barh([((a - origin_ns) / 1000, max((b - a) / 1000, 0.02)) for a, b in spans], (y - 0.35, 0.7),
+                       facecolor=colour, edgecolor="white" if separate else colour, linewidth=0.4)
+
+
+def bus_timeline(path: FramePath, sender: BusActivity, receiver: BusActivity, sender_irq: np.ndarray | None,
+                 receiver_irq: np.ndarray | None, wire: np.ndarray | None = None, margin_us: float = 5.0) -> bytes:
+    """One frame's journey as a logic analyzer shows it: both buses' CSR accesses, DMA and INTA#, and the wire.
+
+    ``wire``: the link's frames (an ``ethernet`` table), drawn faint around the frame followed.
+    """
+    times = [t for t in (path.send_csr_start_ns, path.send_first_word_ns, path.wire_start_ns,
+                         path.recv_service_end_ns, path.recv_dma_end_ns, path.wire_end_ns) if np.isfinite(t)]
+    t0, t1 = min(times) - margin_us * 1000, max(times) + margin_us * 1000
+    fig = Figure(figsize=(9, 3.6))
+    ax = fig.add_subplot()
+    lanes: list[str] = []
+
+    def bus_lanes(name: str, act: BusActivity, irq: np.ndarray | None) -> None:
+        base = len(lanes)
+        lanes.extend([f"{name} CSR", f"{name} DMA", f"{name} INTA#"])
+        _lane(ax, base, [(c.start_ns, c.end_ns) for c in act.clusters if c.end_ns >= t0 and c.start_ns <= t1],
+              COLOURS["csr"], t0)
+        for role in ("fetch", "receive", "writeback", "other"):
+            _lane(ax, base + 1, [(t.start_ns, t.end_ns) for t in act.transfers
+                                 if t.role == role and t.end_ns >= t0 and t.start_ns <= t1], COLOURS[role], t0)
+        if irq is not None:
+            _lane(ax, base + 2, [(float(a), float(b)) for a, b in zip(irq["t_ns"], irq["t_end_ns"])
+                                 if b >= t0 and a <= t1], COLOURS["irq"], t0)
+
+    bus_lanes("send", sender, sender_irq)
+    lanes.append("wire")
+    if wire is not None:
+        _lane(ax, len(lanes) - 1, [(float(a), float(b)) for a, b in zip(wire["t_ns"], wire["t_end_ns"])
+                                   if b >= t0 and a <= t1], "#c7eef3", t0, separate=True)
+    _lane(ax, len(lanes) - 1, [(path.wire_start_ns, path.wire_end_ns)], COLOURS["wire"], t0)
+    bus_lanes("recv", receiver, receiver_irq)
+    ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, (t1 - t0) / 1000)
+    ax.set_xlabel(f"us from {t0 / 1000:.3f} us on the capture's timeline")
+    ax.grid(axis="x", alpha=0.3)
+    handles = [ax.bar(0, 0, color=COLOURS[k], label=k) for k in ("csr", "fetch", "receive", "writeback", "irq",
+                                                                "wire")]
+    ax.legend(handles=handles, fontsize=7, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.22))
+    return _png(fig)
+
+
+def wire_gaps(frames: np.ndarray, pause_times_ns: Sequence[float], title: str) -> bytes:
+    """Gap before each data frame on the wire against time, PAUSE frames marked (seed 002 figure 4.9)."""
+    start, end = frames["t_ns"].astype(np.float64), frames["t_end_ns"].astype(np.float64)
+    fig = Figure(figsize=(8, 3))
+    ax = fig.add_subplot()
+    ax.plot(start[1:] / 1000, (start[1:] - end[:-1]) / 1000, ".", ms=3, label="gap before frame")
+    for n, t in enumerate(pause_times_ns):
+        ax.axvline(t / 1000, color="#d62728", lw=0.8, alpha=0.7, label="PAUSE" if n == 0 else None)
+    ax.set_yscale("log")
+    ax.set_xlabel("time on the capture's timeline (us)")
+    ax.set_ylabel("gap (us)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def cpu_model(fit: CpuModelFit) -> bytes:
+    """Observed kernel CPU time per run against the fitted model's prediction."""
+    fig = Figure(figsize=(5, 4))
+    ax = fig.add_subplot()
+    ax.plot(fit.predicted, fit.observed, "o", ms=4)
+    top = float(max(fit.predicted.max(), fit.observed.max(), 1e-9))
+    ax.plot([0, top], [0, top], ":", color="k", lw=0.8)
+    ax.set_xlabel(f"model: alpha N_MB + beta N_KP + gamma N_KI ({fit.unit})")
+    ax.set_ylabel(f"observed ({fit.unit})")
+    ax.grid(alpha=0.3)
+    return _png(fig)
