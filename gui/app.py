@@ -1,0 +1,588 @@
+"""The main window: timeline, lanes panel, cursors and measurements, event table, results views.
+
+Long work (building overviews, decoding, analysis) runs in :class:`Job` threads
+with a progress bar and a Cancel button in the status bar; errors show in a
+dialog with the library's message. Opening a file that is not a readable
+nicrig file shows that message too, and the window stays usable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nicrig.decoders.batch import decode_file
+from nicrig.gui import overview
+from nicrig.gui.background import Job, error_text
+from nicrig.gui.document import Document
+from nicrig.gui.events import EventList, EventPanel
+from nicrig.gui.lanes import Lane, format_ns
+from nicrig.gui.measurements import Measurement, MeasurementsPanel, phase_boxes
+from nicrig.gui.results_view import ResultsView
+from nicrig.gui.timeline import Timeline
+from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
+
+from nicrig.errors import NicrigError, UsageError
+from nicrig.h5file import open_any
+
+REDRAW_MS = 400
+
+
+class LanesPanel(QtWidgets.QWidget):
+    """Show, hide and reorder lanes (within their source's group, and groups), and type each source's deskew."""
+
+    changed = QtCore.Signal()
+
+    def __init__(self, timeline: Timeline, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.timeline = timeline
+        self.tree = QtWidgets.QTreeWidget()
+        self.tree.setHeaderLabels(["lane", "deskew (ns)"])
+        self.tree.setColumnWidth(0, 190)
+        self.spins: dict[str, QtWidgets.QDoubleSpinBox] = {}
+        up, down = QtWidgets.QPushButton("Move up"), QtWidgets.QPushButton("Move down")
+        up.clicked.connect(lambda: self._move(-1))
+        down.clicked.connect(lambda: self._move(1))
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.addWidget(up)
+        buttons.addWidget(down)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(self.tree, 1)
+        layout.addLayout(buttons)
+        hint = QtWidgets.QLabel("Shift-drag a lane in the timeline to deskew its source.")
+        hint.setWordWrap(True)
+        layout.addWidget(hint)
+        self.tree.itemChanged.connect(self._checked)
+        timeline.offsetChanged.connect(self._offset_shown)
+        self.rebuild()
+
+    @property
+    def doc(self) -> Document:
+        return self.timeline.doc
+
+    def rebuild(self) -> None:
+        self.tree.blockSignals(True)
+        self.tree.clear()
+        self.spins = {}
+        hidden = set(self.doc.session.hidden)
+        by_id = {lane.id: lane for lane in self.doc.lanes}
+        order = [i for i in self.doc.session.order if i in by_id] + \
+                [lane.id for lane in self.doc.lanes if lane.id not in set(self.doc.session.order)]
+        groups: dict[str, QtWidgets.QTreeWidgetItem] = {}
+        for lane_id in order:
+            lane = by_id[lane_id]
+            if lane.kind == "header":
+                item = QtWidgets.QTreeWidgetItem([lane.source])
+                item.setData(0, QtCore.Qt.ItemDataRole.UserRole, lane.id)
+                self.tree.addTopLevelItem(item)
+                groups[lane.source] = item
+                spin = QtWidgets.QDoubleSpinBox()
+                spin.setRange(-1e9, 1e9)
+                spin.setDecimals(3)
+                spin.setSuffix(" ns")
+                spin.setValue(self.doc.session.offset(lane.source))
+                spin.valueChanged.connect(lambda v, s=lane.source: self.timeline.set_offset(s, v))
+                self.tree.setItemWidget(item, 1, spin)
+                self.spins[lane.source] = spin
+        for lane_id in order:
+            lane = by_id[lane_id]
+            if lane.kind == "header":
+                continue
+            item = QtWidgets.QTreeWidgetItem([lane.title])
+            item.setData(0, QtCore.Qt.ItemDataRole.UserRole, lane.id)
+            item.setFlags(item.flags() | QtCore.Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(0, QtCore.Qt.CheckState.Unchecked if lane.id in hidden else QtCore.Qt.CheckState.Checked)
+            groups[lane.source].addChild(item)
+        self.tree.expandAll()
+        self.tree.blockSignals(False)
+
+    def _current_order(self) -> list[str]:
+        out = []
+        for g in range(self.tree.topLevelItemCount()):
+            top = self.tree.topLevelItem(g)
+            out.append(top.data(0, QtCore.Qt.ItemDataRole.UserRole))
+            out += [top.child(k).data(0, QtCore.Qt.ItemDataRole.UserRole) for k in range(top.childCount())]
+        return out
+
+    def _checked(self, item: QtWidgets.QTreeWidgetItem, column: int) -> None:
+        lane_id = item.data(0, QtCore.Qt.ItemDataRole.UserRole)
+        hidden = [h for h in self.doc.session.hidden if h != lane_id]
+        if item.checkState(0) == QtCore.Qt.CheckState.Unchecked:
+            hidden.append(lane_id)
+        self.doc.session.hidden = hidden
+        self.timeline.layout_lanes()
+        self.changed.emit()
+
+    def _move(self, step: int) -> None:
+        item = self.tree.currentItem()
+        if item is None:
+            return
+        parent = item.parent()
+        if parent is None:
+            idx = self.tree.indexOfTopLevelItem(item)
+            if 0 <= idx + step < self.tree.topLevelItemCount():
+                self.tree.takeTopLevelItem(idx)
+                self.tree.insertTopLevelItem(idx + step, item)
+        else:
+            idx = parent.indexOfChild(item)
+            if 0 <= idx + step < parent.childCount():
+                parent.takeChild(idx)
+                parent.insertChild(idx + step, item)
+        self.doc.session.order = self._current_order()
+        self.rebuild()
+        self.timeline.layout_lanes()
+        self.changed.emit()
+
+    def _offset_shown(self, source: str, value: float) -> None:
+        spin = self.spins.get(source)
+        if spin is not None and abs(spin.value() - value) > 1e-6:
+            spin.blockSignals(True)
+            spin.setValue(value)
+            spin.blockSignals(False)
+
+
+class CursorPanel(QtWidgets.QWidget):
+    """Every shown lane's value at cursors A and B, and the named markers."""
+
+    def __init__(self, timeline: Timeline, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.timeline = timeline
+        self.values = QtWidgets.QTableWidget(0, 3)
+        self.values.setHorizontalHeaderLabels(["lane", "at A", "at B"])
+        self.values.verticalHeader().setVisible(False)
+        self.values.verticalHeader().setDefaultSectionSize(19)
+        self.values.horizontalHeader().setStretchLastSection(True)
+        self.values.setColumnWidth(0, 150)
+        self.values.setColumnWidth(1, 150)
+        self.markers = QtWidgets.QListWidget()
+        add, remove, goto = (QtWidgets.QPushButton("Add at A..."), QtWidgets.QPushButton("Remove"),
+                             QtWidgets.QPushButton("Go to"))
+        add.clicked.connect(self.add_marker)
+        remove.clicked.connect(self.remove_marker)
+        goto.clicked.connect(self.goto_marker)
+        self.markers.itemDoubleClicked.connect(lambda *_: self.goto_marker())
+        row = QtWidgets.QHBoxLayout()
+        for b in (add, remove, goto):
+            row.addWidget(b)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addWidget(QtWidgets.QLabel("Values at the cursors"))
+        layout.addWidget(self.values, 3)
+        layout.addWidget(QtWidgets.QLabel("Markers"))
+        layout.addWidget(self.markers, 1)
+        layout.addLayout(row)
+        self._timer = QtCore.QTimer(self, singleShot=True, interval=60)
+        self._timer.timeout.connect(self.refresh)
+        timeline.cursorsChanged.connect(lambda *_: self._timer.start())
+        timeline.markersChanged.connect(self.refresh_markers)
+        self.refresh()
+        self.refresh_markers()
+
+    def refresh(self) -> None:
+        tl = self.timeline
+        if not tl.isEnabled():  # the file is closed for a writer
+            return
+        a, b = tl.cursor_positions()
+        lanes = [item.lane for item in tl.items if item.lane.kind != "header"]
+        self.values.setRowCount(len(lanes))
+        for r, lane in enumerate(lanes):
+            data = tl.doc.data.get(lane.source)
+            shift = tl.doc.session.offset(lane.source)
+            cells = [f"{lane.source}: {lane.title}", lane.value_text(data, a, shift), lane.value_text(data, b, shift)]
+            for c, text in enumerate(cells):
+                item = QtWidgets.QTableWidgetItem(text)
+                item.setToolTip(text)
+                self.values.setItem(r, c, item)
+
+    def refresh_markers(self) -> None:
+        self.markers.clear()
+        for name, t in self.timeline.doc.session.markers:
+            self.markers.addItem(f"{name}  @ {format_ns(t, 7)}")
+
+    def add_marker(self) -> None:
+        a, _ = self.timeline.cursor_positions()
+        name, ok = QtWidgets.QInputDialog.getText(self, "New marker", "Name:",
+                                                  text=f"M{len(self.timeline.doc.session.markers) + 1}")
+        if ok and name.strip():
+            self.timeline.add_marker(name.strip(), a)
+
+    def remove_marker(self) -> None:
+        row = self.markers.currentRow()
+        if row >= 0:
+            markers = list(self.timeline.doc.session.markers)
+            del markers[row]
+            self.timeline.set_markers(markers)
+
+    def goto_marker(self) -> None:
+        row = self.markers.currentRow()
+        if row >= 0:
+            t = self.timeline.doc.session.markers[row][1]
+            t0, t1 = self.timeline.view_range()
+            self.timeline.vb.setXRange(t - (t1 - t0) / 2, t + (t1 - t0) / 2, padding=0)
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    """``nicrig gui``: one capture set and any number of udpmon results files."""
+
+    def __init__(self, files: list[Path] | None = None):
+        super().__init__()
+        self.setWindowTitle("nicrig")
+        self.resize(1500, 950)
+        self.tabs = QtWidgets.QTabWidget()
+        self.setCentralWidget(self.tabs)
+        self.doc: Document | None = None
+        self.timeline: Timeline | None = None
+        self.events: EventPanel | None = None
+        self.measurements: MeasurementsPanel | None = None
+        self.lanes_panel: LanesPanel | None = None
+        self.cursor_panel: CursorPanel | None = None
+        self.results: list[ResultsView] = []
+        self.jobs: list[Job] = []
+        self.errors: list[str] = []
+        self._docks: list[QtWidgets.QDockWidget] = []
+        self._build_status()
+        self._build_actions()
+        self._redraw_timer = QtCore.QTimer(self, interval=REDRAW_MS)
+        self._redraw_timer.timeout.connect(self._overview_progress)
+        for f in files or []:
+            self.open_file(Path(f))
+
+    # -- chrome ------------------------------------------------------------------------------
+    def _build_status(self) -> None:
+        self.progress = QtWidgets.QProgressBar()
+        self.progress.setMaximumWidth(260)
+        self.progress.setVisible(False)
+        self.job_label = QtWidgets.QLabel()
+        self.cancel_button = QtWidgets.QPushButton("Cancel")
+        self.cancel_button.setVisible(False)
+        self.cancel_button.clicked.connect(self.cancel_jobs)
+        bar = self.statusBar()
+        bar.addPermanentWidget(self.job_label)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.cancel_button)
+
+    def _action(self, menu: QtWidgets.QMenu, text: str, slot: Callable[[], Any], shortcut: str | None = None,
+                toolbar: QtWidgets.QToolBar | None = None) -> QtGui.QAction:
+        act = QtGui.QAction(text, self)
+        if shortcut:
+            act.setShortcut(QtGui.QKeySequence(shortcut))
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        if toolbar is not None:
+            toolbar.addAction(act)
+        return act
+
+    def _build_actions(self) -> None:
+        bar = self.addToolBar("main")
+        bar.setMovable(False)
+        m = self.menuBar().addMenu("&File")
+        self._action(m, "Open...", self.ask_open, "Ctrl+O", bar)
+        self._action(m, "Save session", self.save_session, "Ctrl+S", bar)
+        self._action(m, "Export view as PNG or SVG...", self.ask_export, "Ctrl+E", bar)
+        m.addSeparator()
+        self._action(m, "Quit", self.close, "Ctrl+Q")
+        v = self.menuBar().addMenu("&View")
+        self._action(v, "Zoom to whole capture", self.zoom_all, "Ctrl+0", bar)
+        self._action(v, "Zoom to cursors", self.zoom_cursors, "Ctrl+Z", bar)
+        self._action(v, "Cursors to view", self.cursors_to_view, None, bar)
+        self._action(v, "Add marker at cursor A...", self.add_marker, "Ctrl+M", bar)
+        c = self.menuBar().addMenu("&Capture")
+        self._action(c, "Decode", self.decode, "Ctrl+D", bar)
+        self._action(c, "Measure the range between the cursors", self.measure, "Ctrl+R", bar)
+
+    # -- files -------------------------------------------------------------------------------
+    def ask_open(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open a capture set or results file", "",
+                                                        "nicrig files (*.h5 *.hdf5);;all files (*)")
+        if path:
+            self.open_file(Path(path))
+
+    def show_error(self, title: str, text: str) -> None:
+        """An error dialog (non-blocking, so a script or test driving the window goes on)."""
+        self.errors.append(text)
+        box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Critical, title, text,
+                                    QtWidgets.QMessageBox.StandardButton.Ok, self)
+        box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        self.statusBar().showMessage(text, 15000)
+
+    def open_file(self, path: Path) -> bool:
+        """Open a capture set (replacing the one shown) or add a results file's views."""
+        try:
+            opened = open_any(path)
+            kind = type(opened)
+            opened.close()
+        except NicrigError as exc:
+            self.show_error("Cannot open file", str(exc))
+            return False
+        try:
+            if kind.FORMAT_NAME == "nicrig-results":
+                view = ResultsView(path)
+                self.results.append(view)
+                self.tabs.addTab(view, f"results: {path.name}")
+            else:
+                self._open_capture(path)
+        except (NicrigError, OSError, KeyError, ValueError) as exc:
+            self.show_error("Cannot open file", error_text(exc) if isinstance(exc, NicrigError) else f"{path}: {exc}")
+            return False
+        return True
+
+    def _open_capture(self, path: Path) -> None:
+        doc = Document(path)
+        self.close_capture()
+        self.doc = doc
+        if not doc.session.order and not doc.session.hidden:
+            doc.session.hidden = doc.default_hidden()
+        self.timeline = Timeline(doc)
+        self.tabs.insertTab(0, self.timeline, f"timeline: {path.name}")
+        self.tabs.setCurrentIndex(0)
+        self.events = EventPanel(EventList.from_lanes(doc.lanes, doc.session.offsets_ns))
+        self.events.activated.connect(self.show_event)
+        self.lanes_panel = LanesPanel(self.timeline)
+        self.cursor_panel = CursorPanel(self.timeline)
+        self.measurements = MeasurementsPanel(self)
+        self._dock("Events", self.events, QtCore.Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Lanes", self.lanes_panel, QtCore.Qt.DockWidgetArea.LeftDockWidgetArea)
+        self._dock("Cursors and markers", self.cursor_panel, QtCore.Qt.DockWidgetArea.RightDockWidgetArea)
+        self._dock("Measurements", self.measurements, QtCore.Qt.DockWidgetArea.RightDockWidgetArea)
+        events, lanes, cursors, _ = self._docks
+        self.resizeDocks([events], [210], QtCore.Qt.Orientation.Vertical)
+        self.resizeDocks([lanes, cursors], [250, 360], QtCore.Qt.Orientation.Horizontal)
+        self.timeline.cursorsChanged.connect(lambda a, b: self.events.highlight_time(a) if self.events else None)
+        self.timeline.offsetChanged.connect(lambda *_: self._refresh_events())
+        self.setWindowTitle(f"nicrig - {path}")
+        if doc.session_note:
+            self.statusBar().showMessage(doc.session_note, 8000)
+        self.build_overviews()
+
+    def _dock(self, title: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea) -> None:
+        dock = QtWidgets.QDockWidget(title, self)
+        dock.setObjectName(title)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        self._docks.append(dock)
+
+    def close_capture(self) -> None:
+        self.cancel_jobs(wait=True)
+        for dock in self._docks:
+            self.removeDockWidget(dock)
+            dock.deleteLater()
+        self._docks = []
+        if self.timeline is not None:
+            self.tabs.removeTab(self.tabs.indexOf(self.timeline))
+            self.timeline.deleteLater()
+        if self.doc is not None:
+            self.doc.close()
+        self.doc = self.timeline = self.events = None
+
+    def _refresh_events(self) -> None:
+        if self.doc is not None and self.events is not None:
+            self.events.set_events(EventList.from_lanes(self.doc.lanes, self.doc.session.offsets_ns))
+
+    # -- jobs --------------------------------------------------------------------------------
+    def start_job(self, job: Job, on_done: Callable[[Any], None] | None = None,
+                  on_end: Callable[[], None] | None = None, quiet: bool = False) -> Job:
+        """Run ``job`` with the status bar's progress and Cancel; ``on_end`` runs however it ends."""
+        self.jobs.append(job)
+
+        def progressed(done: int, total: int) -> None:
+            self.progress.setRange(0, max(total, 1))
+            self.progress.setValue(done)
+
+        def ended() -> None:
+            if job in self.jobs:
+                self.jobs.remove(job)
+            busy = bool(self.jobs)
+            self.progress.setVisible(busy)
+            self.cancel_button.setVisible(busy)
+            self.job_label.setText(self.jobs[-1].title if busy else "")
+            if on_end is not None:
+                on_end()
+
+        job.progressed.connect(progressed)
+        job.succeeded.connect(lambda result: on_done(result) if on_done else None)
+        job.failed.connect(lambda text: self.show_error(f"{job.title} failed", text))
+        job.cancelled.connect(lambda: self.statusBar().showMessage(f"{job.title}: cancelled", 8000))
+        job.finished.connect(ended)
+        if not quiet:
+            self.progress.setVisible(True)
+            self.cancel_button.setVisible(True)
+            self.job_label.setText(job.title)
+        job.start()
+        return job
+
+    def cancel_jobs(self, wait: bool = False) -> None:
+        for job in list(self.jobs):
+            job.cancel()
+            if wait:
+                job.wait()
+
+    def wait_jobs(self, timeout_ms: int = 600_000) -> None:
+        """Process events until every job has ended (scripts, screenshots and tests)."""
+        deadline = QtCore.QDeadlineTimer(timeout_ms)
+        while self.jobs and not deadline.hasExpired():
+            QtWidgets.QApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
+            QtCore.QThread.msleep(5)
+        QtWidgets.QApplication.processEvents()
+
+    def build_overviews(self) -> None:
+        """Build the missing per-source pyramids in the background; the timeline redraws as they grow."""
+        doc = self.doc
+        if doc is None:
+            return
+        todo = [d.pyramid for d in doc.data.values() if not d.pyramid.complete]
+        if not todo:
+            return
+        total = sum(p.total for p in todo)
+        job: Job
+
+        def work(progress: Callable[[int, int], None]) -> None:
+            base = 0
+            for p in todo:
+                overview.fill(doc.path, p, should_stop=lambda: job.is_cancelled,
+                              progress=lambda done, _t, b=base: progress(b + done, total))
+                base += p.total
+
+        job = Job("building overview", work, self)
+        self._redraw_timer.start()
+        self.start_job(job, on_end=self._overview_done)
+
+    def _overview_progress(self) -> None:
+        if self.timeline is not None:
+            self.timeline.redraw()
+
+    def _overview_done(self) -> None:
+        self._redraw_timer.stop()
+        if self.timeline is not None:
+            self.timeline.redraw()
+
+    def decode(self) -> None:
+        """Decode every source of the capture set in the background, then show the new lanes."""
+        doc = self.doc
+        if doc is None:
+            self.show_error("Decode", "open a capture set first")
+            return
+        self.cancel_jobs(wait=True)
+        self.timeline.setEnabled(False)
+        doc.detach()
+        # the batch engine writes each table atomically: a cancel (raised from progress) leaves the file valid
+        job = Job("decoding", lambda progress: decode_file(doc.path, progress=progress), self)
+
+        def reattach() -> None:
+            try:
+                doc.reattach()
+            except NicrigError as exc:
+                self.show_error("Cannot reopen the capture set", str(exc))
+                return
+            self.timeline.setEnabled(True)
+            self.lanes_panel.rebuild()
+            self.timeline.layout_lanes()
+            self._refresh_events()
+            self.build_overviews()
+
+        self.start_job(job, on_done=self._decoded, on_end=reattach)
+
+    def _decoded(self, result: dict[str, Any]) -> None:
+        rows = sum(n for per_source in result.values() if isinstance(per_source, dict)
+                   for n in per_source.values() if isinstance(n, int))
+        self.statusBar().showMessage(f"decoded: {rows:,} rows in {len(result)} sources", 10000)
+
+    def show_phases(self, results: list[Measurement]) -> None:
+        """Measured phases (CSR setup, DMA, wire, interrupt ...) as a labelled lane on each source."""
+        doc = self.doc
+        if doc is None or self.timeline is None:
+            return
+        doc.phase_lanes = {}
+        for source in doc.source_order():
+            boxes = phase_boxes(results, source)
+            if len(boxes):
+                # phases are measured on the deskewed timeline: the lane must not be moved again
+                boxes.t_ns = boxes.t_ns - doc.session.offset(source)
+                boxes.t_end_ns = boxes.t_end_ns - doc.session.offset(source)
+                doc.phase_lanes[source] = Lane(f"{source}/phases", source, "measured phases", "decoded",
+                                               boxes=boxes, height=2.2, group=source, callouts=True)
+        doc.build_lanes()
+        self.lanes_panel.rebuild()
+        self.timeline.layout_lanes()
+
+    def measure(self) -> None:
+        if self.measurements is not None and self.timeline is not None:
+            self.measurements.measure(*sorted(self.timeline.cursor_positions()))
+
+    # -- view --------------------------------------------------------------------------------
+    def show_event(self, t0: float, t1: float) -> None:
+        if self.timeline is not None:
+            self.timeline.zoom_to(t0, t1)
+            self.timeline.set_cursors(t0, t1)
+
+    def zoom_all(self) -> None:
+        if self.timeline is not None:
+            self.timeline.zoom_all()
+
+    def zoom_cursors(self) -> None:
+        if self.timeline is not None:
+            a, b = sorted(self.timeline.cursor_positions())
+            self.timeline.zoom_to(a, b, margin=0.1)
+
+    def cursors_to_view(self) -> None:
+        if self.timeline is not None:
+            t0, t1 = self.timeline.view_range()
+            self.timeline.set_cursors(t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0))
+
+    def add_marker(self) -> None:
+        if self.cursor_panel is not None:
+            self.cursor_panel.add_marker()
+
+    def save_session(self) -> None:
+        doc = self.doc
+        if doc is None:
+            return
+        if self.timeline is not None:
+            doc.session.view_ns = self.timeline.view_range()
+        self.cancel_jobs(wait=True)
+        try:
+            where = doc.save_session()
+        except NicrigError as exc:
+            self.show_error("Cannot save the session", str(exc))
+            return
+        self.statusBar().showMessage(f"session saved in {where}", 8000)
+        self.build_overviews()
+
+    def ask_export(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export the view", "view.png",
+                                                        "PNG image (*.png);;SVG drawing (*.svg)")
+        if path:
+            try:
+                export_widget(self.tabs.currentWidget(), Path(path))
+            except NicrigError as exc:
+                self.show_error("Export failed", str(exc))
+
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
+        self.cancel_jobs(wait=True)
+        if self.doc is not None:
+            self.doc.close()
+        super().closeEvent(event)
+
+
+def export_widget(widget: QtWidgets.QWidget, path: Path) -> Path:
+    """Save what ``widget`` shows as PNG (pixels) or SVG (vector), chosen by the file's suffix."""
+    suffix = path.suffix.lower()
+    if suffix == ".svg":
+        gen = QtSvg.QSvgGenerator()
+        gen.setFileName(str(path))
+        gen.setSize(widget.size())
+        gen.setViewBox(widget.rect())
+        gen.setTitle("nicrig view")
+        painter = QtGui.QPainter(gen)
+        try:
+            widget.render(painter, QtCore.QPoint())
+        finally:
+            painter.end()
+    elif suffix == ".png":
+        if not widget.grab().save(str(path), "PNG"):
+            raise UsageError(f"{path}: cannot write the image")
+    else:
+        raise UsageError(f"{path}: export as .png or .svg")
+    return path

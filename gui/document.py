@@ -1,0 +1,152 @@
+"""An open capture set as the GUI sees it: sources with their readers and pyramids, lanes, session.
+
+The file stays open read-only while the window shows it; writers (decoding,
+saving the session) run inside :meth:`Document.suspended`, which closes it and
+opens it again afterwards, since HDF5 lets one process hold a file in one mode.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.gui import overview, session
+from nicrig.gui.lanes import Lane, SourceData, decoded_lanes
+
+#: Roles whose channels are shown at first (the rest can be shown from the lanes panel).
+SHOWN_ROLES = {"frame", "irdy", "trdy", "devsel", "stop", "inta", "tx_en", "rx_dv", "act"}
+_SIDE_ORDER = (("send", 0), ("probe", 1), ("gmii", 1), ("wire", 1), ("recv", 2))
+
+
+def source_rank(name: str, bus_kind: str) -> tuple[int, str]:
+    """Sending bus, then the wire, then the receiving bus (seed 002 figure 4.3's order), then the rest."""
+    low = name.lower()
+    for word, rank in _SIDE_ORDER:
+        if word in low or (word == "gmii" and bus_kind == "gmii"):
+            return rank, low
+    return 3, low
+
+
+class Document:
+    """A capture set opened for viewing."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.cs = CaptureSet.open(self.path)
+        self.session, self.session_note = session.load(self.path)
+        self.data: dict[str, SourceData] = {}
+        self.tables: dict[str, np.ndarray] = {}
+        self._attach(pyramids={})
+        self.lanes: list[Lane] = []
+        #: lanes of measured phases per source (from the measurements panel), kept across rebuilds
+        self.phase_lanes: dict[str, Lane] = {}
+        self.build_lanes()
+
+    # -- opening and reopening -------------------------------------------------------------
+    def _attach(self, pyramids: dict[str, overview.Pyramid]) -> None:
+        self.data = {}
+        for name in self.cs.source_names:
+            src = self.cs.source(name)
+            pyr = pyramids.get(name)
+            if pyr is not None and pyr.total == src.num_samples:
+                pyr.source = src
+            else:
+                pyr = overview.load_cached(self.path, src) or overview.Pyramid(src)
+            self.data[name] = SourceData(src, pyr)
+        self.tables = {t: self.cs.read_table(t) for t in self.cs.table_names() if t.startswith("decoded/")}
+
+    def detach(self) -> None:
+        """Close the file so that a writer may open it; the readers stay as they were until :meth:`reattach`."""
+        self._kept = {n: d.pyramid for n, d in self.data.items()}
+        self.cs.close()
+
+    def reattach(self) -> None:
+        """Open the file again after a writer, with its new tables; finished pyramids are kept."""
+        self.cs = CaptureSet.open(self.path)
+        self._attach(getattr(self, "_kept", {}))
+        self.build_lanes()
+
+    @contextmanager
+    def suspended(self) -> Iterator[Path]:
+        """Close the file for a writer (``with doc.suspended() as path: ...``), then open it again."""
+        self.detach()
+        try:
+            yield self.path
+        finally:
+            self.reattach()
+
+    def close(self) -> None:
+        self.cs.close()
+
+    def save_session(self) -> Path:
+        with self.suspended() as path:
+            return session.save(path, self.session)
+
+    # -- lanes -------------------------------------------------------------------------------
+    def source_order(self) -> list[str]:
+        return sorted(self.data, key=lambda n: source_rank(n, str(self.data[n].source.bus.get("kind", ""))))
+
+    def build_lanes(self) -> None:
+        """Every lane: per source a header, its decoded lanes, its vectors and single channels."""
+        lanes: list[Lane] = []
+        for name in self.source_order():
+            src = self.data[name].source
+            lanes.append(Lane(f"{name}/", name, name, "header", height=0.9, group=name))
+            if name in self.phase_lanes:
+                lanes.append(self.phase_lanes[name])
+            for table in sorted(t for t in self.tables if t.startswith(f"decoded/{name}/")):
+                lanes += decoded_lanes(name, table.rsplit("/", 1)[1], self.tables[table])
+            in_vectors = {c for bits in src.vectors.values() for c in bits}
+            for vec in src.vectors:
+                lanes.append(Lane(f"{name}/{vec}", name, f"{vec}[{len(src.vectors[vec]) - 1}:0]", "vector",
+                                  bits=src.vector_bits(vec), group=name))
+            for ch in src.channels:
+                if ch not in in_vectors:
+                    lanes.append(Lane(f"{name}/{ch}", name, ch, "logic", bit=src.channel_index(ch), group=name))
+        self.lanes = lanes
+
+    def default_hidden(self) -> list[str]:
+        """Vectors and channels without a shown role start hidden (a 64-bit bus has 90 channels)."""
+        hidden = []
+        for lane in self.lanes:
+            if lane.kind in ("logic", "vector"):
+                roles = {r for r, target in self.data[lane.source].source.roles.items()
+                         if target == lane.title or re.sub(r"\[.*", "", lane.title) == target}
+                if not roles & SHOWN_ROLES:
+                    hidden.append(lane.id)
+        return hidden
+
+    def visible_lanes(self) -> list[Lane]:
+        """Shown lanes in the session's order (lanes it does not know keep their place after the known)."""
+        by_id = {lane.id: lane for lane in self.lanes}
+        order = [i for i in self.session.order if i in by_id]
+        order += [lane.id for lane in self.lanes if lane.id not in set(order)]
+        hidden = set(self.session.hidden)
+        # a source's lanes stay under its header: group first, then the order within the group
+        groups = [n for n in dict.fromkeys(by_id[i].group for i in order)]
+        out = []
+        for g in groups:
+            out += [by_id[i] for i in order if by_id[i].group == g and i not in hidden]
+        return out
+
+    # -- time --------------------------------------------------------------------------------
+    def extent_ns(self) -> tuple[float, float]:
+        """First and last sample time over all sources, deskew included (ns)."""
+        lo, hi = [], []
+        for name, d in self.data.items():
+            if d.source.num_samples:
+                lo.append(d.first_ps / 1000 + self.session.offset(name))
+                hi.append(d.end_ps / 1000 + self.session.offset(name))
+        return (min(lo), max(hi)) if lo else (0.0, 1.0)
+
+    def table_shifted(self, name: str) -> np.ndarray:
+        """A decoded table with its times moved by its source's deskew (for analysis of the aligned view)."""
+        table = self.tables[name].copy()
+        shift = round(self.session.offset(name.split("/")[1]))
+        for col in ("t_ns", "t_end_ns"):
+            table[col] += shift
+        return table

@@ -1,0 +1,191 @@
+"""The event table: transactions, frames, PAUSE frames and interrupts of every source, in time order.
+
+:class:`EventList` merges the decoded lanes' boxes into one time-sorted list and
+filters it with NumPy (kind, text search), so a capture with hundreds of
+thousands of transactions filters at once; the Qt model shows the filtered
+rows on demand. Clicking a row asks the timeline to zoom to it; the cursor's
+time selects the row at or before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from nicrig.gui.lanes import STYLE_NAMES, STYLES, Lane, format_ns
+from PySide6 import QtCore, QtGui, QtWidgets
+
+KINDS = ("transaction", "frame", "PAUSE", "interrupt")
+COLUMNS = ("time", "duration", "source", "lane", "kind", "event")
+
+
+@dataclass
+class EventList:
+    """All events, sorted by start; ``lane`` and ``row`` point back at the box each came from."""
+
+    lanes: list[Lane]
+    t_ns: np.ndarray
+    t_end_ns: np.ndarray
+    kind: np.ndarray  # bytes, one of KINDS
+    lane: np.ndarray
+    row: np.ndarray
+    _text: np.ndarray | None = None
+
+    @classmethod
+    def from_lanes(cls, lanes: list[Lane], shifts: dict[str, float]) -> EventList:
+        """Events of the decoded lanes (link activity repeats the frames, so it is left out)."""
+        use = [ln for ln in lanes if ln.boxes is not None and ln.kind == "decoded" and len(ln.boxes)
+               and ln.boxes.category[0] in tuple(k.encode() for k in KINDS)]
+        parts = [(i, ln) for i, ln in enumerate(use)]
+        if not parts:
+            z = np.zeros(0)
+            return cls(use, z, z, np.zeros(0, "S12"), np.zeros(0, np.int32), np.zeros(0, np.int64))
+        t = np.concatenate([ln.boxes.t_ns + shifts.get(ln.source, 0.0) for _, ln in parts])
+        te = np.concatenate([ln.boxes.t_end_ns + shifts.get(ln.source, 0.0) for _, ln in parts])
+        kind = np.concatenate([ln.boxes.category for _, ln in parts])
+        lane = np.concatenate([np.full(len(ln.boxes), i, np.int32) for i, ln in parts])
+        row = np.concatenate([np.arange(len(ln.boxes)) for _, ln in parts])
+        order = np.argsort(t, kind="stable")
+        return cls(use, t[order], te[order], kind[order], lane[order], row[order])
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    def text(self, i: int) -> str:
+        """The event's full description (the lane's longest label)."""
+        return self.lanes[int(self.lane[i])].boxes.labels(int(self.row[i]))[0]  # type: ignore[union-attr]
+
+    def all_text(self) -> np.ndarray:
+        """Lower-cased descriptions of every event (built once, on the first search)."""
+        if self._text is None:
+            self._text = np.array([self.text(i).lower() for i in range(len(self))], dtype=object)
+        return self._text
+
+    def select(self, kinds: set[str], search: str = "") -> np.ndarray:
+        """Indices of the events of ``kinds`` whose description or source contains ``search`` (any case)."""
+        keep = np.isin(self.kind, [k.encode() for k in kinds])
+        needle = search.strip().lower()
+        if needle:
+            sources = np.array([ln.source.lower() for ln in self.lanes] or [""], dtype=object)[self.lane]
+            found = np.fromiter((needle in t or needle in s for t, s in zip(self.all_text(), sources)),
+                                dtype=bool, count=len(self))
+            keep &= found
+        return np.flatnonzero(keep)
+
+
+class EventModel(QtCore.QAbstractTableModel):
+    """The filtered events as a table (rows computed when shown)."""
+
+    def __init__(self, events: EventList, parent: QtCore.QObject | None = None):
+        super().__init__(parent)
+        self.events = events
+        self.rows = np.arange(len(events))
+
+    def set_rows(self, rows: np.ndarray) -> None:
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+    def rowCount(self, parent=QtCore.QModelIndex()) -> int:  # noqa: B008 - Qt's signature
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=QtCore.QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation, role=QtCore.Qt.ItemDataRole.DisplayRole):
+        if role == QtCore.Qt.ItemDataRole.DisplayRole and orientation == QtCore.Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QtCore.QModelIndex, role=QtCore.Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        ev = self.events
+        i = int(self.rows[index.row()])
+        col = index.column()
+        if role == QtCore.Qt.ItemDataRole.DisplayRole:
+            lane = ev.lanes[int(ev.lane[i])]
+            return (format_ns(float(ev.t_ns[i]), 8), format_ns(float(ev.t_end_ns[i] - ev.t_ns[i])), lane.source,
+                    lane.title, ev.kind[i].decode(), ev.text(i))[col]
+        if role == QtCore.Qt.ItemDataRole.DecorationRole and col == 4:
+            lane = ev.lanes[int(ev.lane[i])]
+            style = STYLE_NAMES[int(lane.boxes.style[int(ev.row[i])])]  # type: ignore[union-attr]
+            return QtGui.QColor(STYLES[style][0])
+        return None
+
+
+class EventPanel(QtWidgets.QWidget):
+    """Filter by kind, search, and the table; ``activated(t0_ns, t1_ns)`` when a row is clicked."""
+
+    activated = QtCore.Signal(float, float)
+
+    def __init__(self, events: EventList, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.model = EventModel(events, self)
+        self.view = QtWidgets.QTableView()
+        self.view.setModel(self.model)
+        self.view.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.verticalHeader().setVisible(False)
+        self.view.verticalHeader().setDefaultSectionSize(20)
+        self.view.horizontalHeader().setStretchLastSection(True)
+        for col, width in enumerate((120, 80, 80, 130, 90)):
+            self.view.setColumnWidth(col, width)
+        self.view.clicked.connect(self._clicked)
+        self.kind_boxes = {}
+        bar = QtWidgets.QHBoxLayout()
+        for k in KINDS:
+            box = QtWidgets.QCheckBox(k)
+            box.setChecked(True)
+            box.toggled.connect(self.refilter)
+            self.kind_boxes[k] = box
+            bar.addWidget(box)
+        self.search = QtWidgets.QLineEdit()
+        self.search.setPlaceholderText("search (address, seq, PAUSE, STOP#, source ...)")
+        self.search.setClearButtonEnabled(True)
+        self.search.returnPressed.connect(self.refilter)
+        self.search.textChanged.connect(lambda text: self.refilter() if not text else None)
+        bar.addWidget(self.search, 1)
+        self.count = QtWidgets.QLabel()
+        bar.addWidget(self.count)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(bar)
+        layout.addWidget(self.view, 1)
+        self.refilter()
+
+    @property
+    def events(self) -> EventList:
+        return self.model.events
+
+    def set_events(self, events: EventList) -> None:
+        self.model.events = events
+        self.refilter()
+
+    def refilter(self) -> None:
+        kinds = {k for k, box in self.kind_boxes.items() if box.isChecked()}
+        rows = self.events.select(kinds, self.search.text())
+        self.model.set_rows(rows)
+        self.count.setText(f"{len(rows):,} of {len(self.events):,}")
+
+    def _clicked(self, index: QtCore.QModelIndex) -> None:
+        i = int(self.model.rows[index.row()])
+        self.activated.emit(float(self.events.t_ns[i]), float(self.events.t_end_ns[i]))
+
+    def click_row(self, row: int) -> None:
+        """Select and activate table row ``row`` (what a mouse click does)."""
+        index = self.model.index(row, 0)
+        self.view.selectRow(row)
+        self._clicked(index)
+
+    def highlight_time(self, t_ns: float) -> int | None:
+        """Select the shown row at or before ``t_ns`` (the cursor's event); its table row, or None."""
+        rows = self.model.rows
+        if not len(rows):
+            return None
+        k = int(np.searchsorted(self.events.t_ns[rows], t_ns, side="right")) - 1
+        if k < 0:
+            return None
+        self.view.selectRow(k)
+        self.view.scrollTo(self.model.index(k, 0), QtWidgets.QAbstractItemView.ScrollHint.PositionAtCenter)
+        return k

@@ -1,0 +1,382 @@
+"""Lanes of the timeline and what each draws for a window: logic levels, vector values, decoded boxes.
+
+No Qt here: a lane turns a window of the common timeline (ns, zero at the
+trigger, after the session's per-source deskew) and a width in pixels into
+arrays the timeline paints. Logic lanes give runs of level 0, 1 or "changing"
+(at most one transition mark per pixel, see ``overview``); decoded lanes give
+boxes with labels from long to short (the painter takes the longest that fits)
+and, where boxes are narrower than two pixels, merged dense spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from nicrig.gui.overview import (
+    RAW_SAMPLES_PER_PIXEL,
+    BlockCache,
+    Columns,
+    Pyramid,
+    channel_states,
+    runs,
+    sample_period_ps,
+)
+
+#: Box styles: name -> (fill colour, text colour). Warnings have their own colour everywhere.
+STYLES: dict[str, tuple[str, str]] = {
+    "csr": ("#3b6fd8", "#ffffff"),
+    "dma": ("#2e9e5b", "#ffffff"),
+    "msi": ("#8a4fd0", "#ffffff"),
+    "config": ("#7a7a7a", "#ffffff"),
+    "unknown": ("#9aa3ad", "#000000"),
+    "frame": ("#15939b", "#ffffff"),
+    "pause": ("#e08a1e", "#000000"),
+    "interrupt": ("#c2357b", "#ffffff"),
+    "activity": ("#5f8fa3", "#ffffff"),
+    "value": ("#d9e3ee", "#000000"),
+    "phase": ("#f2d24b", "#000000"),
+    "warning": ("#d62728", "#ffffff"),
+}
+STYLE_NAMES = list(STYLES)
+BAD_TERMINATIONS = (b"retry", b"target_abort", b"master_abort", b"disconnect_without_data")
+
+LaneKind = Literal["header", "logic", "vector", "decoded"]
+
+
+@dataclass
+class Boxes:
+    """Events of one decoded lane on the common timeline (ns, before deskew), sorted by start."""
+
+    t_ns: np.ndarray
+    t_end_ns: np.ndarray
+    style: np.ndarray  # index into STYLE_NAMES
+    labeller: Callable[[int], list[str]]
+    category: np.ndarray = field(default_factory=lambda: np.zeros(0, "S12"))  # event table kind of each row
+    _reach: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    def labels(self, i: int) -> list[str]:
+        """Row ``i``'s labels, longest first."""
+        return self.labeller(int(i))
+
+    def reach(self) -> np.ndarray:
+        """Running maximum of the end times: rows ending after T start at or after searchsorted(reach, T)."""
+        if self._reach is None:
+            self._reach = np.maximum.accumulate(self.t_end_ns) if len(self) else self.t_end_ns
+        return self._reach
+
+    def visible(self, t0_ns: float, t1_ns: float) -> tuple[int, int]:
+        """Row range that may overlap ``[t0_ns, t1_ns]``."""
+        return int(np.searchsorted(self.reach(), t0_ns, side="left")), int(np.searchsorted(self.t_ns, t1_ns, "right"))
+
+    def at(self, t_ns: float) -> int | None:
+        """The last row covering ``t_ns``, or None."""
+        i0, i1 = self.visible(t_ns, t_ns)
+        for i in range(i1 - 1, i0 - 1, -1):
+            if self.t_ns[i] <= t_ns <= self.t_end_ns[i]:
+                return i
+        return None
+
+
+@dataclass
+class BoxDrawing:
+    """Boxes wide enough to draw one by one (with labels), and dense spans (ns) where they crowd."""
+
+    rows: np.ndarray
+    x0: np.ndarray
+    x1: np.ndarray
+    style: np.ndarray
+    dense_x0: np.ndarray
+    dense_x1: np.ndarray
+    dense_style: np.ndarray
+
+
+@dataclass
+class LogicDrawing:
+    """Runs of a level: start and end (ns, view time) and state 0, 1 or 2 (changing within a pixel)."""
+
+    x0: np.ndarray
+    x1: np.ndarray
+    state: np.ndarray
+    covered_x: float  # beyond this the overview is still being built
+
+
+def box_drawing(boxes: Boxes, t0_ns: float, t1_ns: float, pixels: int, shift_ns: float,
+                min_px: float = 3.0) -> BoxDrawing:
+    """What to draw of ``boxes`` (moved by ``shift_ns``) in the view ``[t0_ns, t1_ns]``."""
+    i0, i1 = boxes.visible(t0_ns - shift_ns, t1_ns - shift_ns)
+    rows = np.arange(i0, i1)
+    x0 = boxes.t_ns[i0:i1] + shift_ns
+    x1 = boxes.t_end_ns[i0:i1] + shift_ns
+    keep = x1 >= t0_ns
+    rows, x0, x1 = rows[keep], x0[keep], x1[keep]
+    px = (t1_ns - t0_ns) / max(pixels, 1)
+    wide = (x1 - x0) >= min_px * px
+    # a wide box also needs room of its own: one starting in the same pixel as the previous goes dense
+    # narrow boxes: each pixel column they touch takes the style of the last one there, and runs of
+    # columns of one style become one block, so a crowded lane costs at most a rectangle per pixel
+    cols = np.full(pixels + 2, -1, dtype=np.int16)
+    narrow = ~wide
+    first = np.clip(np.floor((x0[narrow] - t0_ns) / px), -1, pixels).astype(np.int64) + 1
+    last = np.clip(np.floor((x1[narrow] - t0_ns) / px), -1, pixels).astype(np.int64) + 1
+    style = boxes.style[rows[narrow]]
+    cols[first] = style
+    cols[last] = style
+    starts = np.flatnonzero(np.diff(cols, prepend=-1) != 0)
+    starts = starts[cols[starts] >= 0]
+    ends = np.append(np.flatnonzero(np.diff(cols) != 0), len(cols) - 1)
+    ends = ends[np.searchsorted(ends, starts)]
+    dense0 = t0_ns + (starts - 1) * px
+    dense1 = t0_ns + ends * px
+    dense_style = cols[starts].astype(np.int8)
+    return BoxDrawing(rows[wide], x0[wide], x1[wide], boxes.style[rows[wide]], dense0, dense1, dense_style)
+
+
+def vector_changes(cols: Columns, bits: list[int]) -> Columns:
+    """Columns of one pseudo-channel (bit 0): held high, changing wherever any bit of the vector changes."""
+    changing = np.zeros(len(cols), dtype=bool)
+    for bit in bits:
+        changing |= channel_states(cols, bit) == 2
+    lo = np.where(changing, 0, 1).astype(np.uint8)[:, None]
+    return Columns(cols.t_ps, lo, np.ones_like(lo), cols.end_ps, cols.covered_ps)
+
+
+def logic_drawing(cols: Columns, bit: int, shift_ns: float) -> LogicDrawing:
+    """Runs of channel ``bit`` from columns (ps, file time) in view time (ns)."""
+    s, e, st = runs(channel_states(cols, bit), cols.t_ps, cols.end_ps)
+    return LogicDrawing(s / 1000.0 + shift_ns, e / 1000.0 + shift_ns, st, cols.covered_ps / 1000.0 + shift_ns)
+
+
+class SourceData:
+    """Reading side of one source: block cache, pyramid (built elsewhere), columns of the current view."""
+
+    def __init__(self, source, pyramid: Pyramid | None = None):
+        self.source = source
+        self.cache = BlockCache(source)
+        self.pyramid = pyramid or Pyramid(source)
+        self._last: tuple[tuple[float, float, int], Columns] | None = None
+        n = source.num_samples
+        self.first_ps = int(self.cache.read(0, 1)[1][0]) if n else 0
+        self.end_ps = int(self.cache.read(n - 1, n)[1][0]) if n else 0
+
+    def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
+        """Columns of the window, from raw samples when few enough, else from the pyramid (cached per view)."""
+        key = (t0_ps, t1_ps, pixels)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        n = self.estimated_samples(t0_ps, t1_ps)
+        self.cache.coarse = self.pyramid.level_one()[0] if self.pyramid.complete else None
+        if n <= RAW_SAMPLES_PER_PIXEL * max(pixels, 1):
+            cols = self.cache.columns(t0_ps, t1_ps, pixels)
+        else:
+            # while the pyramid builds, its columns stop at covered_ps and the lane shows the rest as pending
+            cols = self.pyramid.columns(t0_ps, t1_ps, pixels)
+        self._last = (key, cols)
+        return cols
+
+    def estimated_samples(self, t0_ps: float, t1_ps: float) -> int:
+        """Samples in a window: exact in timing mode, from the source's mean rate in state mode."""
+        src = self.source
+        n = src.num_samples
+        if n < 2:
+            return n
+        dur = max(self.end_ps - self.first_ps, 1)
+        return int((t1_ps - t0_ps) * (n - 1) / dur) + 1
+
+    def value_at(self, t_ps: float) -> np.ndarray | None:
+        """The packed sample holding at ``t_ps`` (the last at or before it), or None outside the source."""
+        self.cache.coarse = self.pyramid.level_one()[0] if self.pyramid.complete else None
+        i = self.cache.sample_at(t_ps)
+        if i < self.source.num_samples and self.cache.time_of(i) == int(np.ceil(t_ps)):
+            return self.cache.read(i, i + 1)[0][0]
+        if i == 0:
+            return None
+        return self.cache.read(i - 1, i)[0][0]
+
+
+def vector_boxes(data: SourceData, bits: list[int], t0_ps: float, t1_ps: float) -> Boxes:
+    """Value segments of a vector in a window of raw samples (the caller checks it is small enough)."""
+    s = max(0, data.cache.sample_at(t0_ps) - 1)
+    e = min(data.source.num_samples, data.cache.sample_at(t1_ps) + 1)
+    packed, times = data.cache.read(s, e)
+    values = np.zeros(len(packed), dtype=np.uint64)
+    for weight, bit in enumerate(bits):
+        values |= ((packed[:, bit // 8] >> (bit % 8)) & 1).astype(np.uint64) << np.uint64(weight)
+    if not len(values):
+        return Boxes(np.zeros(0), np.zeros(0), np.zeros(0, np.int8), lambda i: [])
+    starts = np.flatnonzero(np.diff(values, prepend=values[0] ^ np.uint64(1)))
+    t = times[starts] / 1000.0
+    t_end = np.append(t[1:], (times[-1] + sample_period_ps(data.source)) / 1000.0)
+    vals = values[starts]
+    width = (len(bits) + 3) // 4
+
+    def labels(i: int) -> list[str]:
+        v = int(vals[i])
+        return [f"0x{v:0{width}x}", f"{v:x}"]
+
+    return Boxes(t, t_end, np.full(len(t), STYLE_NAMES.index("value"), np.int8), labels)
+
+
+@dataclass
+class Lane:
+    """One row of the timeline."""
+
+    id: str
+    source: str
+    title: str
+    kind: LaneKind
+    bit: int = -1  # logic
+    bits: list[int] = field(default_factory=list)  # vector
+    boxes: Boxes | None = None  # decoded
+    height: float = 1.0
+    group: str = ""
+    #: measured phases: boxes alternate between two rows, and a label that does not fit in its box is
+    #: written beside it (seed 002's annotated traces), as far as the next box of that row
+    callouts: bool = False
+
+    def value_text(self, data: SourceData | None, t_view_ns: float, shift_ns: float) -> str:
+        """The lane's value at a time (what the cursor readout shows)."""
+        t_file_ns = t_view_ns - shift_ns
+        if self.kind == "header":
+            return ""
+        if self.kind == "decoded":
+            assert self.boxes is not None
+            i = self.boxes.at(t_file_ns)
+            return self.boxes.labels(i)[0] if i is not None else "-"
+        assert data is not None
+        sample = data.value_at(t_file_ns * 1000.0)
+        if sample is None:
+            return "-"
+        if self.kind == "logic":
+            return str(int((sample[self.bit // 8] >> (self.bit % 8)) & 1))
+        v = 0
+        for weight, bit in enumerate(self.bits):
+            v |= int((sample[bit // 8] >> (bit % 8)) & 1) << weight
+        return f"0x{v:0{(len(self.bits) + 3) // 4}x}"
+
+
+# -- decoded tables as boxes --------------------------------------------------------------------
+
+def _s(v: bytes) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def format_ns(ns: float, digits: int = 4) -> str:
+    """A time given in ns with the unit that suits it: ``850 ns``, ``1.75 us``, ``70.2 us``, ``3.1 ms``."""
+    a = abs(ns)
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if a >= scale:
+            return f"{ns / scale:.{digits}g} {unit}"
+    return f"{ns:.{digits}g} ns"
+
+
+def format_hz(hz: float) -> str:
+    """A frequency with its unit: ``571.4 kHz``."""
+    for scale, unit in ((1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz")):
+        if abs(hz) >= scale:
+            return f"{hz / scale:.4g} {unit}"
+    return f"{hz:.4g} Hz"
+
+
+def pci_boxes(table: np.ndarray) -> Boxes:
+    """PCI transactions: coloured by kind (CSR, DMA, MSI...), STOP#-retried or aborted ones as warnings."""
+    names, which = np.unique(table["kind"], return_inverse=True)
+    per_name = np.array([STYLE_NAMES.index(k if k in STYLES else "unknown") for k in (_s(n) for n in names)],
+                        dtype=np.int8)
+    style = per_name[which] if len(table) else np.zeros(0, np.int8)
+    bad = np.isin(table["termination"], BAD_TERMINATIONS) | (table["parity_error"] == 1)
+    style[bad] = STYLE_NAMES.index("warning")
+    category = np.full(len(table), b"transaction", dtype="S12")
+
+    def labels(i: int) -> list[str]:
+        r = table[i]
+        kind = (_s(r["kind"]) or "unknown").upper()
+        term = _s(r["termination"])
+        cmd = _s(r["command"])
+        addr = f" {int(r['address']):#x}" if r["address"] >= 0 else ""
+        nbytes = f" {int(r['bytes'])} B" if r["bytes"] >= 0 else ""
+        dur = format_ns(float(r["t_end_ns"] - r["t_ns"]))
+        flag = {"retry": "STOP# retry", "disconnect_with_data": "disconnect"}.get(term, term)
+        flag = "" if term == "normal" else f" ({flag})"
+        parity = " PARITY ERROR" if r["parity_error"] == 1 else ""
+        full = f"{kind}{(' ' + cmd) if cmd else ''}{addr}{nbytes}, {int(r['data_phases'])} data phases, {dur}{flag}{parity}"
+        short = "STOP#" if term == "retry" else kind
+        return [full, f"{kind} {int(r['data_phases'])}ph{flag}", short, short[0]]
+
+    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels, category)
+
+
+def ethernet_boxes(table: np.ndarray) -> Boxes:
+    """Frames of one direction: PAUSE in its own colour, FCS or symbol errors as warnings."""
+    pause = table["pause_quanta"] >= 0
+    bad = ~table["fcs_ok"] | (table["error_octets"] > 0)
+    style = np.full(len(table), STYLE_NAMES.index("frame"), np.int8)
+    style[pause] = STYLE_NAMES.index("pause")
+    style[bad] = STYLE_NAMES.index("warning")
+    category = np.where(pause, b"PAUSE", b"frame").astype("S12")
+
+    def labels(i: int) -> list[str]:
+        r = table[i]
+        if r["pause_quanta"] >= 0:
+            q = int(r["pause_quanta"])
+            name = "XON (PAUSE 0)" if q == 0 else f"PAUSE {q} quanta"
+            return [f"{name}, stops the partner {format_ns(float(r['pause_ns']))}", "XON" if q == 0 else "PAUSE", "P"]
+        err = "" if r["fcs_ok"] and r["error_octets"] <= 0 else " BAD FCS/ERROR"
+        if r["udp_dport"] >= 0:
+            seq = f" seq {int(r['seq'])}" if r["seq"] >= 0 else ""
+            full = (f"UDP{seq} {int(r['length'])} B {_s(r['ip_src'])}:{int(r['udp_sport'])} -> "
+                    f"{_s(r['ip_dst'])}:{int(r['udp_dport'])}{err}")
+            return [full, f"UDP{seq} {int(r['length'])} B{err}", "frame", "F"]
+        return [f"frame {int(r['length'])} B type {int(r['ethertype']):#06x}{err}", "frame", "F"]
+
+    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels, category)
+
+
+def irq_boxes(table: np.ndarray) -> Boxes:
+    """Interrupt line asserted: from assertion until the service deasserts it."""
+    style = np.full(len(table), STYLE_NAMES.index("interrupt"), np.int8)
+
+    def labels(i: int) -> list[str]:
+        return [f"interrupt asserted {format_ns(float(table['duration_ns'][i]))}", "interrupt", "IRQ", "I"]
+
+    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels,
+                 np.full(len(table), b"interrupt", dtype="S12"))
+
+
+def activity_boxes(table: np.ndarray) -> Boxes:
+    """A one-wire frame-presence probe: the frame's time on the medium."""
+    style = np.full(len(table), STYLE_NAMES.index("activity"), np.int8)
+
+    def labels(i: int) -> list[str]:
+        r = table[i]
+        return [f"frame on the wire {format_ns(float(r['duration_ns']))}, ~{int(r['est_bytes'])} B", "on wire", "W"]
+
+    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels,
+                 np.full(len(table), b"activity", dtype="S12"))
+
+
+def decoded_lanes(source: str, decoder: str, table: np.ndarray) -> list[Lane]:
+    """The lanes a decoded table gives (ethernet: one per direction)."""
+    if decoder == "pci":
+        return [Lane(f"{source}/decoded/pci", source, "PCI transactions", "decoded", boxes=pci_boxes(table),
+                     height=1.5, group=source)]
+    if decoder == "irq":
+        return [Lane(f"{source}/decoded/irq", source, "interrupts", "decoded", boxes=irq_boxes(table),
+                     height=1.3, group=source)]
+    if decoder == "linkactivity":
+        return [Lane(f"{source}/decoded/linkactivity", source, "on the wire", "decoded",
+                     boxes=activity_boxes(table), height=1.3, group=source)]
+    if decoder == "ethernet":
+        out = []
+        for direction, title in ((b"tx", "frames A->B (tx)"), (b"rx", "frames B->A (rx)")):
+            rows = table[table["direction"] == direction]
+            if len(rows):
+                out.append(Lane(f"{source}/decoded/ethernet/{direction.decode()}", source, title, "decoded",
+                                boxes=ethernet_boxes(rows), height=1.5, group=source))
+        return out
+    return []

@@ -1,0 +1,230 @@
+"""The measurements panel: bus-level timing of the range between the cursors, from ``nicrig.analysis.bus``.
+
+The arithmetic (CSR setup, DMA duration, send bus -> wire -> receive bus
+propagation, PAUSE gaps, interrupt latency) belongs to the analysis package;
+this panel only cuts the decoded tables to the range (with the session's
+deskew applied, so what is measured is what is shown), runs the analysis in a
+background job and lists the results. Each result with a time span can be
+put on the timeline as a named marker.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from nicrig.analysis import bus
+from nicrig.gui.background import Job
+from nicrig.gui.lanes import STYLE_NAMES, Boxes, format_ns
+from PySide6 import QtWidgets
+
+from nicrig.errors import UsageError
+
+if TYPE_CHECKING:
+    from nicrig.gui.app import MainWindow
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One line of the panel: what, its value as text, and the span (ns) it measured on ``source``'s lanes."""
+
+    name: str
+    value: str
+    t0_ns: float | None = None
+    t1_ns: float | None = None
+    source: str = ""
+    label: str = ""  # the phase's name on the timeline ("" = not drawn as a phase)
+
+
+@dataclass(frozen=True)
+class Rig:
+    """Which sources play which part: sending bus, receiving bus, link probe (None when absent)."""
+
+    send: str | None
+    recv: str | None
+    probe: str | None
+
+
+def rig_roles(sources: list[str], tables: dict[str, np.ndarray]) -> Rig:
+    """The sending and receiving buses (first and last PCI source in the timeline's order) and the probe."""
+    pci = [s for s in sources if f"{s}/pci" in tables]
+    probe = next((s for s in sources if f"{s}/ethernet" in tables), None)
+    return Rig(pci[0] if pci else None, pci[-1] if len(pci) > 1 else None, probe)
+
+
+def tables_in_range(tables: dict[str, np.ndarray], t0_ns: float, t1_ns: float) -> dict[str, np.ndarray]:
+    """Rows of each decoded table that overlap ``[t0_ns, t1_ns]`` (tables keyed ``source/decoder``)."""
+    return {name: table[(table["t_end_ns"] >= t0_ns) & (table["t_ns"] <= t1_ns)] for name, table in tables.items()}
+
+
+def _span(name: str, a: float, b: float, source: str, label: str = "") -> Measurement:
+    ok = math.isfinite(a) and math.isfinite(b)
+    return Measurement(name, format_ns(b - a) if ok else "not found", a if ok else None, b if ok else None,
+                       source, label if ok else "")
+
+
+def _spread(name: str, sp: bus.Spread, unit: str = "us") -> Measurement | None:
+    if sp.empty:
+        return None
+    if sp.count == 1:
+        return Measurement(name, f"{sp.median:.4g} {unit}")
+    return Measurement(name, f"median {sp.median:.4g} {unit} (min {sp.minimum:.4g}, max {sp.maximum:.4g}; n={sp.count})")
+
+
+def path_measurements(p: bus.FramePath, rig: Rig, way: str) -> list[Measurement]:
+    """One frame's trip (seed 002 figure 4.7): CSR setup, DMA, wire, receive DMA, interrupt, service."""
+    s, r, w = rig.send or "", rig.recv or "", rig.probe or ""
+    if way == "in":
+        s, r = r, s
+    head = Measurement(f"frame seq {p.seq} ({way}), {p.length_bytes} B", "")
+    return [head,
+            _span("  CSR setup (sending driver)", p.send_csr_start_ns, p.send_csr_end_ns, s, "CSR setup"),
+            _span("  DMA on the sending bus", p.send_first_word_ns, p.send_dma_end_ns, s, "DMA"),
+            _span("  sending bus first word -> wire", p.send_first_word_ns, p.wire_start_ns, ""),
+            _span("  frame on the wire", p.wire_start_ns, p.wire_end_ns, w, "frame on the wire"),
+            _span("  wire -> receiving bus first word", p.wire_end_ns, p.recv_first_word_ns, ""),
+            _span("  first word -> first word (propagation)", p.send_first_word_ns, p.recv_first_word_ns, ""),
+            _span("  DMA on the receiving bus", p.recv_first_word_ns, p.recv_dma_end_ns, r, "DMA"),
+            _span("  receive DMA -> interrupt (coalescence)", p.recv_dma_end_ns, p.recv_interrupt_ns, r,
+                  "waiting for the interrupt"),
+            _span("  interrupt -> CSR service", p.recv_interrupt_ns, p.recv_service_start_ns, r, "interrupt"),
+            _span("  CSR service (receiving driver)", p.recv_service_start_ns, p.recv_service_end_ns, r,
+                  "CSR service"),
+            _span("  sending software -> receiving service", p.send_csr_start_ns, p.recv_service_end_ns, "")]
+
+
+def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: float, t1_ns: float,
+                  max_paths: int = 6) -> list[Measurement]:
+    """Bus-level measurements (``nicrig.analysis.bus``) of the decoded tables in ``[t0_ns, t1_ns]``."""
+    rig = rig_roles(sources, tables)
+    if rig.send is None and rig.probe is None:
+        raise UsageError("nothing to measure: no decoded PCI or Ethernet table (decode the capture set first)")
+    cut = tables_in_range(tables, t0_ns, t1_ns)
+
+    def get(source: str | None, decoder: str) -> np.ndarray | None:
+        return cut.get(f"{source}/{decoder}") if source else None
+
+    tl = bus.bus_timeline(get(rig.send, "pci"), get(rig.send, "irq"), get(rig.recv, "pci"), get(rig.recv, "irq"),
+                          get(rig.probe, "ethernet"))
+    out: list[Measurement] = []
+    for paths, way in ((tl.paths_out, "out"), (tl.paths_in, "in")):
+        for p in paths[:max_paths]:
+            out += path_measurements(p, rig, way)
+    for host, name in ((tl.send, rig.send), (tl.recv, rig.recv)):
+        if host is None:
+            continue
+        out.append(Measurement(f"{name}: summary", ""))
+        rows = [_spread("  CSR setup per send", host.csr.send_setup_us),
+                _spread("  DMA per sent frame (fetch)", host.dma.fetch_us),
+                _spread("  DMA per received frame", host.dma.receive_us),
+                _spread("  DMA burst", host.dma.burst_us),
+                Measurement("  STOP# (retries) on CSR / DMA",
+                            f"{host.stops.csr_with_stop} ({host.stops.retries}) / {host.stops.dma_with_stop}"),
+                Measurement("  bus occupancy", f"{host.occupancy.busy_pct:.3g} %")]
+        it = host.interrupts
+        if it is not None:
+            rows += [_spread("  DMA -> interrupt (coalescence)", it.dma_to_interrupt_us),
+                     _spread("  interrupt -> CSR service", it.interrupt_to_csr_us),
+                     Measurement("  interrupts, frames per interrupt", f"{it.interrupts}, {it.frames_per_interrupt:.3g}")]
+        out += [m for m in rows if m is not None]
+    if tl.pause is not None and tl.pause.frames:
+        pz = tl.pause
+        out.append(Measurement("PAUSE frames (XOFF / XON)", f"{pz.xoff} / {pz.xon}"))
+        out += [m for m in (_spread("  gap they cause", pz.gap_us), _spread("  period", pz.period_us)) if m]
+        for f in pz.frames[:max_paths]:
+            if math.isfinite(f.gap_us):
+                out.append(Measurement(f"  PAUSE {f.quanta} quanta ({f.direction})", f"gap {f.gap_us:.4g} us",
+                                       f.t_ns, f.t_ns + f.gap_us * 1000, rig.probe or "", "PAUSE gap"))
+    return out
+
+
+def phase_boxes(results: list[Measurement], source: str) -> Boxes:
+    """The measured phases on ``source`` as labelled boxes for a timeline lane (times with deskew)."""
+    rows = sorted((m for m in results if m.label and m.source == source and m.t0_ns is not None),
+                  key=lambda m: m.t0_ns)
+    t0 = np.array([m.t0_ns for m in rows], dtype=np.float64)
+    t1 = np.array([m.t1_ns for m in rows], dtype=np.float64)
+
+    def labels(i: int) -> list[str]:
+        m = rows[i]
+        return [f"{m.label} {m.value}", m.label, m.label.split()[0], m.label[0]]
+
+    style = np.full(len(rows), STYLE_NAMES.index("phase"), np.int8)
+    return Boxes(t0, t1, style, labels, np.full(len(rows), b"phase", dtype="S12"))
+
+
+class MeasurementsPanel(QtWidgets.QWidget):
+    """Results of the last measurement, with a button to run one and one to mark its spans."""
+
+    def __init__(self, window: MainWindow):
+        super().__init__(window)
+        self.window_ = window
+        self.results: list[Measurement] = []
+        self.table = QtWidgets.QTableWidget(0, 2)
+        self.table.setHorizontalHeaderLabels(["measurement", "value"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setColumnWidth(0, 230)
+        self.table.cellDoubleClicked.connect(self._goto)
+        run = QtWidgets.QPushButton("Measure A..B")
+        run.setToolTip("bus-level timing of the range between the cursors (nicrig.analysis.bus)")
+        run.clicked.connect(window.measure)
+        mark = QtWidgets.QPushButton("Mark on timeline")
+        mark.clicked.connect(self.mark)
+        self.note = QtWidgets.QLabel("Place cursors A and B around a message, then Measure.")
+        self.note.setWordWrap(True)
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(run)
+        row.addWidget(mark)
+        layout = QtWidgets.QVBoxLayout(self)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.addLayout(row)
+        layout.addWidget(self.note)
+        layout.addWidget(self.table, 1)
+
+    def measure(self, t0_ns: float, t1_ns: float) -> Job | None:
+        """Measure the range in a background job; the table fills when it ends."""
+        doc = self.window_.doc
+        if doc is None:
+            return None
+        tables = {name.split("/", 1)[1]: doc.table_shifted(name) for name in doc.tables}
+        sources = doc.source_order()
+        job = Job("measuring", lambda progress: measure_range(tables, sources, t0_ns, t1_ns), self)
+        self.note.setText(f"measuring {t0_ns / 1000:.3f} .. {t1_ns / 1000:.3f} us ...")
+        return self.window_.start_job(job, on_done=self.show_results)
+
+    def show_results(self, results: list[Measurement]) -> None:
+        self.results = list(results)
+        self.window_.show_phases(self.results)
+        self.table.setRowCount(len(self.results))
+        for r, m in enumerate(self.results):
+            for c, text in enumerate((m.name, m.value)):
+                item = QtWidgets.QTableWidgetItem(text)
+                item.setToolTip(text)
+                self.table.setItem(r, c, item)
+        self.note.setText(f"{len(self.results)} measurements" if self.results else
+                          "nothing to measure in this range (decode the capture set first?)")
+
+    def mark(self) -> None:
+        """Put a named marker at the start of every measured phase."""
+        tl = self.window_.timeline
+        if tl is None:
+            return
+        markers = list(tl.doc.session.markers)
+        names = {n for n, _ in markers}
+        for m in self.results:
+            name = f"{m.source}: {m.label}"
+            if m.label and m.t0_ns is not None and name not in names:
+                markers.append((name, m.t0_ns))
+                names.add(name)
+        tl.set_markers(markers)
+
+    def _goto(self, row: int, _col: int) -> None:
+        m = self.results[row]
+        tl = self.window_.timeline
+        if tl is not None and m.t0_ns is not None:
+            t1 = m.t1_ns if m.t1_ns is not None else m.t0_ns
+            tl.zoom_to(m.t0_ns, t1)
+            tl.set_cursors(m.t0_ns, t1)

@@ -1,0 +1,348 @@
+"""The desktop GUI, driven as a user would (pytest-qt, offscreen): lanes, cursors, event table, decoding,
+measurements, results views, sessions, screenshots, and bad files."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.analysis.latency import fit_latency, rtt_stats
+from nicrig.udpmon.results import ResultsFile, write_latency
+
+from nicrig.cli import main
+
+pytest.importorskip("pytestqt", reason="pytest-qt is not installed")
+from conftest import simulate_set
+from nicrig.gui.app import MainWindow, export_widget
+from nicrig.gui.lanes import format_ns
+from PySide6 import QtCore, QtWidgets
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A decoded request-response capture (seed 002 figure 4.7's setting: Intel PRO/1000, 64-bit 66 MHz PCI)."""
+    folder = tmp_path_factory.mktemp("gui")
+    path = simulate_set(folder, "fig47", kind="latency", size_bytes=1400, request_bytes=64, count=2)
+    assert main(["decode", str(path)]) == 0
+    return path
+
+
+@pytest.fixture
+def fresh(capture: Path, tmp_path: Path) -> Path:
+    """A private copy of the capture (tests that save sessions or decode must not share the file)."""
+    out = tmp_path / capture.name
+    shutil.copy(capture, out)
+    return out
+
+
+@pytest.fixture
+def window(qtbot, fresh: Path) -> MainWindow:
+    w = MainWindow([fresh])
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    w.wait_jobs()
+    return w
+
+
+def _lane_ids(w: MainWindow) -> set[str]:
+    return {item.lane.id for item in w.timeline.items}
+
+
+def test_every_source_has_its_lanes_and_decoded_lanes_on_one_axis(window: MainWindow) -> None:
+    ids = _lane_ids(window)
+    for lane in ("send_pci/", "send_pci/FRAME#", "send_pci/INTA#", "send_pci/decoded/pci", "send_pci/decoded/irq",
+                 "probe/TX_EN", "probe/decoded/ethernet/tx", "probe/decoded/ethernet/rx", "probe/decoded/linkactivity",
+                 "recv_pci/decoded/pci", "recv_pci/decoded/irq"):
+        assert lane in ids, lane
+    # the sending bus above the wire above the receiving bus (seed 002's figures)
+    order = [item.lane.source for item in window.timeline.items]
+    assert order.index("send_pci") < order.index("probe") < order.index("recv_pci")
+    window.timeline.zoom_all()
+    drawn = {item.lane.id: item.drawing for item in window.timeline.items}
+    frame = drawn["send_pci/FRAME#"]
+    assert len(frame.x0) > 10 and set(np.unique(frame.state)) <= {0, 1, 2}
+    pci = drawn["send_pci/decoded/pci"]
+    assert len(pci.rows) + len(pci.dense_x0) > 0
+
+
+def test_cursors_on_a_known_event_pair_give_the_truth_delta_t(window: MainWindow, fresh: Path) -> None:
+    """First data word of the request on the sending bus, then on the receiving bus: the simulator's truth."""
+    with CaptureSet.open(fresh) as cs:
+        send = cs.read_table("truth/send_pci/transactions")
+        recv = cs.read_table("truth/recv_pci/transactions")
+        dec_send = cs.read_table("decoded/send_pci/pci")
+        dec_recv = cs.read_table("decoded/recv_pci/pci")
+    t_send = send["t_start_ps"][send["purpose"] == b"tx_data"][0] / 1000
+    t_recv = recv["t_start_ps"][recv["purpose"] == b"rx_data"][0] / 1000
+    # the user clicks those transactions in the event table: cursor A on the first, then B on the second
+    events = window.events
+    rows = events.model.rows
+    a = int(np.flatnonzero(np.isclose(events.events.t_ns[rows], dec_send["t_ns"][np.argmin(abs(dec_send["t_ns"] - t_send))]))[0])
+    b = int(np.flatnonzero(np.isclose(events.events.t_ns[rows], dec_recv["t_ns"][np.argmin(abs(dec_recv["t_ns"] - t_recv))]))[0])
+    events.click_row(a)
+    first = window.timeline.cursor_positions()[0]
+    events.click_row(b)
+    second = window.timeline.cursor_positions()[0]
+    window.timeline.set_cursors(first, second)
+    dt = window.timeline.cursor_positions()[1] - window.timeline.cursor_positions()[0]
+    assert abs(dt - (t_recv - t_send)) <= 1.0  # decoded times are whole ns
+    assert f"Δt = B - A = {format_ns(dt, 6)}" in window.timeline.readout.text()
+    assert "1/Δt" in window.timeline.readout.text()
+    # deskew the receiving bus by +250 ns: its events move with it, the truth pair is 250 ns further apart
+    window.timeline.set_offset("recv_pci", 250.0)
+    window._refresh_events()
+    moved = window.events.events
+    recv_rows = [i for i in range(len(moved)) if moved.lanes[int(moved.lane[i])].source == "recv_pci"]
+    assert np.isclose(moved.t_ns[recv_rows].min(), dec_recv["t_ns"].min() + 250.0)
+
+
+def test_clicking_a_row_zooms_to_it_and_the_cursor_selects_its_row(window: MainWindow, qtbot) -> None:
+    events = window.events
+    events.search.setText("PAUSE")
+    events.refilter()
+    assert len(events.model.rows) == 0  # a request-response run has no flow control
+    events.search.setText("")
+    for kind, box in events.kind_boxes.items():
+        box.setChecked(kind == "frame")
+    assert len(events.model.rows) == 4  # request and response, each seen once on the probe, two exchanges
+    events.kind_boxes["interrupt"].setChecked(True)
+    k = 2
+    i = int(events.model.rows[k])
+    t0, t1 = events.events.t_ns[i], events.events.t_end_ns[i]
+    # a real mouse click on the row's cell
+    rect = events.view.visualRect(events.model.index(k, 5))
+    qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    v0, v1 = window.timeline.view_range()
+    assert v0 < t0 and t1 < v1 and (v1 - v0) < 3 * max(t1 - t0, 10.0)
+    assert window.timeline.cursor_positions() == pytest.approx((t0, t1))
+    # moving cursor A highlights the row of the event at or before it
+    window.timeline.set_cursors(float(events.events.t_ns[int(events.model.rows[1])]) + 0.5, t1)
+    assert events.view.selectionModel().selectedRows()[0].row() == 1
+
+
+def test_values_of_every_lane_at_the_cursors(window: MainWindow) -> None:
+    with CaptureSet.open(window.doc.path) as cs:
+        irq = cs.read_table("decoded/recv_pci/irq")
+    mid = float(irq["t_ns"][0] + irq["t_end_ns"][0]) / 2
+    window.timeline.set_cursors(mid, mid + 1e6)
+    window.cursor_panel.refresh()
+    table = window.cursor_panel.values
+    cells = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(table.rowCount())}
+    assert cells["recv_pci: INTA#"] == "0"  # asserted (active low)
+    assert cells["send_pci: FRAME#"] in ("0", "1")
+    assert cells["recv_pci: interrupts"].startswith("interrupt asserted")
+
+
+def test_measurements_come_from_the_bus_analysis_and_label_the_phases(window: MainWindow) -> None:
+    lo, hi = window.doc.extent_ns()
+    window.measurements.measure(lo, hi)
+    window.wait_jobs()
+    names = [m.name.strip() for m in window.measurements.results]
+    for expected in ("CSR setup (sending driver)", "DMA on the sending bus", "frame on the wire",
+                     "first word -> first word (propagation)", "receive DMA -> interrupt (coalescence)"):
+        assert expected in names
+    labels = {item.lane.id for item in window.timeline.items}
+    assert {"send_pci/phases", "probe/phases", "recv_pci/phases"} <= labels
+    # the propagation span is the truth's first word to first word
+    with CaptureSet.open(window.doc.path) as cs:
+        send = cs.read_table("truth/send_pci/transactions")
+        recv = cs.read_table("truth/recv_pci/transactions")
+    truth = (recv["t_start_ps"][recv["purpose"] == b"rx_data"][0] - send["t_start_ps"][send["purpose"] == b"tx_data"][0])
+    prop = next(m for m in window.measurements.results if "propagation" in m.name)
+    # the analysis takes the first *data* phase (after the address phase): within two bus clocks of the truth
+    assert abs((prop.t1_ns - prop.t0_ns) - truth / 1000) <= 2 * 15.0
+    window.measurements.mark()
+    assert any("CSR setup" in name for name, _ in window.doc.session.markers)
+
+
+def test_session_is_saved_with_the_file(qtbot, fresh: Path) -> None:
+    w = MainWindow([fresh])
+    qtbot.addWidget(w)
+    w.show()
+    w.wait_jobs()
+    w.timeline.set_offset("probe", -42.0)
+    w.timeline.add_marker("request on the wire", 2500.0)
+    item = w.lanes_panel.tree.topLevelItem(0).child(0)
+    hidden_id = item.data(0, QtCore.Qt.ItemDataRole.UserRole)
+    item.setCheckState(0, QtCore.Qt.CheckState.Unchecked)
+    assert hidden_id not in _lane_ids(w)
+    w.save_session()
+    w.close()
+    w2 = MainWindow([fresh])
+    qtbot.addWidget(w2)
+    assert w2.doc.session.offset("probe") == -42.0
+    assert ("request on the wire", 2500.0) in w2.doc.session.markers
+    assert hidden_id not in _lane_ids(w2)
+    assert w2.lanes_panel.spins["probe"].value() == -42.0
+    w2.close()
+
+
+def test_decoding_runs_in_the_background_and_adds_lanes(qtbot, tmp_path: Path) -> None:
+    raw = simulate_set(tmp_path, "raw", kind="latency", size_bytes=200, count=1)
+    w = MainWindow([raw])
+    qtbot.addWidget(w)
+    w.show()
+    assert not any(lane.kind == "decoded" for lane in w.doc.lanes)
+    w.decode()
+    assert w.jobs and w.cancel_button.isVisible()
+    QtWidgets.QApplication.processEvents()  # the window keeps answering while it decodes
+    w.wait_jobs()
+    assert not w.errors
+    assert "send_pci/decoded/pci" in _lane_ids(w)
+    assert len(w.events.events) > 0
+
+
+def test_cancelled_decoding_leaves_a_valid_file(qtbot, tmp_path: Path) -> None:
+    raw = simulate_set(tmp_path, "raw", kind="stream", size_bytes=1400, count=40, spacing_us=20.0)
+    w = MainWindow([raw])
+    qtbot.addWidget(w)
+    w.show()
+    w.wait_jobs()
+    w.decode()
+    w.cancel_jobs()
+    w.wait_jobs()
+    assert not w.errors
+    assert w.timeline.isEnabled()
+    with CaptureSet.open(raw) as cs:  # still readable, only whole tables
+        for name in cs.table_names():
+            cs.read_table(name)
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage" * 100, "truncated"])
+def test_a_corrupt_file_gives_a_dialog_and_no_crash(qtbot, capture: Path, tmp_path: Path,
+                                                     content: bytes | str) -> None:
+    bad = tmp_path / "bad.h5"
+    if content == "truncated":
+        data = capture.read_bytes()
+        bad.write_bytes(data[: len(data) // 3])
+    else:
+        bad.write_bytes(content)
+    w = MainWindow([bad])
+    qtbot.addWidget(w)
+    w.show()
+    QtWidgets.QApplication.processEvents()
+    assert w.errors and str(bad) in w.errors[0]
+    dialogs = [d for d in w.findChildren(QtWidgets.QMessageBox) if d.isVisible()]
+    assert dialogs and str(bad) in dialogs[0].text()
+    assert w.doc is None
+    # the window still works: open a good file afterwards
+    assert w.open_file(capture)
+    assert w.timeline is not None
+
+
+def test_a_decode_error_shows_the_library_message(qtbot, fresh: Path, monkeypatch) -> None:
+    w = MainWindow([fresh])
+    qtbot.addWidget(w)
+    w.show()
+    w.wait_jobs()
+    import nicrig.gui.app as app_module
+
+    def failing(path: Path, progress=None) -> dict:
+        from nicrig.decoders.sigrok_cli import DecodeError
+
+        raise DecodeError(f"{path}: sigrok-cli is not installed (Debian: apt-get install sigrok-cli)")
+
+    monkeypatch.setattr(app_module, "decode_file", failing)
+    w.decode()
+    w.wait_jobs()
+    assert w.errors and "sigrok-cli is not installed" in w.errors[-1]
+    assert w.timeline.isEnabled() and w.doc.cs.source_names  # reopened, still usable
+
+
+@pytest.fixture
+def results_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A latency and a stream results file written by the udpmon writers from synthetic measurements."""
+    rng = np.random.default_rng(3)
+    sizes = list(range(64, 3000, 256))
+    rtt = {s: (20_000 + 12 * s + rng.normal(0, 300, 200)).astype(np.int64) for s in sizes}
+    stats = {s: rtt_stats(v) for s, v in rtt.items()}
+    mins = np.array([stats[s].min_us for s in sizes])
+    means = np.array([stats[s].mean_us for s in sizes])
+    lat = tmp_path / "lat.h5"
+    with ResultsFile.create(lat) as rf:
+        rf.set_run("latency", peer="127.0.0.1", argv=["test"], settings={}, remote={})
+        write_latency(rf, rtt, stats, (fit_latency(np.array(sizes), mins), fit_latency(np.array(sizes), means)),
+                      mtu=1500, bin_us=1.0)
+    from nicrig.udpmon.command import POINT_DTYPE
+
+    points = np.zeros(8, dtype=POINT_DTYPE)
+    for k, (size, spacing) in enumerate((s, sp) for s in (64, 1472) for sp in (0, 10, 20, 40)):
+        points[k]["size_bytes"], points[k]["spacing_us"], points[k]["sent"] = size, spacing, 1000
+        points[k]["lost"] = 300 if spacing < 15 and size == 1472 else 0
+        points[k]["user_rate_mbps"] = size * 8 / max(spacing, 12)
+        points[k]["local_cpu_busy_pct"], points[k]["remote_cpu_busy_pct"] = 50 + spacing, 60 - spacing
+    stream = tmp_path / "stream.h5"
+    with ResultsFile.create(stream) as rf:
+        rf.set_run("stream", peer="127.0.0.1", argv=["test"], settings={}, remote={})
+        rf.write_table("stream/points", points)
+    return lat, stream
+
+
+def test_results_views_plot_fits_expected_slope_histograms_and_stream(qtbot, results_files) -> None:
+    w = MainWindow(list(results_files))
+    qtbot.addWidget(w)
+    w.show()
+    assert not w.errors
+    latency, streams = w.results
+    assert [latency.tabText(i) for i in range(latency.count())] == ["latency vs size", "RTT histograms"]
+    assert [streams.tabText(i) for i in range(streams.count())] == ["throughput, loss, CPU"]
+    assert any("0.012" in label for label in latency.fit_rows)  # the synthetic 12 ns/byte slope, fitted
+    assert "expected slope 0.01175 us/byte" in latency.expected_note.text()  # seed 002 3.1: 64/66 path
+    latency.path_edit.setText("pci32-33,gige,pci32-33")
+    latency.show_expected()
+    assert "expected slope 0.0230" in latency.expected_note.text()
+    latency.path_edit.setText("pci99-1")
+    latency.show_expected()
+    assert "path element" in latency.expected_note.text()
+
+
+def test_export_png_and_svg(window: MainWindow, tmp_path: Path) -> None:
+    png = export_widget(window.timeline, tmp_path / "v.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = export_widget(window.timeline, tmp_path / "v.svg")
+    assert b"<svg" in svg.read_bytes()[:2000]
+    with pytest.raises(Exception, match="export as .png or .svg"):
+        export_widget(window.timeline, tmp_path / "v.jpg")
+
+
+def test_screenshot_command_renders_offscreen(capture: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "shot.png"
+    assert main(["gui", str(capture), "--screenshot", str(out), "--view", "timeline", "--range=-2:100",
+                 "--measure", "--size", "1200x800"]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert main(["gui", str(capture), "--screenshot", str(tmp_path / "x.txt")]) == 2
+    assert "name a .png or .svg" in capsys.readouterr().err
+    assert main(["gui", str(tmp_path / "missing.h5"), "--screenshot", str(out)]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["gui", str(capture), "--screenshot", str(out), "--range", "a:b"]) == 2
+
+
+def test_no_display_is_a_clear_error(monkeypatch, capsys) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
+    assert main(["gui"]) == 2
+    assert "--screenshot" in capsys.readouterr().err
+
+
+
+def test_painting_keeps_python_alive(window: MainWindow) -> None:
+    """Each redraw makes thousands of Qt painter calls; a Qt binding that loses a reference per call (PySide6
+    6.12.0 on Python 3.11) would abort the GUI after a while. Painting must leave None's count where it was."""
+    import sys
+
+    window.timeline.zoom_all()
+    before = sys.getrefcount(None)
+    for k in range(30):
+        lo, hi = window.doc.extent_ns()
+        window.timeline.vb.setXRange(lo, lo + (hi - lo) / (k + 1), padding=0)
+        window.timeline.plot.viewport().repaint()
+    assert sys.getrefcount(None) - before > -500

@@ -1,0 +1,173 @@
+"""The GUI's data side without Qt: columns from raw samples and from the pyramid, sample search, sessions, boxes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from nicrig.acquisition.capture import CaptureSet, SourceSpec, pack_bits
+from nicrig.gui import overview, session
+from nicrig.gui.lanes import Boxes, box_drawing, channel_states
+from nicrig.gui.overview import BASE_BIN, BlockCache, Pyramid
+
+from nicrig.errors import FormatError
+
+
+def _capture(path: Path, bits: np.ndarray, *, state: bool, period_ps: int = 15000, trigger: int = 0,
+             offset_ps: int = 0) -> Path:
+    """A capture set with one source ``s`` of ``bits`` (samples x channels), state or timing mode."""
+    channels = [f"C{k}" for k in range(bits.shape[1])]
+    with CaptureSet.create(path) as cs:
+        if state:
+            spec = SourceSpec("s", channels, "state", samplerate_hz=1e12 / period_ps, trigger_sample=trigger,
+                              offset_ps=offset_ps)
+            w = cs.add_source(spec, chunk_samples=4096)
+            # uneven clock: gaps like a logic analyzer's stored-on-change state samples
+            steps = np.where(np.arange(len(bits)) % 97 == 0, 7 * period_ps, period_ps)
+            w.append(pack_bits(bits), np.cumsum(steps) - steps[0])
+        else:
+            spec = SourceSpec("s", channels, "timing", samplerate_hz=1e12 / period_ps, trigger_sample=trigger,
+                              offset_ps=offset_ps)
+            w = cs.add_source(spec, chunk_samples=4096)
+            w.append(pack_bits(bits))
+    return path
+
+
+def _random_bits(n: int, channels: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    # long runs with occasional bursts of toggling, like bus control lines
+    runs = rng.integers(1, 400, size=(n // 20 + 2, channels))
+    out = np.zeros((n, channels), np.uint8)
+    for c in range(channels):
+        edges = np.cumsum(runs[:, c])
+        out[:, c] = np.searchsorted(edges, np.arange(n), side="right") % 2
+    return out
+
+
+@pytest.mark.parametrize("state", [True, False])
+def test_sample_search_matches_the_capture_reader(tmp_path: Path, state: bool) -> None:
+    path = _capture(tmp_path / "s.h5", _random_bits(30000, 3, 1), state=state, trigger=1234, offset_ps=-777)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        cache = BlockCache(src)
+        times = src.times_ps()
+        probes = np.concatenate([times[::997], times[::1009] + 1, times[[0, -1]] - 1, times[[-1]] + 10**6])
+        for t in probes:
+            assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
+        # the coarse index a finished pyramid gives must not change any answer
+        p = Pyramid(src)
+        while p.step():
+            pass
+        cache.coarse = p.level_one()[0]
+        for t in probes:
+            assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 20000), t0=st.floats(0, 1), frac=st.floats(0.001, 1),
+       pixels=st.integers(1, 3000))
+def test_pyramid_marks_a_change_exactly_where_the_samples_change(tmp_path_factory, seed: int, n: int, t0: float,
+                                                               frac: float, pixels: int) -> None:
+    """Every transition falls in a column the pyramid marks as changing or between two held columns
+    of different level; a column marked changing really holds both levels."""
+    bits = _random_bits(n, 2, seed)
+    path = _capture(tmp_path_factory.mktemp("p") / "p.h5", bits, state=bool(seed % 2))
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        p = Pyramid(src)
+        while p.step():
+            pass
+        times = src.times_ps()
+        span = int(times[-1] - times[0]) + 1
+        w0 = times[0] + t0 * span
+        w1 = w0 + max(frac * span, 1.0)
+        cols = p.columns(w0, w1, pixels)
+        for ch in range(2):
+            states = channel_states(cols, ch)
+            # each column covers the level-1 bins starting in it: check against the raw samples of those bins
+            bin_of_sample = np.arange(n) // BASE_BIN
+            bin_start = times[::BASE_BIN]
+            in_view = int(np.searchsorted(bin_start, w1, side="right"))  # bins starting after the view are not read
+            for k in range(len(cols)):
+                first = int(np.searchsorted(bin_start, cols.t_ps[k]))
+                last = int(np.searchsorted(bin_start, cols.t_ps[k + 1])) if k + 1 < len(cols) else in_view
+                held = bits[(bin_of_sample >= first) & (bin_of_sample < last), ch]
+                expect = 2 if held.min() != held.max() else int(held[0])
+                assert states[k] == expect
+
+
+def test_raw_columns_are_exact_when_samples_are_wider_than_pixels(tmp_path: Path) -> None:
+    bits = _random_bits(5000, 1, 7)
+    path = _capture(tmp_path / "r.h5", bits, state=False, period_ps=8000)
+    with CaptureSet.open(path) as cs:
+        cache = BlockCache(cs.source("s"))
+        cols = cache.columns(8000 * 100, 8000 * 300, 1000)  # 200 samples over 1000 pixels
+        states = channel_states(cols, 0)
+        assert 2 not in states
+        np.testing.assert_array_equal(states, bits[99:301, 0])
+
+
+def test_cached_pyramid_is_used_and_stale_one_ignored(tmp_path: Path) -> None:
+    path = _capture(tmp_path / "c.h5", _random_bits(9000, 2, 3), state=True)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        p = Pyramid(src)
+        assert overview.fill(path, p)
+        loaded = overview.load_cached(path, src)
+        assert loaded is not None and loaded.complete
+        np.testing.assert_array_equal(loaded.level_one()[1], p.level_one()[1])
+    # same name, other samples: the cache must not be taken for it
+    path.unlink()
+    _capture(path, _random_bits(9001, 2, 4), state=True)
+    with CaptureSet.open(path) as cs:
+        assert overview.load_cached(path, cs.source("s")) is None
+    # a damaged cache file is ignored, not an error
+    for f in overview.cache_paths(path)[0].glob("*.npz"):
+        f.write_bytes(b"not a zip")
+    with CaptureSet.open(path) as cs:
+        assert overview.load_cached(path, cs.source("s")) is None
+
+
+def test_boxes_crowding_into_pixels_become_one_block_per_run(tmp_path: Path) -> None:
+    t = np.arange(10000, dtype=np.float64) * 10
+    boxes = Boxes(t, t + 5, np.zeros(10000, np.int8), lambda i: [f"box {i}"])
+    d = box_drawing(boxes, 0, 100000, 1000, 0.0)
+    assert len(d.rows) == 0 and len(d.dense_x0) <= 1000 and len(d.dense_x0) >= 1
+    assert d.dense_x0[0] <= 0 and d.dense_x1[-1] >= 99990
+    # zoomed in, the same boxes are drawn one by one
+    d = box_drawing(boxes, 0, 200, 1000, 0.0)
+    assert list(d.rows) == list(range(21))
+    # a shift (deskew) moves them
+    d = box_drawing(boxes, 0, 200, 1000, 50.0)
+    assert d.x0[0] == 50.0
+
+
+def test_session_round_trip_in_the_file(tmp_path: Path) -> None:
+    path = _capture(tmp_path / "sess.h5", _random_bits(100, 1, 0), state=True)
+    s = session.Session(offsets_ns={"s": 12.5}, markers=[("CSR setup", 100.0)], hidden=["s/C0"], order=["s/"],
+                        view_ns=(0.0, 1e4), cursors_ns=(1.0, 2.0))
+    assert session.save(path, s) == path
+    back, note = session.load(path)
+    assert back == s and note == "session restored"
+    with CaptureSet.open(path) as cs:  # still a valid capture set
+        assert cs.source_names == ["s"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(), st.dictionaries(st.sampled_from(["offsets_ns", "markers", "hidden", "order", "view_ns",
+                                                               "cursors_ns", "version"]),
+                                             st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=5)
+                                                          | st.integers(), lambda c: st.lists(c, max_size=3)
+                                                          | st.dictionaries(st.text(max_size=3), c, max_size=3)))
+                 .map(json.dumps)))
+def test_a_damaged_session_is_a_clear_error(text: str) -> None:
+    try:
+        s = session.from_json(text)
+    except FormatError as exc:
+        assert str(exc).startswith("GUI session")
+    else:
+        assert isinstance(s, session.Session)
