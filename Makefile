@@ -15,6 +15,11 @@ DEMO_OUT ?= demo-out
 # its benchmark runs sockperf and iperf3 beside it.
 SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
                 ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3
+# Debian libraries (checked with dpkg-query) that PySide6's wheels load: the GUI offscreen (EGL, GL,
+# fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.
+SYSTEM_LIBS  := libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 \
+                libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
+                libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 libx11-xcb1
 
 .PHONY: demo test sysdeps venv bench clean
 
@@ -23,6 +28,9 @@ sysdeps:
 	for pair in $(SYSTEM_TOOLS); do \
 	  cmd=$${pair%%:*}; pkg=$${pair##*:}; \
 	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	for pkg in $(SYSTEM_LIBS); do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$pkg"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -70,10 +78,30 @@ demo: sysdeps $(STAMP)
 	echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5"; \
 	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (open the .sr in PulseView after 'nicrig decoders install')"
+	@echo "--- the GUI: a 64-byte request and its 1400-byte response, Intel PRO/1000 on 64-bit 66 MHz PCI (seed 002 fig. 4.7):"
+	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --request-size 64 --count 3 -o $(DEMO_OUT)/fig47.h5
+	$(NICRIG) decode $(DEMO_OUT)/fig47.h5
+	@set -e; if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+	  echo "$(NICRIG) gui $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 --range=-3:135 --measure"; \
+	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 --range=-3:135 --measure; \
+	else \
+	  echo "no display: writing the GUI's views as pictures"; \
+	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 --screenshot $(DEMO_OUT)/gui-fig47.png --view timeline --range=-3:135 --measure; \
+	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 --screenshot $(DEMO_OUT)/gui-window.png --range=-3:135 --measure; \
+	  $(NICRIG) gui $(DEMO_OUT)/stream.h5 --screenshot $(DEMO_OUT)/gui-pause.png --view timeline --range=6000:10000; \
+	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-latency.png --view latency --size 1200x800; \
+	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-histograms.png --view histograms --size 1200x800; \
+	  $(NICRIG) gui $(DEMO_OUT)/udpmon-stream.h5 --screenshot $(DEMO_OUT)/gui-stream.png --view stream --size 1000x900; \
+	fi
+	@echo "--- the report: latency slope and intercept, throughput against spacing, bus timelines, expected against observed:"
+	$(NICRIG) report $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5 -o $(DEMO_OUT)/report.html
 
 bench: sysdeps $(STAMP)
 	$(PY) bench/sim.py
 	$(PY) bench/udpmon.py
+	$(PY) bench/udpmon_tcp.py
+	$(PY) bench/decode.py
+	$(PY) bench/gui.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build *.egg-info

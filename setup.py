@@ -63,9 +63,12 @@ setup(
         "dask[distributed]>=2023.1",
         "pyvisa>=1.13",
         "pyvisa-py>=0.7",
+        "PySide6-Essentials>=6.5,!=6.12.0",  # 6.12.0 loses a reference to None per painter call (Python 3.11 aborts)
+        "pyqtgraph>=0.13.3",
+        "matplotlib>=3.6",
     ],
     extras_require={
-        "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3"],
+        "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3", "pytest-qt>=4.2"],
     },
     entry_points={"console_scripts": ["nicrig=nicrig.cli:main"]},
     ext_modules=[

@@ -27,7 +27,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("nicrig.decoders.decode", "run the sigrok decoders on capture sets into decoded/ tables"),
     "events": ("nicrig.decoders.events", "print a decoded table (transactions, frames, interrupts)"),
     "decoders": ("nicrig.decoders.catalog", "list nicrig's sigrok decoders or install them for PulseView"),
-    "udpmon": ("nicrig.udpmon.command", "UDPmon-style traffic between hosts: serve, latency, stream"),
+    "udpmon": ("nicrig.udpmon.command",
+               "UDPmon-style traffic between hosts: serve, latency, stream, suite, aggregate"),
+    "report": ("nicrig.analysis.command", "analyse results and decoded capture sets into an HTML/JSON/CSV report"),
+    "acquire": ("nicrig.acquisition.acquire", "arm instruments (PyVISA, sigrok), fetch their records into a capture set"),
+    "instrument": ("nicrig.acquisition.instrument_command", "simulated SCPI instrument, drivers, queries, deskew"),
+    "gui": ("nicrig.gui.command", "desktop GUI: all sources on one timeline, decoded lanes, cursors, results"),
 }
 
 
