@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 VIEWS = ("window", "timeline", "events", "latency", "histograms", "stream")
@@ -57,6 +58,12 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def _quiet_offscreen(kind: object, context: object, message: str) -> None:
+    """Qt's messages on stderr, less the offscreen platform's notice about size hints."""
+    if "propagateSizeHints" not in message:
+        sys.stderr.write(message + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
     from nicrig.errors import UsageError
     from nicrig.h5file import open_any
@@ -79,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
 
     from nicrig.gui.app import MainWindow
     from nicrig.gui.screenshot import render
-    from PySide6 import QtWidgets
+    from PySide6 import QtCore, QtWidgets
 
+    if args.screenshot is not None:
+        # The offscreen platform warns that it cannot resize top-level windows
+        # to their hints; a picture of a given size does not need that.
+        QtCore.qInstallMessageHandler(_quiet_offscreen)
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(["nicrig"])
     window = MainWindow(args.files)
     if args.screenshot is None:

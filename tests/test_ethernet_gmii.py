@@ -439,3 +439,9 @@ def test_tshark_reads_the_frames(tmp_path: Path) -> None:
     assert all(r[5] == good for r in rows[:5])
     assert rows[5][6:8] == ["0x0001", "43981"]
     assert rows[6][6] == "0x0101" and rows[6][8] == "0x0081" and rows[6][9] == str(0x4242)
+
+
+def test_ip_identification_wraps_at_16_bits():
+    """A stream longer than 65535 packets: the 16-bit Identification wraps instead of failing."""
+    big = udp_frames(payload(1400, 70_000), **FLOW, ip_id=70_000)  # type: ignore[arg-type]
+    assert big == udp_frames(payload(1400, 70_000), **FLOW, ip_id=70_000 - 65536)  # type: ignore[arg-type]

@@ -267,10 +267,10 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
 
 
 def _ip_header(fragment_: _UdpFragment, ip_id: int) -> bytearray:
-    """``fragment_``'s link and IPv4 headers with Identification ``ip_id`` and the Header
-    Checksum (RFC 791) over the IPv4 header."""
+    """``fragment_``'s link and IPv4 headers with Identification ``ip_id`` (modulo 2**16: the
+    field is 16 bits and wraps, RFC 6864) and the Header Checksum (RFC 791) over the IPv4 header."""
     head = bytearray(fragment_.head)
-    _U16.pack_into(head, fragment_.ip_at + _IP_ID_AT, ip_id)
+    _U16.pack_into(head, fragment_.ip_at + _IP_ID_AT, ip_id & 0xFFFF)
     _U16.pack_into(head, fragment_.ip_at + _IP_CHECKSUM_AT, checksum(head[fragment_.ip_at:]))
     return head
 
