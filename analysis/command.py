@@ -1,7 +1,8 @@
 """``nicrig report FILE... -o report.html``: analyse udpmon results and decoded capture sets into one report.
 
-Each file is opened as whatever nicrig file it is: a udpmon latency or stream
-results file, or a capture set (decoded first with ``nicrig decode``). The
+Each file is opened as whatever nicrig file it is: a udpmon results file
+(latency, stream, suite or aggregate; swept with ``--sweep`` or not), or a
+capture set (decoded first with ``nicrig decode``). The
 report is HTML (one self-contained page), JSON or CSV, chosen by ``--format``
 or by the output's suffix. A file that cannot be analysed is named in the
 report and on stderr; the others are still reported (exit 1). Exit 2 when
@@ -16,6 +17,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,22 +85,107 @@ def _capture(path: Path, cs: Any, options: Any) -> Any:
     return report.capture_section(path.name, tables, meta, options)
 
 
-def _results(path: Path, rf: Any, options: Any, cpu_runs: list) -> Any:
-    from nicrig.analysis import cpu, report
+@dataclass
+class Pooled:
+    """What the report gathers across files: every host's ``load`` rows, every suite run (Table 2's items)."""
+
+    loads: dict[str, tuple[list[tuple[str, str]], list[Any]]] = field(default_factory=dict)
+    suites: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    def add_load(self, host: str, file: str, table: str, rows: Any) -> None:
+        sources, parts = self.loads.setdefault(host, ([], []))
+        sources.append((file, table))
+        parts.append(rows)
+
+    def host_loads(self) -> list[Any]:
+        import numpy as np
+        from nicrig.analysis import report
+
+        return [report.HostLoad(host, tuple(sources), np.concatenate(parts))
+                for host, (sources, parts) in self.loads.items()]
+
+
+KINDS = ("latency", "stream", "suite", "aggregate")
+
+
+def _run_data(rf: Any, kind: str, prefix: str) -> Any:
+    """The tables of one run (or sweep step, at ``prefix``) the report analyses, read and rebuilt."""
+    from nicrig.analysis import suite
+
+    if kind == "latency":
+        return rf.read_table(f"{prefix}latency/rtt")
+    if kind == "stream":
+        return rf.read_table(f"{prefix}stream/points")
+    if kind == "suite":
+        return suite.suite_run(*(rf.read_table(f"{prefix}suite/{t}") for t in ("tests", "trials", "flows")),
+                               rf.table_attrs(f"{prefix}suite/tests"))
+    return suite.aggregate(rf.read_table(f"{prefix}aggregate/flows"))
+
+
+def _addresses(rf: Any, names: set[str]) -> dict[str, str]:
+    """Host label -> numeric address, from ``hosts`` (version 1 files: the peer as given)."""
+    if "hosts" in names:
+        return {r["host"].decode(): r["address"].decode() for r in rf.read_table("hosts")}
+    return {"remote": str(rf.attrs.get("peer", "")).rpartition(":")[0]}
+
+
+def _results(path: Path, rf: Any, options: Any, pooled: Pooled) -> Any:
+    """A results file's section; its ``load`` rows and suite runs join the pool once the section stands."""
+    from nicrig.analysis import load, sweeps
     from nicrig.errors import UsageError
 
+    kind = rf.run_kind
+    if kind not in KINDS:
+        raise UsageError(f"{path}: a results file of unknown kind {kind!r} (this nicrig reads {', '.join(KINDS)})")
+    names = set(rf.table_names())
+    steps = sweeps.steps_of(rf.read_table("sweep/steps")) if "sweep/steps" in names else None
+    runs = [(s, _run_data(rf, kind, s.prefix if s else "")) for s in (steps or [None])]
+    loads = [(s, t, load.as_load(rf.read_table(t)))
+             for s, t in ((s, f"{s.prefix if s else ''}load") for s in (steps or [None])) if t in names]
+    if not loads and kind == "stream" and steps is None:  # version 1: no load table
+        deltas = {p: c for p, h, w, c in rf.counters() if h == "remote" and w == "delta"}
+        loads = [(None, "stream/points + counters (receiver)", load.receiver_load(runs[0][1], deltas))]
+    addresses = _addresses(rf, names)
     settings = json.loads(rf.attrs.get("settings", "{}"))
+    section = _results_section(path.name, rf, kind, names, settings, steps, runs, loads, addresses, options)
+    for _, table, rows in loads:
+        for host, mine in load.by_host(rows).items():
+            where = addresses.get(host, "")
+            pooled.add_load(f"{host} ({where})" if where else host, path.name, table, mine)
+    if kind == "suite":
+        pooled.suites += [(path.name, f"{path.name} {s.label}" if s else path.name, r) for s, r in runs]
+    return section
+
+
+def _results_section(name: str, rf: Any, kind: str, names: set[str], settings: dict[str, Any], steps: Any,
+                     runs: list[tuple[Any, Any]], loads: list[tuple[Any, str, Any]], addresses: dict[str, str],
+                     options: Any) -> Any:
+    from nicrig.analysis import report, sweeps
+
     remote = json.loads(rf.attrs.get("remote", "{}"))
     loopback = remote.get("interface") == "lo" or settings.get("host") in ("127.0.0.1", "::1", "localhost")
-    if rf.run_kind == "latency":
-        return report.latency_section(path.name, rf.read_table("latency/rtt"), settings, options, loopback)
-    if rf.run_kind == "stream":
-        points = rf.read_table("stream/points")
-        link = options.link_rate_bps if options.link_rate_bps else (None if loopback else 1e9)
-        deltas = {p: c for p, h, w, c in rf.counters() if h == "remote" and w == "delta"}
-        cpu_runs.append((path.name, cpu.receiver_runs(points, deltas)))
-        return report.stream_section(path.name, points, settings, link)
-    raise UsageError(f"{path}: a results file of unknown kind {rf.run_kind!r}")
+    link = options.link_rate_bps if options.link_rate_bps else (None if loopback else 1e9)
+    mtu = int(settings.get("mtu", 1500))
+    if steps is None:
+        data = runs[0][1]
+        if kind == "latency":
+            return report.latency_section(name, data, settings, options, loopback)
+        if kind == "stream":
+            return report.stream_section(name, data, settings, link)
+        if kind == "suite":
+            return report.suite_section(name, data)
+        return report.aggregate_section(name, data, addresses)
+    common = {"applied": rf.read_table("sweep/applied") if "sweep/applied" in names else None,
+              "swept": [str(t) for t in settings.get("sweep", [])], "loads": [(s, rows) for s, _, rows in loads]}
+    if kind == "latency":
+        return report.sweep_latency_section(name, [(s, d, sweeps.mtu_of(s, mtu)) for s, d in runs],
+                                            loopback=loopback, **common)
+    if kind == "stream":
+        return report.sweep_stream_section(name, [(s, d, sweeps.mtu_of(s, mtu)) for s, d in runs],
+                                           link_rate_bps=link, **common)
+    if kind == "suite":
+        return report.sweep_suite_section(name, runs, **common)
+    return report.sweep_aggregate_section(name, runs, addresses, **common)
 
 
 def _progress(files: list[str]) -> Iterator[str]:
@@ -123,14 +210,14 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
     from nicrig.h5file import open_any
 
     options = _options(args)
-    sections, problems, inputs, cpu_runs = [], [], [], []
+    sections, problems, inputs, pooled = [], [], [], Pooled()
     for name in _progress(args.files):
         path = Path(name)
         try:
             with open_any(path) as f:
                 kind = f.FORMAT_NAME
                 section = (_capture(path, f, options) if kind == "nicrig-capture-set"
-                           else _results(path, f, options, cpu_runs))
+                           else _results(path, f, options, pooled))
         except NicrigError as exc:
             problems.append(str(exc))
             print(f"nicrig: error: {exc}", file=sys.stderr)
@@ -141,8 +228,10 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
             continue
         sections.append(section)
         inputs.append({"path": str(path), "kind": kind})
-    if cpu_runs:
-        sections.append(report.cpu_section(cpu_runs))
+    if pooled.loads:
+        sections.append(report.cpu_section(pooled.host_loads()))
+    if pooled.suites:
+        sections.append(report.suite_correlation_section(pooled.suites))
     if args.correlation:
         labels, columns = report.read_correlation_csv(args.correlation)
         sections.append(report.correlation_section(Path(args.correlation).name, labels, columns))

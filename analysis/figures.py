@@ -2,15 +2,18 @@
 
 Each figure is one a reader of seed 002 recognises: RTT against response size
 with the fitted lines (figures 4.1, 4.5), RTT histograms (6.4), throughput
-against transmit spacing with loss and CPU (4.2, 6.2), the signals of one
-frame on both buses and the link as a logic analyzer shows them (4.3, 4.7),
-and the gaps PAUSE frames leave in a stream (4.9).
+against transmit spacing with loss and CPU (4.2, 6.2), one curve per
+interrupt-coalescing (or MTU) setting (8.1, 8.2), the signals of one frame on
+both buses and the link as a logic analyzer shows them (4.3, 4.7), and the
+gaps PAUSE frames leave in a stream (4.9); seed 000's microbenchmark
+throughputs against their theoretical maxima (figures 5-11) as bars.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -77,12 +80,17 @@ def rtt_histograms(rtt_us: dict[int, np.ndarray], bin_us: float = 1.0) -> bytes:
     return _png(fig)
 
 
-def throughput_vs_spacing(curves: Sequence[SizeCurve]) -> bytes:
-    """User rate (offered load dashed) against spacing per size; loss, receiver CPU idle and interrupts below."""
+def throughput_vs_spacing(curves: Sequence[SizeCurve], labels: Sequence[str] | None = None) -> bytes:
+    """User rate (offered load dotted) against spacing per curve; loss, receiver CPU idle and interrupts below.
+
+    A curve is labelled with its size unless ``labels`` names each (a sweep's
+    setting: seed 002 figures 8.2, 8.3).
+    """
     fig = Figure(figsize=(8, 8))
     rate, loss, idle, irq = (fig.add_subplot(4, 1, k) for k in (1, 2, 3, 4))
-    for c in curves:
-        line, = rate.plot(c.spacing_us, c.user_rate_mbps, "o-", ms=3, label=f"{c.size_bytes} B")
+    for n, c in enumerate(curves):
+        line, = rate.plot(c.spacing_us, c.user_rate_mbps, "o-", ms=3,
+                          label=labels[n] if labels is not None else f"{c.size_bytes} B")
         finite = np.isfinite(c.offered_mbps)
         rate.plot(c.spacing_us[finite], c.offered_mbps[finite], ":", color=line.get_color(), lw=0.8)
         loss.plot(c.spacing_us, c.loss_pct, "o-", ms=3, color=line.get_color())
@@ -170,14 +178,76 @@ def wire_gaps(frames: np.ndarray, pause_times_ns: Sequence[float], title: str) -
     return _png(fig)
 
 
-def cpu_model(fit: CpuModelFit) -> bytes:
-    """Observed kernel CPU time per run against the fitted model's prediction."""
-    fig = Figure(figsize=(5, 4))
+def cpu_model(fits: Mapping[str, CpuModelFit]) -> bytes:
+    """Observed kernel CPU time per run against each fitted model's prediction, one marker series per host."""
+    fig = Figure(figsize=(5.5, 4))
     ax = fig.add_subplot()
-    ax.plot(fit.predicted, fit.observed, "o", ms=4)
-    top = float(max(fit.predicted.max(), fit.observed.max(), 1e-9))
+    top = 1e-9
+    for host, fit in fits.items():
+        ax.plot(fit.predicted, fit.observed, "o", ms=4, label=host)
+        top = max(top, float(fit.predicted.max()), float(fit.observed.max()))
     ax.plot([0, top], [0, top], ":", color="k", lw=0.8)
-    ax.set_xlabel(f"model: alpha N_MB + beta N_KP + gamma N_KI ({fit.unit})")
-    ax.set_ylabel(f"observed ({fit.unit})")
+    unit = next(iter(fits.values())).unit if fits else "jiffies"
+    ax.set_xlabel(f"model: alpha N_MB + beta N_KP + gamma N_KI ({unit})")
+    ax.set_ylabel(f"observed ({unit})")
     ax.grid(alpha=0.3)
+    if len(fits) > 1:
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def rtt_per_setting(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], intercepts_us: Mapping[str, float],
+                    ylabel: str = "mean round-trip time (us)") -> bytes:
+    """RTT against response size, one curve per sweep step (seed 002 figure 8.1), its intercept in the legend."""
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.add_subplot()
+    for label, (x, y) in curves.items():
+        b = intercepts_us.get(label, math.nan)
+        ax.plot(x, y, "o-", ms=3, lw=1, label=label + (f" (intercept {b:.1f} us)" if math.isfinite(b) else ""))
+    ax.set_xlabel("response size (bytes)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+def grouped_bars(categories: Sequence[str], series: Mapping[str, np.ndarray], xlabel: str, *,
+                 notes: Mapping[str, Sequence[str]] | None = None, reference: float | None = None,
+                 cap: float | None = None, unit: str = "") -> bytes:
+    """Horizontal bars, one row per category and one bar per series in it (a sweep step, or the one run).
+
+    ``notes`` writes a text beside each bar (the absolute value when the bars
+    are shares); ``reference`` draws a vertical line (100 % of the maximum);
+    bars beyond ``cap`` are cut there and their value (with ``unit``) written
+    at the edge, so one wild value (TCP through memory on veth) leaves the
+    rest readable.
+    """
+    n = max(len(series), 1)
+    fig = Figure(figsize=(8, 0.9 + 0.32 * n * len(categories) + 0.25 * len(categories)))
+    ax = fig.add_subplot()
+    height = 0.8 / n
+    y = np.arange(len(categories), dtype=np.float64)
+    finite = [float(np.nanmax(v)) for v in series.values() if np.isfinite(v).any()]
+    top = max([*finite, reference or 0.0, 1e-9])
+    limit = min(top, cap) * 1.15 if cap is not None else top * 1.15
+    for k, (label, values) in enumerate(series.items()):
+        pos = y + (k - (n - 1) / 2) * height
+        shown = np.where(np.isfinite(values), np.minimum(values, limit), 0.0)
+        ax.barh(pos, shown, height=height * 0.9, label=label)
+        for p, v, text in zip(pos, values, (notes or {}).get(label, [""] * len(values))):
+            if not math.isfinite(v):
+                ax.text(0, p, " not measured", va="center", fontsize=6)
+            elif v > limit:
+                ax.text(limit, p, f" → {v:.0f}{unit}  {text}", va="center", fontsize=6)
+            elif text:
+                ax.text(v, p, f" {text}", va="center", fontsize=6)
+    if reference is not None:
+        ax.axvline(reference, color="k", lw=0.8, ls=":")
+    ax.set_xlim(0, limit * (1.25 if notes else 1.05))
+    ax.set_yticks(y, list(categories), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _png(fig)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from nicrig import __version__
-from nicrig.analysis import bus, cpu, expected, figures, latency, throughput
+from nicrig.analysis import bus, cpu, expected, figures, latency, load, suite, sweeps, throughput
 from nicrig.errors import UsageError
 
 #: Frames listed one by one in a capture's timeline table (the rest in its median row).
@@ -114,7 +114,57 @@ def _finite(v: Any) -> Any:
     return v
 
 
+def _num(v: float) -> str:
+    """A measured number for a sentence or a figure label: four significant figures, whole units from 1000 on."""
+    if not math.isfinite(v):
+        return "–"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
 # -- udpmon latency ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RttSummary:
+    """One latency run from its singletons: statistics per size and the fits on minimum and mean per frame count."""
+
+    by_size: dict[int, np.ndarray]
+    stats: dict[int, latency.RttStats]
+    sizes: np.ndarray
+    frames: np.ndarray
+    mins: np.ndarray
+    means: np.ndarray
+    fits: dict[str, list[latency.LineFit]]
+
+    def one_frame(self, on: str) -> latency.LineFit | None:
+        """The fit of single-frame responses on ``minimum`` or ``mean`` (None: fewer than three such sizes)."""
+        return next((f for f in self.fits[on] if f.frames == 1), None)
+
+
+def rtt_summary(rtt_table: np.ndarray, mtu: int) -> RttSummary:
+    """Per-size statistics of a ``latency/rtt`` table and its line fits, outlier sizes rejected."""
+    by_size = latency.rtt_by_size(rtt_table)
+    stats = {s: latency.rtt_stats(v) for s, v in by_size.items()}
+    sizes = np.array(sorted(stats), dtype=np.int64)
+    mins = np.array([stats[s].min_us for s in sizes])
+    means = np.array([stats[s].mean_us for s in sizes])
+    return RttSummary(by_size, stats, sizes, np.array([latency.frames_per_message(int(s), mtu) for s in sizes]),
+                      mins, means, {"minimum": latency.fit_latency(sizes, mins, mtu, reject_outliers=True),
+                                    "mean": latency.fit_latency(sizes, means, mtu, reject_outliers=True)})
+
+
+FIT_COLUMNS = ["fitted on", "frames", "sizes", "slope (us/byte)", "± 95% (us/byte)", "intercept (us)", "± 95% (us)",
+               "r", "outlier sizes left out"]
+
+
+def _fit_row(on: str, f: latency.LineFit) -> list[Any]:
+    return [on, f.frames, f.points, f.slope_us_per_byte, f.slope_ci95, f.intercept_us, f.intercept_ci95, f.r,
+            ", ".join(map(str, f.rejected_sizes)) or "none"]
+
+
+def _fit_source(src: str) -> str:
+    return (f"{src}: least squares on each size's minimum / mean RTT; sizes more than "
+            f"{latency.OUTLIER_SIGMAS:g} robust sigmas off the Theil-Sen line left out")
+
 
 def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], options: Options,
                     loopback: bool) -> Section:
@@ -122,14 +172,8 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
     src = f"{name}: latency/rtt"
     sec = Section(f"Request-response latency: {name}", name)
     mtu = int(settings.get("mtu", 1500))
-    by_size = latency.rtt_by_size(rtt_table)
-    stats = {s: latency.rtt_stats(v) for s, v in by_size.items()}
-    sizes = np.array(sorted(stats), dtype=np.int64)
-    frames = np.array([latency.frames_per_message(int(s), mtu) for s in sizes])
-    mins = np.array([stats[s].min_us for s in sizes])
-    means = np.array([stats[s].mean_us for s in sizes])
-    fits = {"minimum": latency.fit_latency(sizes, mins, mtu, reject_outliers=True),
-            "mean": latency.fit_latency(sizes, means, mtu, reject_outliers=True)}
+    r = rtt_summary(rtt_table, mtu)
+    by_size, stats, sizes, frames, mins, means, fits = r.by_size, r.stats, r.sizes, r.frames, r.mins, r.means, r.fits
     sec.items += [Item("response sizes", len(sizes), "", src),
                   Item("round trips", int((rtt_table["rtt_ns"] >= 0).sum()), "", src),
                   Item("timeouts", int((rtt_table["rtt_ns"] < 0).sum()), "", src)]
@@ -139,17 +183,8 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
         [[int(s), int(f), stats[s].count, stats[s].timeouts, stats[s].min_us, stats[s].median_us, stats[s].mean_us,
           stats[s].percentiles_us[99], stats[s].max_us, stats[s].fwhm_us] for s, f in zip(sizes, frames)],
         f"{src} (rtt_ns per size_bytes; -1 = timeout)"))
-    rows = []
-    for on, fl in fits.items():
-        for f in fl:
-            rows.append([on, f.frames, f.points, f.slope_us_per_byte, f.slope_ci95, f.intercept_us, f.intercept_ci95,
-                         f.r, ", ".join(map(str, f.rejected_sizes)) or "none"])
-    sec.tables.append(Table(
-        "RTT = intercept + slope x size, per frame count", ["fitted on", "frames", "sizes", "slope (us/byte)",
-                                                            "± 95% (us/byte)", "intercept (us)", "± 95% (us)", "r",
-                                                            "outlier sizes left out"],
-        rows, f"{src}: least squares on each size's minimum / mean RTT; sizes more than "
-              f"{latency.OUTLIER_SIGMAS:g} robust sigmas off the Theil-Sen line left out"))
+    sec.tables.append(Table("RTT = intercept + slope x size, per frame count", FIT_COLUMNS,
+                            [_fit_row(on, f) for on, fl in fits.items() for f in fl], _fit_source(src)))
     if len(sizes):
         sec.charts.append(Chart("RTT against response size", figures.latency_vs_size(
             sizes, mins, means, fits["minimum"], fits["mean"], frames),
@@ -157,7 +192,7 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
         sec.charts.append(Chart("RTT histograms", figures.rtt_histograms(
             {s: v[v >= 0] / 1000 for s, v in by_size.items() if (v >= 0).any()}, float(settings.get("bin_us", 1.0))),
             f"Round trips of up to four sizes, 1-us bins unless the run said otherwise ({src})."))
-    one = next((f for f in fits["minimum"] if f.frames == 1), None)
+    one = r.one_frame("minimum")
     if one is None:
         sec.text.append("Fewer than three single-frame sizes: no slope or intercept to interpret.")
         return sec
@@ -178,6 +213,30 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
 
 # -- udpmon stream -------------------------------------------------------------------------------
 
+BEST_COLUMNS = ["size (bytes)", "best user rate (Mbit/s)", "at spacing (us)", "no loss from (us)",
+                "link allows (Mbit/s)", "share of link (%)", "frame on wire (us)"]
+POINT_COLUMNS = ["size (bytes)", "spacing (us)", "user (Mbit/s)", "wire (Mbit/s)", "lost", "lost (%)",
+                 "receiver CPU idle (%)", "receiver interrupts per packet"]
+
+
+def _best_row(c: throughput.SizeCurve) -> list[Any]:
+    return [c.size_bytes, c.max_user_rate_mbps, c.spacing_at_max_us, c.knee_spacing_us, c.theoretical_max_user_mbps,
+            100 * c.max_user_rate_mbps / c.theoretical_max_user_mbps, c.frame_time_on_wire_us]
+
+
+def _point_rows(c: throughput.SizeCurve) -> list[list[Any]]:
+    return [[c.size_bytes, c.spacing_us[k], c.user_rate_mbps[k], c.wire_rate_mbps[k], int(c.lost[k]), c.loss_pct[k],
+             c.receiver_cpu_idle_pct[k], c.receiver_interrupts_per_packet[k]] for k in range(c.spacing_us.size)]
+
+
+def _best_source(src: str) -> str:
+    return f"{src} (user_rate_mbps, spacing_us, lost); link maxima computed as seed 000 3.3"
+
+
+def _point_source(src: str) -> str:
+    return f"{src} (user_rate_mbps, wire_rate_mbps, lost, remote_cpu_busy_pct, remote_interrupts, received)"
+
+
 def stream_section(name: str, points: np.ndarray, settings: dict[str, Any], link_rate_bps: float | None) -> Section:
     src = f"{name}: stream/points"
     sec = Section(f"Throughput against transmit spacing: {name}", name)
@@ -185,20 +244,10 @@ def stream_section(name: str, points: np.ndarray, settings: dict[str, Any], link
     curves = throughput.size_curves(points, link_rate_bps=link_rate_bps, mtu=mtu)
     sec.items.append(Item("link assumed", link_rate_bps / 1e6 if link_rate_bps else "none (loopback)",
                           "Mbit/s" if link_rate_bps else "", "--link-rate, or the results' interface"))
-    sec.tables.append(Table(
-        "Best throughput per size (as seed 002 figure 9.1)",
-        ["size (bytes)", "best user rate (Mbit/s)", "at spacing (us)", "no loss from (us)",
-         "link allows (Mbit/s)", "share of link (%)", "frame on wire (us)"],
-        [[c.size_bytes, c.max_user_rate_mbps, c.spacing_at_max_us, c.knee_spacing_us, c.theoretical_max_user_mbps,
-          100 * c.max_user_rate_mbps / c.theoretical_max_user_mbps, c.frame_time_on_wire_us] for c in curves],
-        f"{src} (user_rate_mbps, spacing_us, lost); link maxima computed as seed 000 3.3"))
-    sec.tables.append(Table(
-        "Every point", ["size (bytes)", "spacing (us)", "user (Mbit/s)", "wire (Mbit/s)", "lost", "lost (%)",
-                        "receiver CPU idle (%)", "receiver interrupts per packet"],
-        [[c.size_bytes, c.spacing_us[k], c.user_rate_mbps[k], c.wire_rate_mbps[k], int(c.lost[k]), c.loss_pct[k],
-          c.receiver_cpu_idle_pct[k], c.receiver_interrupts_per_packet[k]]
-         for c in curves for k in range(c.spacing_us.size)],
-        f"{src} (user_rate_mbps, wire_rate_mbps, lost, remote_cpu_busy_pct, remote_interrupts, received)"))
+    sec.tables.append(Table("Best throughput per size (as seed 002 figure 9.1)", BEST_COLUMNS,
+                            [_best_row(c) for c in curves], _best_source(src)))
+    sec.tables.append(Table("Every point", POINT_COLUMNS, [r for c in curves for r in _point_rows(c)],
+                            _point_source(src)))
     if curves:
         sec.charts.append(Chart("Throughput against transmit spacing", figures.throughput_vs_spacing(curves),
                                 f"User rate per size (dotted: the offered load, size / spacing), loss, the receiving "
@@ -207,38 +256,426 @@ def stream_section(name: str, points: np.ndarray, settings: dict[str, Any], link
     return sec
 
 
-def cpu_section(runs: list[tuple[str, cpu.CpuRuns]]) -> Section:
-    """Seed 004's CPU model over the stream points of all stream files given."""
-    names = ", ".join(n for n, _ in runs)
-    src = f"{names}: stream/points (received, size_bytes, remote_interrupts) and counters (remote delta jiffies)"
-    sec = Section("Receiver CPU model (seed 004)", names)
-    cat = {k: np.concatenate([getattr(r, k) for _, r in runs]) for k in
-           ("kernel_jiffies", "n_mbytes", "n_kpackets", "n_kinterrupts")}
-    try:
-        fit = cpu.fit_cpu_model(cat["kernel_jiffies"], cat["n_mbytes"], cat["n_kpackets"], cat["n_kinterrupts"])
-    except UsageError as exc:
-        sec.text.append(f"Not fitted: {exc}.")
+# -- the CPU model, from the load tables ---------------------------------------------------------
+
+#: Seed 004's coefficients for TCP on its hosts, jiffies: per MB, per 1000 packets, per 1000 interrupts.
+SEED004_CPU = {"alpha": 0.1, "beta": 0.4, "gamma": 1.4}
+SEED004_TEXT = ", ".join(f"{k} {v:g}" for k, v in SEED004_CPU.items()) + " jiffies"
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """One host's ``load`` rows from every file (and sweep step) given, and the (file, table) they came from."""
+
+    host: str
+    sources: tuple[tuple[str, str], ...]
+    rows: np.ndarray
+
+    @property
+    def source(self) -> str:
+        """``a.h5: load; b.h5: sweep/step0/load, sweep/step1/load``."""
+        tables: dict[str, list[str]] = {}
+        for file, table in self.sources:
+            tables.setdefault(file, []).append(table)
+        return "; ".join(f"{file}: {', '.join(t)}" for file, t in tables.items())
+
+
+def _undetermined(fit: cpu.CpuModelFit) -> list[str]:
+    """The coefficients whose 95% interval includes zero."""
+    return [name for name, v, ci in (("alpha", fit.alpha_per_mbyte, fit.alpha_ci95),
+                                     ("beta", fit.beta_per_kpacket, fit.beta_ci95),
+                                     ("gamma", fit.gamma_per_kinterrupt, fit.gamma_ci95)) if abs(v) <= ci]
+
+
+def cpu_section(hosts: Sequence[HostLoad]) -> Section:
+    """Seed 004's CPU model T = alpha N_MB + beta N_KP + gamma N_KI, fitted per host over every point given."""
+    files = list(dict.fromkeys(file for h in hosts for file, _ in h.sources))
+    sec = Section("CPU model (seed 004), from the load tables", ", ".join(files))
+    rows, fits, text = [], {}, []
+    for h in hosts:
+        sources = ", ".join(sorted(load.interrupt_sources(h.rows)))
+        try:
+            fit = load.fit(h.rows)
+        except UsageError as exc:
+            rows.append([h.host, len(h.rows), *[None] * 7, sources, f"not fitted: {exc}"])
+            text.append(f"{h.host}: not fitted: {exc}.")
+            continue
+        loose = _undetermined(fit)
+        fits[h.host] = fit
+        rows.append([h.host, fit.runs, fit.alpha_per_mbyte, fit.alpha_ci95, fit.beta_per_kpacket, fit.beta_ci95,
+                     fit.gamma_per_kinterrupt, fit.gamma_ci95, fit.r_squared, sources,
+                     f"{', '.join(loose)} undetermined (95% interval includes zero)" if loose else "fitted"])
+        text.append(f"{h.host}: T = {fit.alpha_per_mbyte:.3g} N_MB + {fit.beta_per_kpacket:.3g} N_KP + "
+                    f"{fit.gamma_per_kinterrupt:.3g} N_KI jiffies over {fit.runs} points (R² {fit.r_squared:.2f})"
+                    + (f"; {', '.join(loose)} not determined by these points: their 95% interval includes zero "
+                       "(a jiffy is 10 ms: run longer points over more sizes and interrupt rates)." if loose else "."))
+    sec.tables.append(Table(
+        "T = alpha N_MB + beta N_KP + gamma N_KI per host",
+        ["host", "points", "alpha, per MB (jiffies)", "alpha ± 95%", "beta, per 1000 packets (jiffies)",
+         "beta ± 95%", "gamma, per 1000 interrupts (jiffies)", "gamma ± 95%", "R²", "interrupts counted", "status"],
+        rows,
+        " | ".join(f"{h.host}: {h.source}" for h in hosts)
+        + " (kernel_jiffies, megabytes, kilo_packets, kilo_interrupts of each host's rows)",
+        note=f"least squares without intercept; seed 004 found {SEED004_TEXT} for TCP"))
+    if fits:
+        sec.charts.append(Chart("Kernel CPU time: observed against the model", figures.cpu_model(fits),
+                                "Each point's system + irq + softirq jiffies on each host against its fitted model "
+                                "(the load tables named under the table)."))
+    text.append(f"Seed 004 found {SEED004_TEXT} (TCP, 1.6 GHz Pentium 4 hosts): the per-interrupt cost "
+                "dominates, which interrupt coalescence reduces.")
+    if any("host" in load.interrupt_sources(h.rows) for h in hosts):
+        text.append("Where 'interrupts counted' says host, the interface has no interrupt lines of its own (veth, "
+                    "loopback) and N_KI counts every interrupt of the host.")
+    sec.text += text
+    return sec
+
+
+# -- udpmon suite and aggregate ------------------------------------------------------------------
+
+BENCH_COLUMNS = ["#", "test", "seed 000 figures", "size (bytes)", "best loss-free offered load", "offered unit",
+                 "throughput", "unit", "theoretical maximum", "% of theoretical", "lost at best trial",
+                 "sent at best trial", "loss at best trial (%)", "trials", "limited by", "status"]
+#: Bars longer than this share of the theoretical maximum are cut (TCP through memory reaches 1000s of %).
+BAR_CAP_PCT = 150.0
+
+
+def _bench_row(b: suite.Benchmark) -> list[Any]:
+    return [b.seed_test, b.title, b.figures, b.size_bytes, b.best_loss_free_offered, b.offered_unit, b.throughput,
+            b.unit, b.theoretical, b.percent_of_theoretical, b.lost, b.sent, b.loss_pct, b.trials, b.limited_by,
+            b.status]
+
+
+def _suite_source(name: str, prefixes: Sequence[str] = ("",)) -> str:
+    tables = ", ".join(f"{p}suite/{t}" for p in prefixes for t in ("tests", "trials", "flows"))
+    return (f"{name}: {tables}. Each trial's throughput: its flows' received, bytes, first_ns and last_ns "
+            "(suite/flows); the best trial as udpmon chooses it; maxima at the link_mbps and mtu attributes of "
+            "suite/tests")
+
+
+def _suite_chart(title: str, runs: Sequence[tuple[str, suite.SuiteRun]], src: str) -> Chart:
+    """Bars of every test's share of its maximum, one bar per run (or step) in each test's row."""
+    names = list(dict.fromkeys(b.name for _, r in runs for b in r.benchmarks))
+    series, notes = {}, {}
+    for label, r in runs:
+        got = [next((b for b in r.benchmarks if b.name == n), None) for n in names]
+        series[label] = np.array([b.percent_of_theoretical if b else math.nan for b in got])
+        notes[label] = [f"{_num(b.throughput)} of {_num(b.theoretical)} {b.unit}" if b else "" for b in got]
+    categories = [f"{t.seed_test}. {t.title}" for t in (suite.TESTS_BY_NAME[n] for n in names)]
+    return Chart(title, figures.grouped_bars(categories, series, "% of the theoretical maximum", notes=notes,
+                                             reference=100.0, cap=BAR_CAP_PCT, unit="%"),
+                 f"As seed 000 figures 5-11: each test's best throughput as a share of the most a perfect NIC could "
+                 f"reach at the link rate, the value beside each bar; bars beyond {BAR_CAP_PCT:g}% are cut and "
+                 f"labelled ({src}).")
+
+
+def _interpret_suite(run: suite.SuiteRun) -> list[str]:
+    """Seed 000 section 4.5's three readings, where the tests that show them were run."""
+    by = {b.name: b for b in run.benchmarks}
+    text = []
+    if run.link_source.startswith("assumed"):
+        text.append(f"The link rate was {run.link_source}: the maxima assume {run.link_mbps:g} Mbit/s.")
+    over = [b.title for b in run.benchmarks if b.percent_of_theoretical > 105]
+    if over:
+        text.append(f"{', '.join(over)}: above the link's maximum, so no {run.link_mbps:g} Mbit/s Ethernet "
+                    "link lay on the path (veth and loopback move data through memory).")
+    lossy = [b.title for b in run.benchmarks if b.trials and not b.lossless]
+    if lossy:
+        text.append(f"No loss-free trial for {', '.join(lossy)}: the least lossy trial is shown; the hosts lost "
+                    "datagrams or connection attempts at every rate tried (socket buffers, a descheduled receiver).")
+    small = [b for b in (by.get("udp-send-18"), by.get("udp-recv-18")) if b is not None and b.trials]
+    large = [b for b in (by.get("udp-send-1472"), by.get("udp-recv-1472")) if b is not None and b.trials]
+    if small and large and max(b.percent_of_theoretical for b in small) < 50 <= min(
+            b.percent_of_theoretical for b in large):
+        text.append("Small datagrams reach under half their maximum while large ones do not: per-frame "
+                    "overheads, not per-byte ones, limit this host (seed 000 4.2).")
+    for size in (1472, 18):
+        three, send, recv = (by.get(f"udp-{k}-{size}") for k in ("3way", "send", "recv"))
+        if all(b is not None and b.trials for b in (three, send, recv)):
+            both = send.throughput + recv.throughput
+            share = three.throughput / both if both > 0 else math.nan
+            if math.isfinite(share):
+                text.append(f"3-way, {size}-byte datagrams: {_num(three.throughput)} Mbit/s, {100 * share:.0f}% "
+                            f"of send + receive apart ({_num(both)})"
+                            + (": send and receive paths share a limited resource (seed 000 4.3)." if share < 0.9
+                               else ": the send and receive paths do not hold each other back (seed 000 4.3)."))
+    bad = suite.disagreements(run.benchmarks)
+    if bad:
+        text.append(f"Rebuilt from the flows, {', '.join(bad)} differ from suite/tests: the file is "
+                    "inconsistent.")
+    return text
+
+
+def suite_section(name: str, run: suite.SuiteRun) -> Section:
+    """Seed 000's microbenchmarks (figures 5-11): each test's best trial against the theoretical maximum."""
+    src = _suite_source(name)
+    sec = Section(f"NIC microbenchmarks (seed 000): {name}", name)
+    sec.items += [Item("link rate of the maxima", run.link_mbps, "Mbit/s",
+                       f"{name}: suite/tests attribute link_mbps ({run.link_source})"),
+                  Item("MTU of the TCP maxima", run.mtu, "bytes", f"{name}: suite/tests attribute mtu")]
+    sec.tables.append(Table("Throughput per test against the theoretical maximum (seed 000 figures 5-11)",
+                            BENCH_COLUMNS, [_bench_row(b) for b in run.benchmarks], src,
+                            note="sent: datagrams (UDP), bytes (TCP), connection attempts; offered load per flow"))
+    sec.charts.append(_suite_chart("Throughput per test, % of the theoretical maximum", [(name, run)], src))
+    sec.text += _interpret_suite(run)
+    return sec
+
+
+FLOW_COLUMNS = ["host", "address", "direction", "protocol", "size (bytes)", "sent", "received", "lost", "lost (%)",
+                "Mbit/s"]
+
+
+def _flow_rows(agg: suite.Aggregate, addresses: dict[str, str]) -> list[list[Any]]:
+    rows = [[f.label, addresses.get(f.label, ""), f.direction, f.protocol, f.size_bytes, f.sent, f.received, f.lost,
+             100 * f.lost / f.sent if f.sent else math.nan, f.rate_mbps] for f in agg.flows]
+    first = agg.flows[0]
+    rows.append(["total (sum)", "", first.direction, first.protocol, None, agg.sent, agg.received, agg.lost,
+                 100 * agg.lost / agg.sent if agg.sent else math.nan, agg.sum_rate_mbps])
+    return rows
+
+
+def _aggregate_source(name: str, prefixes: Sequence[str] = ("",)) -> str:
+    return (f"{name}: {', '.join(p + 'aggregate/flows' for p in prefixes)} (sent, received, lost, bytes, first_ns, "
+            "last_ns of each flow), hosts (address); the total sums the flows as aggregate/total does")
+
+
+def aggregate_section(name: str, agg: suite.Aggregate, addresses: dict[str, str]) -> Section:
+    """Flows to or from several daemons at once: each flow's rate and their total (seed 004's N senders)."""
+    src = _aggregate_source(name)
+    sec = Section(f"Aggregate throughput: {name}", name)
+    sec.items += [Item("total, sum of the flows' rates", agg.sum_rate_mbps, "Mbit/s", src),
+                  Item("total over the flows' common span", agg.span_rate_mbps, "Mbit/s",
+                       f"{src}; defined when every flow arrived on one clock")]
+    sec.tables.append(Table("Flows and their total", FLOW_COLUMNS, _flow_rows(agg, addresses), src,
+                            note="sent and received: datagrams (UDP) or bytes (TCP)"))
+    labels = [f.label for f in agg.flows] + ["total (sum)"]
+    sec.charts.append(Chart("Throughput per flow and in total", figures.grouped_bars(
+        labels, {name: np.array([f.rate_mbps for f in agg.flows] + [agg.sum_rate_mbps])}, "Mbit/s at the receiver",
+        notes={name: [f"{_num(v)} Mbit/s" for v in [f.rate_mbps for f in agg.flows] + [agg.sum_rate_mbps]]}),
+        f"Each flow's receiver rate and their sum ({src})."))
+    sec.text += _interpret_aggregate(agg)
+    return sec
+
+
+def _interpret_aggregate(agg: suite.Aggregate) -> list[str]:
+    rates = [f.rate_mbps for f in agg.flows]
+    text = [f"{len(rates)} flows, {_num(agg.sum_rate_mbps)} Mbit/s together; the slowest "
+            f"{_num(min(rates))}, the fastest {_num(max(rates))} Mbit/s"
+            + (f"; {agg.lost} of {agg.sent} lost." if agg.lost else ", nothing lost.")]
+    if math.isfinite(agg.span_rate_mbps):
+        text.append(f"Over the span from the first arrival of any flow to the last of any: "
+                    f"{_num(agg.span_rate_mbps)} Mbit/s; well below the sum, it says the flows did not all run at "
+                    "the same time.")
+    return text
+
+
+def suite_correlation_section(runs: Sequence[tuple[str, str, suite.SuiteRun]]) -> Section:
+    """Seed 000 Table 2's arithmetic over the suite runs given, (file, label, run) each: tests against tests.
+
+    The items are the runs: files (one NIC or host pair each) and sweep steps.
+    """
+    columns, dropped = suite.throughput_columns([(label, r.benchmarks) for _, label, r in runs])
+    names = list(columns)
+    labels = [label for _, label, _ in runs]
+    src = f"the throughput column of the tables above ({', '.join(labels)})"
+    sec = Section("Microbenchmarks across runs (seed 000 Table 2)", ", ".join(dict.fromkeys(f for f, _, _ in runs)))
+    sec.tables.append(Table("Throughput per run and test", ["run", *names],
+                            [[label, *[float(columns[n][k]) for n in names]] for k, label in enumerate(labels)], src))
+    if dropped:
+        sec.text.append(f"Left out, not measured in every run: {', '.join(dropped)}.")
+    if len(runs) < 3 or len(names) < 2:
+        sec.text.append(f"Correlation undetermined: {len(runs)} run(s) and {len(names)} test(s) measured in all; "
+                        "Pearson coefficients need at least 3 runs (NICs, files or sweep steps; seed 000 had six "
+                        "NICs) and 2 tests.")
         return sec
-    sec.items += [
-        Item("runs", fit.runs, "", src),
-        Item("alpha, per MB (copies, checksums)", fit.alpha_per_mbyte, "jiffies", src, expected=0.1),
-        Item("alpha ± 95%", fit.alpha_ci95, "jiffies", src),
-        Item("beta, per 1000 packets (protocol)", fit.beta_per_kpacket, "jiffies", src, expected=0.4),
-        Item("beta ± 95%", fit.beta_ci95, "jiffies", src),
-        Item("gamma, per 1000 interrupts (context switches)", fit.gamma_per_kinterrupt, "jiffies", src, expected=1.4),
-        Item("gamma ± 95%", fit.gamma_ci95, "jiffies", src),
-        Item("R²", fit.r_squared, "", src)]
-    sec.charts.append(Chart("Kernel CPU time: observed against the model", figures.cpu_model(fit),
-                            f"Each stream point's system + irq + softirq jiffies on the receiver ({src})."))
-    sec.text.append(f"T = {fit.alpha_per_mbyte:.3g} N_MB + {fit.beta_per_kpacket:.3g} N_KP + "
-                    f"{fit.gamma_per_kinterrupt:.3g} N_KI jiffies over {fit.runs} runs; seed 004 found 0.1, 0.4 "
-                    "and 1.4 for TCP on 1.6 GHz Pentium 4 hosts. Expected values shown are those.")
-    loose = [name for name, v, ci in (("alpha", fit.alpha_per_mbyte, fit.alpha_ci95),
-                                      ("beta", fit.beta_per_kpacket, fit.beta_ci95),
-                                      ("gamma", fit.gamma_per_kinterrupt, fit.gamma_ci95)) if abs(v) <= ci]
-    if loose:
-        sec.text.append(f"{', '.join(loose)} not determined by these runs (the 95% interval includes zero): run "
-                        "longer points (a jiffy is 10 ms) over more sizes and interrupt rates.")
+    corr = cpu.correlation(columns, names, names)
+    sec.tables.append(Table("Correlation coefficients between the tests (Pearson, as seed 000 Table 2)",
+                            ["test", *names], [[n, *corr.coefficients[k].tolist()] for k, n in enumerate(names)],
+                            f"{src}; {corr.items} runs"))
+    flat = [n for n in names if np.ptp(columns[n]) == 0]
+    if flat:
+        sec.text.append(f"{', '.join(flat)} did not vary across the runs: no coefficient (–).")
+    sec.text.append(f"Over {corr.items} runs: near ±1 two tests rise and fall together across the runs, near 0 they "
+                    "do not. Seed 000 correlated each test with application throughput across six NICs; give the "
+                    "applications' numbers with --correlation for that table. Few runs make the coefficients "
+                    "indications, not proof.")
+    return sec
+
+
+# -- udpmon sweeps -------------------------------------------------------------------------------
+
+def _per_step(said: Sequence[tuple[str, list[str]]]) -> list[str]:
+    """Each step's sentences, a sentence several steps share said once with all their names."""
+    steps: dict[str, list[str]] = {}
+    for label, lines in said:
+        for line in lines:
+            steps.setdefault(line, []).append(label)
+    return [f"{', '.join(labels)}: {line}" for line, labels in steps.items()]
+
+
+def _paths(name: str, steps: Sequence[sweeps.Step], table: str) -> str:
+    return f"{name}: " + ", ".join(f"{s.prefix}{table}" for s in steps)
+
+
+def _sweep_section(name: str, kind: str, steps: Sequence[sweeps.Step], applied: np.ndarray | None,
+                   swept: Sequence[str], loads: Sequence[tuple[sweeps.Step, np.ndarray]]) -> Section:
+    """A swept run's section with what every sweep section shows: the steps, the settings read back, host load."""
+    names = " and ".join(dict.fromkeys(k.replace("_", "-") for s in steps for k in s.settings))
+    sec = Section(f"Sweep of {names} ({kind}): {name}", name)
+    sec.items += [Item("swept", "; ".join(swept) or ", ".join(s.label for s in steps), "",
+                       f"{name}: settings attribute (sweep)"),
+                  Item("steps", len(steps), "", f"{name}: sweep/steps")]
+    if applied is not None and len(applied):
+        label = {s.index: s.label for s in steps}
+        sec.tables.append(Table("Settings in force per step (read back from each host)",
+                                ["step", "host", "interface", "setting", "before", "value"],
+                                [[label.get(int(r["step"]), int(r["step"])), *(r[c].decode() for c in
+                                  ("host", "interface", "setting", "before", "value"))] for r in applied],
+                                f"{name}: sweep/applied"))
+    rows = []
+    for step, table in loads:
+        for host, mine in load.by_host(table).items():
+            m = load.host_metrics(mine)
+            rows.append([step.label, host, m.points, m.interval_s, m.throughput_mbps, m.interrupts_per_s,
+                         m.packets_per_interrupt, m.kernel_cpu_pct, m.kernel_jiffies_per_mbyte])
+    if rows:
+        sec.tables.append(Table(
+            "Host load per step (seed 004's metrics)",
+            ["step", "host", "points", "seconds", "throughput, mean (Mbit/s)", "interrupts/s", "packets per interrupt",
+             "kernel CPU (% of one CPU)", "kernel jiffies per MB"], rows,
+            _paths(name, [s for s, _ in loads], "load")
+            + " (interval_s, clk_tck, kernel_jiffies, megabytes, kilo_packets, kilo_interrupts, throughput_mbps; "
+              "sums over the step's points, then ratios)"))
+    return sec
+
+
+def _is_delay(setting: str) -> bool:
+    """Whether a ``sweep/steps`` column is a delay in microseconds (ethtool -C): seed 002 section 8's RxInt, TxInt."""
+    return setting.endswith(("usecs", "usecs_irq"))
+
+
+def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarray, int]], *,
+                          applied: np.ndarray | None, swept: Sequence[str],
+                          loads: Sequence[tuple[sweeps.Step, np.ndarray]], loopback: bool) -> Section:
+    """Latency per sweep step (seed 002 figure 8.1): mean RTT against size per setting, the fits of every step."""
+    steps = [s for s, _, _ in parts]
+    src = _paths(name, steps, "latency/rtt")
+    sec = _sweep_section(name, "latency", steps, applied, swept, loads)
+    summaries = [(step, rtt_summary(rtt, mtu)) for step, rtt, mtu in parts]
+    rows, stacked = [], []
+    for step, r in summaries:
+        for s, f in zip(r.sizes, r.frames):
+            st = r.stats[int(s)]
+            rows.append([step.label, int(s), int(f), st.count, st.timeouts, st.min_us, st.median_us, st.mean_us,
+                         st.percentiles_us[99]])
+        mean = np.zeros(len(r.sizes), dtype=[("size_bytes", "<i8"), ("mean_us", "<f8")])
+        mean["size_bytes"], mean["mean_us"] = r.sizes, r.means
+        stacked.append((step, mean))
+    sec.tables.append(Table("RTT per size and step", ["step", "size (bytes)", "frames", "count", "timeouts", "min (us)",
+                                                      "median (us)", "mean (us)", "p99 (us)"], rows,
+                            f"{src} (rtt_ns per size_bytes; -1 = timeout)"))
+    first = summaries[0][1].one_frame("mean")
+    base = {(on, f.frames): f.intercept_us for on, fl in summaries[0][1].fits.items() for f in fl}
+    fit_rows = [[step.label, *_fit_row(on, f), f.intercept_us - base.get((on, f.frames), math.nan)]
+                for step, r in summaries for on, fl in r.fits.items() for f in fl]
+    sec.tables.append(Table("RTT = intercept + slope x size, per step and frame count",
+                            ["step", *FIT_COLUMNS, f"intercept - {steps[0].label}'s (us)"], fit_rows, _fit_source(src)))
+    intercepts = {step.label: f.intercept_us for step, r in summaries if (f := r.one_frame("mean")) is not None}
+    sec.charts.append(Chart("Mean RTT against response size per setting (as seed 002 figure 8.1)",
+                            figures.rtt_per_setting(sweeps.curves(steps, sweeps.stacked(stacked), "size_bytes",
+                                                                  "mean_us"), intercepts),
+                            f"The mean round trip of each size, one curve per sweep step, the single-frame fit's "
+                            f"intercept in the legend ({src})."))
+    if first is None:
+        sec.text.append(f"{steps[0].label}: fewer than three single-frame sizes, no intercept to compare the steps "
+                        "with.")
+        return sec
+    delays = [k for k in steps[0].settings if _is_delay(k)]
+    for step, r in summaries[1:]:
+        f = r.one_frame("mean")
+        if f is None:
+            continue
+        line = (f"{step.label}: intercept {f.intercept_us:.1f} ± {f.intercept_ci95:.1f} us, "
+                f"{f.intercept_us - first.intercept_us:+.1f} us against {steps[0].label}")
+        added = [step.settings[k] - steps[0].settings[k] for k in delays]
+        if len(added) == 1:
+            line += f" for {added[0]:+d} us of {delays[0].replace('_', '-')}"
+        sec.text.append(line + ".")
+    if delays:
+        sec.text.append("Seed 002 section 8: the RTT rises by about the added interrupt coalescence, a delay the "
+                        "receiving NIC waits before interrupting.")
+    if loopback:
+        sec.text.append("Measured over loopback: no NIC lies on the path, so coalescence settings cannot act.")
+    return sec
+
+
+def sweep_stream_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarray, int]], *,
+                         link_rate_bps: float | None, applied: np.ndarray | None, swept: Sequence[str],
+                         loads: Sequence[tuple[sweeps.Step, np.ndarray]]) -> Section:
+    """Streams per sweep step (seed 002 figures 8.2, 8.3): throughput, loss, CPU and interrupts per setting."""
+    steps = [s for s, _, _ in parts]
+    src = _paths(name, steps, "stream/points")
+    sec = _sweep_section(name, "stream", steps, applied, swept, loads)
+    per_step = [(step, throughput.size_curves(points, link_rate_bps=link_rate_bps, mtu=mtu))
+                for step, points, mtu in parts]
+    several = len({c.size_bytes for _, cs in per_step for c in cs}) > 1
+    curves = [(step, c) for step, cs in per_step for c in cs]
+    sec.items.append(Item("link assumed", link_rate_bps / 1e6 if link_rate_bps else "none (loopback)",
+                          "Mbit/s" if link_rate_bps else "", "--link-rate, or the results' interface"))
+    sec.tables.append(Table("Best throughput per step and size", ["step", *BEST_COLUMNS],
+                            [[step.label, *_best_row(c)] for step, c in curves], _best_source(src)))
+    sec.tables.append(Table("Every point per step", ["step", *POINT_COLUMNS],
+                            [[step.label, *r] for step, c in curves for r in _point_rows(c)], _point_source(src)))
+    if curves:
+        sec.charts.append(Chart(
+            "Throughput against transmit spacing per setting (as seed 002 figures 8.2, 8.3)",
+            figures.throughput_vs_spacing([c for _, c in curves],
+                                          [f"{s.label}, {c.size_bytes} B" if several else s.label for s, c in curves]),
+            f"User rate per sweep step (dotted: the offered load), loss, the receiving host's CPU idle time and "
+            f"interrupts per packet ({src})."))
+    sec.text += _per_step([(step.label, [throughput.interpret_curve(c)]) for step, c in curves])
+    return sec
+
+
+def sweep_suite_section(name: str, parts: Sequence[tuple[sweeps.Step, suite.SuiteRun]], *, applied: np.ndarray | None,
+                        swept: Sequence[str], loads: Sequence[tuple[sweeps.Step, np.ndarray]]) -> Section:
+    """Seed 000's microbenchmarks per sweep step: the figures 5-11 table of every step, bars per step."""
+    steps = [s for s, _ in parts]
+    src = _suite_source(name, [s.prefix for s in steps])
+    sec = _sweep_section(name, "suite", steps, applied, swept, loads)
+    sec.tables.append(Table("Throughput per step and test against the theoretical maximum (seed 000 figures 5-11)",
+                            ["step", "link (Mbit/s)", "MTU", *BENCH_COLUMNS],
+                            [[s.label, r.link_mbps, r.mtu, *_bench_row(b)] for s, r in parts for b in r.benchmarks],
+                            src, note="sent: datagrams (UDP), bytes (TCP), connection attempts; offered load per flow"))
+    sec.charts.append(_suite_chart("Throughput per test and step, % of the theoretical maximum",
+                                   [(s.label, r) for s, r in parts], src))
+    for n in dict.fromkeys(b.name for _, r in parts for b in r.benchmarks):
+        got = [(s.label, b) for s, r in parts for b in r.benchmarks if b.name == n and math.isfinite(b.throughput)]
+        if got:
+            label, best = max(got, key=lambda x: x[1].throughput)
+            sec.text.append(f"{best.title}: highest at {label}, {_num(best.throughput)} {best.unit} "
+                            f"({best.percent_of_theoretical:.0f}% of {_num(best.theoretical)}).")
+    sec.text += _per_step([(s.label, _interpret_suite(r)) for s, r in parts])
+    return sec
+
+
+def sweep_aggregate_section(name: str, parts: Sequence[tuple[sweeps.Step, suite.Aggregate]], addresses: dict[str, str],
+                            *, applied: np.ndarray | None, swept: Sequence[str],
+                            loads: Sequence[tuple[sweeps.Step, np.ndarray]]) -> Section:
+    """Aggregates per sweep step: every flow's rate and the total, bars per step."""
+    steps = [s for s, _ in parts]
+    src = _aggregate_source(name, [s.prefix for s in steps])
+    sec = _sweep_section(name, "aggregate", steps, applied, swept, loads)
+    sec.tables.append(Table("Flows and their total per step", ["step", *FLOW_COLUMNS],
+                            [[s.label, *row] for s, a in parts for row in _flow_rows(a, addresses)], src,
+                            note="sent and received: datagrams (UDP) or bytes (TCP)"))
+    hosts = list(dict.fromkeys(f.label for _, a in parts for f in a.flows))
+    series = {s.label: np.array([next((f.rate_mbps for f in a.flows if f.label == h), math.nan) for h in hosts]
+                                + [a.sum_rate_mbps]) for s, a in parts}
+    sec.charts.append(Chart("Throughput per flow and in total, per setting", figures.grouped_bars(
+        [*hosts, "total (sum)"], series, "Mbit/s at the receiver",
+        notes={k: [f"{_num(v)}" for v in vals] for k, vals in series.items()}),
+        f"Each flow's receiver rate and their sum, one bar per sweep step ({src})."))
+    sec.text += _per_step([(s.label, _interpret_aggregate(a)) for s, a in parts])
     return sec
 
 

@@ -125,8 +125,12 @@ def test_stream_numbers_trace_back_to_the_points(files, report_json):
         assert row[4] is None  # loopback: no link to compare with
     every = _table(sec, "Every point")
     assert len(every["rows"]) == len(points) == 6
-    cpu = _section(report_json, "Receiver CPU model")
-    assert cpu["items"] or cpu["interpretation"][0].startswith("Not fitted")
+    cpu = _section(report_json, "CPU model (seed 004)")
+    model = _table(cpu, "T = alpha N_MB + beta N_KP + gamma N_KI")
+    assert {r[0] for r in model["rows"]} == {"local (127.0.0.1)", "remote (127.0.0.1)"}
+    assert "stream.h5: load" in model["source"] and "lat.h5: load" in model["source"]
+    for row in model["rows"]:  # one point of the latency run and six of the stream, per host
+        assert row[1] <= 7 and (row[-1] == "fitted" or "undetermined" in row[-1] or row[-1].startswith("not fitted"))
 
 
 def test_capture_section_has_the_bus_timeline(report_json):
@@ -207,3 +211,19 @@ def test_an_interrupted_report_leaves_no_file(files, tmp_path):
     r = nicrig("report", str(files["lat"]), "--correlation", str(tmp_path / "absent.csv"), "-o", str(out),
                check=False)
     assert r.returncode == 2 and not out.exists() and not list(tmp_path.glob(".r.html*"))
+
+
+def test_a_version_1_stream_file_still_feeds_the_cpu_model(files, tmp_path):
+    """Version 1 had no load or hosts tables: the receiver's rows come from stream/points and the counters."""
+    import h5py
+
+    old = tmp_path / "old.h5"
+    old.write_bytes(files["stream"].read_bytes())
+    with h5py.File(old, "r+") as f:
+        del f["load"], f["hosts"]
+        f.attrs["format_version"] = 1
+    rep = json.loads(nicrig("report", str(old), "--format", "json").stdout)
+    model = _table(_section(rep, "CPU model (seed 004)"), "T = alpha N_MB + beta N_KP + gamma N_KI")
+    assert [r[0] for r in model["rows"]] == ["remote (127.0.0.1)"]
+    assert "old.h5: stream/points + counters (receiver)" in model["source"]
+    assert model["rows"][0][1] <= 6

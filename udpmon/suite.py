@@ -319,7 +319,7 @@ def _work(test: Test, peer: F.Remote, third: F.Remote | None, rate: float, opts:
 TESTS_DTYPE = np.dtype([
     ("test", "S16"), ("title", "S40"), ("seed_test", "<i2"), ("figures", "S8"), ("unit", "S8"),
     ("size_bytes", "<i4"), ("theoretical", "<f8"), ("throughput", "<f8"), ("percent_of_theoretical", "<f8"),
-    ("lossless", "?"), ("best_point", "<i4"), ("best_offered", "<f8"), ("trials", "<i4"), ("limited_by", "S48"),
+    ("lossless", "?"), ("best_point", "<i4"), ("best_offered", "<f8"), ("trials", "<i4"), ("limited_by", "S64"),
     ("status", "S120"),
 ])
 TRIALS_DTYPE = np.dtype([
@@ -355,7 +355,7 @@ def tables(outcomes: list[Outcome]) -> dict[str, np.ndarray]:
         tests.append((o.test.name.encode(), o.test.title.encode(), o.test.seed_test, o.test.figures.encode(),
                       o.test.unit.encode(), o.test.size_bytes, o.theoretical, o.throughput, o.percent,
                       bool(b is not None and b.lossless), b.point if b else -1, b.offered if b else math.nan,
-                      len(o.trials), o.limited_by.encode()[:48], o.status.encode()[:120]))
+                      len(o.trials), o.limited_by.encode()[:64], o.status.encode()[:120]))
         for t in o.trials:
             trials.append((t.point, t.test.encode(), t.index, t.offered, offered_unit(o.test).encode(), t.throughput,
                            t.unit.encode(), t.lost, t.lossless))
