@@ -9,7 +9,10 @@ sized so that the sending bus holds about ``--samples`` samples:
    directions), once with sigrok-cli 0.7.2 / libsigrokdecode 0.5.3 and once
    with the builtin engine, each on one core, in this process's order;
 2. the builtin engine through ``nicrig decode`` with one and with two local
-   worker processes (sources split at idle points).
+   worker processes (sources split at idle points);
+3. the engines alone: ``bench/decoders/stepper``, a decoder that only wakes
+   up (on every sample, or on every edge of a line toggling every 10 samples)
+   over 4 M samples, so the time is the engine's own cost per wake-up.
 
 It checks that both engines gave identical records, and prints decoded
 samples (states) per second, transactions or frames per second, and the
@@ -71,6 +74,31 @@ def _engines(path: Path) -> list[dict]:
     return rows
 
 
+def _wakeups(tmp: Path, samples: int = 4_000_000) -> list[dict]:
+    """Seconds per engine to wake a do-nothing decoder on every sample / every 10th sample."""
+    import numpy as np
+    from nicrig.decoders import runtime
+
+    decoders = Path(__file__).resolve().parent / "decoders"
+    data = ((np.arange(samples) // 10) & 1).astype(np.uint8).reshape(-1, 1)
+    raw = tmp / "toggle.bin"
+    raw.write_bytes(data.tobytes())
+    rows = []
+    for mode, wakes in (("skip", samples), ("edge", samples // 10)):
+        t = time.perf_counter()
+        subprocess.run(["sigrok-cli", "-I", "binary:numchannels=8:samplerate=1000000", "-i", str(raw),
+                        "-P", f"stepper:c0=0:mode={mode}"], check=True, capture_output=True,
+                       env={**os.environ, "SIGROKDECODE_DIR": str(decoders)})
+        sigrok = time.perf_counter() - t
+        session = runtime.Session([runtime.Call("stepper", {"c0": 0}, {"mode": mode})], samplerate=1_000_000,
+                                  decoders_dir=decoders)
+        t = time.perf_counter()
+        session.run(iter([data[i:i + (1 << 20)] for i in range(0, samples, 1 << 20)]), 1)
+        rows.append({"mode": mode, "wakes": wakes, "samples": samples,
+                     "seconds": {"sigrok-cli": sigrok, "builtin": time.perf_counter() - t}})
+    return rows
+
+
 def _workers(path: Path, workers: int) -> float:
     cmd = [sys.executable, "-m", "nicrig", "decode", str(path), "--source", "send_pci", "--source", "probe",
            "--force", "--workers", str(workers)]
@@ -90,6 +118,7 @@ def main() -> int:
         path = args.keep if args.keep and args.keep.exists() else _simulate(Path(tmp), args.samples)
         if args.keep and not args.keep.exists():
             args.keep.write_bytes(path.read_bytes())
+        wakeups = _wakeups(Path(tmp))
         rows = _engines(path)
         one = _workers(path, 1)
         two = _workers(path, 2)
@@ -106,7 +135,12 @@ def main() -> int:
     total_b = sum(r["seconds"]["builtin"] for r in rows)
     print(f"builtin vs sigrok-cli, one core: {total_s / total_b:.2f}x (goal >= {GOAL_ENGINE}x)")
     print(f"nicrig decode, 1 worker {one:.1f} s, 2 workers {two:.1f} s: {one / two:.2f}x (goal >= {GOAL_WORKERS}x)")
-    print(json.dumps({"rows": rows, "workers": {"1": one, "2": two}}))
+    for w in wakeups:
+        s, b = w["seconds"]["sigrok-cli"], w["seconds"]["builtin"]
+        print(f"engine alone, wake on every {'sample' if w['mode'] == 'skip' else 'edge'}: {w['wakes']:,} wake-ups "
+              f"over {w['samples']:,} samples: sigrok-cli {s:.2f} s ({s / w['wakes'] * 1e6:.2f} us each), "
+              f"builtin {b:.2f} s ({b / w['wakes'] * 1e6:.2f} us each): {s / b:.1f}x")
+    print(json.dumps({"rows": rows, "workers": {"1": one, "2": two}, "wakeups": wakeups}))
     return 0
 
 
