@@ -1064,9 +1064,13 @@ respond(PyObject *self, PyObject *args)
                 msgs[j].msg_hdr.msg_iov = &iov[j];
                 msgs[j].msg_hdr.msg_iovlen = 1;
             }
-            /* the first batch blocks (up to the socket's STOP_CHECK_NS receive
-             * timeout) until a datagram comes; the others only drain */
-            int r = recvmmsg(fd, msgs, BATCH, d == 0 ? MSG_WAITFORONE : MSG_DONTWAIT, NULL);
+            /* The first call blocks (up to the socket's STOP_CHECK_NS receive
+             * timeout) for one datagram only: asking for more would make the
+             * kernel try again without waiting before it returns, a failed
+             * receive inside the round trip. Once that request is answered,
+             * the later calls drain whatever queued up meanwhile. */
+            int vlen = d == 0 ? 1 : BATCH;
+            int r = recvmmsg(fd, msgs, (unsigned int)vlen, d == 0 ? 0 : MSG_DONTWAIT, NULL);
             if (r < 0) {
                 if (errno == EINTR)
                     g.slice_end = g.check ? 0 : INT64_MAX;
@@ -1124,7 +1128,7 @@ respond(PyObject *self, PyObject *args)
                 else
                     answered++;
             }
-            if (fatal || r < BATCH)
+            if (fatal || r < vlen)
                 break;
         }
         if (fatal)
