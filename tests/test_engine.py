@@ -191,11 +191,12 @@ def test_same_seed_same_payloads_other_seed_other_payloads():
 def test_send_errors_are_marked_not_raised():
     # a connected socket to a closed port: ICMP port unreachable makes a later
     # send() fail with ECONNREFUSED; the stream goes on, the packet is -1
+    # The port stays bound (no other test can take it) by a socket connected to
+    # someone else: it accepts nothing from tx, so tx's datagrams find no listener.
     dead = E.open_udp(bind=("127.0.0.1", 0))
-    addr = dead.getsockname()
-    dead.close()
-    tx = E.open_udp(connect=addr)
-    with closing_all(tx):
+    dead.connect(("127.0.0.1", 9))
+    tx = E.open_udp(connect=dead.getsockname())
+    with closing_all(dead, tx):
         times = E.send_paced(tx, count=20, size_bytes=64, spacing_ns=200_000, test_id=1)
     assert times.shape == (20,)
     assert (times == -1).sum() > 0

@@ -263,6 +263,10 @@ def test_secret_handshake_and_refusals() -> None:
             connect(d, b"wrong secret")
         with pytest.raises(P.AuthError, match="requires the shared secret"):
             connect(d)
+        # The daemon's thread logs the refusal after sending it: give it a moment.
+        end = time.monotonic() + 5
+        while not any("refused: auth" in line for line in logs) and time.monotonic() < end:
+            time.sleep(0.01)
         assert any("refused: auth" in line for line in logs)
         with connect(d, SECRET.decode() + "\n") as c:  # str secrets, surrounding whitespace ignored
             c.ping()
