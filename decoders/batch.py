@@ -48,14 +48,14 @@ DEFAULT_CHUNK_SAMPLES = 4 << 20
 ENGINES = {"builtin": builtin, "sigrok": sigrok_cli}
 Progress = Callable[[int, int], None]
 
-#: Decoder channel -> level it rests at while nothing is in progress, by decoder
-#: (option-dependent where the decoder has a polarity option). Decoders not
-#: listed are never split.
+#: Decoder channel -> level it rests at while nothing is in progress, by decoder,
+#: from the decoder's options (its defaults included) where it has a polarity
+#: option. Decoders not listed are never split.
 _IDLE_LEVELS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
     "pci": lambda o: {"frame": 1, "irdy": 1},
     "gmii": lambda o: {"en": 0, "er": 0},
-    "irq": lambda o: {"irq": 0 if str(o.get("polarity", "active-low")) == "active-high" else 1},
-    "linkactivity": lambda o: {"act": 1 if str(o.get("polarity", "active-high")) == "active-low" else 0},
+    "irq": lambda o: {"irq": 0 if o["polarity"] == "active-high" else 1},
+    "linkactivity": lambda o: {"act": 1 if o["polarity"] == "active-low" else 0},
 }
 _NEVER_STILL = ("clk",)  # clocks toggle through idle time
 
@@ -119,7 +119,8 @@ def _quiet_rule(source: Source, stack: spec.Stack) -> _Quiet | None:
     if rule is None:
         return None
     info = catalog.get(first.id)
-    options = {k: typed_option(info.id, k, v, info.options.get(k)) for k, v in first.options.items()}
+    options = {**info.options, **{k: typed_option(info.id, k, v, info.options.get(k))
+                                  for k, v in first.options.items()}}
     u = source.unitsize
     still, level_mask, level = (np.zeros(u, np.uint8) for _ in range(3))
     for ch, name in first.channels.items():

@@ -31,8 +31,8 @@ def version() -> str:
 
 def calls_for(source: Source, stack: Stack) -> list[runtime.Call]:
     """The stack with the source's channel names turned into bit positions of its sample rows."""
-    index = {name: i for i, name in enumerate(source.channels)}
-    return [runtime.Call(c.id, {k: index[v] for k, v in c.channels.items()}, dict(c.options)) for c in stack.calls]
+    return [runtime.Call(c.id, {k: source.channel_index(v) for k, v in c.channels.items()}, dict(c.options))
+            for c in stack.calls]
 
 
 def _blocks(source: Source, start: int, stop: int, progress: Progress | None) -> Iterator[np.ndarray]:
