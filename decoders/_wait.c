@@ -68,6 +68,7 @@ typedef struct {
     uint64_t old[MAX_WORDS];
     int ncond;
     Cond *conds;
+    char *hits;              /* per condition: did it match the row last evaluated */
     /* Compiled conditions live in pools reused from one wait() to the next:
      * a decoder waits millions of times, often on long condition lists. */
     Py_ssize_t cond_cap, stage_cap, mask_cap, stages_used, masks_used;
@@ -92,9 +93,13 @@ static int reserve(Matcher *self, Py_ssize_t n, Py_ssize_t stages)
 {
     if (n > self->cond_cap) {
         Cond *c = PyMem_Realloc(self->conds, n * sizeof(Cond));
-        if (!c)
+        char *h = PyMem_Realloc(self->hits, n);
+        if (c)
+            self->conds = c;
+        if (h)
+            self->hits = h;
+        if (!c || !h)
             return -1;
-        self->conds = c;
         self->cond_cap = n;
     }
     if (stages > self->stage_cap) {
@@ -452,9 +457,7 @@ static PyObject *Matcher_wait(Matcher *self, PyObject *const *args, Py_ssize_t n
         load_row(self, self->pos, self->old);
         self->started = 1;
     }
-    char hitbuf[64], *hits = self->ncond <= 64 ? hitbuf : PyMem_Malloc(self->ncond);
-    if (!hits)
-        return PyErr_NoMemory();
+    char *hits = self->hits;
     uint64_t row[MAX_WORDS];
     long long i = self->pos;
     int found = 0;
@@ -475,35 +478,29 @@ static PyObject *Matcher_wait(Matcher *self, PyObject *const *args, Py_ssize_t n
         }
         int nb = next_block(self);
         if (nb < 0)
-            goto fail;
+            return NULL;
         if (nb == 0) {
             /* libsigrokdecode 0.5.3 ends a decoder by failing wait() with a
              * SystemError; self.samplenum keeps the last match. */
             self->at_eof = 1;
             PyErr_SetString(self->eof, "wait(): end of the data");
-            goto fail;
+            return NULL;
         }
     }
     self->pos = i;
     PyObject *matched = PyTuple_New(self->ncond);
     if (!matched)
-        goto fail;
+        return NULL;
     for (int k = 0; k < self->ncond; k++) {
         PyObject *b = hits[k] ? Py_True : Py_False;
         Py_INCREF(b);
         PyTuple_SET_ITEM(matched, k, b);
     }
-    if (hits != hitbuf)
-        PyMem_Free(hits);
     r = publish(self, matched);
     Py_DECREF(matched);
     if (r < 0)
         return NULL;
     return pins_tuple(self);
-fail:
-    if (hits != hitbuf)
-        PyMem_Free(hits);
-    return NULL;
 }
 
 static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds)
@@ -570,6 +567,7 @@ static int Matcher_init(Matcher *self, PyObject *args, PyObject *kwds)
 static void Matcher_dealloc(Matcher *self)
 {
     PyMem_Free(self->conds);
+    PyMem_Free(self->hits);
     PyMem_Free(self->stage_pool);
     PyMem_Free(self->mask_pool);
     if (self->have_block)
