@@ -188,6 +188,31 @@ class Call:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
+def channel_bits(cls: type, call: Call) -> list[int]:
+    """Bit of the sample row per channel of decoder ``cls`` (required, then optional), -1 where not mapped."""
+    ids = [c["id"] for c in getattr(cls, "channels", ())]
+    optional = [c["id"] for c in getattr(cls, "optional_channels", ())]
+    unknown = set(call.channels) - set(ids) - set(optional)
+    if unknown:
+        raise DecoderFailed(f"{call.id} has no channel(s) {', '.join(sorted(unknown))}")
+    missing = [c for c in ids if c not in call.channels]
+    if missing:
+        raise DecoderFailed(f"{call.id}: required channel(s) {', '.join(missing)} not mapped")
+    return [int(call.channels[c]) if c in call.channels else -1 for c in ids + optional]
+
+
+def decoder_options(cls: type, call: Call) -> dict[str, Any]:
+    """The option values decoder ``cls`` sees: its defaults, overridden by ``call``'s values typed as sigrok-cli does."""
+    defaults = {o["id"]: o.get("default") for o in getattr(cls, "options", ())}
+    unknown = set(call.options) - set(defaults)
+    if unknown:
+        raise DecoderFailed(f"{call.id} has no option(s) {', '.join(sorted(unknown))}")
+    opts = dict(defaults)
+    for key, value in call.options.items():
+        opts[key] = typed_option(call.id, key, value, defaults[key])
+    return opts
+
+
 class _Instance:
     """The engine's side of one decoder instance (kept off the decoder object's own namespace)."""
 
@@ -266,35 +291,12 @@ class Session:
             cls = load(call.id, decoders_dir)
             counts[call.id] = counts.get(call.id, 0) + 1
             decoder = cls()
-            inst = _Instance(self, f"{call.id}-{counts[call.id]}", decoder, self._bits(cls, call) if i == 0 else [])
+            inst = _Instance(self, f"{call.id}-{counts[call.id]}", decoder, channel_bits(cls, call) if i == 0 else [])
             decoder._srd = inst  # type: ignore[attr-defined]
-            decoder.options = self._options(cls, call)
+            decoder.options = decoder_options(cls, call)
             if self.instances:
                 self.instances[-1].next.append(decoder)
             self.instances.append(inst)
-
-    @staticmethod
-    def _bits(cls: type, call: Call) -> list[int]:
-        ids = [c["id"] for c in getattr(cls, "channels", ())]
-        optional = [c["id"] for c in getattr(cls, "optional_channels", ())]
-        unknown = set(call.channels) - set(ids) - set(optional)
-        if unknown:
-            raise DecoderFailed(f"{call.id} has no channel(s) {', '.join(sorted(unknown))}")
-        missing = [c for c in ids if c not in call.channels]
-        if missing:
-            raise DecoderFailed(f"{call.id}: required channel(s) {', '.join(missing)} not mapped")
-        return [int(call.channels[c]) if c in call.channels else -1 for c in ids + optional]
-
-    @staticmethod
-    def _options(cls: type, call: Call) -> dict[str, Any]:
-        defaults = {o["id"]: o.get("default") for o in getattr(cls, "options", ())}
-        unknown = set(call.options) - set(defaults)
-        if unknown:
-            raise DecoderFailed(f"{call.id} has no option(s) {', '.join(sorted(unknown))}")
-        opts = dict(defaults)
-        for key, value in call.options.items():
-            opts[key] = typed_option(call.id, key, value, defaults[key])
-        return opts
 
     def run(self, blocks: Iterator[Any], unitsize: int, start: int = 0) -> None:
         """Decode until the blocks end (or the bottom decoder returns); raise DecoderFailed on errors."""
