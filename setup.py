@@ -82,5 +82,10 @@ setup(
             ["decoders/_wait.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        Extension(
+            "nicrig.decoders._pci_kernel",
+            ["decoders/_pci_kernel.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
     ],
 )

@@ -54,6 +54,7 @@ from nicrig.decoders import runtime
 #: Stacks with a kernel: the stack's decoder ids, bottom first -> ``"module:Class"``
 #: (imported when first used). Add a line here when a kernel passes conformance.
 KERNELS: dict[tuple[str, ...], str] = {
+    ("pci",): "nicrig.decoders.pci_kernel:PciKernel",
 }
 
 
@@ -108,6 +109,15 @@ def describe(key: tuple[str, ...]) -> str:
 def options(call: runtime.Call) -> dict[str, Any]:
     """The options decoder ``call.id``'s PD sees: its defaults, the user's values typed as sigrok-cli types them."""
     return runtime.decoder_options(runtime.load(call.id), call)
+
+
+def pd_namespace(decoder_id: str) -> dict[str, Any]:
+    """The globals of decoder ``decoder_id``'s ``pd.py``: its constants and helper functions.
+
+    A kernel takes the PD's own tables (command names, ...) and option parsers
+    from here rather than keeping copies that could drift from the reference.
+    """
+    return runtime.load(decoder_id).decode.__globals__
 
 
 def channel_bits(call: runtime.Call) -> dict[str, int]:

@@ -1,0 +1,116 @@
+"""Conformance of a native decoder kernel to its sigrok PD: the harness every kernel's tests use.
+
+The PD is the reference (DESIGN.md, "Two layers of decoding"): run in-process
+by :mod:`nicrig.decoders.runtime`, its stack's last decoder's ``records`` lines
+are taken as they are put, byte for byte, in emission order. A kernel's
+records must serialize to exactly those lines
+(``json.dumps(rec, separators=(', ', ': '))``), whatever blocks the samples
+come in and wherever the batch planner cuts a source.
+
+    from kernel_conformance import check_rows, check_source
+    check_rows(calls, rows, samplerate)                 # packed (n, unitsize) rows, a runtime.Call stack
+    check_source(source, stack)                          # a capture-set Source and a spec.Stack
+
+Both raise AssertionError naming the first row that differs, and return the
+PD's lines (so a test can also check that the capture exercised something).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+from nicrig.acquisition.capture import Source
+from nicrig.decoders import batch, builtin, catalog, kernels, runtime, samplerate_for, spec
+
+#: Block sizes the kernel is fed in besides one whole block: single rows, an odd size, a round one.
+BLOCK_SIZES = (1, 7, 4096)
+#: Chunk sizes for the batch planner (in samples); each gives its own cut points.
+CHUNK_SAMPLES = (1 << 12, 1 << 14, 1 << 16)
+
+
+def _blocks(rows: np.ndarray, size: int | None) -> Iterator[np.ndarray]:
+    if size is None:
+        yield rows
+        return
+    for i in range(0, len(rows), size):
+        yield rows[i:i + size]
+
+
+def pd_lines(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
+             start: int = 0) -> list[str]:
+    """The stack's last decoder's ``records`` lines as its PD puts them (in-process runtime), in order."""
+    last = f"{calls[-1].id}-{sum(1 for c in calls if c.id == calls[-1].id)}"
+    records_class = catalog.get(calls[-1].id).binary.index(spec.RECORDS)
+    lines: list[str] = []
+
+    def on_binary(inst: str, ss: int, es: int, cls: int, data: bytes) -> None:
+        if inst == last and cls == records_class:
+            lines.extend(data.decode("utf-8").splitlines())
+
+    session = runtime.Session(calls, samplerate=samplerate, on_binary=on_binary)
+    session.run(iter([np.ascontiguousarray(b) for b in blocks]), unitsize, start)
+    return lines
+
+
+def kernel_lines(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
+                 start: int = 0) -> list[str]:
+    """The kernel's records, each serialized as the PD serializes its records."""
+    records = kernels.run(calls, blocks, samplerate=samplerate, unitsize=unitsize, start=start)
+    return [json.dumps(r, separators=(", ", ": ")) for r in records]
+
+
+def assert_same(reference: list[str], kernel: list[str], where: str) -> None:
+    """Equal line for line; otherwise fail naming the first row that differs."""
+    for i, (a, b) in enumerate(zip(reference, kernel)):
+        if a != b:
+            raise AssertionError(f"{where}: record {i} differs\n  PD:     {a}\n  kernel: {b}")
+    if len(reference) != len(kernel):
+        extra = reference[len(kernel)] if len(reference) > len(kernel) else kernel[len(reference)]
+        raise AssertionError(f"{where}: PD gave {len(reference)} records, the kernel {len(kernel)}; "
+                             f"first unmatched: {extra}")
+
+
+def check_rows(calls: Sequence[runtime.Call], rows: np.ndarray, samplerate: int, *, start: int = 0,
+               block_sizes: Sequence[int] = BLOCK_SIZES, where: str = "rows") -> list[str]:
+    """The kernel equals the PD on packed ``rows`` (numbered from ``start``), fed whole and in every block size."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    unitsize = rows.shape[1]
+    reference = pd_lines(calls, [rows], samplerate=samplerate, unitsize=unitsize, start=start)
+    for size in (None, *block_sizes):
+        got = kernel_lines(calls, _blocks(rows, size), samplerate=samplerate, unitsize=unitsize, start=start)
+        assert_same(reference, got, f"{where}, {'one block' if size is None else f'blocks of {size}'}")
+    return reference
+
+
+def check_source(source: Source, stack: spec.Stack, *, chunk_samples: Sequence[int] = CHUNK_SAMPLES,
+                 block_sizes: Sequence[int] = (7, builtin.BLOCK_SAMPLES)) -> list[str]:
+    """The kernel equals the PD on a capture-set source: whole, in blocks, and on every span the planner cuts.
+
+    For each of ``chunk_samples`` the batch planner chooses its chunks; on each
+    chunk's decode span the kernel must give the PD's lines on that span.
+    """
+    calls = builtin.calls_for(source, stack)
+    rate, unit = samplerate_for(source), source.unitsize
+    where = f"source {source.name!r}, {stack.text()[:60]}"
+
+    def span(a: int, b: int, block: int) -> Iterator[np.ndarray]:
+        for _, rows in source.iter_packed(a, b, block=block):
+            yield np.ascontiguousarray(rows)
+
+    n = source.num_samples
+    reference = pd_lines(calls, span(0, n, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit)
+    for size in block_sizes:
+        got = kernel_lines(calls, span(0, n, size), samplerate=rate, unitsize=unit)
+        assert_same(reference, got, f"{where}, blocks of {size}")
+    seen: set[tuple[int, int]] = set()
+    for chunk in chunk_samples:
+        for a, b, _, _ in batch.plan_chunks(source, stack, chunk):
+            if (a, b) in seen or (a, b) == (0, n):
+                continue
+            seen.add((a, b))
+            ref = pd_lines(calls, span(a, b, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit, start=a)
+            got = kernel_lines(calls, span(a, b, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit, start=a)
+            assert_same(ref, got, f"{where}, chunk [{a}, {b}) of a {chunk}-sample plan")
+    return reference
