@@ -45,7 +45,9 @@ from nicrig.errors import NicrigError, UsageError
 QUIET_CLOCKS = 64
 #: Sources shorter than this are decoded in one piece.
 DEFAULT_CHUNK_SAMPLES = 4 << 20
-ENGINES = {"builtin": builtin, "sigrok": sigrok_cli}
+#: ``builtin``: kernels where a stack has one, the PDs in-process otherwise; ``reference``: the PDs
+#: in-process always; ``sigrok``: the PDs in libsigrokdecode, through sigrok-cli.
+ENGINES = ("builtin", "reference", "sigrok")
 Progress = Callable[[int, int], None]
 
 #: Decoder channel -> level it rests at while nothing is in progress, by decoder,
@@ -236,8 +238,11 @@ def run_job(job: Job, progress: Progress | None = None) -> list[dict[str, Any]]:
     local = (lambda n, _total: progress(n - job.start, job.stop - job.start)) if progress else None
     with CaptureSet.open(job.path) as cs:
         source = cs.source(job.source)
-        engine = ENGINES[job.engine]
-        records = engine.run_stack(source, job.stack, local, start=job.start, stop=job.stop)
+        if job.engine == "sigrok":
+            records = sigrok_cli.run_stack(source, job.stack, local, start=job.start, stop=job.stop)
+        else:
+            records = builtin.run_stack(source, job.stack, local, start=job.start, stop=job.stop,
+                                        kernel=job.engine == "builtin")
     lo, hi = job.keep
     return [r for r in records if lo <= r.get("ss", 0) < hi]
 
@@ -257,7 +262,8 @@ def _stacks_for(source: Source, stack_texts: list[str] | None) -> list[spec.Stac
 
 def _attrs(group: list[spec.Stack], engine: str) -> dict[str, Any]:
     versions = {c.id: catalog.get(c.id).version for s in group for c in s.calls}
-    return tables.table_attrs([s.text() for s in group], ENGINES[engine].version(), versions)
+    made_by = sigrok_cli.version() if engine == "sigrok" else builtin.version(group, kernel=engine == "builtin")
+    return tables.table_attrs([s.text() for s in group], made_by, versions)
 
 
 def _up_to_date(cs: CaptureSet, table: str, attrs: dict[str, Any]) -> bool:

@@ -1,21 +1,25 @@
 """The builtin decode engine: a decoder stack over a capture-set source, in this process.
 
-The same decoder files as the sigrok engine (:mod:`nicrig.decoders.sigrok_cli`),
-run by :mod:`nicrig.decoders.runtime` straight over the source's chunked
-HDF5 samples; the stack's last decoder's ``records`` binary output becomes
-the records, exactly as sigrok-cli's ``-B <decoder>=records`` would print them.
+Two layers (DESIGN.md, "Two layers of decoding"): a stack with a native
+kernel (:mod:`nicrig.decoders.kernels` says which) is decoded by it; any
+other stack, and every stack under ``reference``, by its PDs, the same
+decoder files as the sigrok engine (:mod:`nicrig.decoders.sigrok_cli`), run by
+:mod:`nicrig.decoders.runtime` straight over the source's chunked HDF5
+samples. Either way the records are the stack's last decoder's ``records``
+binary output, exactly as sigrok-cli's ``-B <decoder>=records`` would print
+them (the kernels' conformance tests hold them to that).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 from nicrig import __version__
 from nicrig.acquisition.capture import Source
-from nicrig.decoders import DecodeError, catalog, runtime, samplerate_for
+from nicrig.decoders import DecodeError, catalog, kernels, runtime, samplerate_for
 from nicrig.decoders.spec import RECORDS, Stack
 
 Progress = Callable[[int, int], None]
@@ -25,8 +29,13 @@ Progress = Callable[[int, int], None]
 BLOCK_SAMPLES = 1 << 20
 
 
-def version() -> str:
-    return f"nicrig {__version__} builtin (libsigrokdecode 0.5.3 semantics)"
+def version(stacks: Sequence[Stack] = (), *, kernel: bool = True) -> str:
+    """The engine, and what decodes each of ``stacks`` (a kernel, named with its digest, or the PDs)."""
+    text = f"nicrig {__version__} {'builtin' if kernel else 'reference'} (libsigrokdecode 0.5.3 semantics)"
+    for stack in stacks:
+        key = kernels.stack_key(stack.calls)
+        text += f"; {','.join(key)}: {kernels.describe(key) if kernel else 'pd ' + ','.join(key)}"
+    return text
 
 
 def calls_for(source: Source, stack: Stack) -> list[runtime.Call]:
@@ -45,35 +54,53 @@ def _blocks(source: Source, start: int, stop: int, progress: Progress | None) ->
 
 def run_stack(source: Source, stack: Stack, progress: Progress | None = None, *,
               start: int | None = None, stop: int | None = None,
-              on_annotation: runtime.Annotation | None = None) -> list[dict[str, Any]]:
+              on_annotation: runtime.Annotation | None = None, kernel: bool = True) -> list[dict[str, Any]]:
     """Decode samples ``[start, stop)`` of ``source``; return the last decoder's records in sample order.
 
-    Sample numbers stay those of the whole source. ``on_annotation`` receives
-    every annotation of every decoder of the stack as it is put.
+    Sample numbers stay those of the whole source. The stack's kernel runs
+    when it has one and ``kernel`` is true; its PDs otherwise, and always when
+    ``on_annotation`` is given (kernels make records, not annotations): that
+    callback receives every annotation of every decoder of the stack as it is put.
     """
-    records: list[dict[str, Any]] = []
-    last = f"{stack.output}-{sum(1 for c in stack.calls if c.id == stack.output)}"
-    records_class = catalog.get(stack.output).binary.index(RECORDS)
-    bad: list[bytes] = []
-
-    def on_binary(inst: str, ss: int, es: int, cls: int, data: bytes) -> None:
-        if inst != last or cls != records_class:
-            return
-        for line in data.splitlines():
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                bad.append(line[:200])
-
     s = max(0, start or 0)
     e = source.num_samples if stop is None else min(stop, source.num_samples)
-    session = runtime.Session(calls_for(source, stack), samplerate=samplerate_for(source),
-                              on_binary=on_binary, on_annotation=on_annotation)
+    calls = calls_for(source, stack)
     try:
-        session.run(_blocks(source, s, e, progress), source.unitsize, s)
-    except runtime.DecoderFailed as exc:
+        if kernel and on_annotation is None and kernels.kernel_for(kernels.stack_key(calls)) is not None:
+            records = kernels.run(calls, _blocks(source, s, e, progress), samplerate=samplerate_for(source),
+                                  unitsize=source.unitsize, start=s)
+        else:
+            lines = pd_lines(calls, _blocks(source, s, e, progress), samplerate=samplerate_for(source),
+                             unitsize=source.unitsize, start=s, on_annotation=on_annotation)
+            records = [_parsed(line) for line in lines]
+    except (runtime.DecoderFailed, ValueError) as exc:
         raise DecodeError(f"decoding source {source.name!r} with {stack.text()}: {exc}") from None
-    if bad:
-        raise DecodeError(f"decoding source {source.name!r} with {stack.text()}: unreadable record {bad[0]!r}")
     records.sort(key=lambda r: (r.get("ss", 0), r.get("es", 0)))
     return records
+
+
+def _parsed(line: bytes) -> dict[str, Any]:
+    try:
+        return json.loads(line)
+    except ValueError:
+        raise runtime.DecoderFailed(f"unreadable record {line[:200]!r}") from None
+
+
+def pd_lines(calls: Sequence[runtime.Call], blocks: Iterator[np.ndarray], *, samplerate: int, unitsize: int,
+             start: int = 0, on_annotation: runtime.Annotation | None = None) -> list[bytes]:
+    """The stack's last decoder's ``records`` lines as its PD puts them, in order: the kernels' reference.
+
+    The PDs run in the in-process runtime; raises DecoderFailed as it does.
+    """
+    output = calls[-1].id
+    last = f"{output}-{sum(1 for c in calls if c.id == output)}"
+    records_class = catalog.get(output).binary.index(RECORDS)
+    lines: list[bytes] = []
+
+    def on_binary(inst: str, ss: int, es: int, cls: int, data: bytes) -> None:
+        if inst == last and cls == records_class:
+            lines.extend(data.splitlines())
+
+    session = runtime.Session(calls, samplerate=samplerate, on_binary=on_binary, on_annotation=on_annotation)
+    session.run(blocks, unitsize, start)
+    return lines

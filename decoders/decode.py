@@ -14,9 +14,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-P", "--protocol-decoders", action="append", dest="stacks", metavar="STACK",
                    help="decoder stack in sigrok-cli syntax, e.g. pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:"
                         "devsel=DEVSEL#:ad=AD (a channel may map a whole vector); repeatable; needs --source")
-    p.add_argument("--engine", choices=["builtin", "sigrok"], default="builtin",
-                   help="builtin: nicrig's in-process runtime (default); sigrok: the real libsigrokdecode "
-                        "through sigrok-cli. Both run the same decoder files and give the same tables")
+    p.add_argument("--engine", choices=["builtin", "reference", "sigrok"], default="builtin",
+                   help="builtin (default): native kernels where a stack has one, the sigrok decoders in "
+                        "nicrig's in-process runtime otherwise; reference: the sigrok decoders in-process for "
+                        "every stack; sigrok: the sigrok decoders in the real libsigrokdecode through "
+                        "sigrok-cli. All three give the same tables")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="decode in N local processes (0: one per CPU; default 1: in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:8786",

@@ -34,7 +34,8 @@ def version() -> str:
         raise DecodeError("sigrok-cli is not installed (Debian: apt-get install sigrok-cli)")
     out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
     lines = out.splitlines()
-    decode = next((ln.split()[1] for ln in lines if "libsigrokdecode" in ln), "?")
+    # "- libsigrokdecode 0.5.3/6:1:2 (rt: ...)."
+    decode = next((ln.split()[2].split("/")[0] for ln in lines if ln.startswith("- libsigrokdecode ")), "?")
     return f"{lines[0].strip() if lines else 'sigrok-cli'} / libsigrokdecode {decode}"
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 from nicrig.acquisition.capture import Source
-from nicrig.decoders import batch, builtin, catalog, kernels, runtime, samplerate_for, spec
+from nicrig.decoders import batch, builtin, kernels, runtime, samplerate_for, spec
 
 #: Block sizes the kernel is fed in besides one whole block: single rows, an odd size, a round one.
 BLOCK_SIZES = (1, 7, 4096)
@@ -41,17 +41,9 @@ def _blocks(rows: np.ndarray, size: int | None) -> Iterator[np.ndarray]:
 def pd_lines(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
              start: int = 0) -> list[str]:
     """The stack's last decoder's ``records`` lines as its PD puts them (in-process runtime), in order."""
-    last = f"{calls[-1].id}-{sum(1 for c in calls if c.id == calls[-1].id)}"
-    records_class = catalog.get(calls[-1].id).binary.index(spec.RECORDS)
-    lines: list[str] = []
-
-    def on_binary(inst: str, ss: int, es: int, cls: int, data: bytes) -> None:
-        if inst == last and cls == records_class:
-            lines.extend(data.decode("utf-8").splitlines())
-
-    session = runtime.Session(calls, samplerate=samplerate, on_binary=on_binary)
-    session.run(iter([np.ascontiguousarray(b) for b in blocks]), unitsize, start)
-    return lines
+    return [line.decode("utf-8") for line in builtin.pd_lines(
+        calls, iter([np.ascontiguousarray(b) for b in blocks]), samplerate=samplerate, unitsize=unitsize,
+        start=start)]
 
 
 def kernel_lines(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
