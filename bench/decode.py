@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
-"""Benchmark: the builtin decode engine beside the real libsigrokdecode (sigrok-cli), same decoders, same data.
+"""Benchmark: decoding at the speed of reading the capture (native kernels beside the PDs and sigrok-cli).
 
-Runs, in one go on this machine, on a simulated 1400-byte stream every 11 us
-(Intel PRO/1000 on PCI 64/66, AD/C/BE# recorded; the GMII probe beside it),
-sized so that the sending bus holds about ``--samples`` samples:
+Runs, in one go on this machine, on two simulated captures of a 1400-byte UDP stream every 11 us
+(Intel PRO/1000 on PCI 64/66, AD/C/BE# and PAR recorded, the GMII probe beside it):
 
-1. ``pci`` on the sending bus and ``gmii`` + ``ethernet`` on the probe (both
-   directions), once with sigrok-cli 0.7.2 / libsigrokdecode 0.5.3 and once
-   with the builtin engine, each on one core, in this process's order;
-2. the builtin engine through ``nicrig decode`` with one and with two local
-   worker processes (sources split at idle points);
-3. the engines alone: ``bench/decoders/stepper``, a decoder that only wakes
-   up (on every sample, or on every edge of a line toggling every 10 samples)
-   over 4 M samples, so the time is the engine's own cost per wake-up.
+- the state-mode capture (one sample per bus clock), sized so that the sending bus holds about
+  ``--samples`` samples (the probe about 1.9x as many);
+- a timing-mode capture of the same traffic (4 samples a clock, CLK recorded), sized to about
+  ``--timing-samples`` samples on the sending bus.
 
-It checks that both engines gave identical records, and prints decoded
-samples (states) per second, transactions or frames per second, and the
-ratios against the goals of issue 5 (builtin >= 3x sigrok-cli on one core;
-two workers >= 1.8x one). Paste the table into docs/benchmarks.md.
+For every stack ``nicrig decode`` picks on the sending bus and the probe (``pci``, ``irq``,
+``gmii,ethernet`` per direction, ``linkactivity`` where recorded), each on one core, in this order:
+
+1. the storage floor: reading the same samples from the file, block by block as the engines read
+   them, and nothing else;
+2. the builtin engine with the stack's kernel (where ``decoders/kernels.py`` lists one), reading
+   included;
+3. the builtin engine running the stack's PDs (``--engine reference``);
+4. sigrok-cli 0.7.2 / libsigrokdecode 0.5.3 on the same decoder files.
+
+The records of every engine are checked equal before any time is printed. Then ``nicrig decode
+--force`` of the state capture's two sources with one and with two local workers (kernels; sources
+split at idle points), and the runtime engine alone against libsigrokdecode (a decoder that only wakes
+up). It prints decoded samples (states) per second and the ratios against the goals of issue 16:
+kernels on one core >= 30x sigrok-cli on every stack and within 3x of the storage floor; two
+workers >= 1.8x one. Paste the output into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -30,48 +37,79 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-GOAL_ENGINE = 3.0
+GOAL_SIGROK = 30.0
+GOAL_FLOOR = 3.0
 GOAL_WORKERS = 1.8
 SEND_BUS_HZ = 66.666667e6
+SPACING_US = 11.0
+TIMING_SAMPLES_PER_CLOCK = 4
 
 
-def _simulate(tmp: Path, samples: float) -> Path:
-    spacing_us = 11.0
-    count = max(10, int(samples / SEND_BUS_HZ / (spacing_us * 1e-6)))
-    out = tmp / "stream.h5"
+def _simulate(out: Path, samples: float, samples_per_clock: int | None) -> Path:
+    clocks = samples / (samples_per_clock or 1)
+    count = max(10, int(clocks / SEND_BUS_HZ / (SPACING_US * 1e-6)))
     cmd = [sys.executable, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
-           "--bus", "pci64-66", "--with-ad", "--size", "1400", "--spacing-us", str(spacing_us),
+           "--bus", "pci64-66", "--with-ad", "--size", "1400", "--spacing-us", str(SPACING_US),
            "--count", str(count), "-o", str(out)]
-    print(f"simulating {count} packets ...", file=sys.stderr)
+    if samples_per_clock:
+        cmd += ["--samples-per-clock", str(samples_per_clock)]
+    print(f"simulating {count} packets into {out.name} ...", file=sys.stderr)
     subprocess.run(cmd, check=True, capture_output=True)
     return out
 
 
-def _engines(path: Path) -> list[dict]:
+def _floor(source: Any) -> float:
+    """Seconds to read every sample of ``source`` as the builtin engine reads it (blocks, contiguous)."""
+    import numpy as np
+    from nicrig.decoders import builtin
+
+    t = time.perf_counter()
+    for _, block in source.iter_packed(block=builtin.BLOCK_SAMPLES):
+        np.ascontiguousarray(block)
+    return time.perf_counter() - t
+
+
+def _stacks(path: Path, capture: str, sources: tuple[str, ...]) -> list[dict]:
     from nicrig.acquisition.capture import CaptureSet
-    from nicrig.decoders import builtin, sigrok_cli, spec
+    from nicrig.decoders import builtin, kernels, sigrok_cli, spec
 
     rows = []
     with CaptureSet.open(path) as cs:
-        for name, outputs in (("send_pci", ("pci",)), ("probe", ("ethernet",))):
+        for name in sources:
             source = cs.source(name)
-            stacks = [s for s in spec.auto_stacks(source) if s.output in outputs]
-            timings = {}
-            results = {}
-            for engine in (sigrok_cli, builtin):
-                label = "sigrok-cli" if engine is sigrok_cli else "builtin"
-                print(f"{name}: {label} ...", file=sys.stderr)
-                t = time.perf_counter()
-                results[label] = [engine.run_stack(source, stack) for stack in stacks]
-                timings[label] = time.perf_counter() - t
-            if results["sigrok-cli"] != results["builtin"]:
-                sys.exit(f"bench: the engines disagree on {name}")
-            states = source.num_samples * len(stacks)
-            items = sum(len(r) for r in results["builtin"])
-            rows.append({"source": name, "stacks": [s.text()[:40] for s in stacks], "states": states,
-                         "items": items, "seconds": timings})
+            for stack in spec.auto_stacks(source):
+                key = kernels.stack_key(stack.calls)
+                runs = {"floor": None}
+                if kernels.kernel_for(key) is not None:
+                    runs["kernel"] = lambda: builtin.run_stack(source, stack)
+                runs["pd"] = lambda: builtin.run_stack(source, stack, kernel=False)
+                runs["sigrok-cli"] = lambda: sigrok_cli.run_stack(source, stack)
+                seconds, results = {}, {}
+                for label, run in runs.items():
+                    print(f"{capture} {name} {','.join(key)}: {label} ...", file=sys.stderr)
+                    t = time.perf_counter()
+                    if run is None:
+                        seconds[label] = _floor(source)
+                        continue
+                    results[label] = run()
+                    seconds[label] = time.perf_counter() - t
+                first, *others = results.values()
+                if any(r != first for r in others):
+                    sys.exit(f"bench: the engines disagree on {capture} {name} {stack.text()[:60]}")
+                rows.append({"capture": capture, "source": name, "stack": ",".join(key),
+                             "direction": stack.calls[0].options.get("direction", ""),
+                             "states": source.num_samples, "items": len(first), "seconds": seconds})
     return rows
+
+
+def _workers(path: Path, workers: int) -> float:
+    cmd = [sys.executable, "-m", "nicrig", "decode", str(path), "--source", "send_pci", "--source", "probe",
+           "--force", "--workers", str(workers)]
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    return time.perf_counter() - t
 
 
 def _wakeups(tmp: Path, samples: int = 4_000_000) -> list[dict]:
@@ -99,47 +137,67 @@ def _wakeups(tmp: Path, samples: int = 4_000_000) -> list[dict]:
     return rows
 
 
-def _workers(path: Path, workers: int) -> float:
-    cmd = [sys.executable, "-m", "nicrig", "decode", str(path), "--source", "send_pci", "--source", "probe",
-           "--force", "--workers", str(workers)]
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
-    return time.perf_counter() - t
+def _print(rows: list[dict], one: float, two: float, wakeups: list[dict]) -> None:
+    print(f"machine: {os.cpu_count()} CPUs; load average before the run: {_load()}")
+    print(f"{'capture':7s} {'source':9s} {'stack':16s} {'states':>12s} {'items':>8s} {'floor s':>8s} "
+          f"{'kernel s':>8s} {'pd s':>7s} {'sigrok s':>8s} {'kernel st/s':>12s} {'floor st/s':>12s} "
+          f"{'x sigrok':>8s} {'x floor':>7s}")
+    for r in rows:
+        s = r["seconds"]
+        k = s.get("kernel")
+        stack = r["stack"] + (f" {r['direction']}" if r["direction"] else "")
+        print(f"{r['capture']:7s} {r['source']:9s} {stack:16s} {r['states']:12,d} {r['items']:8,d} "
+              f"{s['floor']:8.2f} {k if k is not None else float('nan'):8.2f} {s['pd']:7.1f} {s['sigrok-cli']:8.1f} "
+              f"{r['states'] / k if k else float('nan'):12,.0f} {r['states'] / s['floor']:12,.0f} "
+              f"{s['sigrok-cli'] / k if k else float('nan'):8.1f} {k / s['floor'] if k else float('nan'):7.2f}")
+    with_kernel = [r for r in rows if "kernel" in r["seconds"]]
+    missing = sorted({r["stack"] for r in rows} - {r["stack"] for r in with_kernel})
+    if with_kernel:
+        worst_sigrok = min(r["seconds"]["sigrok-cli"] / r["seconds"]["kernel"] for r in with_kernel)
+        worst_floor = max(r["seconds"]["kernel"] / r["seconds"]["floor"] for r in with_kernel)
+        print(f"kernels vs sigrok-cli, one core, worst stack: {worst_sigrok:.1f}x (goal >= {GOAL_SIGROK:.0f}x); "
+              f"kernel time / storage floor, worst stack: {worst_floor:.2f} (goal <= {GOAL_FLOOR:.0f})")
+    if missing:
+        print(f"stacks without a kernel (decoded by their PDs): {', '.join(missing)}")
+    print(f"nicrig decode, 1 worker {one:.1f} s, 2 workers {two:.1f} s: {one / two:.2f}x (goal >= {GOAL_WORKERS}x)")
+    for w in wakeups:
+        s, b = w["seconds"]["sigrok-cli"], w["seconds"]["builtin"]
+        print(f"runtime engine alone, wake on every {'sample' if w['mode'] == 'skip' else 'edge'}: "
+              f"{w['wakes']:,} wake-ups over {w['samples']:,} samples: sigrok-cli {s:.2f} s "
+              f"({s / w['wakes'] * 1e6:.2f} us each), builtin {b:.2f} s ({b / w['wakes'] * 1e6:.2f} us each): "
+              f"{s / b:.1f}x")
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=float, default=50e6,
-                    help="samples on the sending bus (default 50e6; the probe holds ~1.9x as many)")
-    ap.add_argument("--keep", type=Path, help="reuse (or write) the simulated capture here")
+                    help="samples on the sending bus of the state-mode capture (default 50e6)")
+    ap.add_argument("--timing-samples", type=float, default=20e6,
+                    help="samples on the sending bus of the timing-mode capture (default 20e6)")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="reuse (or write) the simulated captures in DIR")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="nicrig-bench-") as tmp:
-        path = args.keep if args.keep and args.keep.exists() else _simulate(Path(tmp), args.samples)
-        if args.keep and not args.keep.exists():
-            args.keep.write_bytes(path.read_bytes())
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = folder / f"stream-{args.samples:.0e}.h5"
+        timing = folder / f"stream-timing-{args.timing_samples:.0e}.h5"
+        if not state.exists():
+            _simulate(state, args.samples, None)
+        if not timing.exists():
+            _simulate(timing, args.timing_samples, TIMING_SAMPLES_PER_CLOCK)
+        rows = _stacks(state, "state", ("send_pci", "probe")) + _stacks(timing, "timing", ("send_pci",))
+        one = _workers(state, 1)
+        two = _workers(state, 2)
         wakeups = _wakeups(Path(tmp))
-        rows = _engines(path)
-        one = _workers(path, 1)
-        two = _workers(path, 2)
-
-    print(f"machine: {os.cpu_count()} CPUs; capture: {rows[0]['states']:,} samples on the sending bus")
-    print(f"{'source':9s} {'stack':10s} {'states':>12s} {'items':>8s} {'sigrok-cli s':>12s} {'builtin s':>10s} "
-          f"{'sigrok states/s':>15s} {'builtin states/s':>16s} {'items/s (b)':>11s} {'ratio':>6s}")
-    for r in rows:
-        s, b = r["seconds"]["sigrok-cli"], r["seconds"]["builtin"]
-        print(f"{r['source']:9s} {'pci' if r['source'] == 'send_pci' else 'gmii+eth':10s} {r['states']:12,d} "
-              f"{r['items']:8,d} {s:12.1f} {b:10.1f} {r['states'] / s:15,.0f} {r['states'] / b:16,.0f} "
-              f"{r['items'] / b:11,.0f} {s / b:6.2f}")
-    total_s = sum(r["seconds"]["sigrok-cli"] for r in rows)
-    total_b = sum(r["seconds"]["builtin"] for r in rows)
-    print(f"builtin vs sigrok-cli, one core: {total_s / total_b:.2f}x (goal >= {GOAL_ENGINE}x)")
-    print(f"nicrig decode, 1 worker {one:.1f} s, 2 workers {two:.1f} s: {one / two:.2f}x (goal >= {GOAL_WORKERS}x)")
-    for w in wakeups:
-        s, b = w["seconds"]["sigrok-cli"], w["seconds"]["builtin"]
-        print(f"engine alone, wake on every {'sample' if w['mode'] == 'skip' else 'edge'}: {w['wakes']:,} wake-ups "
-              f"over {w['samples']:,} samples: sigrok-cli {s:.2f} s ({s / w['wakes'] * 1e6:.2f} us each), "
-              f"builtin {b:.2f} s ({b / w['wakes'] * 1e6:.2f} us each): {s / b:.1f}x")
+    _print(rows, one, two, wakeups)
     print(json.dumps({"rows": rows, "workers": {"1": one, "2": two}, "wakeups": wakeups}))
     return 0
 

@@ -10,6 +10,7 @@ come in and wherever the batch planner cuts a source.
     from kernel_conformance import check_rows, check_source
     check_rows(calls, rows, samplerate)                 # packed (n, unitsize) rows, a runtime.Call stack
     check_source(source, stack)                          # a capture-set Source and a spec.Stack
+    check_capture(path, "send_pci", outputs=["pci"])     # the stacks nicrig decode picks for a source
 
 Both raise AssertionError naming the first row that differs, and return the
 PD's lines (so a test can also check that the capture exercised something).
@@ -19,15 +20,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
-from nicrig.acquisition.capture import Source
+from nicrig.acquisition.capture import CaptureSet, Source
 from nicrig.decoders import batch, builtin, kernels, runtime, samplerate_for, spec
 
 #: Block sizes the kernel is fed in besides one whole block: single rows, an odd size, a round one.
 BLOCK_SIZES = (1, 7, 4096)
 #: Chunk sizes for the batch planner (in samples); each gives its own cut points.
-CHUNK_SAMPLES = (1 << 12, 1 << 14, 1 << 16)
+CHUNK_SAMPLES = (1 << 12, 1 << 16)
 
 
 def _blocks(rows: np.ndarray, size: int | None) -> Iterator[np.ndarray]:
@@ -106,3 +108,24 @@ def check_source(source: Source, stack: spec.Stack, *, chunk_samples: Sequence[i
             got = kernel_lines(calls, span(a, b, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit, start=a)
             assert_same(ref, got, f"{where}, chunk [{a}, {b}) of a {chunk}-sample plan")
     return reference
+
+
+def check_capture(path: Path, source_name: str, *, outputs: Sequence[str] = (),
+                  stacks: Sequence[str] = ()) -> dict[str, int]:
+    """:func:`check_source` on a capture set's source, for the stacks ``nicrig decode`` would choose (or
+    ``stacks`` in ``-P`` syntax) whose output is in ``outputs`` (default: all); each must have a kernel.
+
+    Returns the number of records checked per stack.
+    """
+    checked: dict[str, int] = {}
+    with CaptureSet.open(path) as cs:
+        source = cs.source(source_name)
+        chosen = [spec.parse_stack(t, source) for t in stacks] if stacks else spec.auto_stacks(source)
+        for stack in chosen:
+            if outputs and stack.output not in outputs:
+                continue
+            key = kernels.stack_key(stack.calls)
+            assert kernels.kernel_for(key) is not None, f"the stack {','.join(key)} has no kernel"
+            checked[stack.text()] = len(check_source(source, stack))
+    assert checked, f"{path}: source {source_name!r} has no stack with output in {list(outputs)}"
+    return checked

@@ -9,6 +9,7 @@ are simulated with Icarus Verilog; their VCD dumps go through
 
 and every decoded row is compared with the line the testbench logged for what it
 did. Nothing here comes from nicrig's own simulator. See docs/independent-models.md.
+The same captures hold each native kernel to its PD (``kernel_conformance``).
 
 Run as a script to write the GMII model's frame image for a run by hand:
 ``python tests/test_independent_models.py frames.hex``.
@@ -26,6 +27,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from kernel_conformance import check_capture
 
 HDL = Path(__file__).resolve().parent / "hdl"
 IVERILOG = shutil.which("iverilog")
@@ -130,6 +132,7 @@ def test_pci_state_mode(pci_sim):
     assert "state mode" in out and "bus pci" in out
     assert "decoded/pci/pci: 26 rows" in nicrig("decode", h5)
     compare_pci(events(h5, "pci", "pci"), txns, 0)
+    assert check_capture(h5, "pci", outputs=["pci"])  # the kernel is the PD, record for record
 
 
 def test_pci_timing_mode(pci_sim):
@@ -140,6 +143,7 @@ def test_pci_timing_mode(pci_sim):
     assert "timing mode" in out and "clk=CLK" in out
     nicrig("decode", h5)
     compare_pci(events(h5, "pci", "pci"), txns, 0)
+    assert check_capture(h5, "pci", outputs=["pci"])
 
 
 def test_pci_timing_mode_coarse_with_explicit_map(pci_sim):
@@ -151,6 +155,7 @@ def test_pci_timing_mode_coarse_with_explicit_map(pci_sim):
              ":par=PAR:par64=PAR64:req64=REQ64_N:ack64=ACK64_N:clock=clk")
     nicrig("decode", h5, "--source", "pci", "-P", stack)
     compare_pci(events(h5, "pci", "pci"), txns, 10)   # the edge is seen on the next 10 ns sample
+    assert check_capture(h5, "pci", stacks=[stack])
 
 
 # -- Ethernet / GMII ----------------------------------------------------------------------------------
