@@ -137,8 +137,8 @@ def _wakeups(tmp: Path, samples: int = 4_000_000) -> list[dict]:
     return rows
 
 
-def _print(rows: list[dict], one: float, two: float, wakeups: list[dict]) -> None:
-    print(f"machine: {os.cpu_count()} CPUs; load average before the run: {_load()}")
+def _print(rows: list[dict], one: float, two: float, wakeups: list[dict], load: str) -> None:
+    print(f"machine: {os.cpu_count()} CPUs; load average before the run: {load}, after: {_load()}")
     print(f"{'capture':7s} {'source':9s} {'stack':16s} {'states':>12s} {'items':>8s} {'floor s':>8s} "
           f"{'kernel s':>8s} {'pd s':>7s} {'sigrok s':>8s} {'kernel st/s':>12s} {'floor st/s':>12s} "
           f"{'x sigrok':>8s} {'x floor':>7s}")
@@ -183,6 +183,7 @@ def main() -> int:
                     help="samples on the sending bus of the timing-mode capture (default 20e6)")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="reuse (or write) the simulated captures in DIR")
     args = ap.parse_args()
+    load = _load()
 
     with tempfile.TemporaryDirectory(prefix="nicrig-bench-") as tmp:
         folder = args.keep or Path(tmp)
@@ -197,7 +198,7 @@ def main() -> int:
         one = _workers(state, 1)
         two = _workers(state, 2)
         wakeups = _wakeups(Path(tmp))
-    _print(rows, one, two, wakeups)
+    _print(rows, one, two, wakeups, load)
     print(json.dumps({"rows": rows, "workers": {"1": one, "2": two}, "wakeups": wakeups}))
     return 0
 

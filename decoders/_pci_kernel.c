@@ -98,19 +98,20 @@ typedef struct {
     int bit[NUM_CHANNELS];
     int have_ad_lo, have_ad_hi, any_ad_lo, any_ad_hi, have_cbe_lo, have_cbe_hi, have_par, have_par64;
     int have_stop, have_perr, have_gnt, have_req64, have_ack64;
-    Segment seg_lo[32], seg_hi[32];
-    int nseg_lo, nseg_hi;
+    Segment seg_lo[32], seg_hi[32], seg_cbe[8];
+    int nseg_lo, nseg_hi, nseg_cbe;
     ByteMask watch[MAX_ROW], rise[MAX_ROW], ctrl[MAX_ROW];
     int nwatch, nrise, nctrl;
     Range *bars, *msi;
     int nbars, nmsi, bars_given;
     unsigned cmds_config, cmds_mem, cmds_io, cmds_mem_write;
     int cmd_dac;
-    PyObject *keys[NKEYS], *cmd_names[16], *devsel_names[5], *devsel_none, *term_names[NTERMS], *kind_names[NKINDS];
+    PyObject *keys[NKEYS], *template, *cmd_names[16], *devsel_names[5], *devsel_none, *term_names[NTERMS], *kind_names[NKINDS];
     /* the sample stream */
     long long next_sample;     /* absolute sample of the next row fed */
     int started;
     uint8_t prevrow[MAX_ROW];  /* the row before the next one fed */
+    uint8_t clockrow[MAX_ROW + 16];  /* the row of the clock being processed, padded for gather() */
     int wait;
     int clk_phase_rise;        /* pd: clk_phase == 'rise' */
     /* pd state (reset()) */
@@ -135,6 +136,23 @@ typedef struct {
 
 static inline int level(const uint8_t *row, int bit) { return (row[bit >> 3] >> (bit & 7)) & 1; }
 
+/* Parity and bit counts without the popcnt instruction (not in the x86-64 baseline; a libgcc call). */
+static inline int parity64(uint64_t x)
+{
+    x ^= x >> 32;
+    x ^= x >> 16;
+    x ^= x >> 8;
+    x ^= x >> 4;
+    return (0x6996 >> (x & 0xf)) & 1;
+}
+
+static inline int ones8(unsigned x)
+{
+    x = x - ((x >> 1) & 0x55);
+    x = (x & 0x33) + ((x >> 2) & 0x33);
+    return (x + (x >> 4)) & 0x0f;
+}
+
 /* The channel is asserted (low); an unconnected one never is. */
 static inline int low(const Kernel *k, const uint8_t *row, int ch)
 {
@@ -150,19 +168,16 @@ static inline int changed(const ByteMask *m, int n, const uint8_t *a, const uint
     return 0;
 }
 
-static inline uint64_t gather(const uint8_t *row, int unitsize, const Segment *seg, int nseg)
+/* Row bits gathered by segments into a number. `row` must have 16 readable bytes past its last one
+ * (process_clock copies each clock's row into such a buffer). */
+static inline uint64_t gather(const uint8_t *row, const Segment *seg, int nseg)
 {
     uint64_t v = 0;
     for (int i = 0; i < nseg; i++) {
-        int src = seg[i].src, first = src >> 3, shift = src & 7;
-        uint8_t buf[16] = {0};
-        int nbytes = (shift + seg[i].n + 7) >> 3;
-        if (first + nbytes > unitsize)
-            nbytes = unitsize - first;
-        memcpy(buf, row + first, nbytes);
+        int src = seg[i].src, shift = src & 7;
         uint64_t lo, hi;
-        memcpy(&lo, buf, 8);
-        memcpy(&hi, buf + 8, 8);
+        memcpy(&lo, row + (src >> 3), 8);
+        memcpy(&hi, row + (src >> 3) + 8, 8);
         uint64_t bits = shift ? (lo >> shift) | (hi << (64 - shift)) : lo;
         if (seg[i].n < 64)
             bits &= ((uint64_t)1 << seg[i].n) - 1;
@@ -171,17 +186,13 @@ static inline uint64_t gather(const uint8_t *row, int unitsize, const Segment *s
     return v;
 }
 
-/* pd.cbe(): C/BE#[lanes-1:0] as a number, an unconnected line reading 0. */
-static inline unsigned cbe(const Kernel *k, const uint8_t *row, int lanes)
-{
-    unsigned v = 0;
-    for (int i = 0; i < lanes; i++) {
-        int b = k->bit[CBE0 + i];
-        if (b >= 0 && level(row, b))
-            v |= 1u << i;
-    }
-    return v;
-}
+/* One clock's pins: the row (padded) and the multiplexed bus as numbers, an unconnected line reading 0
+ * (pd.value(), pd.cbe()). */
+typedef struct {
+    const uint8_t *row;
+    uint64_t ad_lo, ad_hi;     /* AD[31:0] at bits 0..31, AD[63:32] at bits 32..63 */
+    unsigned cbe;              /* C/BE#[7:0] */
+} Pins;
 
 /* -- transactions ----------------------------------------------------------------------------- */
 
@@ -297,12 +308,20 @@ static int finalize(Kernel *k, Txn *t)
             }
             PyList_SET_ITEM(v[16], i, d);
         }
-    PyObject *rec = PyDict_New();
+    /* A copy of a dict with the record's keys in order: setting the values then only replaces them. */
+    PyObject *rec = PyDict_Copy(k->template);
     int ok = rec != NULL;
     for (int i = 0; i < NKEYS; i++) {
         if (ok && (!v[i] || PyDict_SetItem(rec, k->keys[i], v[i]) < 0))
             ok = 0;
         Py_XDECREF(v[i]);
+    }
+    /* A record holds numbers, strings and a list of numbers: it cannot be part of a reference cycle, so
+     * the cyclic garbage collector need not traverse it (it would, over and over, as the records pile up:
+     * a quarter of the time). A dict tracks itself again if a container is put into it later. */
+    if (ok) {
+        PyObject_GC_UnTrack(PyDict_GetItem(rec, k->keys[NKEYS - 1]));
+        PyObject_GC_UnTrack(rec);
     }
     if (ok && PyList_Append(k->records, rec) < 0)
         ok = 0;
@@ -328,14 +347,15 @@ static int push_pending(Kernel *k, Txn *t)
     return 0;
 }
 
-static void schedule_parity(Kernel *k, Txn *t, const uint8_t *p, long long c, int wide)
+static void schedule_parity(Kernel *k, Txn *t, const Pins *p, long long c, int wide)
 {
+    /* PAR makes the ones of AD[31:0], C/BE#[3:0] and PAR even (PCI 3.0, 3.7.1); PAR64 likewise for the
+     * upper half. Both groups are fully connected here (have_par, have_par64). */
     int plo = -1, phi = -1;
     if (k->have_par)
-        plo = (__builtin_popcountll(gather(p, k->unitsize, k->seg_lo, k->nseg_lo)) + __builtin_popcount(cbe(k, p, 4))) & 1;
+        plo = parity64(p->ad_lo ^ (p->cbe & 0xf));
     if (wide && k->have_par64)
-        phi = (__builtin_popcountll(gather(p, k->unitsize, k->seg_hi, k->nseg_hi))
-               + __builtin_popcount(cbe(k, p, 8) >> 4)) & 1;
+        phi = parity64(p->ad_hi ^ (p->cbe >> 4));
     if ((plo >= 0 || phi >= 0) && k->npar < (int)(sizeof(k->par) / sizeof(k->par[0])))
         k->par[k->npar++] = (ParCheck){c, t, t->serial, plo, phi};
 }
@@ -394,7 +414,7 @@ static void gnt_change(Kernel *k, long long s, int asserted)
     k->gnt_v[k->ngnt++] = asserted;
 }
 
-static int address_phase(Kernel *k, const uint8_t *p, long long s, long long c)
+static int address_phase(Kernel *k, const Pins *p, long long s, long long c)
 {
     Txn *t = new_txn(k);
     if (!t) {
@@ -408,17 +428,17 @@ static int address_phase(Kernel *k, const uint8_t *p, long long s, long long c)
     if (k->have_gnt) {
         long long before = k->state_mode ? s - 1 : k->have_period ? s - k->period - 1 : s - 1;
         int g = (int)gnt_at(k, before);
-        t->gnt_master = g >= 0 ? g : low(k, p, GNT);
+        t->gnt_master = g >= 0 ? g : low(k, p->row, GNT);
     }
-    t->req64 = k->have_req64 && low(k, p, REQ64);
+    t->req64 = k->have_req64 && low(k, p->row, REQ64);
     if (k->have_ad_lo) {
-        t->addr_lo = gather(p, k->unitsize, k->seg_lo, k->nseg_lo);
+        t->addr_lo = p->ad_lo;
         t->have_addr_lo = 1;
         t->addr = t->addr_lo;
         t->have_addr = 1;
     }
     if (k->have_cbe_lo)
-        t->cmd_code = (int)cbe(k, p, 4);
+        t->cmd_code = (int)(p->cbe & 0xf);
     schedule_parity(k, t, p, c, t->req64);
     if (t->cmd_code == k->cmd_dac) {
         t->dac = 1;
@@ -427,7 +447,7 @@ static int address_phase(Kernel *k, const uint8_t *p, long long s, long long c)
     return 0;
 }
 
-static int second_address_phase(Kernel *k, Txn *t, const uint8_t *p, long long s, long long c,
+static int second_address_phase(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
                                 int F, int I, int T, int D, int S)
 {
     if (!F && !I) {
@@ -439,13 +459,13 @@ static int second_address_phase(Kernel *k, Txn *t, const uint8_t *p, long long s
     if (!F)
         t->frame_off = 1;
     if (k->have_ad_lo && t->have_addr_lo) {
-        t->addr = (gather(p, k->unitsize, k->seg_lo, k->nseg_lo) << 32) | t->addr_lo;
+        t->addr = (p->ad_lo << 32) | t->addr_lo;
         t->have_addr = 1;
     } else {
         t->have_addr = 0;
     }
     if (k->have_cbe_lo)
-        t->cmd_code = (int)cbe(k, p, 4);
+        t->cmd_code = (int)(p->cbe & 0xf);
     schedule_parity(k, t, p, c, t->req64);
     t->last_addr_clock = c;
     t->dac2 = 0;
@@ -464,9 +484,9 @@ static void classify_stop(Txn *t, int T, int D)
         t->term = TERM_DISC_NODATA;
 }
 
-static void transfer(Kernel *k, Txn *t, const uint8_t *p, long long c)
+static void transfer(Kernel *k, Txn *t, const Pins *p, long long c)
 {
-    int wide = t->req64 && k->have_ack64 && low(k, p, ACK64);
+    int wide = t->req64 && k->have_ack64 && low(k, p->row, ACK64);
     if (wide)
         t->ack64 = 1;
     int lanes = wide ? 8 : 4;
@@ -478,22 +498,22 @@ static void transfer(Kernel *k, Txn *t, const uint8_t *p, long long c)
         k->nxfer = 2;
     }
     k->xfer[k->nxfer++] = x;
-    unsigned be = cbe(k, p, lanes);
+    unsigned be = p->cbe & ((1u << lanes) - 1);
     if ((wide && k->have_cbe_hi && k->have_cbe_lo) || (!wide && k->have_cbe_lo))
-        t->bytes += lanes - __builtin_popcount(be);
+        t->bytes += lanes - ones8(be);
     else
         t->bytes_known = 0;
     if (k->any_ad_lo) {
-        uint64_t value = gather(p, k->unitsize, k->seg_lo, k->nseg_lo);
+        uint64_t value = p->ad_lo;
         if (wide && k->any_ad_hi)
-            value |= gather(p, k->unitsize, k->seg_hi, k->nseg_hi);
+            value |= p->ad_hi;
         if (t->ndata < MAX_DATA)
             t->data[t->ndata++] = value;
     }
     schedule_parity(k, t, p, c, wide);
 }
 
-static int data_clock(Kernel *k, Txn *t, const uint8_t *p, long long s, long long c,
+static int data_clock(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
                       int F, int I, int T, int D, int S)
 {
     if (!F && !I) {
@@ -513,7 +533,7 @@ static int data_clock(Kernel *k, Txn *t, const uint8_t *p, long long s, long lon
         t->have_devsel = 1;
         t->devsel_clock = c;
     }
-    if (k->have_ack64 && low(k, p, ACK64) && t->req64 && D)
+    if (k->have_ack64 && low(k, p->row, ACK64) && t->req64 && D)
         t->ack64 = 1;
     if (S)
         t->stop = 1;
@@ -555,7 +575,7 @@ static int data_clock(Kernel *k, Txn *t, const uint8_t *p, long long s, long lon
     return 0;
 }
 
-static int bus_clock(Kernel *k, const uint8_t *p, long long s, long long c, int F, int I, int T, int D, int S)
+static int bus_clock(Kernel *k, const Pins *p, long long s, long long c, int F, int I, int T, int D, int S)
 {
     Txn *t = k->txn;
     if (t)
@@ -611,8 +631,13 @@ static long long clock_index(Kernel *k, long long s)
     return k->prev_clock + 1000;
 }
 
-static int process_clock(Kernel *k, const uint8_t *p, long long s)
+static int process_clock(Kernel *k, const uint8_t *row, long long s)
 {
+    uint8_t *p = k->clockrow;
+    memcpy(p, row, k->unitsize);
+    memset(p + k->unitsize, 0, 16);
+    Pins pins = {p, gather(p, k->seg_lo, k->nseg_lo), gather(p, k->seg_hi, k->nseg_hi),
+                 (unsigned)gather(p, k->seg_cbe, k->nseg_cbe)};
     long long c = clock_index(k, s);
     k->need_clock = 0;
     k->deferred = 0;
@@ -674,7 +699,7 @@ static int process_clock(Kernel *k, const uint8_t *p, long long s)
         k->npending = keep;
     }
 
-    if (bus_clock(k, p, s, c, F, I, T, D, S) < 0)
+    if (bus_clock(k, &pins, s, c, F, I, T, D, S) < 0)
         return -1;
 
     k->have_prev = 1;
@@ -816,20 +841,20 @@ static int byte_masks(Kernel *k, const int *chans, int nchans, ByteMask *out)
     return n;
 }
 
-static int segments(const Kernel *k, int first_line, int nlines, Segment *out)
+/* Channels first..first+n-1, mapped to row bits, as runs of consecutive bits landing at value bits dst0.. */
+static int segments(const Kernel *k, int first, int n, int dst0, Segment *out)
 {
-    int n = 0;
-    for (int i = 0; i < nlines; i++) {
-        int b = k->bit[AD0 + first_line + i];
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        int b = k->bit[first + i];
         if (b < 0)
             continue;
-        if (n && out[n - 1].src + out[n - 1].n == b
-            && out[n - 1].dst + out[n - 1].n == first_line + i)
-            out[n - 1].n++;
+        if (count && out[count - 1].src + out[count - 1].n == b && out[count - 1].dst + out[count - 1].n == dst0 + i)
+            out[count - 1].n++;
         else
-            out[n++] = (Segment){b, first_line + i, 1};
+            out[count++] = (Segment){b, dst0 + i, 1};
     }
-    return n;
+    return count;
 }
 
 static unsigned code_set(PyObject *seq)
@@ -939,8 +964,14 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     if (names(cmd_names, k->cmd_names, 16, "cmd_names") < 0 || names(devsel, k->devsel_names, 5, "devsel_speeds") < 0)
         return -1;
     k->devsel_none = PyUnicode_InternFromString("none");
-    for (int i = 0; i < NKEYS; i++)
+    k->template = PyDict_New();
+    if (!k->template)
+        return -1;
+    for (int i = 0; i < NKEYS; i++) {
         k->keys[i] = PyUnicode_InternFromString(KEY_NAMES[i]);
+        if (!k->keys[i] || PyDict_SetItem(k->template, k->keys[i], Py_None) < 0)
+            return -1;
+    }
     for (int i = 0; i < NTERMS; i++)
         k->term_names[i] = PyUnicode_InternFromString(TERM_NAMES[i]);
     for (int i = 0; i < NKINDS; i++)
@@ -967,8 +998,9 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     k->have_gnt = k->bit[GNT] >= 0;
     k->have_req64 = k->bit[REQ64] >= 0;
     k->have_ack64 = k->bit[ACK64] >= 0;
-    k->nseg_lo = segments(k, 0, 32, k->seg_lo);
-    k->nseg_hi = segments(k, 32, 32, k->seg_hi);
+    k->nseg_lo = segments(k, AD0, 32, 0, k->seg_lo);
+    k->nseg_hi = segments(k, AD0 + 32, 32, 32, k->seg_hi);
+    k->nseg_cbe = segments(k, CBE0, 8, 0, k->seg_cbe);
 
     /* pd.setup(): watch = FRAME#, IRDY#, TRDY#, DEVSEL#, STOP#, PERR#, GNT#, INTx#; a change of one of
      * the first six needs a clock (observe()); 'rise' watches every connected line but CLK. */
@@ -999,6 +1031,7 @@ static void Kernel_dealloc(Kernel *k)
     PyMem_Free(k->free_txns);
     for (int i = 0; i < NKEYS; i++)
         Py_XDECREF(k->keys[i]);
+    Py_XDECREF(k->template);
     for (int i = 0; i < 16; i++)
         Py_XDECREF(k->cmd_names[i]);
     for (int i = 0; i < 5; i++)
