@@ -141,19 +141,34 @@ def _quiet_rule(source: Source, stack: spec.Stack) -> _Quiet | None:
 
 
 def _busy(rows: np.ndarray, prev: np.ndarray, q: _Quiet) -> np.ndarray:
-    """Per row: did a still line change since the row before, or is a line off its resting level."""
-    before = np.concatenate([prev[None, :], rows[:-1]])
-    changed = ((rows ^ before) & q.still).any(axis=1)
-    off_level = ((rows & q.level_mask) != q.level).any(axis=1)
-    return changed | off_level
+    """Per row: did a still line change since the row before, or is a line off its resting level.
+
+    Column by column over the few bytes that hold such lines (a reduction
+    along the rows' short axis is several times slower).
+    """
+    busy = np.zeros(len(rows), bool)
+    for j in np.flatnonzero(q.still | q.level_mask):
+        col = rows[:, j]
+        if q.still[j]:
+            busy[0] |= bool((col[0] ^ prev[j]) & q.still[j])
+            busy[1:] |= ((col[1:] ^ col[:-1]) & q.still[j]) != 0
+        if q.level_mask[j]:
+            busy |= (col & q.level_mask[j]) != q.level[j]
+    return busy
 
 
 def _quiet_points(source: Source, q: _Quiet, start: int, stop: int, block: int = 1 << 18) -> Iterator[tuple[int, int]]:
-    """Quiet stretches ``(first, end)`` of at least ``q.samples`` samples within ``[start, stop)``, in order."""
+    """Quiet stretches ``(first, end)`` of at least ``q.samples`` samples within ``[start, stop)``, in order.
+
+    Reads start small and grow to ``block``: the planner mostly wants the first
+    stretch after a point, a few bus transactions away.
+    """
     prev = None
     run_start = start
-    for first, rows in source.iter_packed(start, stop, block=block):
-        rows = np.asarray(rows)
+    first, size = start, min(block, max(4096, 16 * q.samples))
+    while first < stop:
+        rows = np.asarray(source.read_packed(first, min(stop, first + size)))
+        size = min(block, 4 * size)
         busy = _busy(rows, rows[0] if prev is None else prev, q)
         if prev is None:
             busy[0] = bool(((rows[0] & q.level_mask) != q.level).any())
@@ -164,6 +179,7 @@ def _quiet_points(source: Source, q: _Quiet, start: int, stop: int, block: int =
             for k in np.flatnonzero(idx - run_starts >= q.samples):
                 yield int(run_starts[k]), int(idx[k])
             run_start = int(idx[-1]) + 1
+        first += len(rows)
     if stop - run_start >= q.samples:
         yield run_start, stop
 
@@ -230,9 +246,11 @@ def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int) -> list[t
 
 # -- running jobs ------------------------------------------------------------------------------------
 
-def run_job(job: Job, progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Decode one job (in whatever process runs it); the records it keeps, in sample order.
+def run_job(job: Job, progress: Progress | None = None) -> np.ndarray:
+    """Decode one job (in whatever process runs it); the records it keeps as a typed table, in sample order.
 
+    The table is made here, in the worker, so that turning records into
+    columns runs in parallel too and only arrays travel back.
     ``progress(samples_done, samples_in_job)`` follows the decode block by block.
     """
     local = (lambda n, _total: progress(n - job.start, job.stop - job.start)) if progress else None
@@ -243,8 +261,9 @@ def run_job(job: Job, progress: Progress | None = None) -> list[dict[str, Any]]:
         else:
             records = builtin.run_stack(source, job.stack, local, start=job.start, stop=job.stop,
                                         kernel=job.engine == "builtin")
-    lo, hi = job.keep
-    return [r for r in records if lo <= r.get("ss", 0) < hi]
+        lo, hi = job.keep
+        return tables.records_to_table(job.stack.output, [r for r in records if lo <= r.get("ss", 0) < hi],
+                                       source)
 
 
 @dataclass
@@ -252,7 +271,7 @@ class _FilePlan:
     result: FileResult
     groups: dict[tuple[str, str], list[spec.Stack]]           # (source, output) -> stacks
     jobs: dict[tuple[str, str], list[Job]]
-    records: dict[tuple[str, str], list[dict[str, Any]]]
+    parts: dict[tuple[str, str], dict[int, np.ndarray]]       # job's index in jobs[key] -> its table
     pending: int = 0
 
 
@@ -290,7 +309,7 @@ def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None
                     continue
                 key = (name, output)
                 plan.groups[key] = group
-                plan.records[key] = []
+                plan.parts[key] = {}
                 plan.jobs[key] = [Job(str(path), name, stack, engine, a, b, (lo, hi))
                                   for stack in group for a, b, lo, hi in plan_chunks(source, stack, chunk_samples)]
                 plan.pending += len(plan.jobs[key])
@@ -311,13 +330,49 @@ def _sigint_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+class _CtrlC:
+    """Ctrl-C that is never lost while a batch runs (in the main thread).
+
+    Python raises KeyboardInterrupt in whatever code runs when SIGINT
+    arrives, and only prints and drops it when that is a finalizer (h5py's
+    weak-reference callbacks run often here): the batch remembers the signal
+    and stops at the next job boundary, before writing another file's tables.
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.installed = False
+
+    def __enter__(self) -> _CtrlC:
+        try:
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                signal.signal(signal.SIGINT, self._handler)
+                self.installed = True
+        except ValueError:  # not the main thread of the main interpreter: no signals here
+            pass
+        return self
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self.installed:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def write_tables(plan: _FilePlan, engine: str) -> None:
     path = plan.result.path
     with _sigint_held(), CaptureSet.open(path, "r+") as cs:
         for (name, output), group in plan.groups.items():
-            source = cs.source(name)
-            records = sorted(plan.records[(name, output)], key=lambda r: (r.get("ss", 0), r.get("es", 0)))
-            table = tables.records_to_table(output, records, source)
+            parts = plan.parts[(name, output)]
+            joined = np.concatenate([parts[i] for i in sorted(parts)])
+            # In job order, then by start and end: ties keep their order, whichever job finished first.
+            table = joined[np.lexsort((joined["es"], joined["ss"]))]
             cs.write_table(f"decoded/{name}/{output}", table, units=tables.UNITS,
                            description=f"{output} decoder records for source {name}",
                            attrs=_attrs(group, engine))
@@ -399,46 +454,49 @@ def decode_files(paths: list[Path], *, sources: list[str] | None = None, stacks:
     for plan in plans:
         if plan.pending == 0:
             finish(plan)
-    jobs = [(plan, key, job) for plan in plans for key, js in plan.jobs.items() for job in js]
-    executor = _executor(workers, scheduler)
-    if executor is None:
-        for plan, key, job in jobs:
-            base = done
-            if plan.result.error is None:
-                step = (lambda n, _t, base=base: progress(base + n, total)) if progress else None
+    jobs = [(plan, key, i, job) for plan in plans for key, js in plan.jobs.items() for i, job in enumerate(js)]
+    with _CtrlC() as ctrl_c:
+        executor = _executor(workers, scheduler)
+        if executor is None:
+            for plan, key, i, job in jobs:
+                base = done
+                if plan.result.error is None:
+                    step = (lambda n, _t, base=base: progress(base + n, total)) if progress else None
+                    try:
+                        plan.parts[key][i] = run_job(job, step)
+                    except NicrigError as exc:
+                        _record_failure(plan, exc)
+                ctrl_c.check()
+                done = base + job.stop - job.start
+                if progress:
+                    progress(done, total)
+                plan.pending -= 1
+                if plan.pending == 0:
+                    finish(plan)
+            return results
+        try:
+            if hasattr(executor, "gather"):
+                owner = {executor.submit(run_job, job, pure=False): (plan, key, i, job) for plan, key, i, job in jobs}
+            else:
+                owner = {executor.submit(run_job, job): (plan, key, i, job) for plan, key, i, job in jobs}
+            for fut in _completed(executor, list(owner)):
+                plan, key, i, job = owner[fut]
                 try:
-                    plan.records[key] += run_job(job, step)
-                except NicrigError as exc:
+                    plan.parts[key][i] = fut.result()
+                except Exception as exc:  # noqa: BLE001 - a failed job fails its own file only
                     _record_failure(plan, exc)
-            done = base + job.stop - job.start
-            if progress:
-                progress(done, total)
-            plan.pending -= 1
-            if plan.pending == 0:
-                finish(plan)
-        return results
-    try:
-        if hasattr(executor, "gather"):
-            owner = {executor.submit(run_job, job, pure=False): (plan, key, job) for plan, key, job in jobs}
-        else:
-            owner = {executor.submit(run_job, job): (plan, key, job) for plan, key, job in jobs}
-        for fut in _completed(executor, list(owner)):
-            plan, key, job = owner[fut]
-            try:
-                plan.records[key] += fut.result()
-            except Exception as exc:  # noqa: BLE001 - a failed job fails its own file only
-                _record_failure(plan, exc)
-            done += job.stop - job.start
-            if progress:
-                progress(done, total)
-            plan.pending -= 1
-            if plan.pending == 0:
-                finish(plan)
-    finally:
-        if isinstance(executor, ProcessPoolExecutor):
-            executor.shutdown(wait=True, cancel_futures=True)
-        else:
-            executor.close()
+                ctrl_c.check()
+                done += job.stop - job.start
+                if progress:
+                    progress(done, total)
+                plan.pending -= 1
+                if plan.pending == 0:
+                    finish(plan)
+        finally:
+            if isinstance(executor, ProcessPoolExecutor):
+                executor.shutdown(wait=True, cancel_futures=True)
+            else:
+                executor.close()
     return results
 
 

@@ -163,6 +163,32 @@ def test_ctrl_c_keeps_finished_files_and_leaves_the_rest_whole(stream, single_pa
     assert leftovers == []
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, reported
+def test_ctrl_c_dropped_by_a_finalizer_still_stops_the_batch(stream, single_pass, tmp_path):
+    """Python drops a KeyboardInterrupt raised inside a finalizer (h5py's weak-reference callbacks run
+    often while files close); the batch still stops before the next file's tables are written."""
+    first, second = _copy(stream, tmp_path / "first.h5"), _copy(stream, tmp_path / "second.h5")
+
+    class Finalizer:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(100_000):  # the handler runs, and raises, in here
+                pass
+
+    def on_file(result: batch.FileResult) -> None:
+        if result.path == str(first):
+            Finalizer()
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            batch.decode_files([first, second], on_file=on_file)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert _tables(first) == single_pass
+    assert _tables(second) == {}
+
+
 def test_progress_reaches_the_total_and_can_cancel(stream, tmp_path):
     path = _copy(stream, tmp_path / "progress.h5")
     seen: list[tuple[int, int]] = []
