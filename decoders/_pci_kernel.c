@@ -81,8 +81,8 @@ typedef struct Txn {
     int bytes_known;
     int ndata;
     uint64_t data[MAX_DATA];
-    int stop, term, have_stop_clock, parity_error, frame_off, termination;
-    long long stop_clock, final_clock;
+    int stop, term, parity_error, frame_off, termination;
+    long long final_clock;
 } Txn;
 
 typedef struct { long long clock; Txn *t; long long serial; int plo, phi; } ParCheck;
@@ -106,7 +106,8 @@ typedef struct {
     int nbars, nmsi, bars_given;
     unsigned cmds_config, cmds_mem, cmds_io, cmds_mem_write;
     int cmd_dac;
-    PyObject *keys[NKEYS], *template, *cmd_names[16], *devsel_names[5], *devsel_none, *term_names[NTERMS], *kind_names[NKINDS];
+    PyObject *keys[NKEYS], *template;  /* record keys, and a dict of them in order */
+    PyObject *cmd_names[16], *devsel_names[5], *devsel_none, *term_names[NTERMS], *kind_names[NKINDS];
     /* the sample stream */
     long long next_sample;     /* absolute sample of the next row fed */
     int started;
@@ -118,7 +119,7 @@ typedef struct {
     Txn *txn;
     Txn **pending;
     Py_ssize_t npending, cap_pending;
-    ParCheck par[8];
+    ParCheck par[8];           /* pd.par_checks: one is added a clock, those before the last clock dropped */
     int npar;
     Xfer xfer[3];
     int nxfer;
@@ -447,15 +448,20 @@ static int address_phase(Kernel *k, const Pins *p, long long s, long long c)
     return 0;
 }
 
+/* The bus is idle on clock c: the transaction ended on the clock before, this one is an idle clock. */
+static int ended_before(Kernel *k, Txn *t, long long s, long long c, int I, int T, int D, int S)
+{
+    if (end_txn(k, t, c - 1, 1, s) < 0)
+        return -1;
+    idle_clock(k, I, T, D, S);
+    return 0;
+}
+
 static int second_address_phase(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
                                 int F, int I, int T, int D, int S)
 {
-    if (!F && !I) {
-        if (end_txn(k, t, c - 1, 1, s) < 0)
-            return -1;
-        idle_clock(k, I, T, D, S);
-        return 0;
-    }
+    if (!F && !I)
+        return ended_before(k, t, s, c, I, T, D, S);
     if (!F)
         t->frame_off = 1;
     if (k->have_ad_lo && t->have_addr_lo) {
@@ -516,12 +522,8 @@ static void transfer(Kernel *k, Txn *t, const Pins *p, long long c)
 static int data_clock(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
                       int F, int I, int T, int D, int S)
 {
-    if (!F && !I) {
-        if (end_txn(k, t, c - 1, 1, s) < 0)
-            return -1;
-        idle_clock(k, I, T, D, S);
-        return 0;
-    }
+    if (!F && !I)
+        return ended_before(k, t, s, c, I, T, D, S);
     if (F && t->frame_off) {
         if (end_txn(k, t, c - 1, 1, s) < 0)
             return -1;
@@ -542,22 +544,14 @@ static int data_clock(Kernel *k, Txn *t, const Pins *p, long long s, long long c
     if (I && T) {
         done = 1;
         transfer(k, t, p, c);
-        if (S && t->term == TERM_NONE) {
+        if (S && t->term == TERM_NONE)
             classify_stop(t, T, D);
-            t->have_stop_clock = 1;
-            t->stop_clock = c;
-        }
     } else if (I && S) {
         done = 1;
-        if (t->term == TERM_NONE) {
+        if (t->term == TERM_NONE)
             classify_stop(t, T, D);
-            t->have_stop_clock = 1;
-            t->stop_clock = c;
-        }
     } else if (S && !D && t->have_devsel && t->term == TERM_NONE) {
         classify_stop(t, T, D);
-        t->have_stop_clock = 1;
-        t->stop_clock = c;
         cat = 'm';
     } else if (I) {
         cat = 't';

@@ -1,4 +1,8 @@
-"""``nicrig decode``: run the sigrok decoders on capture sets and store what they find under ``decoded/``."""
+"""``nicrig decode``: decode capture sets and store what they find under ``decoded/``.
+
+A stack runs its native kernel where it has one, its sigrok decoders otherwise
+(``docs/decoders.md``, "Two layers").
+"""
 
 from __future__ import annotations
 

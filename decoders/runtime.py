@@ -202,7 +202,7 @@ def channel_bits(cls: type, call: Call) -> list[int]:
 
 
 def decoder_options(cls: type, call: Call) -> dict[str, Any]:
-    """The option values decoder ``cls`` sees: its defaults, overridden by ``call``'s values typed as sigrok-cli does."""
+    """The options decoder ``cls`` sees: its defaults, overridden by ``call``'s values typed as sigrok-cli does."""
     defaults = {o["id"]: o.get("default") for o in getattr(cls, "options", ())}
     unknown = set(call.options) - set(defaults)
     if unknown:

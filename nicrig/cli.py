@@ -24,7 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "info": ("nicrig.acquisition.info", "describe a capture set: sources, channels, tables"),
     "import": ("nicrig.acquisition.importing", "import a VCD, sigrok .sr or CSV capture into a capture set"),
     "export": ("nicrig.acquisition.exporting", "export a source of a capture set to .sr or VCD"),
-    "decode": ("nicrig.decoders.decode", "run the sigrok decoders on capture sets into decoded/ tables"),
+    "decode": ("nicrig.decoders.decode", "decode capture sets into decoded/ tables (native kernels, the sigrok decoders as reference)"),
     "events": ("nicrig.decoders.events", "print a decoded table (transactions, frames, interrupts)"),
     "decoders": ("nicrig.decoders.catalog", "list nicrig's sigrok decoders or install them for PulseView"),
     "udpmon": ("nicrig.udpmon.command",
