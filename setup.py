@@ -87,5 +87,10 @@ setup(
             ["decoders/_pci_kernel.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        Extension(
+            "nicrig.decoders._gmii_kernel",
+            ["decoders/_gmii_kernel.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
     ],
 )

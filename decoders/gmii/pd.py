@@ -283,7 +283,7 @@ class Decoder(srd.Decoder):
         if self.state_mode:
             c_next = {'skip': 1}
             c_idle = [{EN: 'h'}, {ER: 'h'}] if has_er else {EN: 'h'}
-            self.clock(0, pins)
+            self.clock(self.samplenum, pins)
         else:
             c_next = {CLK: 'r'}
             c_idle = ([{CLK: 'r', EN: 'h'}, {CLK: 'r', ER: 'h'}] if has_er

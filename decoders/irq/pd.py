@@ -135,7 +135,7 @@ class Decoder(srd.Decoder):
         c_deassert = {IRQ: 'r' if low else 'f'}
         pins = self._wait()
         if pins[IRQ] == self.active_level:
-            self.asserted, self.ss, self.partial = True, 0, True
+            self.asserted, self.ss, self.partial = True, self.samplenum, True
         while True:
             if not self.asserted:
                 self._wait(c_assert)

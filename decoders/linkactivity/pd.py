@@ -152,7 +152,7 @@ class Decoder(srd.Decoder):
         c_end = {ACT: 'f' if high else 'r'}
         pins = self._wait()
         if pins[ACT] == self.active_level:
-            self.active, self.ss, self.partial = True, 0, True
+            self.active, self.ss, self.partial = True, self.samplenum, True
         while True:
             if not self.active:
                 self._wait(c_start)

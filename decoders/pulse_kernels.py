@@ -1,0 +1,163 @@
+"""Native kernels of the one-line pulse decoders ``irq`` and ``linkactivity``, in vectorized NumPy.
+
+Both PDs (``decoders/irq/pd.py``, ``decoders/linkactivity/pd.py``) read the
+line's level on the first sample, then wait for the edge into the asserted
+level and the edge out of it, in turn. With libsigrokdecode's ``wait()`` (no
+edge on the first sample; the next search starts on the matched sample, where
+an edge cannot match again) those edges are simply every change of the line
+from one sample to the next, alternating, so a block is decoded with one
+comparison of the line against itself shifted by a sample. A pulse counts when
+both its edges fall inside the data: one under way at the first sample only
+gives its end (linkactivity's gap to the next pulse starts there), one under
+way at the end gives nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from nicrig.decoders import runtime
+from nicrig.decoders.gmii_kernel import link_rate
+
+#: linkactivity: octets of preamble and SFD a pulse includes when ``includes_preamble=yes``.
+PREAMBLE_SFD_OCTETS = 8
+#: What :class:`Pulses` gives for "no previous pulse" (samples are never negative).
+NO_PULSE = -1
+
+
+def _options(call: runtime.Call) -> dict[str, Any]:
+    return runtime.Session._options(runtime.load(call.id), call)
+
+
+def _bit(call: runtime.Call) -> int:
+    cls = runtime.load(call.id)
+    (bit,) = runtime.Session._bits(cls, call)
+    return bit
+
+
+def num_list(x: np.ndarray) -> list[int | float]:
+    """The PDs' ``num()`` of each value: an int when whole (within 1e-9), else ``round(x, 3)``.
+
+    ``round(x)`` is half-to-even in Python as in ``np.rint``; ``round(x, 3)``
+    rounds the decimal value exactly, which only Python's own does.
+    """
+    r = np.rint(x)
+    whole = np.abs(x - r) < 1e-9
+    return [int(rv) if w else round(xv, 3) for xv, rv, w in zip(x.tolist(), r.tolist(), whole.tolist())]
+
+
+def nanoseconds(samples: np.ndarray, samplerate: int) -> np.ndarray:
+    """``samples * 1e9 / samplerate`` (ns) as the PDs compute it, -1 where the sample rate is unknown."""
+    if not samplerate:
+        return np.full(samples.shape, -1.0)
+    return samples * 1e9 / samplerate
+
+
+class Pulses:
+    """Complete pulses of one row bit at one level, block by block, as the pulse PDs find them."""
+
+    def __init__(self, bit: int, active_level: int, start: int) -> None:
+        self.bit, self.active, self.next = bit, active_level, start
+        self.level: int | None = None      # the line's level on the last row seen
+        self.open: int | None = None       # start of the pulse under way
+        self.partial = False               # it was under way at the first sample
+        self.last_end = NO_PULSE           # end of the last pulse, partial ones included
+
+    def feed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ss, es, previous_end)`` of the pulses this block completes; previous_end is NO_PULSE for none."""
+        line = (rows[:, self.bit >> 3] >> (self.bit & 7)) & 1
+        if self.level is None:
+            self.level = int(line[0])
+            if self.level == self.active:
+                self.open, self.partial = self.next, True
+        changes = np.flatnonzero(line[1:] != line[:-1]) + 1
+        if line[0] != self.level:
+            changes = np.concatenate(([0], changes))
+        edges = changes.astype(np.int64) + self.next
+        self.next += len(rows)
+        self.level = int(line[-1])
+        ss, es, prev = [], [], []
+        if self.open is not None and edges.size:
+            if not self.partial:
+                ss.append(self.open)
+                es.append(int(edges[0]))
+                prev.append(self.last_end)
+            self.last_end, self.open = int(edges[0]), None
+            edges = edges[1:]
+        m = edges.size // 2
+        starts, ends = edges[0:2 * m:2], edges[1:2 * m:2]
+        before = np.concatenate(([self.last_end], ends[:-1])) if m else ends
+        if m:
+            self.last_end = int(ends[-1])
+        if edges.size % 2:
+            self.open, self.partial = int(edges[-1]), False
+        if not ss:
+            return starts, ends, before
+        return (np.concatenate((ss, starts)).astype(np.int64), np.concatenate((es, ends)).astype(np.int64),
+                np.concatenate((prev, before)).astype(np.int64))
+
+
+class IrqKernel:
+    """``irq``: one record per assertion of the interrupt line that starts and ends inside the data."""
+
+    def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None:
+        (call,) = calls
+        active = 0 if _options(call)["polarity"] == "active-low" else 1
+        self.pulses = Pulses(_bit(call), active, start)
+        self.samplerate = samplerate
+        self.records: list[dict[str, Any]] = []
+
+    def feed(self, rows: np.ndarray) -> None:
+        ss, es, _ = self.pulses.feed(rows)
+        if not ss.size:
+            return
+        ns = nanoseconds(es - ss, self.samplerate)
+        durations = num_list(ns) if self.samplerate else [-1] * ss.size
+        self.records += [{"ss": s, "es": e, "duration_ns": d} for s, e, d in zip(ss.tolist(), es.tolist(), durations)]
+
+    def finish(self) -> list[dict[str, Any]]:
+        out, self.records = self.records, []
+        return out
+
+
+class LinkActivityKernel:
+    """``linkactivity``: one record per frame-presence pulse that starts and ends inside the data."""
+
+    def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None:
+        (call,) = calls
+        options = _options(call)
+        active = 1 if options["polarity"] == "active-high" else 0
+        self.pulses = Pulses(_bit(call), active, start)
+        self.samplerate = samplerate
+        self.rate = link_rate(options["link_rate"])
+        self.overhead = PREAMBLE_SFD_OCTETS if options["includes_preamble"] == "yes" else 0
+        self.records: list[dict[str, Any]] = []
+
+    def feed(self, rows: np.ndarray) -> None:
+        ss, es, prev = self.pulses.feed(rows)
+        if not ss.size:
+            return
+        n = ss.size
+        if not self.samplerate:
+            dur = gap = est = [-1] * n
+        else:
+            ns = nanoseconds(es - ss, self.samplerate)
+            octets = ns * self.rate / 8e9 - self.overhead
+            if not np.isfinite(octets).all():
+                at = int(ss[~np.isfinite(octets)][0])
+                raise runtime.DecoderFailed(f"linkactivity-1 raised at sample {at}: a pulse of {self.rate:g} bit/s "
+                                            "has no finite size (option link_rate)")
+            dur = num_list(ns)
+            est = [max(0, int(v)) for v in np.rint(octets).tolist()]
+            known = prev != NO_PULSE
+            gaps = num_list(nanoseconds(ss - prev, self.samplerate))
+            gap = [g if k else -1 for g, k in zip(gaps, known.tolist())]
+        self.records += [{"ss": s, "es": e, "duration_ns": d, "est_bytes": b, "gap_ns": g}
+                         for s, e, d, b, g in zip(ss.tolist(), es.tolist(), dur, est, gap)]
+
+    def finish(self) -> list[dict[str, Any]]:
+        out, self.records = self.records, []
+        return out
+
