@@ -67,17 +67,17 @@ class Pulses:
 
     def feed(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(ss, es, previous_end)`` of the pulses this block completes; previous_end is NO_PULSE for none."""
-        line = (rows[:, self.bit >> 3] >> (self.bit & 7)) & 1
+        line = rows[:, self.bit >> 3] & (1 << (self.bit & 7))  # 0 or the bit's value: one pass
         if self.level is None:
-            self.level = int(line[0])
+            self.level = int(line[0] != 0)
             if self.level == self.active:
                 self.open, self.partial = self.next, True
         changes = np.flatnonzero(line[1:] != line[:-1]) + 1
-        if line[0] != self.level:
+        if (line[0] != 0) != self.level:
             changes = np.concatenate(([0], changes))
         edges = changes.astype(np.int64) + self.next
         self.next += len(rows)
-        self.level = int(line[-1])
+        self.level = int(line[-1] != 0)
         ss, es, prev = [], [], []
         if self.open is not None and edges.size:
             if not self.partial:
