@@ -144,7 +144,8 @@ class LinkActivityKernel:
             dur = gap = est = [-1] * n
         else:
             ns = nanoseconds(es - ss, self.samplerate)
-            octets = ns * self.rate / 8e9 - self.overhead
+            with np.errstate(over="ignore", invalid="ignore"):  # the PD fails on those: see below
+                octets = ns * self.rate / 8e9 - self.overhead
             if not np.isfinite(octets).all():
                 at = int(ss[~np.isfinite(octets)][0])
                 raise runtime.DecoderFailed(f"linkactivity-1 raised at sample {at}: a pulse of {self.rate:g} bit/s "

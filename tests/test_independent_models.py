@@ -229,6 +229,7 @@ def test_gmii_state_mode(gmii_sim):
     h5 = work / "gmii.h5"
     out = nicrig("import", vcd, "-o", h5, "--clock", "GTX_CLK", "--source", "mac")
     assert "bus gmii" in out
+    assert check_capture(h5, "mac", outputs=["ethernet"])
     nicrig("decode", h5)
     rows = events(h5, "mac", "ethernet")
     assert len(rows) == len(frames)
@@ -264,6 +265,7 @@ def test_gmii_timing_mode(gmii_sim):
     h5 = work / "gmii_timing.h5"
     out = nicrig("import", vcd, "-o", h5, "--source", "mac")
     assert "timing mode" in out and "tx_clk=GTX_CLK" in out
+    assert check_capture(h5, "mac", outputs=["ethernet"])
     nicrig("decode", h5)
     rows = events(h5, "mac", "ethernet")
     assert [r["length"] for r in rows] == [int(x["len"]) for x in log]

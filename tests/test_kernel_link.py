@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -151,6 +153,21 @@ def test_random_bits(p_en):
         assert_conforms(gmii_calls(p, gopts), rows, 2 * RATE, cuts=[1, 4097, 9000])
 
 
+def test_data_lines_on_a_byte_of_their_own(lanes):
+    """TXD<0..7> exactly on row byte 1 (the kernel reads it whole), EN, ER and CLK on byte 2."""
+    for timing in (False, True):
+        lane = lanes["timing"]
+        bits = lane.timing_bits() if timing else lane.state_bits()
+        wide = np.zeros((len(bits), 24), np.uint8)
+        where = {"en": 16, "er": 17, **{f"d{i}": 8 + i for i in range(8)}, "clk": 18}
+        for name, col in BITS.items():
+            if col < bits.shape[1]:
+                wide[:, where[name]] = bits[:, col]
+        pins = where if timing else {k: v for k, v in where.items() if k != "clk"}
+        got = assert_conforms(gmii_calls(pins), packed(wide), 2 * RATE if timing else RATE, cuts=[100, 101])
+        assert len(got) == len(lane.frames)
+
+
 # -- against sigrok-cli itself --------------------------------------------------------------------------------
 
 @pytest.mark.sigrok
@@ -230,8 +247,8 @@ MACS = [bytes.fromhex("02000000000a"), bytes.fromhex("02000000000b"), b"\xff" * 
 def ipv4(draw) -> bytes:
     """An IPv4 packet, mostly well formed (UDP with a nicrig header, fragments), sometimes not."""
     proto = draw(st.sampled_from([17, 17, 17, 6, 1]))
-    ihl = draw(st.sampled_from([5, 5, 5, 6, 15, 4]))
-    version = draw(st.sampled_from([4, 4, 4, 4, 6]))
+    ihl = draw(st.sampled_from([5, 5, 5, 5, 5, 6, 15, 4]))
+    version = draw(st.sampled_from([4, 4, 4, 4, 4, 4, 6]))
     more = draw(st.booleans())
     offset = draw(st.sampled_from([0, 0, 0, 1, 185, 370, 8191]))
     payload = b""
@@ -256,7 +273,7 @@ def frame(draw) -> bytes:
     ntags = draw(st.sampled_from([0, 0, 0, 0, 1, 1, 2, 9]))
     tags = b"".join(struct.pack("!HH", tpid, tci) for tpid, tci in draw(st.lists(
         st.tuples(st.sampled_from([0x8100, 0x88A8]), st.integers(0, 0xFFFF)), min_size=ntags, max_size=ntags)))
-    kind = draw(st.sampled_from(["ipv4", "ipv4", "ipv4", "pause", "pfc", "mac control", "length", "type", "raw"]))
+    kind = draw(st.sampled_from(["ipv4"] * 5 + ["pause", "pfc", "mac control", "length", "type", "raw"]))
     if kind == "ipv4":
         rest = b"\x08\x00" + draw(ipv4())
     elif kind == "pause":
@@ -359,6 +376,31 @@ def test_generated_link_activity_is_decoded():
     assert len(got) == 1 and json.loads(got[0])["fcs_ok"] is True
 
 
+def udp_fragment(ident: int, offset: int, more: bool, seq: int | None = None, src: bytes = IPS[0]) -> bytes:
+    """A frame of one fragment of a UDP datagram; the first (offset 0) carries a nicrig header if ``seq``."""
+    payload = struct.pack("!IHHII", MAGIC, 1, 0, seq, 7) + bytes(8) if seq is not None else bytes(24)
+    if offset == 0:
+        payload = struct.pack("!HHHH", 40000, 5001, 8 + len(payload) + 1000, 0) + payload
+    ip = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(payload), ident, (0x2000 if more else 0) | offset, 64, 17, 0)
+    body = (MACS[1] + MACS[0] + b"\x08\x00" + ip + src + IPS[1] + payload).ljust(60, b"\x00")
+    return body + zlib.crc32(body).to_bytes(4, "little")
+
+
+def test_fragmented_datagrams_table():
+    """Later fragments take the first's nicrig seq from a table of at most 256 datagrams, the oldest dropped
+    to make room, even for a datagram seen again (which keeps its place); the last fragment removes it."""
+    lane = Lane().idle(3)
+    for ident in range(300):
+        lane.frame(udp_fragment(ident, 0, True, seq=1000 + ident), ifg=1)
+    lane.frame(udp_fragment(299, 0, True, seq=5), ifg=1)          # seen again: drops 44, keeps its place
+    for ident in (0, 43, 44, 45, 299, 299, 120):                     # 0..43 made room for 256..299
+        lane.frame(udp_fragment(ident, 185, ident != 120), ifg=1)
+    lane.frame(udp_fragment(120, 185, True), ifg=1)                # removed by its last fragment
+    lane.frame(udp_fragment(45, 370, False, src=IPS[2]), ifg=1)    # another source: another datagram
+    got = [json.loads(x) for x in assert_conforms(gmii_calls(STATE_PINS), packed(lane.state_bits()), RATE)]
+    assert [r["seq"] for r in got[301:]] == [-1, -1, -1, 1045, 5, 5, 1120, -1, -1]
+
+
 def test_pause_time_of_any_link_rate():
     """pause_ns as the PD rounds it: whole ns as ints, else three decimals; none when it overflows."""
     lane = Lane().idle(2)
@@ -451,3 +493,19 @@ def test_a_span_decodes_as_sigrok_cli_decodes_its_samples(lanes, tmp_path):
         assert anns == [(a.ss + x, a.es + x, a.text) for a in want]
         assert anns[0][0] == x  # the pulse under way at the first sample starts there
 
+
+
+def test_imported_sigrok_session(lanes, tmp_path):
+    """A .sr session written as sigrok writes it and read with ``nicrig import`` (roles guessed by name)."""
+    lane = lanes["mixed"]
+    sr = write_session(tmp_path / "mixed.sr", CLK_CHANNELS, lane.timing_bits(), 2 * STATE_RATE)
+    h5 = tmp_path / "mixed.h5"
+    r = subprocess.run([sys.executable, "-m", "nicrig", "import", str(sr), "-o", str(h5), "--source", "lane"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with CaptureSet.open(h5) as cs:
+        source = cs.source("lane")
+        stacks = _kernel_stacks(source)
+        assert [s.output for s in stacks] == ["ethernet"]
+        lines = assert_source_conforms(source, stacks[0], block=1000)
+    assert len(lines) == len(lane.frames)
