@@ -80,6 +80,8 @@ typedef struct {
     double link_rate;
     PyObject *failed;        /* exception class for a PD failure */
     PyObject *records;       /* list of dicts */
+    PyThreadState *released; /* set while feed() runs without the GIL */
+    int busy;                /* in feed(): another thread must not feed or finish meanwhile */
     /* where we are */
     long long next;          /* absolute sample of the next row fed */
     int started, clk_old;
@@ -109,6 +111,20 @@ static void make_crc_table(void)
     }
 }
 
+/* Long blocks are scanned without the GIL (other threads, the GUI's, run
+ * meanwhile); it is taken back for each record and error. */
+static inline void gil_take(Kernel *k)
+{
+    if (k->released)
+        PyEval_RestoreThread(k->released);
+}
+
+static inline void gil_give(Kernel *k)
+{
+    if (k->released)
+        k->released = PyEval_SaveThread();
+}
+
 /* -- the gmii decoder, clock by clock ------------------------------------------------------------------ */
 
 static inline void octet(Kernel *k, uint8_t v, int er)
@@ -131,12 +147,14 @@ static int burst_start(Kernel *k, long long sn)
 {
     if (k->had_burst_end && !k->direction_valid) {
         /* The PD looks up its minimum gap by direction once a burst follows another. */
+        gil_take(k);
         PyObject *r = PyObject_Repr(k->direction);
         if (r) {
             PyErr_Format(k->failed, "gmii-1 raised at sample %lld: KeyError: %U (option direction is "
                          "neither tx nor rx)", sn, r);
             Py_DECREF(r);
         }
+        gil_give(k);
         return -1;
     }
     k->in_burst = 1;
@@ -414,7 +432,7 @@ static int header(Kernel *k, PyObject *rec, const uint8_t *d, long long n)
     return 0;
 }
 
-static int frame_record(Kernel *k, long long es)
+static int build_record(Kernel *k, long long es)
 {
     long long n = k->n;
     int fcs_ok = n >= 4 && (k->crc ^ 0xFFFFFFFFu) == CRC_RESIDUE;
@@ -434,6 +452,14 @@ static int frame_record(Kernel *k, long long es)
         r = 0;
 done:
     Py_DECREF(rec);
+    return r;
+}
+
+static int frame_record(Kernel *k, long long es)
+{
+    gil_take(k);
+    int r = build_record(k, es);
+    gil_give(k);
     return r;
 }
 
@@ -534,8 +560,17 @@ static int feed_timing(Kernel *k, const uint8_t *buf, Py_ssize_t rows, long long
     return 0;
 }
 
+static int refuse_if_busy(Kernel *k)
+{
+    if (k->busy)
+        PyErr_SetString(PyExc_RuntimeError, "the kernel is being fed in another thread");
+    return k->busy;
+}
+
 static PyObject *Kernel_feed(Kernel *k, PyObject *arg)
 {
+    if (refuse_if_busy(k))
+        return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
@@ -555,7 +590,15 @@ static PyObject *Kernel_feed(Kernel *k, PyObject *arg)
             k->en_at_start = EN(buf);
             k->clk_old = k->has_clk ? CLK(buf) : 0;
         }
+        k->busy = 1;
+        if (rows > 4096)
+            k->released = PyEval_SaveThread();
         r = k->state_mode ? feed_state(k, buf, rows, base) : feed_timing(k, buf, rows, base);
+        if (k->released) {
+            PyEval_RestoreThread(k->released);
+            k->released = NULL;
+        }
+        k->busy = 0;
         k->next += rows;
     }
     PyBuffer_Release(&view);
@@ -567,6 +610,8 @@ static PyObject *Kernel_feed(Kernel *k, PyObject *arg)
 static PyObject *Kernel_finish(Kernel *k, PyObject *unused)
 {
     /* A burst still open is a truncated frame, which the ethernet decoder does not record. */
+    if (refuse_if_busy(k))
+        return NULL;
     PyObject *out = k->records;
     k->records = PyList_New(0);
     if (!k->records) {
