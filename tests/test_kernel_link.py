@@ -18,6 +18,7 @@ import json
 import struct
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -51,6 +52,8 @@ from nicrig.acquisition.capture import CaptureSet, pack_bits
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.rig import Recording
 from nicrig.decoders import batch, runtime, spec
+from nicrig.decoders.gmii_kernel import GmiiEthernetKernel
+from nicrig.decoders.pulse_kernels import IrqKernel, LinkActivityKernel
 from nicrig.udpmon.payload import MAGIC
 from sigrok_run import decoder_spec, run_sigrok, sigrok_cli_available, write_session
 
@@ -509,3 +512,23 @@ def test_imported_sigrok_session(lanes, tmp_path):
         assert [s.output for s in stacks] == ["ethernet"]
         lines = assert_source_conforms(source, stacks[0], block=1000)
     assert len(lines) == len(lane.frames)
+
+
+def test_memory_is_bounded_by_the_block():
+    """A 4 M-octet burst (EN stuck high) and a pulse as long, fed in 64 K-row blocks: the kernels keep no
+    more than a block's worth, whatever the length (captures of 10^9 samples)."""
+    block = np.zeros((1 << 16, 3), np.uint8)
+    block[:, 0] = 0b11  # EN and ER high, data 0x00
+    block[::2, 1] = 0xFF
+    kernels = [(GmiiEthernetKernel, gmii_calls(STATE_PINS)), (IrqKernel, [runtime.Call("irq", {"irq": 0})]),
+               (LinkActivityKernel, [runtime.Call("linkactivity", {"act": 0})])]
+    for cls, calls in kernels:
+        kernel = cls(calls, RATE, 3, 0)
+        kernel.feed(block)
+        tracemalloc.start()
+        for _ in range(64):
+            kernel.feed(block)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert peak < 4 * block.nbytes, (cls.__name__, peak)
+        assert kernel.finish() == []
