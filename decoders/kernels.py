@@ -55,6 +55,9 @@ from nicrig.decoders import runtime
 #: (imported when first used). Add a line here when a kernel passes conformance.
 KERNELS: dict[tuple[str, ...], str] = {
     ("pci",): "nicrig.decoders.pci_kernel:PciKernel",
+    ("gmii", "ethernet"): "nicrig.decoders.gmii_kernel:GmiiEthernetKernel",
+    ("irq",): "nicrig.decoders.pulse_kernels:IrqKernel",
+    ("linkactivity",): "nicrig.decoders.pulse_kernels:LinkActivityKernel",
 }
 
 
@@ -128,6 +131,15 @@ def channel_bits(call: runtime.Call) -> dict[str, int]:
     cls = runtime.load(call.id)
     ids = [c["id"] for c in getattr(cls, "channels", ())] + [c["id"] for c in getattr(cls, "optional_channels", ())]
     return dict(zip(ids, runtime.channel_bits(cls, call)))
+
+
+def link_rate(value: Any) -> float:
+    """A link rate option (bit/s) as the ethernet and linkactivity PDs read it: 1 Gb/s unless a positive number."""
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        return 1e9
+    return rate if rate > 0 else 1e9
 
 
 def bit_column(rows: np.ndarray, bit: int) -> np.ndarray:

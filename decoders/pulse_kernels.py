@@ -18,34 +18,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from nicrig.decoders import runtime
-from nicrig.decoders.gmii_kernel import link_rate
+from nicrig.decoders import kernels, runtime
 
-#: linkactivity: octets of preamble and SFD a pulse includes when ``includes_preamble=yes``.
-PREAMBLE_SFD_OCTETS = 8
 #: What :class:`Pulses` gives for "no previous pulse" (samples are never negative).
 NO_PULSE = -1
 
 
-def _options(call: runtime.Call) -> dict[str, Any]:
-    return runtime.Session._options(runtime.load(call.id), call)
-
-
 def _bit(call: runtime.Call) -> int:
-    cls = runtime.load(call.id)
-    (bit,) = runtime.Session._bits(cls, call)
+    (bit,) = kernels.channel_bits(call).values()
     return bit
-
-
-def num_list(x: np.ndarray) -> list[int | float]:
-    """The PDs' ``num()`` of each value: an int when whole (within 1e-9), else ``round(x, 3)``.
-
-    ``round(x)`` is half-to-even in Python as in ``np.rint``; ``round(x, 3)``
-    rounds the decimal value exactly, which only Python's own does.
-    """
-    r = np.rint(x)
-    whole = np.abs(x - r) < 1e-9
-    return [int(rv) if w else round(xv, 3) for xv, rv, w in zip(x.tolist(), r.tolist(), whole.tolist())]
 
 
 def nanoseconds(samples: np.ndarray, samplerate: int) -> np.ndarray:
@@ -104,9 +85,10 @@ class IrqKernel:
 
     def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None:
         (call,) = calls
-        active = 0 if _options(call)["polarity"] == "active-low" else 1
+        active = 0 if kernels.options(call)["polarity"] == "active-low" else 1
         self.pulses = Pulses(_bit(call), active, start)
         self.samplerate = samplerate
+        self.num = kernels.pd_namespace(call.id)["num"]
         self.records: list[dict[str, Any]] = []
 
     def feed(self, rows: np.ndarray) -> None:
@@ -114,7 +96,7 @@ class IrqKernel:
         if not ss.size:
             return
         ns = nanoseconds(es - ss, self.samplerate)
-        durations = num_list(ns) if self.samplerate else [-1] * ss.size
+        durations = [self.num(x) for x in ns.tolist()] if self.samplerate else [-1] * ss.size
         self.records += [{"ss": s, "es": e, "duration_ns": d} for s, e, d in zip(ss.tolist(), es.tolist(), durations)]
 
     def finish(self) -> list[dict[str, Any]]:
@@ -127,12 +109,14 @@ class LinkActivityKernel:
 
     def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None:
         (call,) = calls
-        options = _options(call)
+        options = kernels.options(call)
         active = 1 if options["polarity"] == "active-high" else 0
         self.pulses = Pulses(_bit(call), active, start)
         self.samplerate = samplerate
-        self.rate = link_rate(options["link_rate"])
-        self.overhead = PREAMBLE_SFD_OCTETS if options["includes_preamble"] == "yes" else 0
+        self.rate = kernels.link_rate(options["link_rate"])
+        pd = kernels.pd_namespace(call.id)
+        self.num = pd["num"]
+        self.overhead = pd["PREAMBLE_SFD_OCTETS"] if options["includes_preamble"] == "yes" else 0
         self.records: list[dict[str, Any]] = []
 
     def feed(self, rows: np.ndarray) -> None:
@@ -150,11 +134,10 @@ class LinkActivityKernel:
                 at = int(ss[~np.isfinite(octets)][0])
                 raise runtime.DecoderFailed(f"linkactivity-1 raised at sample {at}: a pulse of {self.rate:g} bit/s "
                                             "has no finite size (option link_rate)")
-            dur = num_list(ns)
+            dur = [self.num(x) for x in ns.tolist()]
             est = [max(0, int(v)) for v in np.rint(octets).tolist()]
-            known = prev != NO_PULSE
-            gaps = num_list(nanoseconds(ss - prev, self.samplerate))
-            gap = [g if k else -1 for g, k in zip(gaps, known.tolist())]
+            gaps = nanoseconds(ss - prev, self.samplerate).tolist()
+            gap = [self.num(g) if p != NO_PULSE else -1 for g, p in zip(gaps, prev.tolist())]
         self.records += [{"ss": s, "es": e, "duration_ns": d, "est_bytes": b, "gap_ns": g}
                          for s, e, d, b, g in zip(ss.tolist(), es.tolist(), dur, est, gap)]
 

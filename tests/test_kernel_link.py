@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tracemalloc
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,19 +42,11 @@ from gmii_lanes import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_records import (
-    assert_conforms,
-    assert_source_conforms,
-    has_kernel,
-    kernel_lines,
-    pd_lines,
-)
+from kernel_conformance import assert_same, check_source, kernel_lines, pd_lines
 from nicrig.acquisition.capture import CaptureSet, pack_bits
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.rig import Recording
-from nicrig.decoders import batch, runtime, spec
-from nicrig.decoders.gmii_kernel import GmiiEthernetKernel
-from nicrig.decoders.pulse_kernels import IrqKernel, LinkActivityKernel
+from nicrig.decoders import kernels, runtime, spec
 from nicrig.udpmon.payload import MAGIC
 from sigrok_run import decoder_spec, run_sigrok, sigrok_cli_available, write_session
 
@@ -69,6 +62,34 @@ def gmii_calls(pins: dict[str, int], gmii: dict | None = None, ethernet: dict | 
 
 def packed(bits: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(pack_bits(bits))
+
+
+def blocks(rows: np.ndarray, cuts: Sequence[int] = ()) -> list[np.ndarray]:
+    """``rows`` in consecutive blocks, split before each index of ``cuts`` (empty blocks dropped)."""
+    return [piece for piece in np.split(rows, sorted(cuts)) if len(piece)]
+
+
+def pd(calls: list[runtime.Call], rows: np.ndarray, samplerate: int, start: int = 0) -> list[str]:
+    return pd_lines(calls, [rows], samplerate=samplerate, unitsize=rows.shape[1], start=start)
+
+
+def kernel(calls: list[runtime.Call], rows: np.ndarray, samplerate: int, start: int = 0,
+           cuts: Sequence[int] = ()) -> list[str]:
+    return kernel_lines(calls, blocks(rows, cuts), samplerate=samplerate, unitsize=rows.shape[1], start=start)
+
+
+def conforms(calls: list[runtime.Call], rows: np.ndarray, samplerate: int, *, start: int = 0,
+             cuts: Sequence[int] = ()) -> list[str]:
+    """The kernel gives the PD's records on ``rows`` (sample ``start`` first) fed in blocks cut at ``cuts``;
+    where the PD fails on the rows, the kernel refuses them too. Returns the PD's lines."""
+    try:
+        want = pd(calls, rows, samplerate, start)
+    except runtime.DecoderFailed:
+        with pytest.raises(runtime.DecoderFailed):
+            kernel(calls, rows, samplerate, start, cuts)
+        return []
+    assert_same(want, kernel(calls, rows, samplerate, start, cuts), f"{calls[0].id} from sample {start}")
+    return want
 
 
 # -- the decoder tests' lanes -----------------------------------------------------------------------------------
@@ -109,7 +130,7 @@ def test_decoder_test_lanes(lanes, lane_name, variant):
     rate = 2 * RATE if timing else RATE
     rng = np.random.default_rng(len(rows))
     cuts = np.sort(rng.choice(np.arange(1, len(rows)), size=min(40, len(rows) - 1), replace=False))
-    got = assert_conforms(gmii_calls(pins, gopts, eopts), rows, rate, cuts=cuts, pd_cuts=())
+    got = conforms(gmii_calls(pins, gopts, eopts), rows, rate, cuts=cuts)
     if lane_name in ("mixed", "timing") and variant in ("state", "timing"):
         assert len(got) == len(lane.frames)  # the lane is decoded at all: the comparison is not vacuous
 
@@ -118,9 +139,9 @@ def test_one_row_blocks(lanes):
     """State carried across blocks of a single row each (a frame spans thousands of them)."""
     for name in ("mixed", "error symbols"):
         rows = packed(lanes[name].state_bits())
-        assert_conforms(gmii_calls(STATE_PINS), rows, RATE, cuts=range(1, len(rows)), pd_cuts=())
+        conforms(gmii_calls(STATE_PINS), rows, RATE, cuts=range(1, len(rows)))
     rows = packed(lanes["timing"].timing_bits())
-    assert_conforms(gmii_calls(BITS), rows, 2 * RATE, cuts=range(1, len(rows)), pd_cuts=())
+    conforms(gmii_calls(BITS), rows, 2 * RATE, cuts=range(1, len(rows)))
 
 
 @pytest.mark.parametrize("timing", [False, True])
@@ -135,10 +156,10 @@ def test_captures_cut_at_random_points(lanes, timing):
     starts = [ss + k for ss, _, _, _ in lane.frames[:3] for k in (0, 1, 3, 7, 8, 9)]
     cuts = [1, 2, 9, 27, 28, 30, *rng.integers(1, len(rows), 12).tolist()]
     for cut in cuts:
-        assert_conforms(calls, rows[:cut], rate)
+        conforms(calls, rows[:cut], rate)
     for cut in cuts + [(2 * s + 1 if timing else s) for s in starts]:
-        assert_conforms(calls, rows[cut:], rate)
-        assert_conforms(calls, rows[cut:], rate, start=cut, cuts=[5, 600])
+        conforms(calls, rows[cut:], rate)
+        conforms(calls, rows[cut:], rate, start=cut, cuts=[5, 600])
 
 
 @pytest.mark.parametrize("p_en", [0.5, 0.97])
@@ -153,7 +174,7 @@ def test_random_bits(p_en):
     pins = {name: int(order[col]) for name, col in BITS.items()}
     for p, gopts in ((pins, {}), ({k: v for k, v in pins.items() if k != "clk"}, {"direction": "rx"}),
                      (pins, {"clock": "state"})):
-        assert_conforms(gmii_calls(p, gopts), rows, 2 * RATE, cuts=[1, 4097, 9000])
+        conforms(gmii_calls(p, gopts), rows, 2 * RATE, cuts=[1, 4097, 9000])
 
 
 def test_data_lines_on_a_byte_of_their_own(lanes):
@@ -167,7 +188,7 @@ def test_data_lines_on_a_byte_of_their_own(lanes):
             if col < bits.shape[1]:
                 wide[:, where[name]] = bits[:, col]
         pins = where if timing else {k: v for k, v in where.items() if k != "clk"}
-        got = assert_conforms(gmii_calls(pins), packed(wide), 2 * RATE if timing else RATE, cuts=[100, 101])
+        got = conforms(gmii_calls(pins), packed(wide), 2 * RATE if timing else RATE, cuts=[100, 101])
         assert len(got) == len(lane.frames)
 
 
@@ -185,7 +206,7 @@ def test_kernel_equals_sigrok_cli(lanes, tmp_path):
         stack = [decoder_spec("gmii", {**PIN_MAP, **extra}), "ethernet"]
         want = run_sigrok(path, stack, binary="ethernet=records").check().stdout.decode().splitlines()
         pins = {k: channels.index(v) for k, v in {**PIN_MAP, **extra}.items()}
-        got = kernel_lines(gmii_calls(pins), [packed(bits)], rate, packed(bits).shape[1])
+        got = kernel(gmii_calls(pins), packed(bits), rate)
         assert got == want, name
         assert want or name == "random"
 
@@ -219,7 +240,7 @@ def simulated(tmp_path_factory) -> dict[str, Path]:
 
 
 def _kernel_stacks(source) -> list[spec.Stack]:
-    return [s for s in spec.auto_stacks(source) if has_kernel(s)]
+    return [s for s in spec.auto_stacks(source) if kernels.kernel_for(kernels.stack_key(s.calls))]
 
 
 @pytest.mark.parametrize("name", [*SIMULATIONS, "pause stream"])
@@ -228,12 +249,8 @@ def test_simulated_sources_whole_and_in_chunks(simulated, name):
     with CaptureSet.open(simulated[name]) as cs:
         for source in cs.sources.values():
             for stack in _kernel_stacks(source):
-                lines = assert_source_conforms(source, stack, block=4099)
+                lines = check_source(source, stack)  # whole, in blocks, on every span the planner cuts
                 seen.setdefault(stack.output, []).extend(json.loads(x) for x in lines)
-                chunks = batch.plan_chunks(source, stack, max(4 * batch.QUIET_CLOCKS, source.num_samples // 5))
-                assert len(chunks) > 1 or len(lines) < 2
-                for start, stop, _, _ in chunks:
-                    assert_source_conforms(source, stack, start, stop)
     # Each capture exercises what it was made for: frames both ways, interrupts, link activity, PAUSE.
     assert seen.get("ethernet") and seen.get("linkactivity") and seen.get("irq")
     if name == "pause stream":
@@ -366,7 +383,7 @@ def test_generated_link_activity(lane, data):
     cuts = data.draw(st.lists(st.integers(1, max(1, len(span) - 1)), max_size=6), "block cuts")
     start = data.draw(st.sampled_from([0, head, 10**9 + head]), "start")
     rate = data.draw(st.sampled_from([RATE, 2 * RATE, 10**9, 1]), "samplerate")
-    assert_conforms(gmii_calls(pins, gopts, eopts), span, rate, start=start, cuts=cuts, pd_cuts=())
+    conforms(gmii_calls(pins, gopts, eopts), span, rate, start=start, cuts=cuts)
 
 
 def test_generated_link_activity_is_decoded():
@@ -375,7 +392,7 @@ def test_generated_link_activity_is_decoded():
     body = struct.pack("!6s6sH", MACS[0], MACS[1], 0x0800) + bytes([0x45]) + bytes(40)
     lane.burst(PREAMBLES["standard"] + body + zlib.crc32(body).to_bytes(4, "little"))
     lane.idle(12)
-    got = assert_conforms(gmii_calls(STATE_PINS), packed(lane.state_bits()), RATE)
+    got = conforms(gmii_calls(STATE_PINS), packed(lane.state_bits()), RATE)
     assert len(got) == 1 and json.loads(got[0])["fcs_ok"] is True
 
 
@@ -400,7 +417,7 @@ def test_fragmented_datagrams_table():
         lane.frame(udp_fragment(ident, 185, ident != 120), ifg=1)
     lane.frame(udp_fragment(120, 185, True), ifg=1)                # removed by its last fragment
     lane.frame(udp_fragment(45, 370, False, src=IPS[2]), ifg=1)    # another source: another datagram
-    got = [json.loads(x) for x in assert_conforms(gmii_calls(STATE_PINS), packed(lane.state_bits()), RATE)]
+    got = [json.loads(x) for x in conforms(gmii_calls(STATE_PINS), packed(lane.state_bits()), RATE)]
     assert [r["seq"] for r in got[301:]] == [-1, -1, -1, 1045, 5, 5, 1120, -1, -1]
 
 
@@ -412,7 +429,7 @@ def test_pause_time_of_any_link_rate():
         lane.frame(body + zlib.crc32(body).to_bytes(4, "little"))
     rows = packed(lane.state_bits())
     for rate in ("1e9", "7", "3e9", "1e-300", "inf", "1e-9"):
-        got = assert_conforms(gmii_calls(STATE_PINS, ethernet={"link_rate": rate}), rows, RATE)
+        got = conforms(gmii_calls(STATE_PINS, ethernet={"link_rate": rate}), rows, RATE)
         # At 1e-300 bit/s every pause_time but 0 overflows: the PD drops those frames' records.
         assert len(got) == (1 if rate == "1e-300" else 5), rate
 
@@ -423,11 +440,11 @@ def test_direction_neither_tx_nor_rx_fails_at_the_second_frame():
     rows = packed(lane.state_bits())
     calls = gmii_calls(STATE_PINS, {"direction": "up"})
     with pytest.raises(runtime.DecoderFailed):
-        pd_lines(calls, [rows], RATE)
+        pd(calls, rows, RATE)
     with pytest.raises(runtime.DecoderFailed, match="direction"):
-        kernel_lines(calls, [rows], RATE, rows.shape[1])
+        kernel(calls, rows, RATE)
     first = rows[:lane.frames[1][0]]
-    assert assert_conforms(calls, first, RATE) and json.loads(pd_lines(calls, [first], RATE)[0])["direction"] == "up"
+    assert conforms(calls, first, RATE) and json.loads(pd(calls, first, RATE)[0])["direction"] == "up"
 
 
 # -- irq and linkactivity ----------------------------------------------------------------------------------
@@ -454,7 +471,7 @@ def test_generated_pulses(runs, first, data):
             "includes_preamble": data.draw(st.sampled_from(["yes", "no", "maybe"]), "preamble"),
             "link_rate": data.draw(st.sampled_from(["1e9", "1e8", "3", "0", "nan", "inf", "1e308", "-2"]), "rate")}
     for call in (runtime.Call("irq", {"irq": bit}, irq), runtime.Call("linkactivity", {"act": bit}, link)):
-        assert_conforms([call], rows, rate, start=start, cuts=cuts, pd_cuts=())
+        conforms([call], rows, rate, start=start, cuts=cuts)
 
 
 def test_pulse_lines_of_the_decoder_tests():
@@ -466,7 +483,7 @@ def test_pulse_lines_of_the_decoder_tests():
         rows = pulse_rows(runs, first, 1, 0, rng)
         for call in (runtime.Call("irq", {"irq": 0}), runtime.Call("linkactivity", {"act": 0}),
                      runtime.Call("linkactivity", {"act": 0}, {"includes_preamble": "no", "link_rate": "1e8"})):
-            assert assert_conforms([call], rows, rate, cuts=[3, 500])
+            assert conforms([call], rows, rate, cuts=[3, 500])
 
 
 # -- the PDs on spans that start inside a frame or a pulse -------------------------------------------------
@@ -483,7 +500,7 @@ def test_a_span_decodes_as_sigrok_cli_decodes_its_samples(lanes, tmp_path):
         path = write_session(tmp_path / f"span{x}.sr", CHANNELS, lane.state_bits()[x:], STATE_RATE)
         want = run_sigrok(path, [decoder_spec("gmii", PIN_MAP), "ethernet"], binary="ethernet=records").check()
         shifted = [dict(r, ss=r["ss"] + x, es=r["es"] + x) for r in want.json_lines()]
-        got = [json.loads(line) for line in pd_lines(gmii_calls(STATE_PINS), [rows[x:]], RATE, start=x)]
+        got = [json.loads(line) for line in pd(gmii_calls(STATE_PINS), rows[x:], RATE, start=x)]
         assert got == shifted and got[0]["ss"] == x
     line = np.repeat(np.array([0, 1, 0, 1, 0], np.uint8), [50, 400, 100, 300, 50])
     for dec, pins, x in (("irq", {"irq": "L"}, 20), ("linkactivity", {"act": "L"}, 100)):
@@ -510,7 +527,7 @@ def test_imported_sigrok_session(lanes, tmp_path):
         source = cs.source("lane")
         stacks = _kernel_stacks(source)
         assert [s.output for s in stacks] == ["ethernet"]
-        lines = assert_source_conforms(source, stacks[0], block=1000)
+        lines = check_source(source, stacks[0])
     assert len(lines) == len(lane.frames)
 
 
@@ -520,15 +537,14 @@ def test_memory_is_bounded_by_the_block():
     block = np.zeros((1 << 16, 3), np.uint8)
     block[:, 0] = 0b11  # EN and ER high, data 0x00
     block[::2, 1] = 0xFF
-    kernels = [(GmiiEthernetKernel, gmii_calls(STATE_PINS)), (IrqKernel, [runtime.Call("irq", {"irq": 0})]),
-               (LinkActivityKernel, [runtime.Call("linkactivity", {"act": 0})])]
-    for cls, calls in kernels:
-        kernel = cls(calls, RATE, 3, 0)
-        kernel.feed(block)
+    for calls in (gmii_calls(STATE_PINS), [runtime.Call("irq", {"irq": 0})],
+                  [runtime.Call("linkactivity", {"act": 0})]):
+        k = kernels.kernel_for(kernels.stack_key(calls))(calls, RATE, 3, 0)
+        k.feed(block)
         tracemalloc.start()
         for _ in range(64):
-            kernel.feed(block)
+            k.feed(block)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        assert peak < 4 * block.nbytes, (cls.__name__, peak)
-        assert kernel.finish() == []
+        assert peak < 4 * block.nbytes, (calls[0].id, peak)
+        assert k.finish() == []
