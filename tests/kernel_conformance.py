@@ -19,6 +19,7 @@ PD's lines (so a test can also check that the capture exercised something).
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -53,6 +54,17 @@ def kernel_lines(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *,
     """The kernel's records, each serialized as the PD serializes its records."""
     records = kernels.run(calls, blocks, samplerate=samplerate, unitsize=unitsize, start=start)
     return [json.dumps(r, separators=(", ", ": ")) for r in records]
+
+
+def peak_memory(kernel: kernels.Kernel, block: np.ndarray, times: int) -> int:
+    """Peak bytes Python allocated (tracemalloc) while ``kernel`` was fed ``block`` ``times`` more times."""
+    tracemalloc.start()
+    try:
+        for _ in range(times):
+            kernel.feed(block)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def assert_same(reference: list[str], kernel: list[str], where: str) -> None:

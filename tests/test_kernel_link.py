@@ -18,7 +18,6 @@ import json
 import struct
 import subprocess
 import sys
-import tracemalloc
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +41,7 @@ from gmii_lanes import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_conformance import assert_same, check_source, kernel_lines, pd_lines
+from kernel_conformance import assert_same, check_source, kernel_lines, pd_lines, peak_memory
 from nicrig.acquisition.capture import CaptureSet, pack_bits
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.rig import Recording
@@ -541,10 +540,6 @@ def test_memory_is_bounded_by_the_block():
                   [runtime.Call("linkactivity", {"act": 0})]):
         k = kernels.kernel_for(kernels.stack_key(calls))(calls, RATE, 3, 0)
         k.feed(block)
-        tracemalloc.start()
-        for _ in range(64):
-            k.feed(block)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+        peak = peak_memory(k, block, 64)
         assert peak < 4 * block.nbytes, (calls[0].id, peak)
         assert k.finish() == []

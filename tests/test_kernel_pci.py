@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ import pytest
 from conftest import simulate_set
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_conformance import check_capture, check_rows
+from kernel_conformance import check_capture, check_rows, peak_memory
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim.rig import Recording
 from nicrig.decoders import builtin, kernels, runtime
@@ -180,11 +179,7 @@ def test_memory_stays_bounded_by_the_block():
     assert len(block) == 1_000_000
     kernel = kernels.kernel_for(("pci",))([_call(CH32, {"clock": "state"})], 33_000_000, block.shape[1], 0)
     kernel.feed(block)
-    tracemalloc.start()
-    for _ in range(19):
-        kernel.feed(block)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    peak = peak_memory(kernel, block, 19)
     assert len(kernel.finish()) == 400
     assert peak < 1 << 20
 
