@@ -50,6 +50,7 @@ setup(
     package_dir=package_dir,
     package_data={
         "nicrig.data": ["profiles/*/*.toml", "*.json", "probemaps/*.toml", "rigs/*.toml"],
+        "nicrig.analysis": ["templates/*.j2", "templates/sections/*.j2"],
         "nicrig.decoders": ["*/*.py"],
     },
     install_requires=[
@@ -66,6 +67,7 @@ setup(
         "PySide6-Essentials>=6.5,!=6.12.0",  # 6.12.0 loses a reference to None per painter call (Python 3.11 aborts)
         "pyqtgraph>=0.13.3",
         "matplotlib>=3.6",
+        "jinja2>=3.1",
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3", "pytest-qt>=4.2"],

@@ -115,7 +115,10 @@ def _run_data(rf: Any, kind: str, prefix: str) -> Any:
     if kind == "latency":
         return rf.read_table(f"{prefix}latency/rtt")
     if kind == "stream":
-        return rf.read_table(f"{prefix}stream/points")
+        received = f"{prefix}stream/received"
+        return (rf.read_table(f"{prefix}stream/points"),
+                rf.read_table(received) if received in rf.table_names() else None,
+                rf.table_attrs(f"{prefix}stream/points"))
     if kind == "suite":
         return suite.suite_run(*(rf.read_table(f"{prefix}suite/{t}") for t in ("tests", "trials", "flows")),
                                rf.table_attrs(f"{prefix}suite/tests"))
@@ -144,7 +147,7 @@ def _results(path: Path, rf: Any, options: Any, pooled: Pooled) -> Any:
              for s, t in ((s, f"{s.prefix if s else ''}load") for s in (steps or [None])) if t in names]
     if not loads and kind == "stream" and steps is None:  # version 1: no load table
         deltas = {p: c for p, h, w, c in rf.counters() if h == "remote" and w == "delta"}
-        loads = [(None, "stream/points + counters (receiver)", load.receiver_load(runs[0][1], deltas))]
+        loads = [(None, "stream/points + counters (receiver)", load.receiver_load(runs[0][1][0], deltas))]
     addresses = _addresses(rf, names)
     settings = json.loads(rf.attrs.get("settings", "{}"))
     section = _results_section(path.name, rf, kind, names, settings, steps, runs, loads, addresses, options)
@@ -164,14 +167,18 @@ def _results_section(name: str, rf: Any, kind: str, names: set[str], settings: d
 
     remote = json.loads(rf.attrs.get("remote", "{}"))
     loopback = remote.get("interface") == "lo" or settings.get("host") in ("127.0.0.1", "::1", "localhost")
-    link = options.link_rate_bps if options.link_rate_bps else (None if loopback else 1e9)
     mtu = int(settings.get("mtu", 1500))
+    link = _link(options, runs, kind, loopback)
+    if kind == "stream":
+        runs = [(s, report.stream_curves(points, received, {**settings, "mtu": sweeps.mtu_of(s, mtu) if s else mtu},
+                                         link, int(attrs.get("wire_overhead_bytes", 66))))
+                for s, (points, received, attrs) in runs]
     if steps is None:
         data = runs[0][1]
         if kind == "latency":
-            return report.latency_section(name, data, settings, options, loopback)
+            return report.latency_section(name, data, settings, options, loopback, rf.simulation)
         if kind == "stream":
-            return report.stream_section(name, data, settings, link)
+            return report.stream_section(name, data, link, rf.simulation)
         if kind == "suite":
             return report.suite_section(name, data)
         return report.aggregate_section(name, data, addresses)
@@ -181,11 +188,24 @@ def _results_section(name: str, rf: Any, kind: str, names: set[str], settings: d
         return report.sweep_latency_section(name, [(s, d, sweeps.mtu_of(s, mtu)) for s, d in runs],
                                             loopback=loopback, **common)
     if kind == "stream":
-        return report.sweep_stream_section(name, [(s, d, sweeps.mtu_of(s, mtu)) for s, d in runs],
-                                           link_rate_bps=link, **common)
+        return report.sweep_stream_section(name, runs, link_rate_bps=link, **common)
     if kind == "suite":
         return report.sweep_suite_section(name, runs, **common)
     return report.sweep_aggregate_section(name, runs, addresses, **common)
+
+
+def _link(options: Any, runs: list[tuple[Any, Any]], kind: str, loopback: bool) -> float | None:
+    """The link rate (bit/s) stream rates are held to: --link-rate, else the one udpmon recorded with the run
+    (``stream/points`` attribute ``link_mbps``; NaN: the interface stated none), else 1 Gbit/s unless over
+    loopback."""
+    import math
+
+    if options.link_rate_bps:
+        return options.link_rate_bps
+    if kind == "stream" and "link_mbps" in runs[0][1][2]:
+        recorded = float(runs[0][1][2]["link_mbps"])
+        return recorded * 1e6 if math.isfinite(recorded) else None
+    return None if loopback else 1e9
 
 
 def _progress(files: list[str]) -> Iterator[str]:
@@ -268,14 +288,14 @@ def _write(text: str, output: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nicrig.analysis import report
+    from nicrig.analysis import render
     from nicrig.errors import UsageError
 
     fmt = args.format or {".json": "json", ".csv": "csv"}.get(Path(args.output).suffix.lower(), "html")
     rep, failed = build(args)
     if failed == len(args.files):
         raise UsageError("no file could be analysed")
-    _write(report.RENDERERS[fmt](rep), args.output)
+    _write(render.RENDERERS[fmt](rep), args.output)
     if args.output != "-":
         print(f"wrote {args.output}: {len(rep.sections)} sections from {len(args.files) - failed} of "
               f"{len(args.files)} files", file=sys.stderr)

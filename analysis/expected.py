@@ -25,6 +25,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Literal
 
+from nicrig.analysis.citations import HUGHES_JONES
+from nicrig.analysis.quantity import measured, number
 from nicrig.errors import UsageError
 
 #: Nominal bus clocks, MHz, as exact fractions: "33 MHz" PCI runs at 33 1/3 MHz.
@@ -255,14 +257,14 @@ def interpret_slope(observed_us_per_byte: float, ci95_us_per_byte: float,
     ratio = observed_us_per_byte / expected if expected else float("nan")
     agrees = abs(excess) <= ci95_us_per_byte
     copy_bw = 2 / excess if excess > 0 else float("nan")
-    obs = f"observed slope {observed_us_per_byte:.4g} ± {ci95_us_per_byte:.2g} us/byte"
+    obs = f"The observed slope, {measured(observed_us_per_byte, ci95_us_per_byte, 'us/byte')},"
     if agrees:
-        text = f"{obs} agrees with the {expected:.4g} us/byte expected for the path."
+        text = f"{obs} agrees with the {number(expected)} us/byte expected for the path (inside its 95% interval)."
     elif excess > 0:
-        text = (f"{obs} is {ratio:.2f} x the {expected:.4g} us/byte expected: {excess:.4g} us/byte more, "
-                f"as two memory copies at ~{copy_bw:.0f} MB/s would add (seed 002 4.1.1), or data moved "
-                "inside the NIC.")
+        text = (f"{obs} is {number(ratio, decimals=2)} x the {number(expected)} us/byte expected: "
+                f"{number(excess, ci95=ci95_us_per_byte)} us/byte more, as two memory copies at "
+                f"~{number(copy_bw)} MB/s would add ({HUGHES_JONES}, §4.1.1), or data moved inside the NIC.")
     else:
-        text = (f"{obs} is below the {expected:.4g} us/byte expected: steps in the curve flatten the fit "
-                "(seed 002 6.2), or the path is faster than assumed (cut-through, wider bus).")
+        text = (f"{obs} is below the {number(expected)} us/byte expected: steps in the curve flatten the fit "
+                f"({HUGHES_JONES}, §6.2), or the path is faster than assumed (cut-through, wider bus).")
     return SlopeVerdict(observed_us_per_byte, ci95_us_per_byte, expected, ratio, excess, copy_bw, agrees, text)

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from nicrig.analysis.bus import BusActivity, FramePath
 from nicrig.analysis.cpu import CpuModelFit
-from nicrig.analysis.latency import LineFit, histogram
+from nicrig.analysis.latency import LatencyEstimate, histogram
 from nicrig.analysis.throughput import SizeCurve
 
 DPI = 100
@@ -34,35 +34,54 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def latency_vs_size(size_bytes: np.ndarray, min_us: np.ndarray, mean_us: np.ndarray,
-                    fits_min: Sequence[LineFit], fits_mean: Sequence[LineFit], mtu_frames: np.ndarray) -> bytes:
-    """RTT minimum and mean against response size, each frame count's fitted line and its slope/intercept."""
-    fig = Figure(figsize=(8, 4.5))
-    ax = fig.add_subplot()
-    ax.plot(size_bytes, mean_us, "o", ms=3, color="#1f77b4", label="mean")
-    ax.plot(size_bytes, min_us, "s", ms=3, color="#2ca02c", label="minimum")
-    for fits, colour, name in ((fits_mean, "#1f77b4", "mean"), (fits_min, "#2ca02c", "min")):
-        for f in fits:
-            x = size_bytes[mtu_frames == f.frames]
-            xs = np.array([x.min(), x.max()], dtype=np.float64)
-            ax.plot(xs, f.intercept_us + f.slope_us_per_byte * xs, "-", color=colour, lw=1.2,
-                    label=f"{name}, {f.frames} frame(s): {f.slope_us_per_byte:.4f} us/byte, "
-                          f"{f.intercept_us:.1f} us")
-    ax.set_xlabel("response size (bytes)")
-    ax.set_ylabel("round-trip time (us)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+#: Marker and colour of each statistic a visit is reduced to.
+STATISTIC_STYLE = {"minimum": ("s", "#2ca02c"), "mean": ("o", "#1f77b4"), "main mode": ("D", "#9467bd")}
+
+
+def latency_vs_size(est: LatencyEstimate) -> bytes:
+    """Each size's per-round values (mean over the rounds, 95% bars) and the lines through them per frame count
+    with their slope and intercept, suspect sizes circled: the minimum and main mode above, the mean (which the
+    long tail of round trips can put on another scale) below."""
+    from nicrig.analysis.quantity import measured
+
+    fig = Figure(figsize=(8, 6.5))
+    panels = [[st for st in ("minimum", "main mode") if st in est.values], ["mean"] if "mean" in est.values else []]
+    sizes = est.sizes.astype(np.float64)
+    axes = [fig.add_subplot(2, 1, k + 1) for k in range(2)]
+    for ax, stats in zip(axes, panels):
+        for stat in stats:
+            values = est.values[stat]
+            marker, colour = STATISTIC_STYLE[stat]
+            ci = np.where(np.isfinite(est.values_ci95[stat]), est.values_ci95[stat], 0.0)
+            ax.errorbar(sizes, values, yerr=ci, fmt=marker, ms=3, color=colour, elinewidth=0.8, capsize=1.5,
+                        label=f"{stat} per round")
+            bad = est.suspect[stat]
+            if bad.any():
+                ax.plot(sizes[bad], values[bad], "o", ms=9, mfc="none", mec="#d62728", mew=1.2, label="suspect")
+            for f in est.fits.get(stat, []):
+                x = sizes[est.frames == f.frames]
+                xs = np.array([x.min(), x.max()])
+                ax.plot(xs, f.intercept_us + f.slope_us_per_byte * xs, "-", color=colour, lw=1.2,
+                        label=f"{stat}, {f.frames} frame(s): {measured(f.slope_us_per_byte, f.slope_ci95, 'us/byte')}"
+                              f", {measured(f.intercept_us, f.intercept_ci95, 'us')}")
+        ax.set_ylabel("round-trip time (us)")
+        ax.grid(alpha=0.3)
+        if stats:
+            ax.legend(fontsize=7, loc="upper left")
+    axes[-1].set_xlabel("response size (bytes)")
+    fig.tight_layout()
     return _png(fig)
 
 
-def rtt_histograms(rtt_us: dict[int, np.ndarray], bin_us: float = 1.0) -> bytes:
-    """RTT histograms of up to four sizes, each with its FWHM marked."""
-    from nicrig.analysis.latency import fwhm
+def rtt_histograms(rtt_us: dict[int, np.ndarray], fwhm_us: Mapping[int, tuple[float, float]],
+                   bin_us: float = 1.0) -> bytes:
+    """RTT histograms of up to four sizes, each titled with its FWHM and 95% half-width."""
+    from nicrig.analysis.quantity import measured
 
     sizes = sorted(rtt_us)
     if len(sizes) > 4:
         sizes = [sizes[i] for i in np.linspace(0, len(sizes) - 1, 4).round().astype(int)]
-    fig = Figure(figsize=(8, 2.2 * len(sizes)))
+    fig = Figure(figsize=(8, 2.2 * max(len(sizes), 1)))
     for n, s in enumerate(sizes):
         ax = fig.add_subplot(len(sizes), 1, n + 1)
         edges, counts = histogram(rtt_us[s], bin_us)
@@ -71,11 +90,12 @@ def rtt_histograms(rtt_us: dict[int, np.ndarray], bin_us: float = 1.0) -> bytes:
         right = max(float(np.percentile(rtt_us[s], 95)), edges[0] + 20 * bin_us)
         beyond = int((rtt_us[s] > right).sum())
         ax.set_xlim(edges[0] - bin_us, right + bin_us)
-        ax.set_title(f"{s} bytes: FWHM {fwhm(edges, counts):.1f} us"
+        width, ci = fwhm_us.get(s, (math.nan, math.nan))
+        ax.set_title(f"{s} bytes: FWHM {measured(width, ci, 'us')}"
                      + (f" ({beyond} beyond {right:.0f} us not shown)" if beyond else ""), fontsize=9)
         ax.set_ylabel("count")
         ax.grid(alpha=0.3)
-    ax.set_xlabel("round-trip time (us)")
+        ax.set_xlabel("round-trip time (us)")
     fig.tight_layout()
     return _png(fig)
 
@@ -89,8 +109,9 @@ def throughput_vs_spacing(curves: Sequence[SizeCurve], labels: Sequence[str] | N
     fig = Figure(figsize=(8, 8))
     rate, loss, idle, irq = (fig.add_subplot(4, 1, k) for k in (1, 2, 3, 4))
     for n, c in enumerate(curves):
-        line, = rate.plot(c.spacing_us, c.user_rate_mbps, "o-", ms=3,
-                          label=labels[n] if labels is not None else f"{c.size_bytes} B")
+        ci = np.where(np.isfinite(c.user_rate_ci95_mbps), c.user_rate_ci95_mbps, 0.0)
+        line, _, _ = rate.errorbar(c.spacing_us, c.user_rate_mbps, yerr=ci, fmt="o-", ms=3, elinewidth=0.8,
+                                   capsize=1.5, label=labels[n] if labels is not None else f"{c.size_bytes} B")
         finite = np.isfinite(c.offered_mbps)
         rate.plot(c.spacing_us[finite], c.offered_mbps[finite], ":", color=line.get_color(), lw=0.8)
         loss.plot(c.spacing_us, c.loss_pct, "o-", ms=3, color=line.get_color())
@@ -110,11 +131,10 @@ def throughput_vs_spacing(curves: Sequence[SizeCurve], labels: Sequence[str] | N
     return _png(fig)
 
 
-def _lane(ax, y: float, spans: list[tuple[float, float]], colour: str, origin_ns: float,
-          separate: bool = False) -> None:
+def _lane(ax, y: float, spans: list[tuple[float, float]], colour: str, separate: bool = False) -> None:
     """Boxes on lane ``y``; ``separate`` outlines them in white so back-to-back ones stay apart."""
     if spans:
-        ax.broken_barh([((a - origin_ns) / 1000, max((b - a) / 1000, 0.02)) for a, b in spans], (y - 0.35, 0.7),
+        ax.broken_barh([(a / 1000, max((b - a) / 1000, 0.02)) for a, b in spans], (y - 0.35, 0.7),
                        facecolor=colour, edgecolor="white" if separate else colour, linewidth=0.4)
 
 
@@ -135,25 +155,25 @@ def bus_timeline(path: FramePath, sender: BusActivity, receiver: BusActivity, se
         base = len(lanes)
         lanes.extend([f"{name} CSR", f"{name} DMA", f"{name} INTA#"])
         _lane(ax, base, [(c.start_ns, c.end_ns) for c in act.clusters if c.end_ns >= t0 and c.start_ns <= t1],
-              COLOURS["csr"], t0)
+              COLOURS["csr"])
         for role in ("fetch", "receive", "writeback", "other"):
             _lane(ax, base + 1, [(t.start_ns, t.end_ns) for t in act.transfers
-                                 if t.role == role and t.end_ns >= t0 and t.start_ns <= t1], COLOURS[role], t0)
+                                 if t.role == role and t.end_ns >= t0 and t.start_ns <= t1], COLOURS[role])
         if irq is not None:
             _lane(ax, base + 2, [(float(a), float(b)) for a, b in zip(irq["t_ns"], irq["t_end_ns"])
-                                 if b >= t0 and a <= t1], COLOURS["irq"], t0)
+                                 if b >= t0 and a <= t1], COLOURS["irq"])
 
     bus_lanes("send", sender, sender_irq)
     lanes.append("wire")
     if wire is not None:
         _lane(ax, len(lanes) - 1, [(float(a), float(b)) for a, b in zip(wire["t_ns"], wire["t_end_ns"])
-                                   if b >= t0 and a <= t1], "#c7eef3", t0, separate=True)
-    _lane(ax, len(lanes) - 1, [(path.wire_start_ns, path.wire_end_ns)], COLOURS["wire"], t0)
+                                   if b >= t0 and a <= t1], "#c7eef3", separate=True)
+    _lane(ax, len(lanes) - 1, [(path.wire_start_ns, path.wire_end_ns)], COLOURS["wire"])
     bus_lanes("recv", receiver, receiver_irq)
     ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, (t1 - t0) / 1000)
-    ax.set_xlabel(f"us from {t0 / 1000:.3f} us on the capture's timeline")
+    ax.set_xlim(t0 / 1000, t1 / 1000)
+    ax.set_xlabel("time on the capture's timeline (us)")
     ax.grid(axis="x", alpha=0.3)
     handles = [ax.bar(0, 0, color=COLOURS[k], label=k) for k in ("csr", "fetch", "receive", "writeback", "irq",
                                                                 "wire")]

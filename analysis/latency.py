@@ -1,24 +1,51 @@
-"""Request-response latency: per-size statistics, histograms, and the slope/intercept fit of seed 002.
+"""Request-response latency: the one estimator of RTT against response size, and what it supports saying.
 
-Seed 002 section 3.1: the round-trip time plotted against the response size
-is a line whose slope (us/byte) is the sum of the inverse transfer rates of
-the path's store-and-forward elements, and whose intercept (us) is the sum of
-fixed latencies and per-packet processing. A response longer than one MTU
-needs further frames, which adds a step (figure 4.1): the fit is therefore
-made separately for each number of frames per response.
+Hughes-Jones et al. 2003, §3.1: the round-trip time plotted against the
+response size is a line whose slope (us/byte) is the sum of the inverse
+transfer rates of the path's store-and-forward elements, and whose intercept
+(us) is the sum of fixed latencies and per-packet processing. A response
+longer than one MTU needs further frames, which adds a step (their figure
+4.1): the fit is made separately for each number of frames per response.
+
+:func:`estimate` is the only place these numbers are computed: ``nicrig
+udpmon latency`` (its summary and the ``latency/*`` tables it stores), ``nicrig
+report`` and the GUI all call it on the singletons of ``latency/rtt``. It
+
+* reduces each *visit* (the round trips of one size in one round) to one
+  value: its minimum, its mean and, when the host has several states, the
+  median of its round trips in the main state (:mod:`nicrig.analysis.rounds`
+  fits lines through those values round by round and takes the spread of the
+  rounds' lines as the uncertainty, which holds under drift and host states);
+* names the modes of the RTT distribution (host states) from the residuals
+  about a robust baseline line (:func:`nicrig.analysis.density.modes`), and
+  says which statistic the readings use and why;
+* gives each size's statistics, its FWHM with an uncertainty
+  (:func:`nicrig.analysis.density.fwhm`), and flags suspect sizes (left out of
+  the line, listed, never silently dropped).
+
+:func:`readings` turns an estimate into sentences, and prints a physical
+reading only where the data resolve it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
+from nicrig.analysis import density, rounds
+from nicrig.analysis.citations import HUGHES_JONES as HJ2003
+from nicrig.analysis.quantity import interval, measured, number
+
 IPV4_HEADER_BYTES = 20
 UDP_HEADER_BYTES = 8
 PERCENTILES = (1, 5, 10, 25, 75, 90, 95, 99)
+#: The statistics a visit is reduced to, by the name the report and the tables give them.
+STATISTICS = ("minimum", "mean", "main mode")
+#: The percentile of each size's round trips the baseline line (for the modes) runs through.
+BASELINE_PERCENTILE = 10
 
 
 def frames_per_message(payload_bytes: int, mtu: int = 1500) -> int:
@@ -36,7 +63,11 @@ def frames_per_message(payload_bytes: int, mtu: int = 1500) -> int:
 
 @dataclass(frozen=True)
 class RttStats:
-    """Statistics of one response size's round trips, in microseconds (timeouts excluded, counted)."""
+    """Statistics of one response size's round trips over all rounds, in microseconds (timeouts excluded, counted).
+
+    ``fwhm_us`` is the full width at half maximum of the distribution's
+    highest peak, ``fwhm_ci95_us`` its 95% half-width (:func:`density.fwhm`).
+    """
 
     count: int
     timeouts: int
@@ -47,6 +78,7 @@ class RttStats:
     std_us: float
     percentiles_us: dict[int, float]
     fwhm_us: float
+    fwhm_ci95_us: float
 
 
 def histogram(rtt_us: np.ndarray, bin_us: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -60,108 +92,21 @@ def histogram(rtt_us: np.ndarray, bin_us: float = 1.0) -> tuple[np.ndarray, np.n
     return lo + bin_us * np.arange(n), counts
 
 
-def fwhm(edges_us: np.ndarray, counts: np.ndarray) -> float:
-    """Full width at half maximum of a histogram's peak, in us (seed 002 3.1: ~2 us, 1.5 us in 6.2).
-
-    The run of bins at or above half the highest count that contains the
-    highest bin, each bin counted whole (outliers elsewhere do not widen it);
-    0 for an empty histogram.
-    """
-    if counts.size == 0 or counts.max() == 0:
-        return 0.0
-    peak = int(np.argmax(counts))
-    below = counts < counts.max() / 2
-    left = peak - int(np.argmax(below[:peak][::-1])) if below[:peak].any() else 0
-    right = peak + int(np.argmax(below[peak:])) if below[peak:].any() else counts.size
-    width = edges_us[1] - edges_us[0] if edges_us.size > 1 else 1.0
-    return float((right - left) * width)
-
-
-def rtt_stats(rtt_ns: np.ndarray, bin_us: float = 1.0) -> RttStats:
+def rtt_stats(rtt_ns: np.ndarray) -> RttStats:
     """Statistics of round trips given in ns; negative entries are timeouts."""
     rtt_ns = np.asarray(rtt_ns)
     ok = rtt_ns[rtt_ns >= 0] / 1000.0
     if ok.size == 0:
         nan = float("nan")
-        return RttStats(0, int(rtt_ns.size), nan, nan, nan, nan, nan, {p: nan for p in PERCENTILES}, nan)
-    edges, counts = histogram(ok, bin_us)
+        return RttStats(0, int(rtt_ns.size), nan, nan, nan, nan, nan, {p: nan for p in PERCENTILES}, nan, nan)
+    width = density.fwhm(ok)
     return RttStats(
         count=int(ok.size), timeouts=int(rtt_ns.size - ok.size),
         min_us=float(ok.min()), mean_us=float(ok.mean()), median_us=float(np.median(ok)), max_us=float(ok.max()),
         std_us=float(ok.std(ddof=1)) if ok.size > 1 else 0.0,
         percentiles_us={p: float(v) for p, v in zip(PERCENTILES, np.percentile(ok, PERCENTILES))},
-        fwhm_us=fwhm(edges, counts),
+        fwhm_us=width.fwhm, fwhm_ci95_us=width.ci95,
     )
-
-
-@dataclass(frozen=True)
-class LineFit:
-    """RTT = intercept + slope x size over the sizes needing ``frames`` frames, with 95% confidence half-widths.
-
-    ``rejected_sizes``: sizes left out as outliers (only when the fit was asked to reject them).
-    """
-
-    frames: int
-    points: int
-    slope_us_per_byte: float
-    slope_ci95: float
-    intercept_us: float
-    intercept_ci95: float
-    r: float
-    rejected_sizes: tuple[int, ...] = ()
-
-
-#: Residuals beyond this many robust standard deviations (1.4826 x MAD about
-#: the Theil-Sen line) mark a size as an outlier: a size disturbed by other
-#: activity on the hosts, not a property of the path.
-OUTLIER_SIGMAS = 4.0
-
-
-def inliers(size_bytes: np.ndarray, rtt_us: np.ndarray, sigmas: float = OUTLIER_SIGMAS) -> np.ndarray:
-    """Mask of the points that lie near the robust (Theil-Sen) line through them.
-
-    The Theil-Sen slope (the median of pairwise slopes) ignores up to ~29% of
-    wild points, so one bad size cannot drag the line it is judged against.
-    """
-    slope = stats.theilslopes(rtt_us, size_bytes).slope
-    resid = rtt_us - slope * size_bytes
-    dev = resid - np.median(resid)  # about the line through the median residual (Theil-Sen's "joint" intercept)
-    scale = 1.4826 * np.median(np.abs(dev))
-    # an exact line has zero scatter: only then does float noise decide, so allow it
-    tolerance = max(sigmas * scale, 1e-9 * max(1.0, float(np.abs(rtt_us).max())))
-    return np.abs(dev) <= tolerance
-
-
-def fit_latency(size_bytes: np.ndarray, rtt_us: np.ndarray, mtu: int = 1500, *,
-                reject_outliers: bool = False) -> list[LineFit]:
-    """Fit RTT (us; per size, e.g. the minimum or the mean) against response size, per number of frames.
-
-    Groups with fewer than three sizes are not fitted (no confidence interval).
-    With ``reject_outliers`` the sizes far off the robust line (:func:`inliers`)
-    are left out of the least-squares fit and listed in ``rejected_sizes``.
-    """
-    size_bytes = np.asarray(size_bytes, dtype=np.float64)
-    rtt_us = np.asarray(rtt_us, dtype=np.float64)
-    keep = np.isfinite(rtt_us)
-    size_bytes, rtt_us = size_bytes[keep], rtt_us[keep]
-    frames = np.array([frames_per_message(int(s), mtu) for s in size_bytes], dtype=np.int64)
-    fits = []
-    for k in np.unique(frames):
-        x, y = size_bytes[frames == k], rtt_us[frames == k]
-        rejected: tuple[int, ...] = ()
-        if reject_outliers and x.size >= 3 and np.ptp(x) > 0:
-            good = inliers(x, y)
-            rejected = tuple(int(v) for v in x[~good])
-            x, y = x[good], y[good]
-        if x.size < 3 or np.ptp(x) == 0:
-            continue
-        res = stats.linregress(x, y)
-        t = stats.t.ppf(0.975, x.size - 2)
-        fits.append(LineFit(frames=int(k), points=int(x.size), slope_us_per_byte=float(res.slope),
-                            slope_ci95=float(t * res.stderr), intercept_us=float(res.intercept),
-                            intercept_ci95=float(t * res.intercept_stderr), r=float(res.rvalue),
-                            rejected_sizes=rejected))
-    return fits
 
 
 def rtt_by_size(rtt_table: np.ndarray) -> dict[int, np.ndarray]:
@@ -170,9 +115,194 @@ def rtt_by_size(rtt_table: np.ndarray) -> dict[int, np.ndarray]:
     return {int(s): rtt_table["rtt_ns"][sizes == s] for s in np.unique(sizes)}
 
 
-#: Seed 002: an interrupt per frame gives a request-response intercept of
-#: ~56-62 us on the hosts of 4.1.1 and 6.1.1; coalescing NICs give 168-230 us
-#: (4.2.1, 4.3.1, 5.2.1), and RTT grows by about the added coalescence (8).
+@dataclass(frozen=True)
+class LineFit:
+    """RTT = intercept + slope x size, on one statistic of the visits, over the sizes needing ``frames`` frames.
+
+    Half-widths are 95%. ``points``: sizes fitted; ``rounds``: rounds that gave
+    a line (the interval's degrees of freedom are ``rounds - 1``; one round:
+    least squares over the sizes, ``points - 2``). ``r``: correlation of the
+    per-size values with size; ``r_squared``: the share of their variance the
+    line explains; ``lack_of_fit_p``: F test of the sizes' mean deviations
+    against their round-to-round scatter. ``suspect_sizes``: flagged by
+    :mod:`nicrig.analysis.rounds`' rule and left out of the line.
+    """
+
+    statistic: str
+    frames: int
+    points: int
+    rounds: int
+    slope_us_per_byte: float
+    slope_ci95: float
+    intercept_us: float
+    intercept_ci95: float
+    r: float
+    r_squared: float
+    lack_of_fit_p: float
+    suspect_sizes: tuple[int, ...] = ()
+
+    @property
+    def explains(self) -> bool:
+        """The line accounts for at least :data:`rounds.MIN_R_SQUARED` of the per-size values' variance."""
+        return bool(self.r_squared >= rounds.MIN_R_SQUARED)
+
+    @property
+    def slope_resolved(self) -> bool:
+        """The slope is positive and its 95% interval excludes zero."""
+        return bool(self.slope_us_per_byte - self.slope_ci95 > 0)
+
+
+@dataclass(frozen=True)
+class RttMode:
+    """A mode of the round trips (a host state): RTT at the smallest size, its offset above the fastest mode's,
+    and how many of the round trips it holds (``main``: the largest share)."""
+
+    location_us: float
+    offset_us: float
+    count: int
+    share: float
+    main: bool
+
+
+@dataclass(frozen=True)
+class LatencyEstimate:
+    """Everything :func:`estimate` finds in one latency run.
+
+    Per size (arrays in ``sizes`` order): ``frames``, ``stats`` (all round
+    trips), and per statistic the value the lines go through (``values``:
+    mean over rounds of the visits' statistic) with its 95% half-width
+    (``values_ci95``, from the spread over the rounds) and whether the size
+    was flagged (``suspect``). ``fits`` per statistic, one per frame count
+    with at least three sizes. ``statistic`` is the one the readings use,
+    ``reason`` why; ``order`` how the visits were ordered (``random``,
+    ``ascending``) and ``rounds`` how many rounds there were; ``visits`` per
+    size, the rounds in which it got at least one response.
+    """
+
+    sizes: np.ndarray
+    frames: np.ndarray
+    visits: np.ndarray
+    stats: dict[int, RttStats]
+    rounds: int
+    order: str
+    values: dict[str, np.ndarray]
+    values_ci95: dict[str, np.ndarray]
+    suspect: dict[str, np.ndarray]
+    fits: dict[str, list[LineFit]]
+    modes: list[RttMode]
+    statistic: str
+    reason: str
+    round_trips: int = 0
+    timeouts: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def fit(self, statistic: str | None = None, frames: int = 1) -> LineFit | None:
+        """The fit on ``statistic`` (default: the readings') for ``frames`` frames, None when there is none."""
+        return next((f for f in self.fits.get(statistic or self.statistic, []) if f.frames == frames), None)
+
+    @property
+    def interval_method(self) -> str:
+        """How the 95% intervals were made, in words."""
+        if self.rounds >= 2:
+            return (f"spread of the {self.rounds} rounds' own lines (Student t, {self.rounds - 1} degrees of "
+                    "freedom): holds under drift and host states")
+        return "least squares over the sizes of the one round: assumes the sizes independent, which drift breaks"
+
+
+def _columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """(size, round, rtt in us with NaN for timeouts, order) of a ``latency/rtt`` table.
+
+    A table without a ``round`` column (results format 2) was measured in one
+    ascending sweep, UDPmon's order.
+    """
+    size = table["size_bytes"].astype(np.int64)
+    names = table.dtype.names
+    rnd = table["round"].astype(np.int64) if "round" in names else np.zeros(size.size, np.int64)
+    rtt = np.where(table["rtt_ns"] >= 0, table["rtt_ns"] / 1000.0, np.nan)
+    if "position" not in names:
+        return size, rnd, rtt, "ascending"
+    sizes, idx = np.unique(size, return_inverse=True)
+    ascending = np.array_equal(np.asarray(table["position"]), idx) if sizes.size else True
+    return size, rnd, rtt, "ascending" if ascending else "random"
+
+
+def _baseline(sizes: np.ndarray, frames: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """Per size, a robust line through the sizes' low percentiles within each frame count (Theil-Sen)."""
+    base = low.copy()
+    for k in np.unique(frames):
+        sel = (frames == k) & np.isfinite(low)
+        if sel.sum() >= 2:
+            slope, intercept, _, _ = stats.theilslopes(low[sel], sizes[sel])
+            base[frames == k] = intercept + slope * sizes[frames == k]
+    return base
+
+
+def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
+    """The one latency estimator: statistics, modes, per-round lines and flags of a ``latency/rtt`` table."""
+    size, rnd, rtt, order = _columns(table)
+    sizes, s_idx = np.unique(size, return_inverse=True)
+    round_ids, r_idx = np.unique(rnd, return_inverse=True)
+    n_s, n_r = sizes.size, max(round_ids.size, 1)
+    frames = np.array([frames_per_message(int(s), mtu) for s in sizes], dtype=np.int64)
+    per_size = {int(s): table["rtt_ns"][s_idx == k] for k, s in enumerate(sizes)}
+    size_stats = {s: rtt_stats(v) for s, v in per_size.items()}
+    visit = r_idx * n_s + s_idx
+    ys = {stat: rounds.group_statistic(rtt, visit, n_r * n_s, stat).reshape(n_r, n_s)
+          for stat in ("minimum", "mean")}
+    low = rounds.group_statistic(rtt, s_idx, n_s, BASELINE_PERCENTILE / 100)
+    base = _baseline(sizes.astype(np.float64), frames, low)
+    resid = rtt - base[s_idx]
+    found = density.modes(resid)
+    modes, statistic, reason = _name_modes(found, resid, sizes, base)
+    if statistic == "main mode":
+        main = next(m for m in found if m.count == max(x.count for x in found))
+        inside = np.where((resid >= main.lower) & (resid < main.upper), rtt, np.nan)
+        ys["main mode"] = rounds.group_statistic(inside, visit, n_r * n_s, "median").reshape(n_r, n_s)
+    values, values_ci, suspect, fits = {}, {}, {}, {}
+    for stat, y in ys.items():
+        values[stat] = np.full(n_s, np.nan)
+        values_ci[stat] = np.full(n_s, np.nan)
+        suspect[stat] = np.zeros(n_s, dtype=bool)
+        fits[stat] = []
+        for k in np.unique(frames):
+            cols = np.flatnonzero(frames == k)
+            lines = rounds.fit(sizes[cols].astype(np.float64), y[:, cols])
+            values[stat][cols], values_ci[stat][cols] = lines.value, lines.value_ci95
+            suspect[stat][cols] = lines.suspect
+            if int(lines.used.sum()) >= 3 and np.isfinite(lines.slope):
+                fits[stat].append(LineFit(
+                    statistic=stat, frames=int(k), points=int(lines.used.sum()), rounds=int(lines.rounds),
+                    slope_us_per_byte=float(lines.slope), slope_ci95=float(lines.slope_ci95),
+                    intercept_us=float(lines.intercept), intercept_ci95=float(lines.intercept_ci95),
+                    r=float(lines.r), r_squared=float(lines.r_squared), lack_of_fit_p=float(lines.lack_of_fit_p),
+                    suspect_sizes=tuple(int(s) for s in sizes[cols][lines.suspect])))
+    return LatencyEstimate(
+        sizes=sizes, frames=frames, visits=np.isfinite(ys["minimum"]).sum(axis=0), stats=size_stats, rounds=int(round_ids.size), order=order, values=values,
+        values_ci95=values_ci, suspect=suspect, fits=fits, modes=modes, statistic=statistic, reason=reason,
+        round_trips=int(np.isfinite(rtt).sum()), timeouts=int((~np.isfinite(rtt)).sum()))
+
+
+def _name_modes(found: list[density.Mode], resid: np.ndarray, sizes: np.ndarray, base: np.ndarray
+                ) -> tuple[list[RttMode], str, str]:
+    """The modes as RTTs at the smallest size, and the statistic the readings use, with the reason."""
+    if not found:
+        return [], "minimum", "no round trip came back"
+    main = max(range(len(found)), key=lambda i: found[i].count)
+    first = found[0].location
+    modes = [RttMode(location_us=float(base[0] + m.location), offset_us=float(m.location - first), count=m.count,
+                     share=m.share, main=i == main) for i, m in enumerate(found)]
+    if len(found) == 1:
+        return modes, "minimum", ("the round trips have one mode, and each visit's minimum is the round trip least "
+                                  f"disturbed by other activity on the hosts ({HJ2003}, §3.1)")
+    return modes, "main mode", (
+        f"the round trips have {len(found)} modes (host states); the minimum and the mean of a visit mix them, so "
+        f"each visit is reduced to the median of its round trips in the main mode, the one holding the most "
+        f"({number(100 * found[main].share, decimals=0)}%)")
+
+
+#: Hughes-Jones et al. 2003: an interrupt per frame gives a request-response intercept of ~56-62 us on the hosts
+#: of §4.1.1 and §6.1.1; coalescing NICs give 168-230 us (§4.2.1, §4.3.1, §5.2.1), and RTT grows by about the
+#: added coalescence (§8).
 NO_COALESCENCE_INTERCEPT_US = 60.0
 #: "Far above": more than this factor times the per-frame-interrupt intercept.
 COALESCENCE_FACTOR = 1.5
@@ -180,7 +310,7 @@ COALESCENCE_FACTOR = 1.5
 
 @dataclass(frozen=True)
 class InterceptVerdict:
-    """What an intercept says about interrupts (seed 002 sections 4.1.1, 4.2.1, 4.3.1, 8)."""
+    """What an intercept says about interrupts (Hughes-Jones et al. 2003, §4.1.1, §4.2.1, §4.3.1, §8)."""
 
     intercept_us: float
     intercept_ci95_us: float
@@ -194,14 +324,80 @@ def interpret_intercept(intercept_us: float, ci95_us: float,
     """Read an RTT intercept: near ``baseline_us`` an interrupt per frame, far above it interrupt coalescence."""
     excess = intercept_us - baseline_us
     suspected = intercept_us - ci95_us > COALESCENCE_FACTOR * baseline_us
+    said = measured(intercept_us, ci95_us, "us")
     if suspected:
-        text = (f"intercept {intercept_us:.1f} ± {ci95_us:.1f} us is far above the ~{baseline_us:.0f} us of an "
-                f"interrupt per frame: interrupt coalescence, adding ~{excess:.0f} us per round trip "
-                "(seed 002 4.2.1, 8).")
+        text = (f"The intercept, {said}, is far above the ~{baseline_us:.0f} us of an interrupt per frame: interrupt "
+                f"coalescence, adding ~{number(excess, ci95=ci95_us)} us per round trip ({HJ2003}, §4.2.1, §8).")
     elif intercept_us + ci95_us < COALESCENCE_FACTOR * baseline_us:
-        text = (f"intercept {intercept_us:.1f} ± {ci95_us:.1f} us: no sign of interrupt coalescence; the NIC "
-                "interrupts for each frame or the hosts are fast (seed 002 4.1.1, 6.1.1).")
+        text = (f"The intercept, {said}, shows no interrupt coalescence: the NIC interrupts for each frame, or the "
+                f"hosts are fast ({HJ2003}, §4.1.1, §6.1.1).")
     else:
-        text = (f"intercept {intercept_us:.1f} ± {ci95_us:.1f} us: too uncertain to tell whether the NIC "
-                "coalesces interrupts.")
+        text = f"The intercept, {said}, is too uncertain to tell whether the NIC coalesces interrupts."
     return InterceptVerdict(intercept_us, ci95_us, suspected, excess, text)
+
+
+def unresolved(fit: LineFit | None, est: LatencyEstimate) -> str | None:
+    """Why ``fit`` supports no physical reading (None: it does): the conditions of issue 13, point 6."""
+    if fit is None:
+        return "fewer than three single-frame sizes were measured, so there is no line to read"
+    if est.rounds < 2:
+        return (f"the sizes were measured in one {est.order} sweep, so drift of the hosts during the sweep cannot be "
+                "told from slope (measure in rounds, the default of 'nicrig udpmon latency')")
+    slope = measured(fit.slope_us_per_byte, fit.slope_ci95, "us/byte")
+    if not fit.slope_resolved:
+        where = ("its 95% interval " + interval(fit.slope_us_per_byte, fit.slope_ci95) + " includes zero"
+                 if fit.slope_us_per_byte + fit.slope_ci95 >= 0 else "it is negative, which no path can be")
+        return f"the slope on the {fit.statistic}, {slope}, is not resolved: {where}"
+    if not fit.explains:
+        return (f"the line explains only {number(100 * fit.r_squared, decimals=0)}% of the variance of the per-size "
+                f"{fit.statistic} values (the criterion is R² ≥ {rounds.MIN_R_SQUARED:g}): RTT does not follow a "
+                "straight line in size closely enough to read its slope and intercept")
+    return None
+
+
+def readings(est: LatencyEstimate, *, loopback: bool, expected_slope_us_per_byte: float | None = None,
+             path: str = "") -> list[str]:
+    """The sentences a latency run supports, every number in them one the tables show.
+
+    The fits' statistic and why; the host states; suspect sizes; then, on the
+    single-frame fit of the readings' statistic, a physical reading only when
+    :func:`unresolved` finds nothing against it, otherwise what could not be
+    resolved and why.
+    """
+    out = [f"Lines are fitted through the {est.statistic} of each visit (one size in one round): {est.reason}. "
+           f"95% intervals: {est.interval_method}."]
+    if len(est.modes) > 1:
+        smallest = int(est.sizes[0])
+        states = "; ".join(f"{number(m.location_us, decimals=1)} us ({number(100 * m.share, decimals=0)}% of the "
+                           f"round trips{', the main mode' if m.main else ''})" for m in est.modes)
+        out.append(f"The round trips fall into {len(est.modes)} modes, states of the hosts, here at {smallest}-byte "
+                   f"responses: {states}.")
+    for stat, fits in est.fits.items():
+        flagged = [s for f in fits for s in f.suspect_sizes]
+        if flagged:
+            out.append(f"Sizes {', '.join(map(str, flagged))} bytes lie off the line on the {stat}: their mean "
+                       f"residual over the rounds is beyond the {100 * rounds.FLAG_ALPHA:g}% Bonferroni bound; they "
+                       "are flagged in the table and left out of that line.")
+    fit = est.fit(frames=1)
+    why = unresolved(fit, est)
+    if why is not None:
+        out.append(f"No physical reading of the slope or intercept: {why}.")
+        if expected_slope_us_per_byte is not None:
+            out.append(f"The path {path} would give {number(expected_slope_us_per_byte)} us/byte; with the slope not "
+                       "resolved the two are not compared.")
+        return out
+    slope = measured(fit.slope_us_per_byte, fit.slope_ci95, "us/byte")
+    if loopback:
+        rate = 1 / fit.slope_us_per_byte
+        rate_ci = fit.slope_ci95 / fit.slope_us_per_byte ** 2
+        out.append(f"Over loopback no NIC, bus or wire lies on the path: the slope, {slope} (one byte per "
+                   f"{number(rate, ci95=rate_ci)} MB/s), is the cost of moving the data through the two stacks, and "
+                   f"the intercept, {measured(fit.intercept_us, fit.intercept_ci95, 'us')}, their cost per message.")
+    else:
+        out.append(interpret_intercept(fit.intercept_us, fit.intercept_ci95).text)
+    if expected_slope_us_per_byte is not None:
+        from nicrig.analysis import expected
+
+        out.append(expected.interpret_slope(fit.slope_us_per_byte, fit.slope_ci95, expected_slope_us_per_byte).text
+                   + f" (path: {path})")
+    return out

@@ -4,64 +4,85 @@ A report is a list of sections, each holding named numbers (:class:`Item`),
 tables, figures (PNG) and sentences that interpret them. Every number and
 table names its **source**: the file and the table (and columns) it was
 computed from, so a reader can recompute it from the raw rows kept there.
+Every sentence states numbers the section's tables or items show, formatted
+alike (:mod:`nicrig.analysis.quantity`), and a physical reading only where
+the data resolve it. :mod:`nicrig.analysis.render` draws the report.
 
-* udpmon latency results: per-size statistics and histograms, slope and
-  intercept per frame count on the minimum and the mean (outliers rejected),
-  observed against expected slope, what the intercept says (seed 002 3.1, 4).
-* udpmon stream results: rates, loss, CPU and interrupts against spacing, the
-  knee, the best rate against the link's (seed 002 3.2, 9.1; seed 000 3.3);
-  over all stream files, seed 004's CPU model.
+* udpmon latency results: the one latency estimator
+  (:func:`nicrig.analysis.latency.estimate`): per-size statistics, the
+  per-round values, host states, the lines per statistic and frame count
+  with intervals from the rounds, and what they support saying
+  (Hughes-Jones et al. 2003, §3.1, §4).
+* udpmon stream results: rates (recomputed from the received datagrams with
+  :func:`nicrig.analysis.throughput.receive_rate`), loss, CPU and interrupts
+  against spacing, per size and spacing over the rounds; the knee, the best
+  rate against the link's (Hughes-Jones et al. 2003, §3.2, §9.1; Pai, Rixner
+  and Kim 2004, §3.3); over all stream files, Geist et al.'s CPU model.
 * decoded capture sets: the bus-level timeline of :mod:`nicrig.analysis.bus`.
-* a CSV of microbenchmark and application throughputs: seed 000 Table 2.
+* a CSV of microbenchmark and application throughputs: Pai, Rixner and Kim 2004, Table 2.
 """
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import io
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nicrig import __version__
 from nicrig.analysis import bus, cpu, expected, figures, latency, load, suite, sweeps, throughput
+from nicrig.analysis.citations import GEIST, HUGHES_JONES, PAI, REFERENCES
+from nicrig.analysis.quantity import measured, number, setting
 from nicrig.errors import UsageError
 
-#: Frames listed one by one in a capture's timeline table (the rest in its median row).
+#: Frames listed one by one in a capture's timeline table (the rest in its median rows).
 TIMELINE_ROWS = 8
 #: PAUSE frames listed one by one.
 PAUSE_ROWS = 12
 #: A delay from DMA to INTA# above this is interrupt coalescence rather than the NIC's reaction time.
 COALESCENCE_MIN_US = 5.0
+#: Times decoded from captures are whole nanoseconds: three decimals in microseconds.
+NS_DECIMALS = 3
 
 
 @dataclass
 class Item:
-    """One number of the report, its unit, where it came from, and what was expected (if anything)."""
+    """One number of the report, its 95% half-width (if any), unit, where it came from, what was expected."""
 
     label: str
     value: Any
     unit: str
     source: str
     expected: Any = None
+    ci95: Any = None
 
 
 @dataclass
 class Table:
+    """Rows under named columns. ``uncertainty`` maps a value column to the column holding its 95% half-width
+    (the page rounds the value to it); ``decimals`` fixes a column's decimals (a measurement's resolution);
+    ``excerpt`` says which rows these are when they are not all of them ("first 8 of 2000 rows");
+    ``settings`` are columns of values the run was given (a spacing), printed as given."""
+
     title: str
     columns: list[str]
     rows: list[list[Any]]
     source: str
     note: str = ""
+    excerpt: str = ""
+    uncertainty: dict[str, str] = field(default_factory=dict)
+    decimals: dict[str, int] = field(default_factory=dict)
+    settings: tuple[str, ...] = ()
+
+
+def excerpt(shown: int, total: int, what: str = "rows") -> str:
+    """"first 8 of 2000 rows" when ``shown`` < ``total``, else nothing."""
+    return f"first {shown} of {total:,} {what}" if shown < total else ""
 
 
 @dataclass
@@ -73,12 +94,20 @@ class Chart:
 
 @dataclass
 class Section:
+    """A part of the report. ``template`` names the template that draws it (``sections/<template>.html.j2``;
+    ``generic`` draws text, items, figures and tables), ``data`` anything more such a template needs;
+    ``simulated`` says what the simulated rig modelled when no real hosts measured the file."""
+
     title: str
     file: str
     items: list[Item] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
+    template: str = "generic"
+    data: dict[str, Any] = field(default_factory=dict)
+    simulated: str = ""
+    anchor: str = ""
 
 
 @dataclass
@@ -103,155 +132,195 @@ class Options:
     probe_source: str = "probe"
 
 
-def _finite(v: Any) -> Any:
-    """NaN and infinities as None (JSON has no NaN); Fractions and NumPy scalars as plain numbers."""
-    if isinstance(v, Fraction):
-        v = float(v)
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def _num(v: float) -> str:
-    """A measured number for a sentence or a figure label: four significant figures, whole units from 1000 on."""
-    if not math.isfinite(v):
-        return "–"
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
-
-
 # -- udpmon latency ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RttSummary:
-    """One latency run from its singletons: statistics per size and the fits on minimum and mean per frame count."""
-
-    by_size: dict[int, np.ndarray]
-    stats: dict[int, latency.RttStats]
-    sizes: np.ndarray
-    frames: np.ndarray
-    mins: np.ndarray
-    means: np.ndarray
-    fits: dict[str, list[latency.LineFit]]
-
-    def one_frame(self, on: str) -> latency.LineFit | None:
-        """The fit of single-frame responses on ``minimum`` or ``mean`` (None: fewer than three such sizes)."""
-        return next((f for f in self.fits[on] if f.frames == 1), None)
+STAT_LABEL = {"minimum": "minimum", "mean": "mean", "main mode": "main-mode median"}
 
 
-def rtt_summary(rtt_table: np.ndarray, mtu: int) -> RttSummary:
-    """Per-size statistics of a ``latency/rtt`` table and its line fits, outlier sizes rejected."""
-    by_size = latency.rtt_by_size(rtt_table)
-    stats = {s: latency.rtt_stats(v) for s, v in by_size.items()}
-    sizes = np.array(sorted(stats), dtype=np.int64)
-    mins = np.array([stats[s].min_us for s in sizes])
-    means = np.array([stats[s].mean_us for s in sizes])
-    return RttSummary(by_size, stats, sizes, np.array([latency.frames_per_message(int(s), mtu) for s in sizes]),
-                      mins, means, {"minimum": latency.fit_latency(sizes, mins, mtu, reject_outliers=True),
-                                    "mean": latency.fit_latency(sizes, means, mtu, reject_outliers=True)})
+def _stats_table(est: latency.LatencyEstimate, src: str, step: str | None = None) -> Table:
+    head = ["step"] if step is not None else []
+    rows = []
+    for s, f in zip(est.sizes, est.frames):
+        st = est.stats[int(s)]
+        rows.append([*([step] if step is not None else []), int(s), int(f), st.count, st.timeouts, st.min_us,
+                     st.median_us, st.mean_us, st.percentiles_us[99], st.max_us, st.fwhm_us, st.fwhm_ci95_us])
+    return Table("RTT per response size" + (" and step" if step is not None else ""),
+                 [*head, "size (bytes)", "frames", "count", "timeouts", "min (us)", "median (us)", "mean (us)",
+                  "p99 (us)", "max (us)", "FWHM (us)", "FWHM ± 95% (us)"], rows,
+                 f"{src} (rtt_ns per size_bytes over every round; -1 = timeout); FWHM from a kernel density "
+                 "estimate at the interpolated half-maximum crossings",
+                 uncertainty={"FWHM (us)": "FWHM ± 95% (us)"},
+                 decimals={c: NS_DECIMALS for c in ("min (us)", "median (us)", "max (us)")})
 
 
-FIT_COLUMNS = ["fitted on", "frames", "sizes", "slope (us/byte)", "± 95% (us/byte)", "intercept (us)", "± 95% (us)",
-               "r", "outlier sizes left out"]
+def _rounds_table(est: latency.LatencyEstimate, src: str) -> Table:
+    stats = list(est.values)
+    columns = ["size (bytes)", "frames", "rounds"]
+    unc = {}
+    for stat in stats:
+        v, u = f"{STAT_LABEL[stat]} (us)", f"{STAT_LABEL[stat]} ± 95% (us)"
+        columns += [v, u]
+        unc[v] = u
+    columns.append("suspect (left out of the line on)")
+    rows = []
+    for k, s in enumerate(est.sizes):
+        row = [int(s), int(est.frames[k]), int(est.visits[k])]
+        for stat in stats:
+            row += [float(est.values[stat][k]), float(est.values_ci95[stat][k])]
+        row.append(", ".join(stat for stat in stats if est.suspect[stat][k]) or "–")
+        rows.append(row)
+    return Table("Per-round values the lines go through", columns, rows,
+                 f"{src}: each visit (a size in one round, latency/rtt's round column) reduced to its minimum, mean "
+                 "(and main-mode median), then the mean over the rounds with a Student t 95% interval",
+                 uncertainty=unc)
 
 
-def _fit_row(on: str, f: latency.LineFit) -> list[Any]:
-    return [on, f.frames, f.points, f.slope_us_per_byte, f.slope_ci95, f.intercept_us, f.intercept_ci95, f.r,
-            ", ".join(map(str, f.rejected_sizes)) or "none"]
+FIT_COLUMNS = ["fitted on", "frames", "sizes", "rounds", "slope (us/byte)", "slope ± 95% (us/byte)",
+               "intercept (us)", "intercept ± 95% (us)", "r", "R²", "lack of fit p", "suspect sizes left out"]
+FIT_UNCERTAINTY = {"slope (us/byte)": "slope ± 95% (us/byte)", "intercept (us)": "intercept ± 95% (us)"}
 
 
-def _fit_source(src: str) -> str:
-    return (f"{src}: least squares on each size's minimum / mean RTT; sizes more than "
-            f"{latency.OUTLIER_SIGMAS:g} robust sigmas off the Theil-Sen line left out")
+def _fit_row(f: latency.LineFit) -> list[Any]:
+    return [STAT_LABEL[f.statistic], f.frames, f.points, f.rounds, f.slope_us_per_byte, f.slope_ci95,
+            f.intercept_us, f.intercept_ci95, f.r, f.r_squared, f.lack_of_fit_p,
+            ", ".join(map(str, f.suspect_sizes)) or "none"]
+
+
+def _fit_source(src: str, est: latency.LatencyEstimate) -> str:
+    return (f"{src}: least squares through each round's per-size values, per frame count; the line is the mean of "
+            f"the rounds' lines; 95% intervals: {est.interval_method}; a size is suspect when its mean residual "
+            f"over the rounds is beyond the {100 * latency.rounds.FLAG_ALPHA:g}% Bonferroni bound")
+
+
+def _modes_table(est: latency.LatencyEstimate, src: str) -> Table:
+    return Table("Modes of the round trips (host states)",
+                 ["RTT at the smallest size (us)", "above the fastest mode (us)", "round trips", "share (%)",
+                  "main mode"],
+                 [[m.location_us, m.offset_us, m.count, 100 * m.share, "yes" if m.main else ""] for m in est.modes],
+                 f"{src}: peaks of a kernel density estimate of every round trip less a Theil-Sen line through the "
+                 f"sizes' {latency.BASELINE_PERCENTILE}th percentiles; each mode runs from valley to valley",
+                 decimals={"RTT at the smallest size (us)": 1, "above the fastest mode (us)": 1, "share (%)": 0})
+
+
+def simulated_text(simulation: dict[str, Any] | None) -> str:
+    """What a simulated file modelled, for the section's banner ("" for a run between real hosts)."""
+    if simulation is None:
+        return ""
+    said = ", ".join(f"{k} {v}" for k, v in simulation.items() if isinstance(v, (str, int, float)))
+    return "no real hosts measured this file: the simulated rig did" + (f" ({said})" if said else "")
 
 
 def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], options: Options,
-                    loopback: bool) -> Section:
-    """Latency results: statistics per size, fits per frame count, figures, interpretation."""
+                    loopback: bool, simulation: dict[str, Any] | None = None) -> Section:
+    """Latency results: statistics per size, per-round values, modes, lines per statistic, what they support."""
     src = f"{name}: latency/rtt"
-    sec = Section(f"Request-response latency: {name}", name)
+    sec = Section(f"Request-response latency: {name}", name, simulated=simulated_text(simulation))
     mtu = int(settings.get("mtu", 1500))
-    r = rtt_summary(rtt_table, mtu)
-    by_size, stats, sizes, frames, mins, means, fits = r.by_size, r.stats, r.sizes, r.frames, r.mins, r.means, r.fits
-    sec.items += [Item("response sizes", len(sizes), "", src),
-                  Item("round trips", int((rtt_table["rtt_ns"] >= 0).sum()), "", src),
-                  Item("timeouts", int((rtt_table["rtt_ns"] < 0).sum()), "", src)]
-    sec.tables.append(Table(
-        "RTT per response size", ["size (bytes)", "frames", "count", "timeouts", "min (us)", "median (us)",
-                                  "mean (us)", "p99 (us)", "max (us)", "FWHM (us)"],
-        [[int(s), int(f), stats[s].count, stats[s].timeouts, stats[s].min_us, stats[s].median_us, stats[s].mean_us,
-          stats[s].percentiles_us[99], stats[s].max_us, stats[s].fwhm_us] for s, f in zip(sizes, frames)],
-        f"{src} (rtt_ns per size_bytes; -1 = timeout)"))
-    sec.tables.append(Table("RTT = intercept + slope x size, per frame count", FIT_COLUMNS,
-                            [_fit_row(on, f) for on, fl in fits.items() for f in fl], _fit_source(src)))
-    if len(sizes):
-        sec.charts.append(Chart("RTT against response size", figures.latency_vs_size(
-            sizes, mins, means, fits["minimum"], fits["mean"], frames),
-            f"Minimum and mean RTT of each size with the fitted lines ({src})."))
+    est = latency.estimate(rtt_table, mtu)
+    sec.items += [Item("response sizes", len(est.sizes), "", src),
+                  Item("round trips", est.round_trips, "", src),
+                  Item("timeouts", est.timeouts, "", src),
+                  Item("rounds", est.rounds, "", f"{src} (round)"),
+                  Item("order of the sizes in each round", est.order, "", f"{src} (position)"
+                       + (f"; seed {settings['order_seed']} (settings)" if "order_seed" in settings else "")),
+                  Item("statistic the readings use", STAT_LABEL[est.statistic], "", src)]
+    sec.tables.append(_stats_table(est, src))
+    sec.tables.append(_rounds_table(est, src))
+    if len(est.modes) > 1:
+        sec.tables.append(_modes_table(est, src))
+    sec.tables.append(Table("RTT = intercept + slope x size, per statistic and frame count", FIT_COLUMNS,
+                            [_fit_row(f) for fl in est.fits.values() for f in fl], _fit_source(src, est),
+                            uncertainty=FIT_UNCERTAINTY))
+    if len(est.sizes):
+        sec.charts.append(Chart("RTT against response size", figures.latency_vs_size(est),
+                                f"Each size's per-round {', '.join(STAT_LABEL[s] for s in est.values)} (mean over "
+                                f"the rounds, 95% bars), the lines fitted through them per frame count (legend: "
+                                f"slope and intercept), suspect sizes circled in red ({src})."))
+        by_size = latency.rtt_by_size(rtt_table)
         sec.charts.append(Chart("RTT histograms", figures.rtt_histograms(
-            {s: v[v >= 0] / 1000 for s, v in by_size.items() if (v >= 0).any()}, float(settings.get("bin_us", 1.0))),
-            f"Round trips of up to four sizes, 1-us bins unless the run said otherwise ({src})."))
-    one = r.one_frame("minimum")
-    if one is None:
-        sec.text.append("Fewer than three single-frame sizes: no slope or intercept to interpret.")
-        return sec
-    if loopback:
-        sec.text.append(f"Measured over loopback: no NIC, bus or wire lies on the path, so the slope "
-                        f"({one.slope_us_per_byte:.4g} us/byte) is the cost of copying the data through the stack, "
-                        f"and the intercept ({one.intercept_us:.1f} us) that of the stack itself.")
-    else:
-        sec.text.append(latency.interpret_intercept(one.intercept_us, one.intercept_ci95).text)
-    if options.path:
-        slope = expected.expected_slope_us_per_byte(list(options.path), options.path_mode)
-        verdict = expected.interpret_slope(one.slope_us_per_byte, one.slope_ci95, slope)
-        sec.items.append(Item("slope, 1 frame, on minima", one.slope_us_per_byte, "us/byte", src,
-                              expected=float(slope)))
-        sec.text.append(verdict.text + f" (path: {', '.join(e.name for e in options.path)}, {options.path_mode})")
+            {s: v[v >= 0] / 1000 for s, v in by_size.items() if (v >= 0).any()},
+            {int(s): (est.stats[int(s)].fwhm_us, est.stats[int(s)].fwhm_ci95_us) for s in est.sizes},
+            float(settings.get("bin_us", 1.0))),
+            f"Round trips of up to four sizes in bins of {setting(float(settings.get('bin_us', 1.0)))} us, with "
+            f"the FWHM of the table ({src})."))
+    slope = (float(expected.expected_slope_us_per_byte(list(options.path), options.path_mode))
+             if options.path else None)
+    path = f"{', '.join(e.name for e in options.path)}, {options.path_mode}" if options.path else ""
+    one = est.fit(frames=1)
+    if slope is not None:
+        sec.items.append(Item(f"slope, 1 frame, on the {STAT_LABEL[est.statistic]}",
+                              one.slope_us_per_byte if one else None, "us/byte", src, expected=slope,
+                              ci95=one.slope_ci95 if one else None))
+    sec.text += latency.readings(est, loopback=loopback, expected_slope_us_per_byte=slope, path=path)
     return sec
 
 
 # -- udpmon stream -------------------------------------------------------------------------------
 
-BEST_COLUMNS = ["size (bytes)", "best user rate (Mbit/s)", "at spacing (us)", "no loss from (us)",
-                "link allows (Mbit/s)", "share of link (%)", "frame on wire (us)"]
-POINT_COLUMNS = ["size (bytes)", "spacing (us)", "user (Mbit/s)", "wire (Mbit/s)", "lost", "lost (%)",
-                 "receiver CPU idle (%)", "receiver interrupts per packet"]
+BEST_COLUMNS = ["size (bytes)", "best user rate (Mbit/s)", "best ± 95% (Mbit/s)", "at spacing (us)",
+                "no loss from (us)", "link allows (Mbit/s)", "share of link (%)", "share ± 95% (%)",
+                "frame on wire (us)"]
+POINT_COLUMNS = ["size (bytes)", "spacing (us)", "rounds", "user (Mbit/s)", "user ± 95% (Mbit/s)", "wire (Mbit/s)",
+                 "sent", "lost", "lost (%)", "receiver CPU idle (%)", "receiver interrupts per packet"]
+RATE_UNCERTAINTY = {"best user rate (Mbit/s)": "best ± 95% (Mbit/s)", "user (Mbit/s)": "user ± 95% (Mbit/s)",
+                    "share of link (%)": "share ± 95% (%)"}
+SPACING_COLUMNS = ("spacing (us)", "at spacing (us)", "no loss from (us)")
 
 
 def _best_row(c: throughput.SizeCurve) -> list[Any]:
-    return [c.size_bytes, c.max_user_rate_mbps, c.spacing_at_max_us, c.knee_spacing_us, c.theoretical_max_user_mbps,
-            100 * c.max_user_rate_mbps / c.theoretical_max_user_mbps, c.frame_time_on_wire_us]
+    return [c.size_bytes, c.max_user_rate_mbps, c.max_user_rate_ci95_mbps, c.spacing_at_max_us, c.knee_spacing_us,
+            c.theoretical_max_user_mbps, 100 * c.max_user_rate_mbps / c.theoretical_max_user_mbps,
+            100 * c.max_user_rate_ci95_mbps / c.theoretical_max_user_mbps, c.frame_time_on_wire_us]
 
 
 def _point_rows(c: throughput.SizeCurve) -> list[list[Any]]:
-    return [[c.size_bytes, c.spacing_us[k], c.user_rate_mbps[k], c.wire_rate_mbps[k], int(c.lost[k]), c.loss_pct[k],
-             c.receiver_cpu_idle_pct[k], c.receiver_interrupts_per_packet[k]] for k in range(c.spacing_us.size)]
+    return [[c.size_bytes, c.spacing_us[k], int(c.rounds[k]), c.user_rate_mbps[k], c.user_rate_ci95_mbps[k],
+             c.wire_rate_mbps[k], int(c.sent[k]), int(c.lost[k]), c.loss_pct[k], c.receiver_cpu_idle_pct[k],
+             c.receiver_interrupts_per_packet[k]] for k in range(c.spacing_us.size)]
 
 
 def _best_source(src: str) -> str:
-    return f"{src} (user_rate_mbps, spacing_us, lost); link maxima computed as seed 000 3.3"
+    return (f"{src} (user rates recomputed from stream/received, spacing_us, lost); link maxima computed as "
+            f"{PAI}, §3.3")
 
 
 def _point_source(src: str) -> str:
-    return f"{src} (user_rate_mbps, wire_rate_mbps, lost, remote_cpu_busy_pct, remote_interrupts, received)"
+    return (f"{src} per size and spacing over the rounds: user rate from stream/received (receive_rate: bursts "
+            "timestamped together spread back at the wire's pace, never above the link), mean over the rounds with "
+            "a Student t 95% interval (one round: the interval from the stream's blocks); wire_rate_mbps, sent, "
+            "lost, remote_cpu_busy_pct, remote_interrupts, received")
 
 
-def stream_section(name: str, points: np.ndarray, settings: dict[str, Any], link_rate_bps: float | None) -> Section:
-    src = f"{name}: stream/points"
-    sec = Section(f"Throughput against transmit spacing: {name}", name)
+def stream_curves(points: np.ndarray, received: np.ndarray | None, settings: dict[str, Any],
+                  link_rate_bps: float | None, wire_overhead: int) -> list[throughput.SizeCurve]:
+    """The per-size curves of a stream run, its rates recomputed from the raw datagrams at ``link_rate_bps``."""
     mtu = int(settings.get("mtu", 1500))
-    curves = throughput.size_curves(points, link_rate_bps=link_rate_bps, mtu=mtu)
-    sec.items.append(Item("link assumed", link_rate_bps / 1e6 if link_rate_bps else "none (loopback)",
-                          "Mbit/s" if link_rate_bps else "", "--link-rate, or the results' interface"))
-    sec.tables.append(Table("Best throughput per size (as seed 002 figure 9.1)", BEST_COLUMNS,
-                            [_best_row(c) for c in curves], _best_source(src)))
-    sec.tables.append(Table("Every point", POINT_COLUMNS, [r for c in curves for r in _point_rows(c)],
-                            _point_source(src)))
+    if received is not None:
+        points = throughput.rates_from_received(points, received, link_rate_bps=link_rate_bps, mtu=mtu,
+                                                wire_overhead=wire_overhead)
+    return throughput.size_curves(points, link_rate_bps=link_rate_bps, mtu=mtu)
+
+
+def _link_item(link_rate_bps: float | None) -> Item:
+    return Item("link the rates are held to", link_rate_bps / 1e6 if link_rate_bps else "none (no link stated)",
+                "Mbit/s" if link_rate_bps else "", "--link-rate, else the stream/points attribute link_mbps, else "
+                "1 Gbit/s (none over loopback)")
+
+
+def stream_section(name: str, curves: list[throughput.SizeCurve], link_rate_bps: float | None,
+                   simulation: dict[str, Any] | None = None) -> Section:
+    src = f"{name}: stream/points"
+    sec = Section(f"Throughput against transmit spacing: {name}", name, simulated=simulated_text(simulation))
+    sec.items.append(_link_item(link_rate_bps))
+    sec.tables.append(Table(f"Best throughput per size (as {HUGHES_JONES}, figure 9.1)", BEST_COLUMNS,
+                            [_best_row(c) for c in curves], _best_source(src), uncertainty=RATE_UNCERTAINTY,
+                            settings=SPACING_COLUMNS))
+    sec.tables.append(Table("Every size and spacing", POINT_COLUMNS, [r for c in curves for r in _point_rows(c)],
+                            _point_source(src), uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS))
     if curves:
         sec.charts.append(Chart("Throughput against transmit spacing", figures.throughput_vs_spacing(curves),
-                                f"User rate per size (dotted: the offered load, size / spacing), loss, the receiving "
-                                f"host's CPU idle time and interrupts per packet ({src})."))
+                                f"User rate per size with 95% bars (dotted: the offered load, size / spacing), loss, "
+                                f"the receiving host's CPU idle time and interrupts per packet ({src})."))
     sec.text += [throughput.interpret_curve(c) for c in curves]
     return sec
 
@@ -287,10 +356,20 @@ def _undetermined(fit: cpu.CpuModelFit) -> list[str]:
                                      ("gamma", fit.gamma_per_kinterrupt, fit.gamma_ci95)) if abs(v) <= ci]
 
 
+def _terms(fit: cpu.CpuModelFit) -> str:
+    """"0.121 N_MB - 1.51 N_KP + 45.8 N_KI", each coefficient as the table prints it."""
+    out = ""
+    for value, name in ((fit.alpha_per_mbyte, "N_MB"), (fit.beta_per_kpacket, "N_KP"),
+                        (fit.gamma_per_kinterrupt, "N_KI")):
+        sign = "-" if value < 0 else "+"
+        out += (f"{'-' if value < 0 else ''}" if not out else f" {sign} ") + f"{number(abs(value))} {name}"
+    return out
+
+
 def cpu_section(hosts: Sequence[HostLoad]) -> Section:
     """Seed 004's CPU model T = alpha N_MB + beta N_KP + gamma N_KI, fitted per host over every point given."""
     files = list(dict.fromkeys(file for h in hosts for file, _ in h.sources))
-    sec = Section("CPU model (seed 004), from the load tables", ", ".join(files))
+    sec = Section(f"CPU model ({GEIST}), from the load tables", ", ".join(files))
     rows, fits, text = [], {}, []
     for h in hosts:
         sources = ", ".join(sorted(load.interrupt_sources(h.rows)))
@@ -305,8 +384,7 @@ def cpu_section(hosts: Sequence[HostLoad]) -> Section:
         rows.append([h.host, fit.runs, fit.alpha_per_mbyte, fit.alpha_ci95, fit.beta_per_kpacket, fit.beta_ci95,
                      fit.gamma_per_kinterrupt, fit.gamma_ci95, fit.r_squared, sources,
                      f"{', '.join(loose)} undetermined (95% interval includes zero)" if loose else "fitted"])
-        text.append(f"{h.host}: T = {fit.alpha_per_mbyte:.3g} N_MB + {fit.beta_per_kpacket:.3g} N_KP + "
-                    f"{fit.gamma_per_kinterrupt:.3g} N_KI jiffies over {fit.runs} points (R² {fit.r_squared:.2f})"
+        text.append(f"{h.host}: T = {_terms(fit)} jiffies over {fit.runs} points (R² {fit.r_squared:.2f})"
                     + (f"; {', '.join(loose)} not determined by these points: their 95% interval includes zero "
                        "(a jiffy is 10 ms: run longer points over more sizes and interrupt rates)." if loose else "."))
     sec.tables.append(Table(
@@ -316,12 +394,12 @@ def cpu_section(hosts: Sequence[HostLoad]) -> Section:
         rows,
         " | ".join(f"{h.host}: {h.source}" for h in hosts)
         + " (kernel_jiffies, megabytes, kilo_packets, kilo_interrupts of each host's rows)",
-        note=f"least squares without intercept; seed 004 found {SEED004_TEXT} for TCP"))
+        note=f"least squares without intercept; {GEIST} found {SEED004_TEXT} for TCP"))
     if fits:
         sec.charts.append(Chart("Kernel CPU time: observed against the model", figures.cpu_model(fits),
                                 "Each point's system + irq + softirq jiffies on each host against its fitted model "
                                 "(the load tables named under the table)."))
-    text.append(f"Seed 004 found {SEED004_TEXT} (TCP, 1.6 GHz Pentium 4 hosts): the per-interrupt cost "
+    text.append(f"{GEIST} found {SEED004_TEXT} (TCP, 1.6 GHz Pentium 4 hosts): the per-interrupt cost "
                 "dominates, which interrupt coalescence reduces.")
     if any("host" in load.interrupt_sources(h.rows) for h in hosts):
         text.append("Where 'interrupts counted' says host, the interface has no interrupt lines of its own (veth, "
@@ -332,7 +410,7 @@ def cpu_section(hosts: Sequence[HostLoad]) -> Section:
 
 # -- udpmon suite and aggregate ------------------------------------------------------------------
 
-BENCH_COLUMNS = ["#", "test", "seed 000 figures", "size (bytes)", "best loss-free offered load", "offered unit",
+BENCH_COLUMNS = ["#", "test", f"{PAI}, figures", "size (bytes)", "best loss-free offered load", "offered unit",
                  "throughput", "unit", "theoretical maximum", "% of theoretical", "lost at best trial",
                  "sent at best trial", "loss at best trial (%)", "trials", "limited by", "status"]
 #: Bars longer than this share of the theoretical maximum are cut (TCP through memory reaches 1000s of %).
@@ -359,11 +437,11 @@ def _suite_chart(title: str, runs: Sequence[tuple[str, suite.SuiteRun]], src: st
     for label, r in runs:
         got = [next((b for b in r.benchmarks if b.name == n), None) for n in names]
         series[label] = np.array([b.percent_of_theoretical if b else math.nan for b in got])
-        notes[label] = [f"{_num(b.throughput)} of {_num(b.theoretical)} {b.unit}" if b else "" for b in got]
+        notes[label] = [f"{number(b.throughput)} of {number(b.theoretical)} {b.unit}" if b else "" for b in got]
     categories = [f"{t.seed_test}. {t.title}" for t in (suite.TESTS_BY_NAME[n] for n in names)]
     return Chart(title, figures.grouped_bars(categories, series, "% of the theoretical maximum", notes=notes,
                                              reference=100.0, cap=BAR_CAP_PCT, unit="%"),
-                 f"As seed 000 figures 5-11: each test's best throughput as a share of the most a perfect NIC could "
+                 f"As {PAI}, figures 5-11: each test's best throughput as a share of the most a perfect NIC could "
                  f"reach at the link rate, the value beside each bar; bars beyond {BAR_CAP_PCT:g}% are cut and "
                  f"labelled ({src}).")
 
@@ -387,17 +465,17 @@ def _interpret_suite(run: suite.SuiteRun) -> list[str]:
     if small and large and max(b.percent_of_theoretical for b in small) < 50 <= min(
             b.percent_of_theoretical for b in large):
         text.append("Small datagrams reach under half their maximum while large ones do not: per-frame "
-                    "overheads, not per-byte ones, limit this host (seed 000 4.2).")
+                    f"overheads, not per-byte ones, limit this host ({PAI}, §4.2).")
     for size in (1472, 18):
         three, send, recv = (by.get(f"udp-{k}-{size}") for k in ("3way", "send", "recv"))
         if all(b is not None and b.trials for b in (three, send, recv)):
             both = send.throughput + recv.throughput
             share = three.throughput / both if both > 0 else math.nan
             if math.isfinite(share):
-                text.append(f"3-way, {size}-byte datagrams: {_num(three.throughput)} Mbit/s, {100 * share:.0f}% "
-                            f"of send + receive apart ({_num(both)})"
-                            + (": send and receive paths share a limited resource (seed 000 4.3)." if share < 0.9
-                               else ": the send and receive paths do not hold each other back (seed 000 4.3)."))
+                text.append(f"3-way, {size}-byte datagrams: {number(three.throughput)} Mbit/s, {100 * share:.0f}% "
+                            f"of send + receive apart ({number(both)})"
+                            + (f": send and receive paths share a limited resource ({PAI}, §4.3)." if share < 0.9
+                               else f": the send and receive paths do not hold each other back ({PAI}, §4.3)."))
     bad = suite.disagreements(run.benchmarks)
     if bad:
         text.append(f"Rebuilt from the flows, {', '.join(bad)} differ from suite/tests: the file is "
@@ -408,11 +486,11 @@ def _interpret_suite(run: suite.SuiteRun) -> list[str]:
 def suite_section(name: str, run: suite.SuiteRun) -> Section:
     """Seed 000's microbenchmarks (figures 5-11): each test's best trial against the theoretical maximum."""
     src = _suite_source(name)
-    sec = Section(f"NIC microbenchmarks (seed 000): {name}", name)
+    sec = Section(f"NIC microbenchmarks ({PAI}): {name}", name)
     sec.items += [Item("link rate of the maxima", run.link_mbps, "Mbit/s",
                        f"{name}: suite/tests attribute link_mbps ({run.link_source})"),
                   Item("MTU of the TCP maxima", run.mtu, "bytes", f"{name}: suite/tests attribute mtu")]
-    sec.tables.append(Table("Throughput per test against the theoretical maximum (seed 000 figures 5-11)",
+    sec.tables.append(Table(f"Throughput per test against the theoretical maximum ({PAI}, figures 5-11)",
                             BENCH_COLUMNS, [_bench_row(b) for b in run.benchmarks], src,
                             note="sent: datagrams (UDP), bytes (TCP), connection attempts; offered load per flow"))
     sec.charts.append(_suite_chart("Throughput per test, % of the theoretical maximum", [(name, run)], src))
@@ -450,7 +528,7 @@ def aggregate_section(name: str, agg: suite.Aggregate, addresses: dict[str, str]
     labels = [f.label for f in agg.flows] + ["total (sum)"]
     sec.charts.append(Chart("Throughput per flow and in total", figures.grouped_bars(
         labels, {name: np.array([f.rate_mbps for f in agg.flows] + [agg.sum_rate_mbps])}, "Mbit/s at the receiver",
-        notes={name: [f"{_num(v)} Mbit/s" for v in [f.rate_mbps for f in agg.flows] + [agg.sum_rate_mbps]]}),
+        notes={name: [f"{number(v)} Mbit/s" for v in [f.rate_mbps for f in agg.flows] + [agg.sum_rate_mbps]]}),
         f"Each flow's receiver rate and their sum ({src})."))
     sec.text += _interpret_aggregate(agg)
     return sec
@@ -458,12 +536,12 @@ def aggregate_section(name: str, agg: suite.Aggregate, addresses: dict[str, str]
 
 def _interpret_aggregate(agg: suite.Aggregate) -> list[str]:
     rates = [f.rate_mbps for f in agg.flows]
-    text = [f"{len(rates)} flows, {_num(agg.sum_rate_mbps)} Mbit/s together; the slowest "
-            f"{_num(min(rates))}, the fastest {_num(max(rates))} Mbit/s"
+    text = [f"{len(rates)} flows, {number(agg.sum_rate_mbps)} Mbit/s together; the slowest "
+            f"{number(min(rates))}, the fastest {number(max(rates))} Mbit/s"
             + (f"; {agg.lost} of {agg.sent} lost." if agg.lost else ", nothing lost.")]
     if math.isfinite(agg.span_rate_mbps):
         text.append(f"Over the span from the first arrival of any flow to the last of any: "
-                    f"{_num(agg.span_rate_mbps)} Mbit/s; well below the sum, it says the flows did not all run at "
+                    f"{number(agg.span_rate_mbps)} Mbit/s; well below the sum, it says the flows did not all run at "
                     "the same time.")
     return text
 
@@ -477,25 +555,25 @@ def suite_correlation_section(runs: Sequence[tuple[str, str, suite.SuiteRun]]) -
     names = list(columns)
     labels = [label for _, label, _ in runs]
     src = f"the throughput column of the tables above ({', '.join(labels)})"
-    sec = Section("Microbenchmarks across runs (seed 000 Table 2)", ", ".join(dict.fromkeys(f for f, _, _ in runs)))
+    sec = Section(f"Microbenchmarks across runs ({PAI}, Table 2)", ", ".join(dict.fromkeys(f for f, _, _ in runs)))
     sec.tables.append(Table("Throughput per run and test", ["run", *names],
                             [[label, *[float(columns[n][k]) for n in names]] for k, label in enumerate(labels)], src))
     if dropped:
         sec.text.append(f"Left out, not measured in every run: {', '.join(dropped)}.")
     if len(runs) < 3 or len(names) < 2:
         sec.text.append(f"Correlation undetermined: {len(runs)} run(s) and {len(names)} test(s) measured in all; "
-                        "Pearson coefficients need at least 3 runs (NICs, files or sweep steps; seed 000 had six "
+                        f"Pearson coefficients need at least 3 runs (NICs, files or sweep steps; {PAI} had six "
                         "NICs) and 2 tests.")
         return sec
     corr = cpu.correlation(columns, names, names)
-    sec.tables.append(Table("Correlation coefficients between the tests (Pearson, as seed 000 Table 2)",
+    sec.tables.append(Table(f"Correlation coefficients between the tests (Pearson, as {PAI}, Table 2)",
                             ["test", *names], [[n, *corr.coefficients[k].tolist()] for k, n in enumerate(names)],
                             f"{src}; {corr.items} runs"))
     flat = [n for n in names if np.ptp(columns[n]) == 0]
     if flat:
         sec.text.append(f"{', '.join(flat)} did not vary across the runs: no coefficient (–).")
     sec.text.append(f"Over {corr.items} runs: near ±1 two tests rise and fall together across the runs, near 0 they "
-                    "do not. Seed 000 correlated each test with application throughput across six NICs; give the "
+                    f"do not. {PAI} correlated each test with application throughput across six NICs; give the "
                     "applications' numbers with --correlation for that table. Few runs make the coefficients "
                     "indications, not proof.")
     return sec
@@ -539,7 +617,7 @@ def _sweep_section(name: str, kind: str, steps: Sequence[sweeps.Step], applied: 
                          m.packets_per_interrupt, m.kernel_cpu_pct, m.kernel_jiffies_per_mbyte])
     if rows:
         sec.tables.append(Table(
-            "Host load per step (seed 004's metrics)",
+            f"Host load per step ({GEIST}'s metrics)",
             ["step", "host", "points", "seconds", "throughput, mean (Mbit/s)", "interrupts/s", "packets per interrupt",
              "kernel CPU (% of one CPU)", "kernel jiffies per MB"], rows,
             _paths(name, [s for s, _ in loads], "load")
@@ -556,82 +634,91 @@ def _is_delay(setting: str) -> bool:
 def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarray, int]], *,
                           applied: np.ndarray | None, swept: Sequence[str],
                           loads: Sequence[tuple[sweeps.Step, np.ndarray]], loopback: bool) -> Section:
-    """Latency per sweep step (seed 002 figure 8.1): mean RTT against size per setting, the fits of every step."""
+    """Latency per sweep step (Hughes-Jones et al. 2003, figure 8.1): mean RTT against size per setting, the lines
+    of every step, and each step's intercept against the first step's where both are resolved."""
     steps = [s for s, _, _ in parts]
     src = _paths(name, steps, "latency/rtt")
     sec = _sweep_section(name, "latency", steps, applied, swept, loads)
-    summaries = [(step, rtt_summary(rtt, mtu)) for step, rtt, mtu in parts]
-    rows, stacked = [], []
-    for step, r in summaries:
-        for s, f in zip(r.sizes, r.frames):
-            st = r.stats[int(s)]
-            rows.append([step.label, int(s), int(f), st.count, st.timeouts, st.min_us, st.median_us, st.mean_us,
-                         st.percentiles_us[99]])
-        mean = np.zeros(len(r.sizes), dtype=[("size_bytes", "<i8"), ("mean_us", "<f8")])
-        mean["size_bytes"], mean["mean_us"] = r.sizes, r.means
+    estimates = [(step, latency.estimate(rtt, mtu)) for step, rtt, mtu in parts]
+    stats = [_stats_table(est, src, step.label) for step, est in estimates]
+    sec.tables.append(Table(stats[0].title, stats[0].columns, [r for t in stats for r in t.rows], stats[0].source,
+                            uncertainty=stats[0].uncertainty, decimals=stats[0].decimals))
+    first_step, first = estimates[0]
+    base = {(f.statistic, f.frames): f.intercept_us for fl in first.fits.values() for f in fl}
+    fit_rows = [[step.label, *_fit_row(f), f.intercept_us - base.get((f.statistic, f.frames), math.nan)]
+                for step, est in estimates for fl in est.fits.values() for f in fl]
+    sec.tables.append(Table("RTT = intercept + slope x size, per step, statistic and frame count",
+                            ["step", *FIT_COLUMNS, f"intercept - {first_step.label}'s (us)"], fit_rows,
+                            _fit_source(src, first), uncertainty=FIT_UNCERTAINTY))
+    stacked = []
+    for step, est in estimates:
+        mean = np.zeros(len(est.sizes), dtype=[("size_bytes", "<i8"), ("mean_us", "<f8")])
+        mean["size_bytes"], mean["mean_us"] = est.sizes, [est.stats[int(x)].mean_us for x in est.sizes]
         stacked.append((step, mean))
-    sec.tables.append(Table("RTT per size and step", ["step", "size (bytes)", "frames", "count", "timeouts", "min (us)",
-                                                      "median (us)", "mean (us)", "p99 (us)"], rows,
-                            f"{src} (rtt_ns per size_bytes; -1 = timeout)"))
-    first = summaries[0][1].one_frame("mean")
-    base = {(on, f.frames): f.intercept_us for on, fl in summaries[0][1].fits.items() for f in fl}
-    fit_rows = [[step.label, *_fit_row(on, f), f.intercept_us - base.get((on, f.frames), math.nan)]
-                for step, r in summaries for on, fl in r.fits.items() for f in fl]
-    sec.tables.append(Table("RTT = intercept + slope x size, per step and frame count",
-                            ["step", *FIT_COLUMNS, f"intercept - {steps[0].label}'s (us)"], fit_rows, _fit_source(src)))
-    intercepts = {step.label: f.intercept_us for step, r in summaries if (f := r.one_frame("mean")) is not None}
-    sec.charts.append(Chart("Mean RTT against response size per setting (as seed 002 figure 8.1)",
+    intercepts = {step.label: f.intercept_us for step, est in estimates if (f := est.fit("mean")) is not None}
+    sec.charts.append(Chart(f"Mean RTT against response size per setting (as {HUGHES_JONES}, figure 8.1)",
                             figures.rtt_per_setting(sweeps.curves(steps, sweeps.stacked(stacked), "size_bytes",
                                                                   "mean_us"), intercepts),
-                            f"The mean round trip of each size, one curve per sweep step, the single-frame fit's "
-                            f"intercept in the legend ({src})."))
-    if first is None:
-        sec.text.append(f"{steps[0].label}: fewer than three single-frame sizes, no intercept to compare the steps "
-                        "with.")
-        return sec
-    delays = [k for k in steps[0].settings if _is_delay(k)]
-    for step, r in summaries[1:]:
-        f = r.one_frame("mean")
-        if f is None:
-            continue
-        line = (f"{step.label}: intercept {f.intercept_us:.1f} ± {f.intercept_ci95:.1f} us, "
-                f"{f.intercept_us - first.intercept_us:+.1f} us against {steps[0].label}")
-        added = [step.settings[k] - steps[0].settings[k] for k in delays]
-        if len(added) == 1:
-            line += f" for {added[0]:+d} us of {delays[0].replace('_', '-')}"
-        sec.text.append(line + ".")
-    if delays:
-        sec.text.append("Seed 002 section 8: the RTT rises by about the added interrupt coalescence, a delay the "
-                        "receiving NIC waits before interrupting.")
+                            f"The mean round trip of each size (the table's mean column), one curve per sweep step, "
+                            f"the intercept of the line on the mean in the legend ({src})."))
+    sec.text += _step_intercepts(estimates)
     if loopback:
         sec.text.append("Measured over loopback: no NIC lies on the path, so coalescence settings cannot act.")
     return sec
 
 
-def sweep_stream_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarray, int]], *,
+def _step_intercepts(estimates: Sequence[tuple[sweeps.Step, latency.LatencyEstimate]]) -> list[str]:
+    """Each step's single-frame intercept against the first step's, on the statistic the readings use, where both
+    lines are resolved; otherwise what is not."""
+    (first_step, first), text = estimates[0], []
+    base = first.fit(first.statistic)
+    why = latency.unresolved(base, first)
+    if why is not None:
+        return [f"{first_step.label}: the intercepts are not compared, {why}."]
+    delays = [k for k in first_step.settings if _is_delay(k)]
+    for step, est in estimates[1:]:
+        f = est.fit(first.statistic)
+        why = latency.unresolved(f, est)
+        if why is not None:
+            text.append(f"{step.label}: not compared with {first_step.label}, {why}.")
+            continue
+        change_ci = math.hypot(f.intercept_ci95, base.intercept_ci95)
+        line = (f"{step.label}: intercept on the {STAT_LABEL[f.statistic]} {measured(f.intercept_us, f.intercept_ci95, 'us')}, "
+                f"{measured(f.intercept_us - base.intercept_us, change_ci, 'us')} against {first_step.label}")
+        added = [step.settings[k] - first_step.settings[k] for k in delays]
+        if len(added) == 1:
+            line += f" for {added[0]:+d} us of {delays[0].replace('_', '-')}"
+        text.append(line + ".")
+    if delays and len(estimates) > 1:
+        text.append(f"{HUGHES_JONES}, §8: the RTT rises by about the added interrupt coalescence, a delay the "
+                    "receiving NIC waits before interrupting.")
+    return text
+
+
+def sweep_stream_section(name: str, parts: Sequence[tuple[sweeps.Step, list[throughput.SizeCurve]]], *,
                          link_rate_bps: float | None, applied: np.ndarray | None, swept: Sequence[str],
                          loads: Sequence[tuple[sweeps.Step, np.ndarray]]) -> Section:
-    """Streams per sweep step (seed 002 figures 8.2, 8.3): throughput, loss, CPU and interrupts per setting."""
-    steps = [s for s, _, _ in parts]
+    """Streams per sweep step (Hughes-Jones et al. 2003, figures 8.2, 8.3): throughput, loss, CPU and interrupts
+    per setting."""
+    steps = [s for s, _ in parts]
     src = _paths(name, steps, "stream/points")
     sec = _sweep_section(name, "stream", steps, applied, swept, loads)
-    per_step = [(step, throughput.size_curves(points, link_rate_bps=link_rate_bps, mtu=mtu))
-                for step, points, mtu in parts]
-    several = len({c.size_bytes for _, cs in per_step for c in cs}) > 1
-    curves = [(step, c) for step, cs in per_step for c in cs]
-    sec.items.append(Item("link assumed", link_rate_bps / 1e6 if link_rate_bps else "none (loopback)",
-                          "Mbit/s" if link_rate_bps else "", "--link-rate, or the results' interface"))
+    several = len({c.size_bytes for _, cs in parts for c in cs}) > 1
+    curves = [(step, c) for step, cs in parts for c in cs]
+    sec.items.append(_link_item(link_rate_bps))
     sec.tables.append(Table("Best throughput per step and size", ["step", *BEST_COLUMNS],
-                            [[step.label, *_best_row(c)] for step, c in curves], _best_source(src)))
-    sec.tables.append(Table("Every point per step", ["step", *POINT_COLUMNS],
-                            [[step.label, *r] for step, c in curves for r in _point_rows(c)], _point_source(src)))
+                            [[step.label, *_best_row(c)] for step, c in curves], _best_source(src),
+                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS))
+    sec.tables.append(Table("Every size and spacing per step", ["step", *POINT_COLUMNS],
+                            [[step.label, *r] for step, c in curves for r in _point_rows(c)], _point_source(src),
+                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS))
     if curves:
         sec.charts.append(Chart(
-            "Throughput against transmit spacing per setting (as seed 002 figures 8.2, 8.3)",
+            f"Throughput against transmit spacing per setting (as {HUGHES_JONES}, figures 8.2, 8.3)",
             figures.throughput_vs_spacing([c for _, c in curves],
                                           [f"{s.label}, {c.size_bytes} B" if several else s.label for s, c in curves]),
-            f"User rate per sweep step (dotted: the offered load), loss, the receiving host's CPU idle time and "
-            f"interrupts per packet ({src})."))
+            f"User rate per sweep step with 95% bars (dotted: the offered load), loss, the receiving host's CPU idle "
+            f"time and interrupts per packet ({src})."))
     sec.text += _per_step([(step.label, [throughput.interpret_curve(c)]) for step, c in curves])
     return sec
 
@@ -642,7 +729,7 @@ def sweep_suite_section(name: str, parts: Sequence[tuple[sweeps.Step, suite.Suit
     steps = [s for s, _ in parts]
     src = _suite_source(name, [s.prefix for s in steps])
     sec = _sweep_section(name, "suite", steps, applied, swept, loads)
-    sec.tables.append(Table("Throughput per step and test against the theoretical maximum (seed 000 figures 5-11)",
+    sec.tables.append(Table(f"Throughput per step and test against the theoretical maximum ({PAI}, figures 5-11)",
                             ["step", "link (Mbit/s)", "MTU", *BENCH_COLUMNS],
                             [[s.label, r.link_mbps, r.mtu, *_bench_row(b)] for s, r in parts for b in r.benchmarks],
                             src, note="sent: datagrams (UDP), bytes (TCP), connection attempts; offered load per flow"))
@@ -652,8 +739,8 @@ def sweep_suite_section(name: str, parts: Sequence[tuple[sweeps.Step, suite.Suit
         got = [(s.label, b) for s, r in parts for b in r.benchmarks if b.name == n and math.isfinite(b.throughput)]
         if got:
             label, best = max(got, key=lambda x: x[1].throughput)
-            sec.text.append(f"{best.title}: highest at {label}, {_num(best.throughput)} {best.unit} "
-                            f"({best.percent_of_theoretical:.0f}% of {_num(best.theoretical)}).")
+            sec.text.append(f"{best.title}: highest at {label}, {number(best.throughput)} {best.unit} "
+                            f"({best.percent_of_theoretical:.0f}% of {number(best.theoretical)}).")
     sec.text += _per_step([(s.label, _interpret_suite(r)) for s, r in parts])
     return sec
 
@@ -673,7 +760,7 @@ def sweep_aggregate_section(name: str, parts: Sequence[tuple[sweeps.Step, suite.
                                 + [a.sum_rate_mbps]) for s, a in parts}
     sec.charts.append(Chart("Throughput per flow and in total, per setting", figures.grouped_bars(
         [*hosts, "total (sum)"], series, "Mbit/s at the receiver",
-        notes={k: [f"{_num(v)}" for v in vals] for k, vals in series.items()}),
+        notes={k: [f"{number(v)}" for v in vals] for k, vals in series.items()}),
         f"Each flow's receiver rate and their sum, one bar per sweep step ({src})."))
     sec.text += _per_step([(s.label, _interpret_aggregate(a)) for s, a in parts])
     return sec
@@ -686,27 +773,44 @@ def _row(p: bus.FramePath) -> list[Any]:
             p.first_word_to_first_word_us, p.recv_dma_to_interrupt_us, p.software_to_service_us]
 
 
-TIMELINE_COLUMNS = ["seq", "frame (bytes)", "sender's CSR setup (us)", "sender's first word -> wire (us)",
+TIMELINE_COLUMNS = ["frame", "frame length (bytes)", "sender's CSR setup (us)", "sender's first word -> wire (us)",
                     "on the wire (us)", "wire -> receiver's first word (us)", "first word -> first word (us)",
-                    "receiver's DMA -> INTA# (us)", "sender's CSR -> receiver's service (us)"]
+                    "receiver's DMA end -> the INTA# that announced it (us)",
+                    "sender's CSR -> receiver's service (us)"]
 
 
 def _timeline_table(title: str, paths: Sequence[bus.FramePath], src: str) -> Table:
-    rows = [_row(p) for p in paths[:TIMELINE_ROWS]]
-    if paths:
-        med = np.nanmedian(np.array([_row(p) for p in paths], dtype=np.float64), axis=0)
-        rows.append([f"median of {len(paths)}", *med[1:].tolist()])
-    return Table(title, TIMELINE_COLUMNS, rows, src)
+    """The first frames one by one, then one median row per frame length (frames of different lengths take
+    different times on the bus and the wire), each saying how many frames it is the median of."""
+    rows: list[list[Any]] = [_row(p) for p in paths[:TIMELINE_ROWS]]
+    lengths = sorted({p.length_bytes for p in paths})
+    for length in lengths:
+        mine = [p for p in paths if p.length_bytes == length]
+        med = np.nanmedian(np.array([_row(p)[2:] for p in mine], dtype=np.float64), axis=0)
+        rows.append([f"median of {len(mine)}", length, *med.tolist()])
+    shown = min(TIMELINE_ROWS, len(paths))
+    return Table(title, TIMELINE_COLUMNS, rows, src,
+                 excerpt=(f"first {shown} of {len(paths):,} frames, then the median of each frame length"
+                          if shown < len(paths) else "every frame, then the median of each frame length"),
+                 decimals={c: NS_DECIMALS for c in TIMELINE_COLUMNS[2:]},
+                 note="'the INTA# that announced it': the first interrupt after the frame's DMA; with coalescence "
+                      "a frame waits for the timer a DMA before it started, or for the next interrupt when it "
+                      "arrived while one was pending (the bus measurements' 'DMA -> INTA#' is the timer itself)")
 
 
 def _bus_rows(label: str, pick: Any, buses: list[bus.HostBus | None], unit: str) -> list[Any]:
-    values = []
+    """A quantity on each bus, and for a median how many events it is the median of."""
+    cells: list[Any] = []
     for b in buses:
         try:
-            values.append(pick(b) if b is not None else None)
+            value = pick(b) if b is not None else None
         except (AttributeError, TypeError, KeyError):  # a bus without interrupts, DMA or CSR accesses
-            values.append(None)
-    return [label, *values, unit]
+            value = None
+        if isinstance(value, bus.Spread):
+            cells += [value.median, value.count]
+        else:
+            cells += [value, None]
+    return [label, *cells, unit]
 
 
 def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[str, dict[str, Any]],
@@ -732,29 +836,29 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
         _bus_rows("peak rate (one word per clock)", lambda b: b.dma.peak_mbytes_per_s, buses, "MB/s"),
         _bus_rows("DMA rate during data phases", lambda b: b.dma.burst_data_rate_mbytes_per_s, buses, "MB/s"),
         _bus_rows("DMA rate over whole bursts", lambda b: b.dma.burst_rate_mbytes_per_s, buses, "MB/s"),
-        _bus_rows("DMA burst, median", lambda b: b.dma.burst_us.median, buses, "us"),
-        _bus_rows("fetch per frame (descriptor + data), median", lambda b: b.dma.fetch_us.median, buses, "us"),
-        _bus_rows("receive per frame (data + descriptor), median", lambda b: b.dma.receive_us.median, buses, "us"),
-        _bus_rows("fetch rate per frame, median", lambda b: b.dma.fetch_rate_mbytes_per_s.median, buses, "MB/s"),
-        _bus_rows("receive rate per frame, median", lambda b: b.dma.receive_rate_mbytes_per_s.median, buses,
+        _bus_rows("DMA burst, median", lambda b: b.dma.burst_us, buses, "us"),
+        _bus_rows("fetch per frame (descriptor + data), median", lambda b: b.dma.fetch_us, buses, "us"),
+        _bus_rows("receive per frame (data + descriptor), median", lambda b: b.dma.receive_us, buses, "us"),
+        _bus_rows("fetch rate per frame, median", lambda b: b.dma.fetch_rate_mbytes_per_s, buses, "MB/s"),
+        _bus_rows("receive rate per frame, median", lambda b: b.dma.receive_rate_mbytes_per_s, buses,
                   "MB/s"),
-        _bus_rows("CSR setup per send, median", lambda b: b.csr.send_setup_us.median, buses, "us"),
-        _bus_rows("CSR accesses per send, median", lambda b: b.csr.send_accesses.median, buses, ""),
-        _bus_rows("CSR setup end -> fetch, median", lambda b: b.csr.send_to_dma_us.median, buses, "us"),
-        _bus_rows("interrupt service's first CSR accesses, median", lambda b: b.csr.service_us.median, buses, "us"),
-        _bus_rows("interrupt service's CSR update, median", lambda b: b.csr.update_us.median, buses, "us"),
+        _bus_rows("CSR setup per send, median", lambda b: b.csr.send_setup_us, buses, "us"),
+        _bus_rows("CSR accesses per send, median", lambda b: b.csr.send_accesses, buses, ""),
+        _bus_rows("CSR setup end -> fetch, median", lambda b: b.csr.send_to_dma_us, buses, "us"),
+        _bus_rows("interrupt service's first CSR accesses, median", lambda b: b.csr.service_us, buses, "us"),
+        _bus_rows("interrupt service's CSR update, median", lambda b: b.csr.update_us, buses, "us"),
         _bus_rows("CSR accesses retried (STOP#)", lambda b: b.csr.retries, buses, ""),
         _bus_rows("transactions with STOP#", lambda b: b.stops.with_stop, buses, ""),
         _bus_rows("  of them DMA disconnects", lambda b: b.stops.disconnects_with_data
                   + b.stops.disconnects_without_data, buses, ""),
         _bus_rows("interrupts", lambda b: b.interrupts.interrupts, buses, ""),
         _bus_rows("frames per interrupt", lambda b: b.interrupts.frames_per_interrupt, buses, ""),
-        _bus_rows("DMA -> INTA# (coalescence), median", lambda b: b.interrupts.dma_to_interrupt_us.median, buses,
+        _bus_rows("first DMA after the previous interrupt -> INTA# (the coalescence timer), median",
+                  lambda b: b.interrupts.dma_to_interrupt_us, buses, "us"),
+        _bus_rows("INTA# -> first CSR access, median", lambda b: b.interrupts.interrupt_to_csr_us, buses,
                   "us"),
-        _bus_rows("INTA# -> first CSR access, median", lambda b: b.interrupts.interrupt_to_csr_us.median, buses,
-                  "us"),
-        _bus_rows("DMA -> first CSR access, median", lambda b: b.interrupts.dma_to_csr_us.median, buses, "us"),
-        _bus_rows("INTA# -> CSR update, median", lambda b: b.interrupts.interrupt_to_update_us.median, buses, "us"),
+        _bus_rows("DMA -> first CSR access, median", lambda b: b.interrupts.dma_to_csr_us, buses, "us"),
+        _bus_rows("INTA# -> CSR update, median", lambda b: b.interrupts.interrupt_to_update_us, buses, "us"),
         _bus_rows("bus busy", lambda b: b.occupancy.busy_pct, buses, "%"),
         _bus_rows("bus busy per frame", lambda b: b.occupancy.busy_per_frame_us, buses, "us"),
         _bus_rows("frame period", lambda b: b.occupancy.frame_period_us, buses, "us"),
@@ -765,8 +869,11 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
         _bus_rows("target wait clocks per CSR access",
                   lambda b: b.waits["csr"].target_wait_clocks_per_transaction, buses, "clocks"),
     ]
-    sec.tables.append(Table("Bus measurements", ["quantity", send_s, recv_s, "unit"], rows,
-                            f"{src_send} | {src_recv} (+ {src_eth} to tie DMA to frames)"))
+    sec.tables.append(Table("Bus measurements", ["quantity", send_s, f"{send_s}: events", recv_s,
+                                                 f"{recv_s}: events", "unit"], rows,
+                            f"{src_send} | {src_recv} (+ {src_eth} to tie DMA to frames)",
+                            note="events: how many bursts, transfers, CSR runs or interrupts a median is the median "
+                                 "of"))
     _expected_rows(sec, tl, meta, send_s, recv_s, link, src_send, src_eth)
     _wire_and_pause(sec, tl, tables.get(f"{probe_s}/ethernet"), src_eth)
     if tl.paths_out and tl.send and tl.recv:
@@ -800,9 +907,10 @@ def _expected_rows(sec: Section, tl: bus.BusTimeline, meta: dict[str, dict[str, 
     send_bus, recv_bus = (expected.element_from_bus(meta.get(n, {})) for n in (send_s, recv_s))
     if send_bus is not None and recv_bus is not None:
         path = [send_bus, expected.ethernet(link), recv_bus]
-        sec.items.append(Item("expected RTT slope for this rig (bus + wire + bus, no copies)",
-                              float(expected.expected_slope_us_per_byte(path)), "us/byte",
-                              f"seed 002 3.1 arithmetic on {', '.join(e.name for e in path)}"))
+        sec.items.append(Item("RTT slope for this rig (bus + wire + bus, no copies): a capture measures no RTT, "
+                              "see a latency run", None, "us/byte",
+                              f"{HUGHES_JONES}, §3.1 arithmetic on {', '.join(e.name for e in path)}",
+                              expected=float(expected.expected_slope_us_per_byte(path))))
     if rows:
         sec.tables.append(Table("Expected against observed", ["quantity", "expected", "observed", "expected from"],
                                 rows, f"{src_send}, {src_eth}; expectations from the sources' bus metadata"))
@@ -815,7 +923,9 @@ def _wire_and_pause(sec: Section, tl: bus.BusTimeline, ethernet: np.ndarray | No
         sec.tables.append(Table("Data frames on the link", ["direction", "frames", "on wire, median (us)",
                                                             "period, median (us)", "gap, median (us)"],
                                 [[d, w.frames, w.on_wire_us.median, w.period_us.median, w.gap_us.median]
-                                 for d, w in wt], src_eth))
+                                 for d, w in wt], src_eth,
+                                decimals={c: NS_DECIMALS for c in ("on wire, median (us)", "period, median (us)",
+                                                                   "gap, median (us)")}))
     p = tl.pause
     if p is None or not p.xoff:
         return
@@ -824,76 +934,109 @@ def _wire_and_pause(sec: Section, tl: bus.BusTimeline, ethernet: np.ndarray | No
                   Item("PAUSE period, median", p.period_us.median, "us", src_eth),
                   Item("gap they left, median", p.gap_us.median, "us", src_eth),
                   Item("usual gap between data frames", p.usual_gap_us, "us", src_eth)]
+    shown = p.frames[:PAUSE_ROWS]
     sec.tables.append(Table("PAUSE frames", ["time (us)", "sent by", "quanta", "asks (us)", "gap left (us)",
                                              "XON after (us)"],
                             [[f.t_ns / 1000, "receiver" if f.direction == "rx" else "sender", f.quanta, f.pause_us,
-                              f.gap_us, f.xon_after_us] for f in p.frames[:PAUSE_ROWS]],
-                            src_eth, note=f"first {min(PAUSE_ROWS, len(p.frames))} of {len(p.frames)}"))
+                              f.gap_us, f.xon_after_us] for f in shown],
+                            src_eth, excerpt=excerpt(len(shown), len(p.frames), "PAUSE frames"),
+                            decimals={c: NS_DECIMALS for c in ("time (us)", "asks (us)", "gap left (us)",
+                                                               "XON after (us)")}))
     if ethernet is not None:
         data = bus.data_frames(ethernet, b"tx")
         if len(data) > 1:
             sec.charts.append(Chart("Gaps in the stream and PAUSE frames", figures.wire_gaps(
                 data, [f.t_ns for f in p.frames], "gap before each data frame from the sending host"),
-                f"As seed 002 figure 4.9: regular gaps where the receiver's PAUSE frames stop the sender ({src_eth})."))
+                f"As {HUGHES_JONES}, figure 4.9: regular gaps where the receiver's PAUSE frames stop the sender "
+                f"({src_eth})."))
+
+
+def _interrupt_text(name: str, it: bus.InterruptTiming, paths: Sequence[bus.FramePath]) -> list[str]:
+    """What a bus's interrupts show, in the numbers of its 'Bus measurements' rows and the timeline's."""
+    delay = it.dma_to_interrupt_us.median
+    if not math.isfinite(delay):
+        return []
+    per = number(it.frames_per_interrupt)
+    timer = f"{number(delay)} us (median of {it.dma_to_interrupt_us.count} interrupts)"
+    if delay <= COALESCENCE_MIN_US:
+        return [f"{name}: INTA# comes {timer} after the DMA that gave it cause, {per} frames per interrupt: no "
+                f"interrupt coalescence ({HUGHES_JONES}, §4.1.3)."]
+    if it.frames_per_interrupt < 1.5:
+        out = [f"{name}: the NIC waits {timer} after the DMA that gives it cause before it raises INTA#, a "
+               f"coalescence timer; with {per} frames per interrupt this traffic gave it nothing to gather, so the "
+               f"wait adds latency without saving interrupts ({HUGHES_JONES}, §8)."]
+    else:
+        out = [f"{name}: INTA# comes {timer} after the first DMA that gave it cause, {per} frames per interrupt: "
+               f"interrupt coalescence ({HUGHES_JONES}, §4.2.3: ~70 us with 64 x 1.024 us)."]
+    waits = [q.recv_dma_to_interrupt_us for q in paths if math.isfinite(q.recv_dma_to_interrupt_us)]
+    if waits:
+        wait = float(np.median(waits))
+        if wait > delay + max(COALESCENCE_MIN_US, 0.2 * delay):
+            out.append(f"{name}: a frame waited a median {number(wait, decimals=NS_DECIMALS)} us from its DMA to the "
+                       f"INTA# that announced it ({len(waits)} frames, the timeline's column), longer than the "
+                       f"{number(delay)} us timer: frames that arrived while an interrupt was pending or being "
+                       "served waited for a later one.")
+    return out
 
 
 def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_s: str) -> list[str]:
     text = []
-    for name, hb in ((send_s, tl.send), (recv_s, tl.recv)):
+    for name, hb, paths in ((send_s, tl.send, tl.paths_in), (recv_s, tl.recv, tl.paths_out)):
         if hb is None:
             continue
         it = hb.interrupts
         if it is not None and it.interrupts:
-            delay = it.dma_to_interrupt_us.median
-            if math.isfinite(delay) and delay > COALESCENCE_MIN_US:
-                text.append(f"{name}: interrupts come {delay:.1f} us after the DMA that caused them, "
-                            f"{it.frames_per_interrupt:.1f} frames per interrupt: interrupt coalescence "
-                            "(seed 002 4.2.3: ~70 us with 64 x 1.024 us).")
-            elif math.isfinite(delay):
-                text.append(f"{name}: an interrupt right after the DMA ({delay:.2f} us), "
-                            f"{it.frames_per_interrupt:.1f} frames per interrupt: no coalescence (seed 002 4.1.3).")
+            text += _interrupt_text(name, it, paths)
         if hb.csr.accesses and hb.csr.retries:
             text.append(f"{name}: {hb.csr.retries} of {hb.csr.accesses + hb.csr.retries} CSR accesses were refused "
                         "with STOP# and retried: the NIC takes register accesses slower than the host offers "
-                        "them (seed 002 6.1.3).")
+                        f"them ({HUGHES_JONES}, §6.1.3).")
         occ = hb.occupancy
         if math.isfinite(occ.busy_pct) and occ.frames:
-            text.append(f"{name}: the bus was busy {occ.busy_pct:.0f}% of the time the frames took, "
-                        f"{occ.busy_per_frame_us:.2f} us per frame every {occ.frame_period_us:.2f} us"
-                        + (": little room for other devices such as a disk controller (seed 002 9)."
+            text.append(f"{name}: the bus was busy {number(occ.busy_pct)}% of the time the frames took, "
+                        f"{number(occ.busy_per_frame_us)} us per frame every {number(occ.frame_period_us)} us"
+                        + (f": little room for other devices such as a disk controller ({HUGHES_JONES}, §9)."
                            if occ.busy_pct > 60 else "."))
     p = tl.pause
     if p is not None and p.xoff:
         text.append(f"Flow control: the receiver sent {p.xoff} PAUSE frames (quanta {', '.join(map(str, p.quanta))}), "
-                    f"one every {p.period_us.median:.0f} us; each left a gap of {p.gap_us.median:.1f} us in the "
-                    f"stream, against {p.usual_gap_us:.2f} us otherwise (seed 002 4.2.3: gaps every ~900 us).")
-    path = [q for q in tl.paths_out if math.isfinite(q.software_to_service_us)]
-    if path:
-        one_way = float(np.median([q.software_to_service_us for q in path]))
-        f2f = float(np.nanmedian([q.first_word_to_first_word_us for q in path]))
-        text.append(f"From the sending driver's first CSR access to the receiving service's: {one_way:.1f} us "
-                    f"(median of {len(path)}); first word to first word {f2f:.1f} us (seed 002 4.1.3: 36 and 23 us).")
+                    f"one every {number(p.period_us.median)} us (median); each left a gap of "
+                    f"{number(p.gap_us.median)} us in the stream, against {number(p.usual_gap_us)} us otherwise "
+                    f"({HUGHES_JONES}, §4.2.3: gaps every ~900 us).")
+    for length in sorted({q.length_bytes for q in tl.paths_out}):
+        mine = [q for q in tl.paths_out if q.length_bytes == length and math.isfinite(q.software_to_service_us)]
+        if not mine:
+            continue
+        one_way = float(np.median([q.software_to_service_us for q in mine]))
+        f2f = [q.first_word_to_first_word_us for q in mine if math.isfinite(q.first_word_to_first_word_us)]
+        text.append(f"{length}-byte frames from {send_s} to {recv_s}: from the sending driver's first CSR access to "
+                    f"the receiving service's, {number(one_way, decimals=NS_DECIMALS)} us (median of {len(mine)})"
+                    + (f"; first word to first word {number(float(np.median(f2f)), decimals=NS_DECIMALS)} us "
+                       f"(median of {len(f2f)})" if f2f else "")
+                    + f" ({HUGHES_JONES}, §4.1.3: 36 and 23 us for 1400 bytes).")
         if options.rtt_intercept_us is not None:
             sw = bus.host_software_time_us(options.rtt_intercept_us, one_way)
-            text.append(f"With the RTT intercept of {options.rtt_intercept_us:g} us given: IP stack and application "
-                        f"~{sw:.1f} us per node, (intercept - {one_way:.1f}) / 2 as seed 002 4.1.3 estimates it.")
+            text.append(f"With the RTT intercept of {number(options.rtt_intercept_us)} us given: IP stack and "
+                        f"application ~{number(sw)} us per node, (intercept - "
+                        f"{number(one_way, decimals=NS_DECIMALS)}) / 2 as {HUGHES_JONES}, §4.1.3 estimates it.")
     return text
 
 
 # -- references and correlation ------------------------------------------------------------------
 
 def reference_section(options: Options) -> Section:
-    """Seed 002's expected slopes and seed 000's link maxima, computed; the given path's expected slope."""
+    """Hughes-Jones et al.'s expected slopes and Pai et al.'s link maxima, computed; the given path's expected slope;
+    the sources the report cites."""
     sec = Section("Reference: expected slopes and link maxima", "")
     sec.tables.append(Table(
-        "Expected RTT slopes, PCI - Gigabit Ethernet - PCI (seed 002 section 3.1)",
+        f"Expected RTT slopes, PCI - Gigabit Ethernet - PCI ({HUGHES_JONES}, §3.1)",
         ["element or path", "us/byte (as the seed prints it)", "exact", "note"],
         [[r.label, str(r.printed), f"{r.us_per_byte.numerator}/{r.us_per_byte.denominator}", r.note]
          for r in expected.seed002_table()],
         "computed: 1 / (bus width x clock) per PCI element, 8 ns per byte at 1 Gbit/s; paths are store and "
         "forward (PCI + Ethernet + PCI, copies excluded)"))
     maxima = throughput.seed000_maxima()
-    sec.tables.append(Table("Theoretical maxima at 1 Gbit/s (seed 000 section 3.3)",
+    sec.tables.append(Table(f"Theoretical maxima at 1 Gbit/s ({PAI}, §3.3)",
                             ["test", "Mbit/s", "as the seed prints it (truncated)"],
                             [[k, v, math.floor(v)] for k, v in maxima.items()],
                             "computed: payload / (payload + headers + preamble + gap), frames of at least 64 bytes"))
@@ -903,6 +1046,8 @@ def reference_section(options: Options) -> Section:
             "The path given (--path)", ["element", "us/byte", "MB/s"],
             [[e.name, float(e.us_per_byte), e.mbytes_per_s] for e in options.path]
             + [[f"expected slope ({options.path_mode})", float(slope), float(1 / slope)]], "--path"))
+    sec.tables.append(Table("Sources cited", ["short name", "reference"],
+                            [[k, v] for k, v in REFERENCES.items()], "the report's citations"))
     return sec
 
 
@@ -912,12 +1057,12 @@ def correlation_section(name: str, labels: list[str], columns: dict[str, np.ndar
     benches = [c for c in columns if not c.startswith("app:")]
     corr = cpu.correlation(columns, benches, apps)
     sec = Section(f"Microbenchmarks against applications: {name}", name)
-    sec.tables.append(Table("Correlation coefficients (Pearson, as seed 000 Table 2)",
+    sec.tables.append(Table(f"Correlation coefficients (Pearson, as {PAI}, Table 2)",
                             ["microbenchmark", *[a[4:] for a in apps]],
                             [[b, *corr.coefficients[k].tolist()] for k, b in enumerate(benches)],
                             f"{name}: {corr.items} items ({', '.join(labels)})"))
     sec.text.append("Near ±1: the microbenchmark predicts the application across these items; near 0: it does not. "
-                    "With few items (seed 000 had six NICs) the coefficients are indications, not proof.")
+                    f"With few items ({PAI} had six NICs) the coefficients are indications, not proof.")
     return sec
 
 
@@ -949,96 +1094,3 @@ def read_correlation_csv(path: str | Path) -> tuple[list[str], dict[str, np.ndar
 
 def new_report(title: str, inputs: list[dict[str, str]], sections: list[Section], problems: list[str]) -> Report:
     return Report(title, datetime.now(timezone.utc).isoformat(timespec="seconds"), inputs, sections, problems)
-
-
-def to_json(report: Report) -> str:
-    """Every item and table with its source; figures by title and caption (their data are the tables)."""
-    def sec(s: Section) -> dict[str, Any]:
-        return {"title": s.title, "file": s.file,
-                "items": [{"label": i.label, "value": _finite(i.value), "unit": i.unit, "source": i.source,
-                           "expected": _finite(i.expected)} for i in s.items],
-                "tables": [{"title": t.title, "columns": t.columns, "source": t.source, "note": t.note,
-                            "rows": [[_finite(v) for v in r] for r in t.rows]} for t in s.tables],
-                "figures": [{"title": c.title, "caption": c.caption} for c in s.charts],
-                "interpretation": s.text}
-    return json.dumps({"title": report.title, "created_utc": report.created_utc, "nicrig_version": __version__,
-                       "inputs": report.inputs, "problems": report.problems,
-                       "sections": [sec(s) for s in report.sections]}, indent=1, allow_nan=False)
-
-
-def to_csv(report: Report) -> str:
-    """One row per number: section, file, table (empty for items), row, column, value, unit, source."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(["section", "file", "table", "row", "column", "value", "unit", "expected", "source"])
-    for s in report.sections:
-        for i in s.items:
-            w.writerow([s.title, s.file, "", "", i.label, _cell(i.value), i.unit, _cell(i.expected), i.source])
-        for t in s.tables:
-            for n, r in enumerate(t.rows):
-                for col, v in zip(t.columns, r):
-                    w.writerow([s.title, s.file, t.title, n, col, _cell(v), "", "", t.source])
-    return out.getvalue()
-
-
-def _cell(v: Any) -> str:
-    v = _finite(v)
-    return "" if v is None else str(v)
-
-
-def _fmt(v: Any) -> str:
-    v = _finite(v)
-    if v is None:
-        return "–"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return html.escape(str(v))
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:.4g}" if abs(v) < 1000 else f"{v:,.1f}"
-
-
-CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222;line-height:1.4}
-h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:2em}h3{font-size:1em}
-table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em}
-th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right}th{background:#f3f3f3}
-td:first-child,th:first-child{text-align:left}.src{color:#666;font-size:.8em}
-.interp{background:#f6f9ff;border-left:3px solid #4a7bd0;padding:.5em 1em}
-figure{margin:1em 0}figcaption{color:#444;font-size:.85em}img{max-width:100%}
-.problems{background:#fff4f4;border-left:3px solid #c33;padding:.5em 1em}
-"""
-
-
-def to_html(report: Report) -> str:
-    """One self-contained page: tables, figures as PNG data URIs, interpretation, sources."""
-    e = html.escape
-    parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{e(report.title)}</title>"
-             f"<style>{CSS}</style></head><body><h1>{e(report.title)}</h1>",
-             f"<p class=src>nicrig {e(__version__)}, {e(report.created_utc)}. Inputs: "
-             + "; ".join(f"{e(i['path'])} ({e(i['kind'])})" for i in report.inputs) + "</p>"]
-    if report.problems:
-        parts.append("<div class=problems><b>Not analysed:</b><ul>"
-                     + "".join(f"<li>{e(p)}</li>" for p in report.problems) + "</ul></div>")
-    for s in report.sections:
-        parts.append(f"<h2>{e(s.title)}</h2>")
-        if s.text:
-            parts.append("<div class=interp>" + "".join(f"<p>{e(t)}</p>" for t in s.text) + "</div>")
-        if s.items:
-            parts.append("<table><tr><th>quantity</th><th>value</th><th>unit</th><th>expected</th><th>source</th></tr>"
-                         + "".join(f"<tr><td>{e(i.label)}</td><td>{_fmt(i.value)}</td><td>{e(i.unit)}</td>"
-                                   f"<td>{'' if i.expected is None else _fmt(i.expected)}</td>"
-                                   f"<td class=src>{e(i.source)}</td></tr>" for i in s.items) + "</table>")
-        for c in s.charts:
-            data = base64.b64encode(c.png).decode()
-            parts.append(f"<figure><img alt='{e(c.title)}' src='data:image/png;base64,{data}'>"
-                         f"<figcaption><b>{e(c.title)}.</b> {e(c.caption)}</figcaption></figure>")
-        for t in s.tables:
-            parts.append(f"<h3>{e(t.title)}</h3><table><tr>" + "".join(f"<th>{e(c)}</th>" for c in t.columns)
-                         + "</tr>" + "".join("<tr>" + "".join(f"<td>{_fmt(v)}</td>" for v in r) + "</tr>"
-                                             for r in t.rows) + "</table>"
-                         + f"<p class=src>Source: {e(t.source)}{'. ' + e(t.note) if t.note else ''}</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
-
-RENDERERS = {"html": to_html, "json": to_json, "csv": to_csv}

@@ -19,8 +19,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
+from nicrig.analysis.citations import HUGHES_JONES
 from nicrig.analysis.latency import IPV4_HEADER_BYTES, UDP_HEADER_BYTES, frames_per_message
+from nicrig.analysis.quantity import measured, number, setting
 
 #: Ethernet header (14) and FCS (4); preamble with SFD (8) and the inter-frame gap (12): IEEE 802.3 clause 3-4.
 ETHERNET_HEADER_FCS_BYTES = 18
@@ -70,6 +73,95 @@ def seed000_maxima(link_rate_bps: float = 1e9) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class ReceiveRate:
+    """The rate at which a stream's datagrams reached the receiving host, with its 95% half-width.
+
+    ``packets``: the datagrams the rate spans (:func:`receive_rate`);
+    ``duration_ns``: from the first of them to the last; ``user_rate_mbps``:
+    payload bits of ``packets - 1`` datagrams over that time (the first opens
+    the interval); ``wire_limited``: arrivals were held to the link's frame
+    time (a link rate was known). NaN with fewer than two datagrams.
+    """
+
+    packets: int
+    duration_ns: float
+    user_rate_mbps: float
+    user_rate_ci95_mbps: float
+    wire_limited: bool
+
+
+#: Contiguous blocks a stream is cut into for the uncertainty of its duration, at most; each of 10 packets or more.
+RATE_BLOCKS = 20
+
+
+def wire_arrivals(t_ns: np.ndarray, frame_time_ns: float) -> np.ndarray:
+    """The latest arrival times consistent with receive timestamps ``t_ns`` (in arrival order) and a link that
+    needs ``frame_time_ns`` per message: a_k <= t_k (a timestamp is taken after its frame arrived) and
+    a_k+1 - a_k >= frame_time_ns (frames follow each other on the wire).
+
+    Interrupt coalescence timestamps a burst of frames at once, long after the
+    first of them arrived; spreading each burst back at the wire's own pace
+    undoes that, so no rate computed from these arrivals exceeds the link's:
+    a_k = min over j >= k of (t_j - (j - k) x frame time).
+    """
+    k = np.arange(t_ns.size, dtype=np.float64)
+    shifted = np.asarray(t_ns, dtype=np.float64) - k * frame_time_ns
+    return np.minimum.accumulate(shifted[::-1])[::-1] + k * frame_time_ns
+
+
+def receive_rate(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, link_rate_bps: float | None = None,
+                 mtu: int = 1500) -> ReceiveRate:
+    """Payload rate of a received stream from its receive timestamps (ns, arrival order; <= 0: none) and sequence
+    numbers (duplicates are ignored), never above the link's rate for messages of ``payload_bytes``.
+
+    With ``link_rate_bps``, timestamps closer together than half the
+    message's wire time (:func:`wire_bytes_per_message`) cannot be separate
+    arrivals: they are one *batch* a coalesced interrupt delivered. The last
+    datagram of a batch arrived just before the interrupt that stamped it, so
+    its timestamp is nearly its arrival; the stream's first batch and its last
+    (cut short by the stream's end, not by the NIC's timer) are not, so the
+    rate runs from the end of the first batch to the end of the last complete
+    one, over :func:`wire_arrivals` (which keeps every rate at or below the
+    link's). Without a link every datagram is its own batch.
+
+    The 95% half-width: the run is cut at batch ends into up to
+    :data:`RATE_BLOCKS` blocks; each block's duration less its share of the
+    whole deviates by the difference of two arrival-time errors, as the whole
+    run's does, so their spread (Student t) bounds the error of the duration.
+    NaN with fewer than 4 blocks of 10 datagrams.
+    """
+    t = np.asarray(kernel_ns, dtype=np.int64)
+    s = np.asarray(seq, dtype=np.int64)
+    _, first = np.unique(s, return_index=True)
+    keep = np.zeros(s.size, dtype=bool)
+    keep[first] = True
+    t = np.sort(t[keep & (t > 0)])
+    n = int(t.size)
+    nan = math.nan
+    wire = link_rate_bps is not None and math.isfinite(link_rate_bps) and link_rate_bps > 0
+    if n < 2:
+        return ReceiveRate(n, nan, nan, nan, wire)
+    frame_ns = wire_bytes_per_message(payload_bytes, mtu=mtu) * 8e9 / link_rate_bps if wire else 0.0
+    a = wire_arrivals(t, frame_ns) if wire else t.astype(np.float64)
+    ends = np.flatnonzero(np.diff(t) >= frame_ns / 2) if wire else np.arange(n - 1)
+    # from the end of the first batch to the end of the last complete one (the stream's last batch ends at n - 1)
+    ends = ends if ends.size >= 2 else np.array([0, n - 1])
+    lo, hi = int(ends[0]), int(ends[-1])
+    duration = float(a[hi] - a[lo])
+    if duration <= 0:
+        return ReceiveRate(n, duration, nan, nan, wire)
+    rate = (hi - lo) * payload_bytes * 8e3 / duration
+    blocks = min(RATE_BLOCKS, (hi - lo) // 10, ends.size - 1)
+    ci = nan
+    if blocks >= 4:
+        edges = np.unique(ends[np.round(np.linspace(0, ends.size - 1, blocks + 1)).astype(np.int64)])
+        resid = np.diff(a[edges]) - np.diff(edges) * duration / (hi - lo)
+        spread = math.sqrt(float(np.sum(resid ** 2)) / (edges.size - 2))
+        ci = rate * stats.t.ppf(0.975, edges.size - 2) * spread / duration
+    return ReceiveRate(hi - lo + 1, duration, rate, ci, wire)
+
+
 def knee_spacing_us(spacing_us: np.ndarray, lost: np.ndarray) -> float:
     """The smallest spacing from which on no point lost packets (NaN if the widest spacing lost some)."""
     s, where = np.unique(np.asarray(spacing_us, dtype=np.float64), return_inverse=True)
@@ -83,15 +175,62 @@ def knee_spacing_us(spacing_us: np.ndarray, lost: np.ndarray) -> float:
     return float(s[bad[-1] + 1] if bad.size else s[0])
 
 
+def point_rates(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, link_rate_bps: float | None,
+                mtu: int, wire_overhead_bytes: int) -> tuple[ReceiveRate, float]:
+    """A stream's :func:`receive_rate` and the Ethernet wire rate (Mbit/s) of the same datagrams over the same time,
+    each datagram counted as ``payload + wire_overhead_bytes`` bytes, at least a minimum frame with preamble and gap
+    (:func:`nicrig.udpmon.sequence.wire_rate_bps`)."""
+    from nicrig.udpmon.sequence import wire_rate_bps
+
+    rate = receive_rate(kernel_ns, seq, payload_bytes, link_rate_bps=link_rate_bps, mtu=mtu)
+    if not math.isfinite(rate.user_rate_mbps):
+        return rate, math.nan
+    return rate, wire_rate_bps(payload_bytes, rate.packets - 1, rate.duration_ns,
+                               overhead_bytes=wire_overhead_bytes) / 1e6
+
+
+def rates_from_received(points: np.ndarray, received: np.ndarray, *, link_rate_bps: float | None, mtu: int,
+                        wire_overhead: int) -> np.ndarray:
+    """A ``stream/points`` table with its rate columns recomputed by :func:`point_rates` from ``stream/received``
+    (files of every format version: older ones computed them from the first and last timestamps)."""
+    names = list(points.dtype.names)
+    dtype = points.dtype if "user_rate_ci95_mbps" in names else np.dtype(
+        points.dtype.descr + [("user_rate_ci95_mbps", "<f8")])
+    out = np.zeros(len(points), dtype=dtype)
+    for n in names:
+        out[n] = points[n]
+    order = np.argsort(received["point"], kind="stable")
+    by_point = received[order]
+    bounds = np.searchsorted(by_point["point"], out["point"], side="left"), \
+        np.searchsorted(by_point["point"], out["point"], side="right")
+    for k, (lo, hi) in enumerate(zip(*bounds)):
+        mine = by_point[lo:hi]
+        rate, wire = point_rates(mine["kernel_ns"], mine["seq"], int(out["size_bytes"][k]),
+                                 link_rate_bps=link_rate_bps, mtu=mtu, wire_overhead_bytes=wire_overhead)
+        out["user_rate_mbps"][k], out["user_rate_ci95_mbps"][k] = rate.user_rate_mbps, rate.user_rate_ci95_mbps
+        out["wire_rate_mbps"][k] = wire
+    return out
+
+
 @dataclass(frozen=True)
 class SizeCurve:
-    """One packet size's points, sorted by spacing (arrays), and what they show."""
+    """One packet size's points per spacing (arrays sorted by spacing) over the rounds, and what they show.
+
+    Per spacing: ``rounds`` measured; the user rate, its mean over the rounds
+    and 95% half-width (Student t over the rounds; one round: the stream's
+    own, :func:`receive_rate`); the wire rate's mean; datagrams sent and lost
+    summed; CPU idle means; interrupts per packet received, summed over the
+    rounds. ``max_user_rate_*`` at ``spacing_at_max_us`` is the highest mean.
+    """
 
     size_bytes: int
     spacing_us: np.ndarray
+    rounds: np.ndarray
     offered_mbps: np.ndarray
     user_rate_mbps: np.ndarray
+    user_rate_ci95_mbps: np.ndarray
     wire_rate_mbps: np.ndarray
+    sent: np.ndarray
     lost: np.ndarray
     loss_pct: np.ndarray
     receiver_cpu_idle_pct: np.ndarray
@@ -99,39 +238,67 @@ class SizeCurve:
     receiver_interrupts_per_packet: np.ndarray
     knee_spacing_us: float
     max_user_rate_mbps: float
+    max_user_rate_ci95_mbps: float
     spacing_at_max_us: float
     theoretical_max_user_mbps: float
     frame_time_on_wire_us: float
 
 
+def _over_rounds(values: np.ndarray, single_ci95: np.ndarray) -> tuple[float, float]:
+    """Mean of one spacing's per-round values and its 95% half-width (one round: that round's own)."""
+    v = values[np.isfinite(values)]
+    if v.size == 0:
+        return math.nan, math.nan
+    if v.size == 1:
+        own = single_ci95[np.isfinite(values)]
+        return float(v[0]), float(own[0]) if own.size else math.nan
+    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+
+
 def size_curves(points: np.ndarray, *, link_rate_bps: float | None = 1e9, mtu: int = 1500) -> list[SizeCurve]:
-    """Per size, from a ``stream/points`` table: curves against spacing, the knee, the maximum.
+    """Per size, from a ``stream/points`` table: curves against spacing over the rounds, the knee, the maximum.
 
     ``link_rate_bps`` None: no Ethernet link between the hosts (loopback), so
-    no theoretical maximum or frame time (NaN). Offered load is ``size x 8 / spacing`` (infinite at spacing 0). CPU idle
-    is 100 - busy (NaN when unavailable); interrupts per packet are the
-    receiver's interrupts over the packets it received (NaN when unknown).
+    no theoretical maximum or frame time (NaN). Offered load is ``size x 8 /
+    spacing`` (infinite at spacing 0). CPU idle is 100 - busy (NaN when
+    unavailable); interrupts per packet are the receiver's interrupts over the
+    packets it received (NaN when unknown in any round).
     """
+    names = points.dtype.names
     curves = []
     for size in np.unique(points["size_bytes"]):
-        p = np.sort(points[points["size_bytes"] == size], order="spacing_us")
-        spacing = p["spacing_us"].astype(np.float64)
-        count = p["received"] + p["lost"]
+        p = points[points["size_bytes"] == size]
+        spacing, where = np.unique(p["spacing_us"].astype(np.float64), return_inverse=True)
+        single = p["user_rate_ci95_mbps"] if "user_rate_ci95_mbps" in names else np.full(len(p), np.nan)
+        n = spacing.size
+        rate, rate_ci, wire = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        rounds, sent, lost, received = (np.zeros(n, np.int64) for _ in range(4))
+        idle_r, idle_s, irq = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        for k in range(n):
+            mine = p[where == k]
+            rounds[k] = len(mine)
+            rate[k], rate_ci[k] = _over_rounds(mine["user_rate_mbps"].astype(np.float64), single[where == k])
+            w = mine["wire_rate_mbps"][np.isfinite(mine["wire_rate_mbps"])]
+            wire[k] = w.mean() if w.size else np.nan
+            sent[k], lost[k], received[k] = mine["sent"].sum(), mine["lost"].sum(), mine["received"].sum()
+            with np.errstate(invalid="ignore"):
+                idle_r[k] = 100.0 - np.mean(mine["remote_cpu_busy_pct"])
+                idle_s[k] = 100.0 - np.mean(mine["local_cpu_busy_pct"])
+            if (mine["remote_interrupts"] >= 0).all() and received[k] > 0:
+                irq[k] = mine["remote_interrupts"].sum() / received[k]
+        count = received + lost
         with np.errstate(divide="ignore", invalid="ignore"):
             offered = np.where(spacing > 0, int(size) * 8 / spacing, np.inf)
-            loss = np.where(count > 0, 100.0 * p["lost"] / count, np.nan)
-            irq = np.where((p["remote_interrupts"] >= 0) & (p["received"] > 0),
-                           p["remote_interrupts"] / p["received"], np.nan)
-        user = p["user_rate_mbps"].astype(np.float64)
-        best = int(np.nanargmax(user)) if np.isfinite(user).any() else 0
+            loss = np.where(count > 0, 100.0 * lost / count, np.nan)
+        best = int(np.nanargmax(rate)) if np.isfinite(rate).any() else 0
         curves.append(SizeCurve(
-            size_bytes=int(size), spacing_us=spacing, offered_mbps=offered, user_rate_mbps=user,
-            wire_rate_mbps=p["wire_rate_mbps"].astype(np.float64), lost=p["lost"].astype(np.int64),
-            loss_pct=loss, receiver_cpu_idle_pct=100.0 - p["remote_cpu_busy_pct"],
-            sender_cpu_idle_pct=100.0 - p["local_cpu_busy_pct"], receiver_interrupts_per_packet=irq,
-            knee_spacing_us=knee_spacing_us(spacing, p["lost"]),
-            max_user_rate_mbps=float(user[best]) if user.size else math.nan,
-            spacing_at_max_us=float(spacing[best]) if spacing.size else math.nan,
+            size_bytes=int(size), spacing_us=spacing, rounds=rounds, offered_mbps=offered, user_rate_mbps=rate,
+            user_rate_ci95_mbps=rate_ci, wire_rate_mbps=wire, sent=sent, lost=lost, loss_pct=loss,
+            receiver_cpu_idle_pct=idle_r, sender_cpu_idle_pct=idle_s, receiver_interrupts_per_packet=irq,
+            knee_spacing_us=knee_spacing_us(spacing, lost),
+            max_user_rate_mbps=float(rate[best]) if n else math.nan,
+            max_user_rate_ci95_mbps=float(rate_ci[best]) if n else math.nan,
+            spacing_at_max_us=float(spacing[best]) if n else math.nan,
             theoretical_max_user_mbps=(theoretical_max_user_mbps(int(size), link_rate_bps, mtu=mtu)
                                        if link_rate_bps else math.nan),
             frame_time_on_wire_us=(wire_bytes_per_message(int(size), mtu=mtu) * 8 / link_rate_bps * 1e6
@@ -140,21 +307,40 @@ def size_curves(points: np.ndarray, *, link_rate_bps: float | None = 1e9, mtu: i
     return curves
 
 
+def _listed(spacings: np.ndarray) -> str:
+    """"0, 10 and 20 us"."""
+    said = [setting(float(v)) for v in spacings]
+    return (", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]) + " us"
+
+
 def interpret_curve(c: SizeCurve) -> str:
-    """One sentence on a size's curve: how close to the link it gets, and what limits it (seed 002 4.1.2, 4.2.2)."""
-    text = f"{c.size_bytes} bytes: at best {c.max_user_rate_mbps:.0f} Mbit/s at {c.spacing_at_max_us:g} us spacing"
+    """One sentence on a size's curve, every number one the tables show: its best rate against the link's, where
+    packets were lost, and, where the loss falls off at a knee, what limits the rate (Hughes-Jones et al. 2003,
+    §4.1.2, §4.2.2)."""
+    text = (f"{c.size_bytes} bytes: at best {measured(c.max_user_rate_mbps, c.max_user_rate_ci95_mbps, 'Mbit/s')} "
+            f"at {setting(c.spacing_at_max_us)} us spacing")
     if math.isfinite(c.theoretical_max_user_mbps):
         share = 100 * c.max_user_rate_mbps / c.theoretical_max_user_mbps
-        text += f", {share:.0f}% of the {c.theoretical_max_user_mbps:.0f} Mbit/s the link allows"
-    if math.isnan(c.knee_spacing_us):
-        return text + "; packets were lost even at the widest spacing measured."
-    text += f"; no loss from {c.knee_spacing_us:g} us spacing on"
+        share_ci = 100 * c.max_user_rate_ci95_mbps / c.theoretical_max_user_mbps
+        text += (f", {number(share, ci95=share_ci)}% of the {number(c.theoretical_max_user_mbps)} Mbit/s the link "
+                 "allows")
+    lossy = c.spacing_us[c.lost > 0]
+    clean = c.spacing_us[c.lost == 0]
+    if lossy.size == 0:
+        return text + "; nothing was lost at any spacing."
+    if clean.size == 0:
+        return text + f"; packets were lost at every spacing measured, {_listed(c.spacing_us)}."
+    if lossy.max() > clean.min():
+        return text + (f"; packets were lost at {_listed(lossy)} spacing but not at {_listed(clean)}: the loss does "
+                       "not fall off as the spacing widens, so there is no knee to read.")
+    text += f"; no loss from {setting(c.knee_spacing_us)} us spacing on, loss at {_listed(lossy)}"
     if c.knee_spacing_us <= 1.05 * c.frame_time_on_wire_us:
-        return text + " (the frame's own time on the wire): the link is the limit."
+        return text + f", the frame's own time on the wire ({number(c.frame_time_on_wire_us)} us): the link is the limit."
     idle = c.receiver_cpu_idle_pct[c.spacing_us < c.knee_spacing_us]
-    if idle.size and np.nanmin(idle) < 20:
-        return text + (f", and below it the receiver's CPU was {100 - np.nanmin(idle):.0f}% busy: the receiving host "
-                       "cannot keep up (seed 002 4.1.2: losses in its IP layer).")
+    if idle.size and np.isfinite(idle).any() and np.nanmin(idle) < 20:
+        return text + (f", where the receiver's CPU was as much as {number(100 - np.nanmin(idle))}% busy: the "
+                       f"receiving host cannot keep up ({HUGHES_JONES}, §4.1.2: losses in its IP layer).")
     if math.isfinite(c.frame_time_on_wire_us):
-        return text + ", wider than the wire needs: the receiving host or its bus is the limit."
+        return text + (f"; the knee is wider than the {number(c.frame_time_on_wire_us)} us the wire needs: the "
+                       "receiving host or its bus is the limit.")
     return text + "."

@@ -100,6 +100,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                          "in an mtu sweep, each step's)")
     p.add_argument("--udp-port", type=int, default=0,
                    help="UDP port the far host uses for the test (default: one its kernel picks; set it for firewalls)")
+    p.add_argument("--order", choices=("random", "ascending"), default="random",
+                   help="random: every round visits the sizes (and spacings) in a fresh random order, so drift of "
+                        "the hosts cannot pass for a dependence on size (default); ascending: UDPmon's sweep, "
+                        "smallest first, one round unless --rounds says otherwise")
+    p.add_argument("--order-seed", type=int, default=None,
+                   help="seed of the random order (default: a fresh one; it is recorded in the results)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -113,7 +119,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     lat = sub.add_parser("latency", help="request-response round trips vs response size")
     _common(lat)
     lat.add_argument("--sizes", default="64:1472:8", help="response sizes, start:stop:step or a list (bytes)")
-    lat.add_argument("--count", type=int, default=1000, help="round trips per size (default 1000)")
+    lat.add_argument("--count", type=int, default=1000,
+                     help="round trips per size, shared out over the rounds (default 1000)")
+    lat.add_argument("--rounds", type=int, default=None,
+                     help="rounds, each measuring every size once (default 10; 1 with --order ascending)")
     lat.add_argument("--request-size", type=int, default=64, help="request payload bytes (default 64)")
     lat.add_argument("--busy-poll", action="store_true", help="spin on a non-blocking receive instead of blocking")
     lat.add_argument("--timeout-ms", type=float, default=1000,
@@ -124,7 +133,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _common(st)
     st.add_argument("--sizes", default="1472", help="payload sizes, list or start:stop:step (bytes)")
     st.add_argument("--spacing-us", default="20", help="transmit spacings, list or start:stop:step (us)")
-    st.add_argument("--count", type=int, default=10000, help="packets per point (default 10000)")
+    st.add_argument("--count", type=int, default=10000, help="packets per stream (default 10000)")
+    st.add_argument("--rounds", type=int, default=None,
+                    help="rounds, each sending one stream of every size and spacing (default 3; 1 with --order "
+                         "ascending)")
     st.add_argument("--wire-overhead", type=int, default=66,
                     help="framing bytes per packet for the wire rate: 66 = preamble+SFD 8, gap 12, Ethernet 18, "
                          "IPv4+UDP 28 (seed 002 used 60)")
@@ -180,6 +192,7 @@ class Run:
 
     def __init__(self, args: argparse.Namespace, kind: str, hosts: list[tuple[str, str, int]], *,
                  write: bool = True):
+        import numpy as np
         from nicrig.udpmon.client import Controller
         from nicrig.udpmon.counters import egress_interface
         from nicrig.udpmon.flows import Remote
@@ -191,10 +204,10 @@ class Run:
         self.counter_rows: list[tuple[int, str, str, dict[str, Any]]] = []
         self.load_rows: list[tuple[int, str, float, dict[str, Any]]] = []
         self.points = 0
-        # stream: raw rows of every point, written as whole tables at the end
-        self.pending: dict[str, list[Any]] = {"sent": [], "received": [], "lost_runs": [], "spacing": []}
         self.results = None
         self.remotes: list[Remote] = []
+        seed = getattr(args, "order_seed", None)
+        self.order_rng = np.random.default_rng(seed) if seed is not None else None
         try:
             if args.output and write:  # first: an unwritable output fails before any traffic
                 from nicrig.udpmon.results import ResultsFile
@@ -468,6 +481,21 @@ def _print(args: argparse.Namespace, kind: Kind, results: list[tuple[dict[str, A
 
 # -- latency -------------------------------------------------------------------------------------
 
+def _rounds(args: argparse.Namespace, default: int, most: int | None = None) -> None:
+    """Settle ``--rounds`` (its default depends on ``--order``) and the order's seed, both then recorded."""
+    from nicrig.udpmon import schedule
+
+    from nicrig.errors import UsageError
+
+    if args.rounds is None:
+        args.rounds = 1 if args.order == "ascending" else default
+    if args.rounds < 1 or (most is not None and args.rounds > most):
+        limit = f" and at most --count ({most})" if most is not None else ""
+        raise UsageError(f"--rounds must be at least 1{limit}, got {args.rounds}")
+    if args.order_seed is None:
+        args.order_seed = schedule.new_seed()
+
+
 def _latency_kind(args: argparse.Namespace) -> Kind:
     from nicrig.udpmon.payload import REQUEST_MIN_BYTES
 
@@ -479,115 +507,125 @@ def _latency_kind(args: argparse.Namespace) -> Kind:
     if args.count < 1 or not REQUEST_MIN_BYTES <= args.request_size <= 65507:
         raise UsageError(f"--count must be positive and --request-size {REQUEST_MIN_BYTES} to 65507 bytes "
                          "(the header and the requested response size must fit)")
+    _rounds(args, 10, most=args.count)
     return Kind(
         name="latency", hosts=[("remote", *parse_host(args.host, args.port))],
         body=lambda run, step: _latency_body(run, args, sizes, int((step or {}).get("mtu", args.mtu))),
         table=lambda r: r["table"], show=_latency_lines, to_json=lambda r: {k: v for k, v in r.items() if k != "table"},
         failed=lambda r: any(s["count"] == 0 for s in r["sizes"]),
         describe=lambda: [(f"latency: {len(sizes)} response size(s) from {sizes[0]} to {sizes[-1]} bytes, "
-                          f"{args.count} round trips each")],
+                          f"{args.count} round trips each over {args.rounds} round(s) in {args.order} order")],
         settings=lambda: _settings(args, sizes=sizes))
 
 
-def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int) -> dict[str, Any]:
-    """Every size's round trips against the first daemon; the tables under ``run.prefix``; the summary."""
-    import numpy as np
-    from nicrig.analysis.latency import fit_latency, frames_per_message, rtt_stats
-    from nicrig.udpmon import engine
-    from nicrig.udpmon.results import (
-        ENGINE_COUNTS_DTYPE,
-        LATENCY_SIZES_DTYPE,
-        stats_row,
-        write_latency,
-    )
+def _loopback(run: Run) -> bool:
+    """Whether the far end is this host's loopback (no NIC, bus or wire on the path)."""
+    import ipaddress
 
-    rtt: dict[int, Any] = {}
-    stats: dict[int, Any] = {}
-    engine_rows: list[tuple[int, ...]] = []
+    return run.local_if == "lo" or ipaddress.ip_address(run.address.split("%")[0]).is_loopback
+
+
+def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int) -> dict[str, Any]:
+    """Every size in every round against the first daemon; the tables under ``run.prefix``; the summary."""
+    from nicrig.analysis import latency
+    from nicrig.udpmon import engine, schedule
+    from nicrig.udpmon.results import LatencyVisit, measured_latency, sizes_table, write_latency
+
+    plan = schedule.plan(len(sizes), args.rounds, args.order, run.order_rng)
+    counts = schedule.split(args.count, args.rounds)
+    gap_ns = int(args.gap_us * 1000)
+    visits: list[LatencyVisit] = []
     before = run.snapshot()
-    progress = _progress(len(sizes), "latency")
+    progress = _progress(len(plan), "latency")
     rate_cap = int(run.limits.get("max_rate_pps", 200_000))
     far_end = run.remotes[0]
-    for i, size in enumerate(sizes):
+    for i, v in enumerate(plan):
+        size, count = sizes[v.item], counts[v.round]
         test_id = secrets.randbits(32)
         with run.udp_socket() as sock:
             udp_port = run.ctl.start_responder(
                 test_id=test_id, max_response_bytes=size, max_rate_pps=rate_cap, udp_port=args.udp_port,
                 peer_udp_port=sock.getsockname()[1],
-                duration_s=far_end.duration_s(args.count * (args.timeout_ms + args.gap_us / 1000) / 1000))
+                duration_s=far_end.duration_s(count * (args.timeout_ms + args.gap_us / 1000) / 1000))
             sock.connect((run.address, udp_port))
-            lat = engine.request_response(sock, count=args.count, request_bytes=args.request_size,
+            start = engine.monotonic_ns()
+            lat = engine.request_response(sock, count=count, request_bytes=args.request_size,
                                           response_bytes=size, test_id=test_id,
                                           timeout_ns=int(args.timeout_ms * 1e6), busy_poll=args.busy_poll,
-                                          gap_ns=int(args.gap_us * 1000), seed=args.seed + i)
+                                          gap_ns=gap_ns, seed=args.seed + i)
+            end = engine.monotonic_ns()
         remote, _ = run.ctl.stop()
         far = remote.get("engine", {})
-        engine_rows.append((size, lat.timeouts, lat.stale, lat.foreign, lat.errors, far.get("answered", -1),
-                            far.get("refused_peer", -1), far.get("refused_invalid", -1),
-                            far.get("refused_rate", -1)))
-        rtt[size] = lat.rtt_ns
-        stats[size] = rtt_stats(lat.rtt_ns, args.bin_us)
+        visits.append(LatencyVisit(
+            round=v.round, position=v.position, size_bytes=size, start_ns=start, end_ns=end, rtt_ns=lat.rtt_ns,
+            timeouts=lat.timeouts, stale=lat.stale, foreign=lat.foreign, errors=lat.errors,
+            far_answered=far.get("answered", -1), far_refused_peer=far.get("refused_peer", -1),
+            far_refused_invalid=far.get("refused_invalid", -1), far_refused_rate=far.get("refused_rate", -1)))
         progress(i + 1)
     deltas = run.record_counters(run.next_point(), before, run.snapshot())
-    sizes_arr = np.array(sizes)
-    fits = (fit_latency(sizes_arr, np.array([stats[s].min_us for s in sizes]), mtu),
-            fit_latency(sizes_arr, np.array([stats[s].mean_us for s in sizes]), mtu))
     if run.results is not None:
-        write_latency(run.results, rtt, stats, fits, mtu=mtu, bin_us=args.bin_us, prefix=run.prefix)
-        run.results.write_table(f"{run.prefix}latency/engine", np.array(engine_rows, dtype=ENGINE_COUNTS_DTYPE),
-                                description="per size: what the near end skipped and the far end refused")
+        est = write_latency(run.results, visits, mtu=mtu, bin_us=args.bin_us, gap_ns=gap_ns, prefix=run.prefix)
+    else:
+        est = measured_latency(visits, mtu, gap_ns)[2]
     return {
-        "sizes": [{"size_bytes": s, "frames": frames_per_message(s, mtu), "count": stats[s].count,
-                   "timeouts": stats[s].timeouts, "min_us": stats[s].min_us, "median_us": stats[s].median_us,
-                   "mean_us": stats[s].mean_us, "max_us": stats[s].max_us, "p99_us": stats[s].percentiles_us[99],
-                   "fwhm_us": stats[s].fwhm_us} for s in sizes],
-        "fit_min": [vars(f) for f in fits[0]], "fit_mean": [vars(f) for f in fits[1]],
+        **latency_summary(est),
+        "order": est.order, "order_seed": args.order_seed,
+        "readings": latency.readings(est, loopback=_loopback(run)),
         "cpu_busy_percent": {"local": _busy(deltas["local"]), "remote": _busy(deltas["remote"])},
-        "table": np.array([stats_row(s, mtu, stats[s]) for s in sizes], dtype=LATENCY_SIZES_DTYPE),
+        "table": sizes_table(est),
     }
 
 
+def latency_summary(est: Any) -> dict[str, Any]:
+    """The JSON summary of a latency estimate: per size, the lines per statistic, the modes, how and why."""
+    from nicrig.udpmon.results import STATISTIC_KEYS
+
+    sizes = []
+    for k, size in enumerate(est.sizes):
+        st = est.stats[int(size)]
+        sizes.append({"size_bytes": int(size), "frames": int(est.frames[k]), "count": st.count,
+                      "timeouts": st.timeouts, "min_us": st.min_us, "median_us": st.median_us, "mean_us": st.mean_us,
+                      "max_us": st.max_us, "p99_us": st.percentiles_us[99], "fwhm_us": st.fwhm_us,
+                      "fwhm_ci95_us": st.fwhm_ci95_us,
+                      **{f"round_{key}_us": float(est.values[stat][k]) for stat, key in STATISTIC_KEYS.items()
+                         if stat in est.values},
+                      **{f"round_{key}_ci95_us": float(est.values_ci95[stat][k])
+                         for stat, key in STATISTIC_KEYS.items() if stat in est.values},
+                      "suspect": [stat for stat in est.suspect if est.suspect[stat][k]]})
+    return {"sizes": sizes, "rounds": est.rounds, "statistic": est.statistic, "reason": est.reason,
+            "interval": est.interval_method,
+            "modes": [vars(m) for m in est.modes],
+            **{f"fit_{key}": [vars(f) for f in est.fits.get(stat, [])] for stat, key in STATISTIC_KEYS.items()}}
+
+
 def _latency_lines(summary: dict[str, Any]) -> list[str]:
+    from nicrig.analysis.quantity import measured, number
+    from nicrig.udpmon.results import STATISTIC_KEYS
+
+    key = STATISTIC_KEYS[summary["statistic"]]
     lines = [(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min_us':>9} {'median':>9} {'mean':>9} "
-             f"{'p99':>9} {'max':>9} {'fwhm':>6}")]
+              f"{'p99':>9} {'max':>9} {'fwhm':>13} {summary['statistic'] + ' per round':>22}")]
     for r in summary["sizes"]:
+        flag = " suspect" if summary["statistic"] in r["suspect"] else ""
         lines.append(f"{r['size_bytes']:>6} {r['frames']:>6} {r['count']:>6} {r['timeouts']:>5} {r['min_us']:>9.2f} "
                      f"{r['median_us']:>9.2f} {r['mean_us']:>9.2f} {r['p99_us']:>9.2f} {r['max_us']:>9.2f} "
-                     f"{r['fwhm_us']:>6.1f}")
-    for name, key in (("minimum", "fit_min"), ("mean", "fit_mean")):
-        for f in summary[key]:
-            lines.append(f"fit on {name}, {f['frames']} frame(s), {f['points']} sizes: slope "
-                         f"{f['slope_us_per_byte']:.5f} ± {f['slope_ci95']:.5f} us/byte, intercept "
-                         f"{f['intercept_us']:.2f} ± {f['intercept_ci95']:.2f} us")
-    return lines
+                     f"{measured(r['fwhm_us'], r['fwhm_ci95_us']):>13} "
+                     f"{measured(r[f'round_{key}_us'], r[f'round_{key}_ci95_us']):>22}{flag}")
+    for stat, k in STATISTIC_KEYS.items():
+        for f in summary.get(f"fit_{k}", []):
+            lines.append(f"fit on the {stat}, {f['frames']} frame(s), {f['points']} sizes, {f['rounds']} round(s): "
+                         f"slope {measured(f['slope_us_per_byte'], f['slope_ci95'], 'us/byte')}, intercept "
+                         f"{measured(f['intercept_us'], f['intercept_ci95'], 'us')}, R² {number(f['r_squared'])}")
+    return lines + summary["readings"]
 
 
 # -- stream --------------------------------------------------------------------------------------
 
-STREAM_TABLES = {
-    "sent": ({"due_ns": "ns, CLOCK_MONOTONIC", "t_ns": "ns, CLOCK_MONOTONIC (-1: not sent)"},
-             "every packet sent: when it was due (t0 + seq * spacing) and when it left"),
-    "received": ({"kernel_ns": "ns, CLOCK_REALTIME (kernel RX timestamp, -1: none)",
-                  "user_ns": "ns, CLOCK_MONOTONIC (when the receive call returned)",
-                  "hw_ns": "ns, NIC clock (-1: none)", "size_bytes": "byte"},
-                 "every datagram of the test the far host received, in arrival order"),
-    "lost_runs": ({"run_length": "packets"}, "how many runs of consecutive lost packets had each length"),
-    "spacing": ({"bin_us": "us (left edge)"}, "histograms of the inter-packet spacing, sent and received"),
-}
-
-POINT_DTYPE = [
-    ("point", "<i4"), ("size_bytes", "<i4"), ("spacing_us", "<f8"), ("sent", "<i8"), ("received", "<i8"),
-    ("lost", "<i8"), ("out_of_order", "<i8"), ("duplicates", "<i8"), ("foreign", "<i8"),
-    ("kernel_drops", "<i8"), ("max_lost_run", "<i8"), ("send_time_us", "<f8"), ("recv_time_us", "<f8"),
-    ("send_rate_mbps", "<f8"), ("user_rate_mbps", "<f8"), ("wire_rate_mbps", "<f8"),
-    ("local_cpu_busy_pct", "<f8"), ("remote_cpu_busy_pct", "<f8"),
-    ("local_interrupts", "<i8"), ("remote_interrupts", "<i8"),
-]
-
-
-def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argparse.Namespace) -> dict[str, Any]:
+def _stream_point(run: Run, point: int, visit: Any, size: int, spacing_us: float, args: argparse.Namespace) -> Any:
+    """One stream against the first daemon, between counter snapshots: its raw rows and the hosts' figures."""
     import numpy as np
-    from nicrig.udpmon import engine, sequence
+    from nicrig.udpmon import engine
+    from nicrig.udpmon.results import StreamPoint
 
     test_id = secrets.randbits(32)
     before = run.snapshot()
@@ -606,57 +644,14 @@ def _stream_point(run: Run, point: int, size: int, spacing_us: float, args: argp
     engine_stats = remote.get("engine", {})
     deltas = run.record_counters(point, before, run.snapshot())
     seq = arrays.get("seq", np.zeros(0, np.uint32)).astype(np.int64)
-    kernel_ns = arrays.get("kernel_ns", np.zeros(0, np.int64))
-    s = sequence.sequence_stats(seq, args.count)
-    ok_sent = sent_ns[sent_ns >= 0]
-    send_ns = float(ok_sent[-1] - ok_sent[0]) if len(ok_sent) > 1 else float("nan")
-    stamped = kernel_ns[kernel_ns > 0]
-    recv_ns = float(stamped[-1] - stamped[0]) if len(stamped) > 1 else float("nan")
-    row = {
-        "point": point, "size_bytes": size, "spacing_us": spacing_us, "sent": len(ok_sent),
-        "received": s.received, "lost": s.lost, "out_of_order": s.out_of_order, "duplicates": s.duplicates,
-        "foreign": int(engine_stats.get("foreign", 0)), "kernel_drops": int(engine_stats.get("kernel_drops", -1)),
-        "max_lost_run": int(max(s.lost_runs, default=0)),
-        "send_time_us": send_ns / 1000, "recv_time_us": recv_ns / 1000,
-        "send_rate_mbps": sequence.rate_bps(size, len(ok_sent) - 1, send_ns) / 1e6 if len(ok_sent) > 1 else 0.0,
-        "user_rate_mbps": sequence.rate_bps(size, s.received - 1, recv_ns) / 1e6 if s.received > 1 else 0.0,
-        "wire_rate_mbps": sequence.wire_rate_bps(size, s.received - 1, recv_ns, overhead_bytes=args.wire_overhead)
-        / 1e6 if s.received > 1 else 0.0,
-        "local_cpu_busy_pct": _busy(deltas["local"]), "remote_cpu_busy_pct": _busy(deltas["remote"]),
-        "local_interrupts": _interrupts(deltas["local"]), "remote_interrupts": _interrupts(deltas["remote"]),
-    }
-    run.set_throughput(point, row["user_rate_mbps"])
-    if run.results is not None:
-        due_ns = t0 + np.arange(len(sent_ns), dtype=np.int64) * spacing_ns
-        _write_stream_point(run, point, sent_ns, due_ns, seq, arrays, s, args)
-    return row
-
-
-def _write_stream_point(run: Run, point: int, sent_ns: Any, due_ns: Any, seq: Any, arrays: dict[str, Any], s: Any,
-                        args: argparse.Namespace) -> None:
-    """Append this point's raw rows; tables are rewritten whole, so each stays one dataset."""
-    import numpy as np
-    from nicrig.udpmon import sequence
-
-    sent = np.zeros(len(sent_ns), dtype=[("point", "<i4"), ("seq", "<i8"), ("due_ns", "<i8"), ("t_ns", "<i8")])
-    sent["point"], sent["seq"], sent["due_ns"], sent["t_ns"] = point, np.arange(len(sent_ns)), due_ns, sent_ns
-    recv = np.zeros(len(seq), dtype=[("point", "<i4"), ("seq", "<i8"), ("kernel_ns", "<i8"), ("user_ns", "<i8"),
-                                     ("hw_ns", "<i8"), ("size_bytes", "<i4")])
-    recv["point"], recv["seq"] = point, seq
-    for col, key in (("kernel_ns", "kernel_ns"), ("user_ns", "user_ns"), ("hw_ns", "hw_ns"), ("size_bytes", "size")):
-        if key in arrays:
-            recv[col] = arrays[key]
-    runs = [(point, k, c) for k, c in enumerate(s.lost_run_histogram) if k > 0 and c > 0]
-    spacing = []
-    for side, times in (("send", sent_ns[sent_ns >= 0]), ("recv", recv["kernel_ns"][recv["kernel_ns"] > 0])):
-        if len(times) > 1:
-            edges, counts = sequence.spacing_histogram(np.sort(times), int(args.bin_us * 1000))
-            spacing += [(point, side.encode(), e / 1000, c) for e, c in zip(edges[:-1], counts) if c]
-    run.pending["sent"].append(sent)
-    run.pending["received"].append(recv)
-    run.pending["lost_runs"].append(np.array(runs, dtype=[("point", "<i4"), ("run_length", "<i8"), ("count", "<i8")]))
-    run.pending["spacing"].append(np.array(spacing, dtype=[("point", "<i4"), ("side", "S4"), ("bin_us", "<f8"),
-                                                          ("count", "<i8")]))
+    return StreamPoint(
+        point=point, round=visit.round, position=visit.position, size_bytes=size, spacing_us=spacing_us,
+        count=args.count, t0_ns=t0, sent_ns=sent_ns, seq=seq,
+        kernel_ns=arrays.get("kernel_ns", np.full(seq.size, -1, np.int64)), user_ns=arrays.get("user_ns"),
+        hw_ns=arrays.get("hw_ns"), received_size=arrays.get("size"),
+        foreign=int(engine_stats.get("foreign", 0)), kernel_drops=int(engine_stats.get("kernel_drops", -1)),
+        local_cpu_busy_pct=_busy(deltas["local"]), remote_cpu_busy_pct=_busy(deltas["remote"]),
+        local_interrupts=_interrupts(deltas["local"]), remote_interrupts=_interrupts(deltas["remote"]))
 
 
 def _stream_kind(args: argparse.Namespace) -> Kind:
@@ -668,53 +663,64 @@ def _stream_kind(args: argparse.Namespace) -> Kind:
         raise UsageError("--sizes: 16 to 65507 bytes (the 16-byte header must fit)")
     if min(spacings) < 0 or args.count < 2:
         raise UsageError("--spacing-us must not be negative and --count at least 2")
+    _rounds(args, 3)
     points = [(size, sp) for size in sizes for sp in spacings]
     return Kind(
         name="stream", hosts=[("remote", *parse_host(args.host, args.port))],
-        body=lambda run, step: _stream_body(run, args, points), table=_points_table, show=_stream_lines,
-        to_json=lambda rows: {"points": rows}, failed=lambda rows: any(r["received"] == 0 for r in rows),
-        describe=lambda: [(f"stream: {len(points)} point(s) ({len(sizes)} size(s) x {len(spacings)} spacing(s)), "
-                          f"{args.count} datagrams each")],
+        body=lambda run, step: _stream_body(run, args, points, int((step or {}).get("mtu", args.mtu))),
+        table=_points, show=_stream_lines, to_json=lambda rows: {"points": rows},
+        failed=lambda rows: any(r["received"] == 0 for r in rows),
+        describe=lambda: [(f"stream: {len(points)} point(s) ({len(sizes)} size(s) x {len(spacings)} spacing(s)) "
+                          f"in each of {args.rounds} round(s), {args.order} order, {args.count} datagrams each")],
         settings=lambda: _settings(args, sizes=sizes, spacings_us=spacings))
 
 
-def _points_table(rows: list[dict[str, Any]]) -> Any:
-    import numpy as np
+def _points(rows: list[dict[str, Any]]) -> Any:
+    from nicrig.udpmon.results import points_table
 
-    return np.array([tuple(r[name] for name, _ in POINT_DTYPE) for r in rows], dtype=POINT_DTYPE)
+    return points_table(rows)
 
 
-def _stream_body(run: Run, args: argparse.Namespace, points: list[tuple[int, float]]) -> list[dict[str, Any]]:
-    """Every (size, spacing) point against the first daemon; the tables under ``run.prefix``; the rows."""
-    import numpy as np
+def _stream_link_bps(run: Run) -> float | None:
+    """The local interface's link rate (bit/s) the receive rates are held to; None when it states none."""
+    from nicrig.udpmon.counters import link_speed_mbps
 
-    run.pending = {name: [] for name in run.pending}
-    rows: list[dict[str, Any]] = []
-    progress = _progress(len(points), "stream")
-    for point, (size, spacing) in enumerate(points):
-        rows.append(_stream_point(run, point, size, spacing, args))
-        progress(point + 1)
+    speed = link_speed_mbps(run.local_if) if run.local_if else None
+    return speed * 1e6 if speed else None
+
+
+def _stream_body(run: Run, args: argparse.Namespace, points: list[tuple[int, float]], mtu: int
+                 ) -> list[dict[str, Any]]:
+    """Every (size, spacing) point in every round against the first daemon; the tables under ``run.prefix``."""
+    from nicrig.udpmon import schedule
+    from nicrig.udpmon.results import point_row, write_stream
+
+    plan = schedule.plan(len(points), args.rounds, args.order, run.order_rng)
+    link = _stream_link_bps(run)
+    measured, rows = [], []
+    progress = _progress(len(plan), "stream")
+    for k, v in enumerate(plan):
+        size, spacing = points[v.item]
+        p = _stream_point(run, k, v, size, spacing, args)
+        rows.append(point_row(p, link_rate_bps=link, mtu=mtu, wire_overhead=args.wire_overhead))
+        run.set_throughput(k, rows[-1]["user_rate_mbps"])
+        measured.append(p)
+        progress(k + 1)
     if run.results is not None:
-        units = {n: u for n, u in (("spacing_us", "us"), ("send_time_us", "us"), ("recv_time_us", "us"),
-                                   ("size_bytes", "byte"), ("send_rate_mbps", "Mbit/s"),
-                                   ("user_rate_mbps", "Mbit/s"), ("wire_rate_mbps", "Mbit/s"))}
-        run.results.write_table(f"{run.prefix}stream/points", _points_table(rows), units=units,
-                                attrs={"wire_overhead_bytes": args.wire_overhead},
-                                description="one row per (size, spacing) point, from stream/sent and received")
-        for name, parts in run.pending.items():
-            units, about = STREAM_TABLES[name]
-            run.results.write_table(f"{run.prefix}stream/{name}", np.concatenate(parts), units=units,
-                                    description=about,
-                                    attrs={"bin_width_us": args.bin_us} if name == "spacing" else None)
+        write_stream(run.results, measured, rows, wire_overhead=args.wire_overhead, bin_us=args.bin_us,
+                     link_rate_bps=link, prefix=run.prefix)
     return rows
 
 
 def _stream_lines(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [(f"{'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} "
-             f"{'user_Mb/s':>9} {'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")]
+    from nicrig.analysis.quantity import measured
+
+    lines = [(f"{'round':>5} {'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} "
+              f"{'user_Mb/s':>16} {'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")]
     for r in rows:
-        lines.append(f"{r['size_bytes']:>6} {r['spacing_us']:>8.1f} {r['sent']:>7} {r['received']:>7} "
-                     f"{r['lost']:>6} {r['out_of_order']:>4} {r['duplicates']:>4} {r['user_rate_mbps']:>9.1f} "
+        lines.append(f"{r['round']:>5} {r['size_bytes']:>6} {r['spacing_us']:>8.1f} {r['sent']:>7} {r['received']:>7} "
+                     f"{r['lost']:>6} {r['out_of_order']:>4} {r['duplicates']:>4} "
+                     f"{measured(r['user_rate_mbps'], r['user_rate_ci95_mbps']):>16} "
                      f"{r['wire_rate_mbps']:>9.1f} {r['local_cpu_busy_pct']:>6.1f} {r['remote_cpu_busy_pct']:>6.1f} "
                      f"{r['remote_interrupts']:>6}")
     return lines
