@@ -13,8 +13,9 @@ with its location and its share of the values.
 
 The estimate is binned (Silverman 1982, "Algorithm AS 176"): values are
 counted in bins a quarter of the bandwidth wide and the counts smoothed with
-:func:`scipy.ndimage.gaussian_filter1d`, so a bootstrap of the density is a
-multinomial draw of the bin counts, smoothed all at once.
+a Gaussian in the frequency domain (:mod:`scipy.fft`), so a bootstrap of the
+density is a multinomial draw of the bin counts, all draws smoothed at once,
+each with its own bandwidth.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import ndimage, signal, stats
+from scipy import fft, signal, stats
 
 #: FWHM of a Gaussian in standard deviations: 2 sqrt(2 ln 2).
 FWHM_PER_SIGMA = 2.0 * math.sqrt(2.0 * math.log(2.0))
@@ -61,11 +62,19 @@ class Grid:
         """The standard deviation the estimate adds to the data's: kernel and binning together."""
         return math.sqrt(self.h ** 2 + self.dx ** 2 / 12.0)
 
-    def density(self, counts: np.ndarray | None = None) -> np.ndarray:
-        """The smoothed density (per unit of the values) of ``counts`` (default: the data's), along the last axis."""
-        c = self.counts if counts is None else counts
-        return ndimage.gaussian_filter1d(c.astype(np.float64), self.h / self.dx, axis=-1, mode="constant",
-                                         truncate=5.0) / (self.n * self.dx)
+    def density(self, counts: np.ndarray | None = None, h: float | np.ndarray | None = None) -> np.ndarray:
+        """The smoothed density (per unit of the values) of ``counts`` (default: the data's), along the last axis,
+        with bandwidth ``h`` (default: the grid's; an array: one per row)."""
+        c = np.asarray(self.counts if counts is None else counts, dtype=np.float64)
+        bw = np.asarray(self.h if h is None else h, dtype=np.float64)
+        # a Gaussian kernel is a Gaussian in frequency too: one FFT smooths every row with its own bandwidth
+        pad = int(math.ceil(6 * float(bw.max()) / self.dx))
+        size = fft.next_fast_len(c.shape[-1] + 2 * pad, real=True)
+        padded = np.zeros((*c.shape[:-1], size))
+        padded[..., pad:pad + c.shape[-1]] = c
+        gain = np.exp(-2 * (np.pi * fft.rfftfreq(size, d=self.dx)) ** 2 * bw[..., None] ** 2)
+        smooth = fft.irfft(fft.rfft(padded, axis=-1) * gain, n=size, axis=-1)[..., pad:pad + c.shape[-1]]
+        return smooth / (self.n * self.dx)
 
 
 def robust_sigma(values: np.ndarray) -> float:
@@ -134,7 +143,7 @@ class Width:
     values: int
 
 
-def fwhm(values: np.ndarray, *, seed: int = 0) -> Width:
+def fwhm(values: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> Width:
     """FWHM of the highest peak of ``values``, from the kernel estimate, the kernel taken out in quadrature.
 
     The bandwidth follows the peak: Silverman's rule on a robust scale, then
@@ -159,13 +168,23 @@ def fwhm(values: np.ndarray, *, seed: int = 0) -> Width:
         reach = 3 * first + 5 * h
         g = grid(v, h, top - reach, top + reach)
     width = _deconvolved(g, half_max_width(g.centres, g.density())[0])
+    if draws < 2:
+        return Width(width, nan, g.h, int(v.size))
     rng = np.random.default_rng(seed)
     inside = int(g.counts.sum())
-    draws = rng.multinomial(inside, g.counts / inside, size=BOOTSTRAP_DRAWS)
-    boot = _deconvolved(g, half_max_width(g.centres, g.density(draws) * g.n / inside))
+    counts = rng.multinomial(inside, g.counts / inside, size=draws)
+    # each resample chooses its own bandwidth from its own width, as the estimate did: that choice varies too
+    first = _deconvolved(g, half_max_width(g.centres, g.density(counts)))
+    ok = np.isfinite(first) & (first > 0)
+    h = silverman_bandwidth(first[ok] / FWHM_PER_SIGMA, v.size)
+    widths = half_max_width(g.centres, g.density(counts[ok], h))
+    kernel = FWHM_PER_SIGMA * np.sqrt(h ** 2 + g.dx ** 2 / 12.0)
+    boot = np.sqrt(np.maximum(widths ** 2 - kernel ** 2, 0.0))
     boot = boot[np.isfinite(boot)]
-    ci = 1.96 * float(boot.std(ddof=1)) if boot.size > 1 else nan
-    return Width(width, ci, g.h, int(v.size))
+    if boot.size < 2:
+        return Width(width, nan, g.h, int(v.size))
+    # the estimate's own bias (noise lifts the peak and narrows the width) shows again in the resamples
+    return Width(2 * width - float(boot.mean()), 1.96 * float(boot.std(ddof=1)), g.h, int(v.size))
 
 
 def _deconvolved(g: Grid, width: float | np.ndarray) -> float | np.ndarray:

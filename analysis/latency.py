@@ -226,15 +226,50 @@ def _columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, str
     return size, rnd, rtt, "ascending" if ascending else "random"
 
 
-def _baseline(sizes: np.ndarray, frames: np.ndarray, low: np.ndarray) -> np.ndarray:
-    """Per size, a robust line through the sizes' low percentiles within each frame count (Theil-Sen)."""
+def residuals(sizes: np.ndarray, frames: np.ndarray, size_index: np.ndarray, rtt_us: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Each round trip less a baseline for its size, and the baselines: per frame count, a Theil-Sen line through
+    the sizes' :data:`BASELINE_PERCENTILE`-th percentiles (a size alone: its percentile), robust to a size seen
+    only in a slow state."""
+    low = rounds.group_statistic(rtt_us, size_index, sizes.size, BASELINE_PERCENTILE / 100)
     base = low.copy()
     for k in np.unique(frames):
         sel = (frames == k) & np.isfinite(low)
         if sel.sum() >= 2:
-            slope, intercept, _, _ = stats.theilslopes(low[sel], sizes[sel])
+            slope, intercept, _, _ = stats.theilslopes(low[sel], sizes[sel].astype(np.float64))
             base[frames == k] = intercept + slope * sizes[frames == k]
-    return base
+    return rtt_us - base[size_index], base
+
+
+@dataclass(frozen=True)
+class HostStates:
+    """The modes of the round trips, the statistic the readings use and why, and (main mode) the residual window
+    of the main mode's round trips."""
+
+    modes: list[RttMode]
+    statistic: str
+    reason: str
+    window: tuple[float, float] | None
+
+
+def host_states(resid_us: np.ndarray, base_us: float) -> HostStates:
+    """Find the modes of the residuals (:func:`residuals`) and choose the statistic: the minimum of each visit
+    for one mode, the median of its round trips in the main mode (the largest share) for several."""
+    found = density.modes(resid_us)
+    if not found:
+        return HostStates([], "minimum", "no round trip came back", None)
+    main = max(range(len(found)), key=lambda i: found[i].count)
+    first = found[0].location
+    modes = [RttMode(location_us=float(base_us + m.location), offset_us=float(m.location - first), count=m.count,
+                     share=m.share, main=i == main) for i, m in enumerate(found)]
+    if len(found) == 1:
+        return HostStates(modes, "minimum", (
+            "the round trips have one mode, and each visit's minimum is the round trip least disturbed by other "
+            f"activity on the hosts ({HJ2003}, §3.1)"), None)
+    return HostStates(modes, "main mode", (
+        f"the round trips have {len(found)} modes (host states); the minimum and the mean of a visit mix them, so "
+        f"each visit is reduced to the median of its round trips in the main mode, the one holding the most "
+        f"({number(100 * found[main].share, decimals=0)}%)"), (found[main].lower, found[main].upper))
 
 
 def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
@@ -249,14 +284,11 @@ def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
     visit = r_idx * n_s + s_idx
     ys = {stat: rounds.group_statistic(rtt, visit, n_r * n_s, stat).reshape(n_r, n_s)
           for stat in ("minimum", "mean")}
-    low = rounds.group_statistic(rtt, s_idx, n_s, BASELINE_PERCENTILE / 100)
-    base = _baseline(sizes.astype(np.float64), frames, low)
-    resid = rtt - base[s_idx]
-    found = density.modes(resid)
-    modes, statistic, reason = _name_modes(found, resid, sizes, base)
-    if statistic == "main mode":
-        main = next(m for m in found if m.count == max(x.count for x in found))
-        inside = np.where((resid >= main.lower) & (resid < main.upper), rtt, np.nan)
+    resid, base = residuals(sizes, frames, s_idx, rtt)
+    states = host_states(resid, base[0])
+    if states.window is not None:
+        lo, hi = states.window
+        inside = np.where((resid >= lo) & (resid < hi), rtt, np.nan)
         ys["main mode"] = rounds.group_statistic(inside, visit, n_r * n_s, "median").reshape(n_r, n_s)
     values, values_ci, suspect, fits = {}, {}, {}, {}
     for stat, y in ys.items():
@@ -277,27 +309,11 @@ def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
                     r=float(lines.r), r_squared=float(lines.r_squared), lack_of_fit_p=float(lines.lack_of_fit_p),
                     suspect_sizes=tuple(int(s) for s in sizes[cols][lines.suspect])))
     return LatencyEstimate(
-        sizes=sizes, frames=frames, visits=np.isfinite(ys["minimum"]).sum(axis=0), stats=size_stats, rounds=int(round_ids.size), order=order, values=values,
-        values_ci95=values_ci, suspect=suspect, fits=fits, modes=modes, statistic=statistic, reason=reason,
+        sizes=sizes, frames=frames, visits=np.isfinite(ys["minimum"]).sum(axis=0), stats=size_stats,
+        rounds=int(round_ids.size), order=order, values=values,
+        values_ci95=values_ci, suspect=suspect, fits=fits, modes=states.modes, statistic=states.statistic,
+        reason=states.reason,
         round_trips=int(np.isfinite(rtt).sum()), timeouts=int((~np.isfinite(rtt)).sum()))
-
-
-def _name_modes(found: list[density.Mode], resid: np.ndarray, sizes: np.ndarray, base: np.ndarray
-                ) -> tuple[list[RttMode], str, str]:
-    """The modes as RTTs at the smallest size, and the statistic the readings use, with the reason."""
-    if not found:
-        return [], "minimum", "no round trip came back"
-    main = max(range(len(found)), key=lambda i: found[i].count)
-    first = found[0].location
-    modes = [RttMode(location_us=float(base[0] + m.location), offset_us=float(m.location - first), count=m.count,
-                     share=m.share, main=i == main) for i, m in enumerate(found)]
-    if len(found) == 1:
-        return modes, "minimum", ("the round trips have one mode, and each visit's minimum is the round trip least "
-                                  f"disturbed by other activity on the hosts ({HJ2003}, §3.1)")
-    return modes, "main mode", (
-        f"the round trips have {len(found)} modes (host states); the minimum and the mean of a visit mix them, so "
-        f"each visit is reduced to the median of its round trips in the main mode, the one holding the most "
-        f"({number(100 * found[main].share, decimals=0)}%)")
 
 
 #: Hughes-Jones et al. 2003: an interrupt per frame gives a request-response intercept of ~56-62 us on the hosts

@@ -1,18 +1,25 @@
 """udpmon results files as plots: latency vs size with fit lines and expected slope, RTT histograms,
-throughput, loss and CPU vs spacing (seed 002 figures 4.1, 4.2, 6.4 and 6.5).
+throughput, loss and CPU vs spacing (Hughes-Jones et al. 2003, figures 4.1, 4.2, 6.4 and 6.5).
 
-Every curve is read from the results file's own tables (``docs/formats.md``):
-``latency/sizes``, ``latency/fit_min`` and ``latency/fit_mean`` (the fits the
-run stored), ``latency/histogram``, ``stream/points``. The expected slope comes
-from ``nicrig.analysis.expected`` for the path the user picks.
+The latency view runs the one latency estimator
+(:func:`nicrig.analysis.latency.estimate`) on the file's singletons
+(``latency/rtt``), as ``nicrig report`` and ``nicrig udpmon latency`` do: the
+per-round values with their 95% bars, the lines on each statistic, suspect
+sizes marked, the FWHM of each size. The stream view draws
+:func:`nicrig.analysis.throughput.size_curves` of ``stream/points`` (each
+size and spacing over the rounds). The expected slope comes from
+``nicrig.analysis.expected`` for the path the user picks.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
+from nicrig.analysis import latency, throughput
+from nicrig.analysis.quantity import measured, number
 from nicrig.udpmon.results import ResultsFile
 from PySide6 import QtCore, QtWidgets
 
@@ -32,11 +39,12 @@ def _plot(title: str, x: str, y: str) -> pg.PlotWidget:
     return w
 
 
-def _tables(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, dict]]:
+def _tables(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, dict], dict]:
     with ResultsFile.open(path) as rf:
         names = rf.table_names()
-        return rf.run_kind, {n: rf.read_table(n) for n in names if n != "latency/rtt"}, \
-            {n: rf.table_attrs(n) for n in names}
+        settings = json.loads(rf.attrs.get("settings", "{}"))
+        return rf.run_kind, {n: rf.read_table(n) for n in names if n.startswith(("latency/", "stream/points"))}, \
+            {n: rf.table_attrs(n) for n in names}, settings
 
 
 class ResultsView(QtWidgets.QTabWidget):
@@ -45,8 +53,9 @@ class ResultsView(QtWidgets.QTabWidget):
     def __init__(self, path: str | Path, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.path = Path(path)
-        self.kind, self.tables, self.attrs = _tables(self.path)
-        if "latency/sizes" in self.tables:
+        self.kind, self.tables, self.attrs, settings = _tables(self.path)
+        if "latency/rtt" in self.tables:
+            self.estimate = latency.estimate(self.tables["latency/rtt"], int(settings.get("mtu", 1500)))
             self.addTab(self._latency_page(), "latency vs size")
             self.addTab(self._histograms(), "RTT histograms")
         if "stream/points" in self.tables:
@@ -85,66 +94,77 @@ class ResultsView(QtWidgets.QTabWidget):
             self.expected_note.setText(f"<span style='color:#b00'>{exc}</span>")
             return
         self.add_expected_slope(slope, self.path_edit.text())
-        fits = self.tables.get("latency/fit_min", np.zeros(0))
-        seen = ", ".join(f"{int(f['frames'])} frame(s) {f['slope_us_per_byte']:.5f}" for f in fits)
-        self.expected_note.setText(f"expected slope {slope:.5f} us/byte; fitted on the minimum RTT: "
-                                   f"{seen or 'no fit (fewer than 3 sizes per frame count)'} us/byte")
+        est = self.estimate
+        fit = est.fit(frames=1)
+        seen = ", ".join(f"{f.frames} frame(s) {measured(f.slope_us_per_byte, f.slope_ci95)}"
+                         for f in est.fits.get(est.statistic, []))
+        why = latency.unresolved(fit, est)
+        self.expected_note.setText(
+            f"expected slope {number(slope)} us/byte; fitted on the {est.statistic}: "
+            f"{seen or 'no line (fewer than 3 sizes per frame count)'} us/byte"
+            + (f" — not compared: {why}" if why else ""))
 
     def _latency(self) -> QtWidgets.QWidget:
-        sizes = self.tables["latency/sizes"]
-        w = _plot(f"UDP request-response latency ({self.path.name})", "response size (bytes)", "RTT (us)")
-        for col, colour, symbol in (("min_us", PALETTE[0], "o"), ("mean_us", PALETTE[1], "t")):
-            w.plot(sizes["size_bytes"], sizes[col], pen=None, symbol=symbol, symbolSize=6, symbolBrush=colour,
-                   symbolPen=None, name=col.replace("_us", " RTT"))
+        est = self.estimate
+        w = _plot(f"UDP request-response latency ({self.path.name}): per-round values, 95% bars",
+                  "response size (bytes)", "RTT (us)")
+        x = est.sizes.astype(float)
         self.fit_rows: list[str] = []
-        for table, colour in (("latency/fit_min", PALETTE[0]), ("latency/fit_mean", PALETTE[1])):
-            for fit in self.tables.get(table, np.zeros(0)):
-                sel = sizes["frames"] == fit["frames"]
-                if not sel.any():
-                    continue
-                x = np.array([sizes["size_bytes"][sel].min(), sizes["size_bytes"][sel].max()], dtype=float)
-                label = (f"{table.split('_')[1]} fit, {int(fit['frames'])} frame(s): "
-                         f"{fit['slope_us_per_byte']:.5f} ± {fit['slope_ci95']:.5f} us/byte, "
-                         f"intercept {fit['intercept_us']:.2f} us")
-                w.plot(x, fit["intercept_us"] + fit["slope_us_per_byte"] * x, pen=pg.mkPen(colour, width=2),
-                       name=label)
+        for k, (stat, values) in enumerate(est.values.items()):
+            colour = PALETTE[k % len(PALETTE)]
+            ok = np.isfinite(values)
+            w.plot(x[ok], values[ok], pen=None, symbol="o", symbolSize=6, symbolBrush=colour, symbolPen=None,
+                   name=f"{stat} per round")
+            ci = np.where(np.isfinite(est.values_ci95[stat]), est.values_ci95[stat], 0.0)
+            w.addItem(pg.ErrorBarItem(x=x[ok], y=values[ok], height=2 * ci[ok], pen=pg.mkPen(colour)))
+            bad = est.suspect[stat]
+            if bad.any():
+                w.plot(x[bad], values[bad], pen=None, symbol="o", symbolSize=14, symbolBrush=None,
+                       symbolPen=pg.mkPen("#d62728", width=2), name=f"suspect on the {stat}")
+            for f in est.fits.get(stat, []):
+                xs = x[est.frames == f.frames]
+                ends = np.array([xs.min(), xs.max()])
+                label = (f"{stat} fit, {f.frames} frame(s): {measured(f.slope_us_per_byte, f.slope_ci95, 'us/byte')}"
+                         f", intercept {measured(f.intercept_us, f.intercept_ci95, 'us')}")
+                w.plot(ends, f.intercept_us + f.slope_us_per_byte * ends, pen=pg.mkPen(colour, width=2), name=label)
                 self.fit_rows.append(label)
         self.latency_plot = w
         return w
 
     def add_expected_slope(self, slope_us_per_byte: float, label: str) -> None:
-        """Draw a line of the expected slope through the smallest size's minimum RTT."""
-        sizes = self.tables["latency/sizes"]
-        ok = np.isfinite(sizes["min_us"])
+        """Draw a line of the expected slope through the smallest size's value of the readings' statistic."""
+        est = self.estimate
+        values = est.values[est.statistic]
+        ok = np.isfinite(values)
         if not ok.any():
             return
-        x = np.array([sizes["size_bytes"][ok].min(), sizes["size_bytes"][ok].max()], dtype=float)
-        y0 = float(sizes["min_us"][ok][np.argmin(sizes["size_bytes"][ok])])
+        x = np.array([est.sizes[ok].min(), est.sizes[ok].max()], dtype=float)
+        y0 = float(values[ok][np.argmin(est.sizes[ok])])
         if self._expected_item is not None:
             self.latency_plot.removeItem(self._expected_item)
         self._expected_item = self.latency_plot.plot(
             x, y0 + slope_us_per_byte * (x - x[0]), pen=pg.mkPen("#444444", width=2, style=QtCore.Qt.PenStyle.DashLine),
-            name=f"expected slope {slope_us_per_byte:.5f} us/byte ({label})")
+            name=f"expected slope {number(slope_us_per_byte)} us/byte ({label})")
 
     def _histograms(self) -> QtWidgets.QWidget:
         hist = self.tables.get("latency/histogram", np.zeros(0, [("size_bytes", "<i4"), ("bin_us", "<f8"),
                                                                  ("count", "<i8")]))
         width = float(self.attrs.get("latency/histogram", {}).get("bin_width_us", 1.0))
-        sizes = self.tables["latency/sizes"]
+        est = self.estimate
         w = _plot("RTT histograms", "RTT (us)", "count")
         present = [int(s) for s in np.unique(hist["size_bytes"])]
         # a handful of sizes across the range, as seed 002 figure 6.4 shows 64, 512, 1024, 1400
         picks = present if len(present) <= 4 else [present[i] for i in np.linspace(0, len(present) - 1, 4).astype(int)]
         for k, size in enumerate(picks):
             rows = hist[hist["size_bytes"] == size]
-            fwhm = sizes["fwhm_us"][sizes["size_bytes"] == size]
-            name = f"{size} B" + (f", FWHM {float(fwhm[0]):.2f} us" if len(fwhm) else "")
+            st = est.stats.get(size)
+            name = f"{size} B" + (f", FWHM {measured(st.fwhm_us, st.fwhm_ci95_us, 'us')}" if st else "")
             x = np.append(rows["bin_us"], rows["bin_us"][-1] + width) if len(rows) else np.zeros(0)
             w.plot(x, rows["count"], stepMode="center", pen=pg.mkPen(PALETTE[k % len(PALETTE)], width=2), name=name)
-        shown = sizes[np.isin(sizes["size_bytes"], picks)]
-        if len(shown) and np.isfinite(shown["p99_us"]).any():
-            # the body of the distributions, as seed 002 figure 6.4 shows them; the tail is in the file
-            lo, hi = np.nanmin(shown["min_us"]), np.nanmax(shown["p99_us"])
+        shown = [est.stats[s] for s in picks if s in est.stats and est.stats[s].count]
+        if shown:
+            # the body of the distributions, as Hughes-Jones et al. figure 6.4 shows them; the tail is in the file
+            lo, hi = min(st.min_us for st in shown), max(st.percentiles_us[99] for st in shown)
             w.setXRange(lo - 0.1 * (hi - lo) - width, hi + 0.2 * (hi - lo) + width, padding=0)
         return w
 
@@ -163,17 +183,18 @@ class ResultsView(QtWidgets.QTabWidget):
             p.setLabel("bottom", "transmit spacing (us)")
             p.addLegend(offset=(-10, 5))
             plots.append(p)
-        for k, size in enumerate(np.unique(pts["size_bytes"])):
-            sel = pts[pts["size_bytes"] == size]
-            sel = sel[np.argsort(sel["spacing_us"])]
+        attrs = self.attrs.get("stream/points", {})
+        link = float(attrs.get("link_mbps", np.nan)) * 1e6
+        for k, c in enumerate(throughput.size_curves(pts, link_rate_bps=link if np.isfinite(link) else None)):
             colour = PALETTE[k % len(PALETTE)]
-            x = sel["spacing_us"]
-            plots[0].plot(x, sel["user_rate_mbps"], pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=5,
-                          symbolBrush=colour, name=f"{int(size)} B")
-            loss = np.where(sel["sent"] > 0, 100.0 * sel["lost"] / np.maximum(sel["sent"], 1), np.nan)
-            plots[1].plot(x, loss, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=5, symbolBrush=colour,
-                          name=f"{int(size)} B")
-            plots[2].plot(x, sel["local_cpu_busy_pct"], pen=pg.mkPen(colour, width=2), name=f"{int(size)} B")
-            plots[2].plot(x, sel["remote_cpu_busy_pct"], pen=pg.mkPen(colour, width=2,
-                                                                      style=QtCore.Qt.PenStyle.DashLine))
+            x = c.spacing_us
+            plots[0].plot(x, c.user_rate_mbps, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=5,
+                          symbolBrush=colour, name=f"{c.size_bytes} B")
+            ci = np.where(np.isfinite(c.user_rate_ci95_mbps), c.user_rate_ci95_mbps, 0.0)
+            plots[0].addItem(pg.ErrorBarItem(x=x, y=c.user_rate_mbps, height=2 * ci, pen=pg.mkPen(colour)))
+            plots[1].plot(x, c.loss_pct, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=5, symbolBrush=colour,
+                          name=f"{c.size_bytes} B")
+            plots[2].plot(x, 100 - c.sender_cpu_idle_pct, pen=pg.mkPen(colour, width=2), name=f"{c.size_bytes} B")
+            plots[2].plot(x, 100 - c.receiver_cpu_idle_pct, pen=pg.mkPen(colour, width=2,
+                                                                         style=QtCore.Qt.PenStyle.DashLine))
         return box
