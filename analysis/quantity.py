@@ -43,7 +43,7 @@ def decimals_of(ci95: float) -> int | None:
 def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) -> str:
     """``v`` as text: to ``decimals`` places, else to the precision of ``ci95``, else four significant digits.
 
-    Integers (and booleans) stay whole; NaN, infinities and None are "–";
+    Integers stay whole unless a precision is given; NaN, infinities and None are "–";
     thousands are separated by commas from 10,000 on.
     """
     v = plain(v)
@@ -51,9 +51,10 @@ def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) ->
         return "–"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
-    if isinstance(v, int):
-        return f"{v:,}" if abs(v) >= 10_000 else str(v)
     places = decimals if decimals is not None else decimals_of(ci95) if ci95 is not None else None
+    if isinstance(v, int) and places is None:
+        return f"{v:,}" if abs(v) >= 10_000 else str(v)
+    v = float(v)
     if places is None:
         if v == 0:
             return "0"

@@ -265,6 +265,8 @@ POINT_COLUMNS = ["size (bytes)", "spacing (us)", "rounds", "user (Mbit/s)", "use
 RATE_UNCERTAINTY = {"best user rate (Mbit/s)": "best ± 95% (Mbit/s)", "user (Mbit/s)": "user ± 95% (Mbit/s)",
                     "share of link (%)": "share ± 95% (%)"}
 SPACING_COLUMNS = ("spacing (us)", "at spacing (us)", "no loss from (us)")
+#: CPU time comes from jiffies (10 ms): whole percents.
+CPU_DECIMALS = {"receiver CPU idle (%)": 0}
 
 
 def _best_row(c: throughput.SizeCurve) -> list[Any]:
@@ -316,7 +318,8 @@ def stream_section(name: str, curves: list[throughput.SizeCurve], link_rate_bps:
                             [_best_row(c) for c in curves], _best_source(src), uncertainty=RATE_UNCERTAINTY,
                             settings=SPACING_COLUMNS))
     sec.tables.append(Table("Every size and spacing", POINT_COLUMNS, [r for c in curves for r in _point_rows(c)],
-                            _point_source(src), uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS))
+                            _point_source(src), uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS,
+                            decimals=CPU_DECIMALS))
     if curves:
         sec.charts.append(Chart("Throughput against transmit spacing", figures.throughput_vs_spacing(curves),
                                 f"User rate per size with 95% bars (dotted: the offered load, size / spacing), loss, "
@@ -711,7 +714,7 @@ def sweep_stream_section(name: str, parts: Sequence[tuple[sweeps.Step, list[thro
                             uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS))
     sec.tables.append(Table("Every size and spacing per step", ["step", *POINT_COLUMNS],
                             [[step.label, *r] for step, c in curves for r in _point_rows(c)], _point_source(src),
-                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS))
+                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS, decimals=CPU_DECIMALS))
     if curves:
         sec.charts.append(Chart(
             f"Throughput against transmit spacing per setting (as {HUGHES_JONES}, figures 8.2, 8.3)",

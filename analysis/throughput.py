@@ -144,8 +144,8 @@ def receive_rate(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, 
         return ReceiveRate(n, nan, nan, nan, wire)
     frame_ns = wire_bytes_per_message(payload_bytes, mtu=mtu) * 8e9 / link_rate_bps if wire else 0.0
     a = wire_arrivals(t, frame_ns) if wire else t.astype(np.float64)
-    ends = np.flatnonzero(np.diff(t) >= frame_ns / 2) if wire else np.arange(n - 1)
     # from the end of the first batch to the end of the last complete one (the stream's last batch ends at n - 1)
+    ends = np.flatnonzero(np.diff(t) >= frame_ns / 2) if wire else np.arange(n)
     ends = ends if ends.size >= 2 else np.array([0, n - 1])
     lo, hi = int(ends[0]), int(ends[-1])
     duration = float(a[hi] - a[lo])
@@ -338,7 +338,7 @@ def interpret_curve(c: SizeCurve) -> str:
         return text + f", the frame's own time on the wire ({number(c.frame_time_on_wire_us)} us): the link is the limit."
     idle = c.receiver_cpu_idle_pct[c.spacing_us < c.knee_spacing_us]
     if idle.size and np.isfinite(idle).any() and np.nanmin(idle) < 20:
-        return text + (f", where the receiver's CPU was as much as {number(100 - np.nanmin(idle))}% busy: the "
+        return text + (f", where the receiver's CPU was as much as {number(100 - np.nanmin(idle), decimals=0)}% busy: the "
                        f"receiving host cannot keep up ({HUGHES_JONES}, §4.1.2: losses in its IP layer).")
     if math.isfinite(c.frame_time_on_wire_us):
         return text + (f"; the knee is wider than the {number(c.frame_time_on_wire_us)} us the wire needs: the "

@@ -863,19 +863,16 @@ def doc_examples() -> dict:
 
 def test_doc_results_example(tmp_path, monkeypatch, capsys):
     """The bare-h5py example for udpmon results prints the medians the file's own table holds."""
-    from nicrig.analysis.latency import fit_latency, rtt_stats
-    from nicrig.udpmon.results import ResultsFile, write_latency
+    from nicrig.udpmon.results import LatencyVisit, ResultsFile, write_latency
 
     rng = np.random.default_rng(5)
     rtt = {s: rng.integers(10_000, 90_000, 40) for s in (64, 1000, 1472, 2000)}
     rtt[1000][:3] = -1
-    stats = {s: rtt_stats(v) for s, v in rtt.items()}
-    sizes = np.array(sorted(rtt))
-    fits = (fit_latency(sizes, np.array([stats[s].min_us for s in sizes])), [])
     monkeypatch.chdir(tmp_path)
     with ResultsFile.create("lat.h5") as rf:
         rf.set_run("latency", peer="198.18.0.2:14401", argv=[], settings={}, remote={})
-        write_latency(rf, rtt, stats, fits, mtu=1500, bin_us=1.0)
+        write_latency(rf, [LatencyVisit(0, k, s, 0, 4_000_000, v) for k, (s, v) in enumerate(rtt.items())],
+                      mtu=1500, bin_us=1.0)
         table = rf.read_table("latency/sizes")
     (block,) = _doc_blocks(results=True)
     exec(compile(block, str(DOC), "exec"), {})

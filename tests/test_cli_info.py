@@ -198,17 +198,14 @@ def test_bad_file_is_one_line_and_exit_2(tmp_path, kind, fragment, as_json):
 
 
 def test_info_describes_a_udpmon_results_file(tmp_path):
-    from nicrig.analysis.latency import fit_latency, rtt_stats
-    from nicrig.udpmon.results import ResultsFile, write_latency
+    from nicrig.udpmon.results import LatencyVisit, ResultsFile, write_latency
 
     p = tmp_path / "lat.h5"
     rtt = {64: np.array([20_000, 21_000, 22_000, -1]), 1400: np.array([40_000, 41_000, 40_500, 40_200])}
     with ResultsFile.create(p) as rf:
         rf.set_run("latency", peer="198.18.0.2:14401", argv=["nicrig", "udpmon"], settings={"count": 4}, remote={})
-        stats = {s: rtt_stats(v) for s, v in rtt.items()}
-        sizes = np.array(sorted(rtt))
-        fits = (fit_latency(sizes, np.array([stats[s].min_us for s in sizes])), [])
-        write_latency(rf, rtt, stats, fits, mtu=1500, bin_us=1.0)
+        write_latency(rf, [LatencyVisit(0, k, s, 0, 200_000, v) for k, (s, v) in enumerate(rtt.items())],
+                      mtu=1500, bin_us=1.0)
     text = nicrig("info", p).stdout
     assert "nicrig-results" in text and "udpmon latency against 198.18.0.2:14401" in text
     assert "latency/rtt  8 rows" in text and "sources" not in text

@@ -13,8 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from nicrig.acquisition.capture import CaptureSet
-from nicrig.analysis.latency import fit_latency, rtt_stats
-from nicrig.udpmon.results import ResultsFile, write_latency
+from nicrig.udpmon.results import (
+    LatencyVisit,
+    ResultsFile,
+    StreamPoint,
+    point_row,
+    write_latency,
+    write_stream,
+)
 
 from nicrig.cli import main
 
@@ -262,27 +268,26 @@ def results_files(tmp_path: Path) -> tuple[Path, Path]:
     """A latency and a stream results file written by the udpmon writers from synthetic measurements."""
     rng = np.random.default_rng(3)
     sizes = list(range(64, 3000, 256))
-    rtt = {s: (20_000 + 12 * s + rng.normal(0, 300, 200)).astype(np.int64) for s in sizes}
-    stats = {s: rtt_stats(v) for s, v in rtt.items()}
-    mins = np.array([stats[s].min_us for s in sizes])
-    means = np.array([stats[s].mean_us for s in sizes])
+    visits = [LatencyVisit(r, p, s, 0, 0, (20_000 + 12 * s + rng.normal(0, 300, 20)).astype(np.int64))
+              for r in range(10) for p, s in enumerate(rng.permutation(sizes))]
     lat = tmp_path / "lat.h5"
     with ResultsFile.create(lat) as rf:
         rf.set_run("latency", peer="127.0.0.1", argv=["test"], settings={}, remote={})
-        write_latency(rf, rtt, stats, (fit_latency(np.array(sizes), mins), fit_latency(np.array(sizes), means)),
-                      mtu=1500, bin_us=1.0)
-    from nicrig.udpmon.command import POINT_DTYPE
-
-    points = np.zeros(8, dtype=POINT_DTYPE)
+        write_latency(rf, visits, mtu=1500, bin_us=1.0)
+    points = []
     for k, (size, spacing) in enumerate((s, sp) for s in (64, 1472) for sp in (0, 10, 20, 40)):
-        points[k]["size_bytes"], points[k]["spacing_us"], points[k]["sent"] = size, spacing, 1000
-        points[k]["lost"] = 300 if spacing < 15 and size == 1472 else 0
-        points[k]["user_rate_mbps"] = size * 8 / max(spacing, 12)
-        points[k]["local_cpu_busy_pct"], points[k]["remote_cpu_busy_pct"] = 50 + spacing, 60 - spacing
+        sent = 1_000_000 + np.arange(1000, dtype=np.int64) * int(spacing * 1000)
+        seq = np.arange(1000)[300:] if spacing < 15 and size == 1472 else np.arange(1000)
+        gap_ns = max(spacing, 12) * 1000 * size / 1472
+        points.append(StreamPoint(point=k, round=0, position=k, size_bytes=size, spacing_us=spacing, count=1000,
+                                  t0_ns=1_000_000, sent_ns=sent, seq=seq,
+                                  kernel_ns=(5_000_000 + seq * gap_ns).astype(np.int64),
+                                  local_cpu_busy_pct=50 + spacing, remote_cpu_busy_pct=60 - spacing))
     stream = tmp_path / "stream.h5"
     with ResultsFile.create(stream) as rf:
         rf.set_run("stream", peer="127.0.0.1", argv=["test"], settings={}, remote={})
-        rf.write_table("stream/points", points)
+        write_stream(rf, points, [point_row(p, link_rate_bps=None, mtu=1500, wire_overhead=66) for p in points],
+                     wire_overhead=66, bin_us=1.0, link_rate_bps=None)
     return lat, stream
 
 
@@ -294,11 +299,13 @@ def test_results_views_plot_fits_expected_slope_histograms_and_stream(qtbot, res
     latency, streams = w.results
     assert [latency.tabText(i) for i in range(latency.count())] == ["latency vs size", "RTT histograms"]
     assert [streams.tabText(i) for i in range(streams.count())] == ["throughput, loss, CPU"]
-    assert any("0.012" in label for label in latency.fit_rows)  # the synthetic 12 ns/byte slope, fitted
+    # the synthetic 12 ns/byte slope, fitted by the one estimator, with its interval
+    assert any(label.startswith("minimum fit, 1 frame(s): 0.012") for label in latency.fit_rows)
+    assert latency.estimate.rounds == 10 and latency.estimate.order == "random"
     assert "expected slope 0.01175 us/byte" in latency.expected_note.text()  # seed 002 3.1: 64/66 path
     latency.path_edit.setText("pci32-33,gige,pci32-33")
     latency.show_expected()
-    assert "expected slope 0.0230" in latency.expected_note.text()
+    assert "expected slope 0.02300" in latency.expected_note.text()
     latency.path_edit.setText("pci99-1")
     latency.show_expected()
     assert "path element" in latency.expected_note.text()

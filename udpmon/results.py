@@ -352,7 +352,7 @@ def point_row(p: StreamPoint, *, link_rate_bps: float | None, mtu: int, wire_ove
         "out_of_order": s.out_of_order, "duplicates": s.duplicates, "foreign": p.foreign,
         "kernel_drops": p.kernel_drops, "max_lost_run": int(max(s.lost_runs, default=0)),
         "send_time_us": send_ns / 1000, "recv_time_us": recv_ns / 1000,
-        "send_rate_mbps": sequence.rate_bps(p.size_bytes, len(ok_sent) - 1, send_ns) / 1e6 if len(ok_sent) > 1
+        "send_rate_mbps": sequence.rate_bps(p.size_bytes, len(ok_sent) - 1, send_ns) / 1e6 if send_ns > 0
         else math.nan,
         "user_rate_mbps": rate.user_rate_mbps, "user_rate_ci95_mbps": rate.user_rate_ci95_mbps,
         "wire_rate_mbps": wire, "local_cpu_busy_pct": p.local_cpu_busy_pct,
