@@ -16,9 +16,10 @@ report`` and the GUI all call it on the singletons of ``latency/rtt``. It
   median of its round trips in the main state (:mod:`nicrig.analysis.rounds`
   fits lines through those values round by round and takes the spread of the
   rounds' lines as the uncertainty, which holds under drift and host states);
-* names the modes of the RTT distribution (host states) from the residuals
-  about a robust baseline line (:func:`nicrig.analysis.density.modes`), and
-  says which statistic the readings use and why;
+* names the modes of the RTT distribution (host states) from each round
+  trip's excess over its size's low percentile
+  (:func:`nicrig.analysis.density.modes`), and says which statistic the
+  readings use and why;
 * gives each size's statistics, its FWHM with an uncertainty
   (:func:`nicrig.analysis.density.fwhm`), and flags suspect sizes (left out of
   the line, listed, never silently dropped).
@@ -44,7 +45,7 @@ UDP_HEADER_BYTES = 8
 PERCENTILES = (1, 5, 10, 25, 75, 90, 95, 99)
 #: The statistics a visit is reduced to, by the name the report and the tables give them.
 STATISTICS = ("minimum", "mean", "main mode")
-#: The percentile of each size's round trips the baseline line (for the modes) runs through.
+#: The percentile of each size's round trips the modes are measured from.
 BASELINE_PERCENTILE = 10
 
 
@@ -226,18 +227,15 @@ def _columns(table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, str
     return size, rnd, rtt, "ascending" if ascending else "random"
 
 
-def residuals(sizes: np.ndarray, frames: np.ndarray, size_index: np.ndarray, rtt_us: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """Each round trip less a baseline for its size, and the baselines: per frame count, a Theil-Sen line through
-    the sizes' :data:`BASELINE_PERCENTILE`-th percentiles (a size alone: its percentile), robust to a size seen
-    only in a slow state."""
-    low = rounds.group_statistic(rtt_us, size_index, sizes.size, BASELINE_PERCENTILE / 100)
-    base = low.copy()
-    for k in np.unique(frames):
-        sel = (frames == k) & np.isfinite(low)
-        if sel.sum() >= 2:
-            slope, intercept, _, _ = stats.theilslopes(low[sel], sizes[sel].astype(np.float64))
-            base[frames == k] = intercept + slope * sizes[frames == k]
+def residuals(sizes: np.ndarray, size_index: np.ndarray, rtt_us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each round trip less its size's :data:`BASELINE_PERCENTILE`-th percentile, and those percentiles.
+
+    Host states show as the round trips of one size spreading into several
+    levels over the rounds; taking each size's own level out first keeps
+    sizes that lie off a straight line (a step, a cache effect) from looking
+    like states.
+    """
+    base = rounds.group_statistic(rtt_us, size_index, sizes.size, BASELINE_PERCENTILE / 100)
     return rtt_us - base[size_index], base
 
 
@@ -284,7 +282,7 @@ def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
     visit = r_idx * n_s + s_idx
     ys = {stat: rounds.group_statistic(rtt, visit, n_r * n_s, stat).reshape(n_r, n_s)
           for stat in ("minimum", "mean")}
-    resid, base = residuals(sizes, frames, s_idx, rtt)
+    resid, base = residuals(sizes, s_idx, rtt)
     states = host_states(resid, base[0])
     if states.window is not None:
         lo, hi = states.window

@@ -197,8 +197,9 @@ def _modes_table(est: latency.LatencyEstimate, src: str) -> Table:
                  ["RTT at the smallest size (us)", "above the fastest mode (us)", "round trips", "share (%)",
                   "main mode"],
                  [[m.location_us, m.offset_us, m.count, 100 * m.share, "yes" if m.main else ""] for m in est.modes],
-                 f"{src}: peaks of a kernel density estimate of every round trip less a Theil-Sen line through the "
-                 f"sizes' {latency.BASELINE_PERCENTILE}th percentiles; each mode runs from valley to valley",
+                 f"{src}: peaks of a kernel density estimate of every round trip less its size's "
+                 f"{latency.BASELINE_PERCENTILE}th percentile; each mode runs from valley to valley; the RTT at the "
+                 "smallest size is that size's percentile plus the peak",
                  decimals={"RTT at the smallest size (us)": 1, "above the fastest mode (us)": 1, "share (%)": 0})
 
 

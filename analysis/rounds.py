@@ -16,7 +16,9 @@ whatever the number of rounds: a studentized residual beyond the Bonferroni
 bound of a 0.1% family-wise test for Gaussian residuals (per-visit minima
 are skewed, which fattens one tail: on clean data the rule still flags a good
 size in under 1% of fits, the tests check it), removed one at a time, largest first, then the rest refitted.
-With rounds, a size's mean residual is studentized by the round-to-round
+At most a fifth of the sizes are flagged: more points off the line are not
+exceptions but a curve, which the line's R² reports. With rounds, a size's
+mean residual is studentized by the round-to-round
 scatter of all sizes' residuals; with one round (UDPmon's legacy sweep) by the scatter about the line
 (externally studentized residuals, Cook and Weisberg 1982, §2.2).
 
@@ -33,6 +35,9 @@ from scipy import stats
 
 #: Family-wise probability that a clean fit with Gaussian residuals flags a good point.
 FLAG_ALPHA = 0.001
+#: At most this share of the points is flagged: beyond it the data do not follow a line with a few exceptions,
+#: and the line's lack of fit (its R²) says so, not the flags.
+MAX_SUSPECT_SHARE = 0.2
 #: The line explains the data when it accounts for at least this share of the variance of the per-x values.
 MIN_R_SQUARED = 0.9
 
@@ -139,11 +144,13 @@ def fit(x: np.ndarray, y: np.ndarray, *, alpha: float = FLAG_ALPHA) -> Lines:
     batch = y.shape[:-2]
     y = y.reshape((-1, *y.shape[-2:]))
     keep = np.isfinite(y).any(axis=1)
+    most = np.floor(MAX_SUSPECT_SHARE * keep.sum(-1)).astype(np.int64)
     one_round = y.shape[1] == 1
     flag = _flags_one_round if one_round else _flags_rounds
     while True:
         worst = flag(x, np.where(keep[:, None, :], y, np.nan), alpha)
-        rows = np.flatnonzero(worst >= 0)
+        flagged = (np.isfinite(y).any(axis=1) & ~keep).sum(-1)
+        rows = np.flatnonzero((worst >= 0) & (flagged < most))
         if rows.size == 0:
             break
         keep[rows, worst[rows]] = False

@@ -83,10 +83,14 @@ def test_html_report_is_one_self_contained_page(files, tmp_path):
     assert "wrote" in r.stderr
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
-    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) >= 5  # latency vs size, histograms, throughput vs spacing, bus timeline, CPU model
     assert all(__import__("base64").b64decode(i).startswith(b"\x89PNG") for i in images)
     assert not re.search(r"(src|href)=['\"]?(https?:|//|/)", page)  # nothing fetched from elsewhere
+    # a table of contents whose every link lands on an anchor of the page
+    links = re.findall(r'href="#([^"]+)"', page)
+    ids = set(re.findall(r'id="([^"]+)"', page))
+    assert len(links) > 10 and set(links) <= ids
     for heading in ("Request-response latency", "Throughput against transmit spacing", "Bus-level timeline",
                     "Reference: expected slopes"):
         assert heading in page
@@ -94,12 +98,15 @@ def test_html_report_is_one_self_contained_page(files, tmp_path):
 
 
 def test_latency_numbers_trace_back_to_the_singletons(files, report_json):
+    from nicrig.analysis import latency
+
     sec = _section(report_json, "Request-response latency")
     table = _table(sec, "RTT per response size")
     assert "latency/rtt" in table["source"]
     with ResultsFile.open(files["lat"]) as rf:
         rtt = rf.read_table("latency/rtt")
         stored = rf.read_table("latency/sizes")
+        stored_fits = {k: rf.read_table(f"latency/fit_{k}") for k in ("min", "mean")}
     cols = table["columns"]
     for row in table["rows"]:
         size = row[cols.index("size (bytes)")]
@@ -107,36 +114,62 @@ def test_latency_numbers_trace_back_to_the_singletons(files, report_json):
         assert row[cols.index("min (us)")] == pytest.approx(ok.min())
         assert row[cols.index("median (us)")] == pytest.approx(np.median(ok))
         assert row[cols.index("min (us)")] == pytest.approx(stored["min_us"][stored["size_bytes"] == size][0])
+    # the same estimator made the stored lines, the report's and its per-round values
+    est = latency.estimate(rtt)
     fits = _table(sec, "RTT = intercept + slope x size")
-    assert {r[0] for r in fits["rows"]} == {"minimum", "mean"} and {r[1] for r in fits["rows"]} == {1, 2}
-    assert any("loopback" in t for t in sec["interpretation"])
-    assert any("path:" in t and "us/byte" in t for t in sec["interpretation"])
+    by = {(r[0], r[1]): r for r in fits["rows"]}
+    for key, stat in (("min", "minimum"), ("mean", "mean")):
+        for f in stored_fits[key]:
+            row = by[(stat, int(f["frames"]))]
+            assert row[fits["columns"].index("slope (us/byte)")] == pytest.approx(f["slope_us_per_byte"])
+            assert row[fits["columns"].index("slope ± 95% (us/byte)")] == pytest.approx(f["slope_ci95"])
+            assert est.fit(stat, int(f["frames"])).slope_us_per_byte == pytest.approx(f["slope_us_per_byte"])
+    per_round = _table(sec, "Per-round values the lines go through")
+    assert [r[2] for r in per_round["rows"]] == [10] * len(per_round["rows"])  # every size in all 10 rounds
+    said = " ".join(sec["interpretation"])
+    assert "Lines are fitted through the" in said and "spread of the 10 rounds' own lines" in said
+    assert ("Over loopback no NIC" in said) != ("No physical reading" in said)
+    assert "The path memory copy 2000 MB/s" in said or "observed slope" in said
 
 
-def test_stream_numbers_trace_back_to_the_points(files, report_json):
+def test_stream_numbers_trace_back_to_the_received_datagrams(files, report_json):
+    from nicrig.analysis import throughput
+
     sec = _section(report_json, "Throughput against transmit spacing")
     with ResultsFile.open(files["stream"]) as rf:
         points = rf.read_table("stream/points")
+        received = rf.read_table("stream/received")
+    assert set(points["round"]) == {0, 1, 2} and len(points) == 3 * 6
     best = _table(sec, "Best throughput per size")
-    assert "stream/points" in best["source"]
+    assert "stream/points" in best["source"] and "stream/received" in best["source"]
     for row in best["rows"]:
-        mine = points[points["size_bytes"] == row[0]]
-        assert row[1] == pytest.approx(np.nanmax(mine["user_rate_mbps"]))
-        assert row[4] is None  # loopback: no link to compare with
-    every = _table(sec, "Every point")
-    assert len(every["rows"]) == len(points) == 6
-    cpu = _section(report_json, "CPU model (seed 004)")
+        rates = []
+        for p in points[points["size_bytes"] == row[0]]:
+            mine = received[received["point"] == p["point"]]
+            r = throughput.receive_rate(mine["kernel_ns"], mine["seq"], int(p["size_bytes"]))  # loopback: no link
+            assert r.user_rate_mbps == pytest.approx(p["user_rate_mbps"])  # udpmon stored the same estimate
+            rates.append((p["spacing_us"], r.user_rate_mbps))
+        means = {sp: np.mean([v for s, v in rates if s == sp]) for sp, _ in rates}
+        assert row[1] == pytest.approx(max(means.values()))
+        assert row[BEST_LINK] is None  # loopback: no link to compare with
+    every = _table(sec, "Every size and spacing")
+    assert len(every["rows"]) == 6 and all(r[2] == 3 for r in every["rows"])
+    cpu = _section(report_json, "CPU model (Geist et al.)")
     model = _table(cpu, "T = alpha N_MB + beta N_KP + gamma N_KI")
     assert {r[0] for r in model["rows"]} == {"local (127.0.0.1)", "remote (127.0.0.1)"}
     assert "stream.h5: load" in model["source"] and "lat.h5: load" in model["source"]
-    for row in model["rows"]:  # one point of the latency run and six of the stream, per host
-        assert row[1] <= 7 and (row[-1] == "fitted" or "undetermined" in row[-1] or row[-1].startswith("not fitted"))
+    for row in model["rows"]:  # one point of the latency run and 18 streams, per host
+        assert row[1] <= 19 and (row[-1] == "fitted" or "undetermined" in row[-1] or row[-1].startswith("not fitted"))
+
+
+BEST_LINK = 5  # "link allows (Mbit/s)"
 
 
 def test_capture_section_has_the_bus_timeline(report_json):
     sec = _section(report_json, "Bus-level timeline")
     steps = _table(sec, "Frames from send_pci to recv_pci")
-    assert len(steps["rows"]) == 3 + 1  # three requests, and the median row
+    assert len(steps["rows"]) == 3 + 1  # three requests, and the median row of their one frame length
+    assert steps["rows"][-1][:2] == ["median of 3", 110] and steps["excerpt"].startswith("every frame")
     cols = steps["columns"]
     on_wire = steps["rows"][-1][cols.index("on the wire (us)")]
     assert on_wire == pytest.approx((110 + 8) * 8 / 1000)  # a 64-byte request is a 110-byte frame
@@ -147,7 +180,8 @@ def test_capture_section_has_the_bus_timeline(report_json):
     expected = _table(sec, "Expected against observed")
     assert any(r[0].startswith("send_pci: DMA rate") and r[1] == pytest.approx(133.33, rel=1e-3)
                for r in expected["rows"])
-    assert any(i["label"].startswith("expected RTT slope") and i["value"] == pytest.approx(0.023) for i in sec["items"])
+    slope = next(i for i in sec["items"] if i["label"].startswith("RTT slope for this rig"))
+    assert slope["value"] is None and slope["expected"] == pytest.approx(0.023)  # expected, and nothing observed
 
 
 def test_reference_section_reproduces_the_seeds(report_json):
@@ -161,7 +195,8 @@ def test_reference_section_reproduces_the_seeds(report_json):
 def test_csv_has_a_row_per_number_with_its_source(files):
     r = nicrig("report", str(files["cap"]), "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert rows and set(rows[0]) == {"section", "file", "table", "row", "column", "value", "unit", "expected", "source"}
+    assert rows and set(rows[0]) == {"section", "file", "table", "row", "column", "value", "ci95", "unit", "expected",
+                                     "source"}
     assert all(row["source"] for row in rows)
     assert any(row["table"] == "Bus measurements" and row["column"] == "send_pci" for row in rows)
 
@@ -223,7 +258,7 @@ def test_a_version_1_stream_file_still_feeds_the_cpu_model(files, tmp_path):
         del f["load"], f["hosts"]
         f.attrs["format_version"] = 1
     rep = json.loads(nicrig("report", str(old), "--format", "json").stdout)
-    model = _table(_section(rep, "CPU model (seed 004)"), "T = alpha N_MB + beta N_KP + gamma N_KI")
+    model = _table(_section(rep, "CPU model (Geist et al.)"), "T = alpha N_MB + beta N_KP + gamma N_KI")
     assert [r[0] for r in model["rows"]] == ["remote (127.0.0.1)"]
     assert "old.h5: stream/points + counters (receiver)" in model["source"]
-    assert model["rows"][0][1] <= 6
+    assert model["rows"][0][1] <= 18

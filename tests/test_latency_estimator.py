@@ -52,12 +52,11 @@ def simulate(rng: np.random.Generator, host: str, trials: int, *, rounds_: int =
 def batch_lines(rtt: np.ndarray) -> tuple[rounds.Lines, list[str]]:
     """The estimator's steps on every trial: its choice of statistic, the visits reduced to it, the lines."""
     trials, n_r, n_s, per = rtt.shape
-    frames = np.ones(n_s, dtype=np.int64)
     size_index = np.broadcast_to(np.arange(n_s)[None, :, None], (n_r, n_s, per)).ravel()
     y = np.empty((trials, n_r, n_s))
     chosen = []
     for t in range(trials):
-        resid, base = latency.residuals(SIZES, frames, size_index, rtt[t].ravel())
+        resid, base = latency.residuals(SIZES, size_index, rtt[t].ravel())
         states = latency.host_states(resid, base[0])
         chosen.append(states.statistic)
         if states.window is None:

@@ -1,0 +1,368 @@
+"""Every kind of sentence the report states about data, against constructed data (issue 15, point 3).
+
+Each test builds the data a sentence is about, builds the report's section
+from it, and checks that the sentence says what the data show, in the very
+numbers (and the very digits) the section's tables print: a sentence and a
+table cell never disagree. Issue 15's cases are here by name: loss "even at
+the widest spacing" while the 0 us point lost nothing; a per-frame "DMA ->
+INTA#" beside a coalescence timer; "median of 30 | 1,518.0" over 86- and
+1518-byte frames; "1.0 frames per interrupt: interrupt coalescence"; the
+expected slope in the "value" column; "us from -5.000 us" on an axis.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from nicrig.analysis import bus, figures, latency, render, report, throughput
+from nicrig.analysis.quantity import decimals_of, measured, number
+from nicrig.udpmon.results import POINT_DTYPE
+
+SIZES = np.arange(64, 1473, 128)
+
+
+def rtt_table(rng: np.random.Generator, *, slope: float = 0.002, intercept: float = 10.0, noise: float = 0.3,
+              rounds: int = 10, per_visit: int = 30, shift: dict[int, float] | None = None,
+              states: float = 0.0) -> np.ndarray:
+    """A ``latency/rtt`` table of a run in random rounds on a known line; ``shift`` moves sizes off it, ``states``
+    adds a second host state that many us slower for a third of the visits."""
+    rows = []
+    for r in range(rounds):
+        for p, k in enumerate(rng.permutation(SIZES.size)):
+            size = int(SIZES[k])
+            level = intercept + slope * size + (shift or {}).get(size, 0.0)
+            if states and rng.random() < 1 / 3:
+                level += states
+            v = level + rng.normal(0, noise, per_visit)
+            rows += [(size, r, p, i, int(round(x * 1000))) for i, x in enumerate(v)]
+    return np.array(rows, dtype=[("size_bytes", "<i4"), ("round", "<i4"), ("position", "<i4"), ("seq", "<i4"),
+                                 ("rtt_ns", "<i8")])
+
+
+def section_of(table: np.ndarray, *, loopback: bool = True, path: str | None = None) -> report.Section:
+    from nicrig.analysis import expected
+
+    options = report.Options(path=tuple(expected.parse_path(path)) if path else ())
+    return report.latency_section("lat.h5", table, {"order_seed": 7}, options, loopback)
+
+
+def table_of(sec: report.Section, title: str) -> tuple[report.Table, list[dict[str, str]]]:
+    """A table of the section and its rows as the page prints them, by column."""
+    t = next(t for t in sec.tables if t.title.startswith(title))
+    return t, [dict(zip(t.columns, row)) for row in render.cell_texts(t)]
+
+
+def sentence(sec: report.Section, start: str) -> str:
+    return next(t for t in sec.text if t.startswith(start))
+
+
+# -- latency ---------------------------------------------------------------------------------------
+
+def test_the_statistic_and_the_interval_method_are_stated_as_the_tables_have_them() -> None:
+    sec = section_of(rtt_table(np.random.default_rng(1)))
+    items = {i.label: i.value for i in sec.items}
+    said = sentence(sec, "Lines are fitted through the")
+    assert f"the {items['statistic the readings use']} of each visit" in said and "one mode" in said
+    assert f"spread of the {items['rounds']} rounds' own lines" in said
+    assert items["order of the sizes in each round"] == "random"
+
+
+def test_a_resolved_loopback_line_is_read_in_the_fits_tables_digits() -> None:
+    sec = section_of(rtt_table(np.random.default_rng(2)))
+    _, fits = table_of(sec, "RTT = intercept + slope x size")
+    row = next(r for r in fits if r["fitted on"] == "minimum" and r["frames"] == "1")
+    said = sentence(sec, "Over loopback no NIC")
+    assert f"the slope, {row['slope (us/byte)']} ± {row['slope ± 95% (us/byte)']} us/byte" in said
+    assert f"the intercept, {row['intercept (us)']} ± {row['intercept ± 95% (us)']} us" in said
+    assert not any(t.startswith("No physical reading") for t in sec.text)
+
+
+def test_an_unresolved_slope_gets_no_reading_and_says_why_in_the_tables_digits() -> None:
+    sec = section_of(rtt_table(np.random.default_rng(3), slope=0.0, noise=0.5))
+    _, fits = table_of(sec, "RTT = intercept + slope x size")
+    row = next(r for r in fits if r["fitted on"] == "minimum" and r["frames"] == "1")
+    said = sentence(sec, "No physical reading of the slope or intercept")
+    assert f"the slope on the minimum, {row['slope (us/byte)']} ± {row['slope ± 95% (us/byte)']} us/byte" in said
+    assert "includes zero" in said or "negative" in said
+    assert not any("Over loopback" in t or "The intercept," in t for t in sec.text)
+
+
+def test_a_line_that_explains_too_little_gets_no_reading() -> None:
+    """Issue 13: a reading was printed for a fit with r = -0.26 between two host states."""
+    shift = {int(s): float(v) for s, v in zip(SIZES, 3 * np.sin(SIZES / 90.0))}  # a wavy curve, a slope still
+    table = rtt_table(np.random.default_rng(4), slope=0.004, shift=shift, noise=0.05)
+    sec = section_of(table)
+    fit = latency.estimate(table).fit()
+    assert fit.slope_resolved and not fit.explains
+    _, fits = table_of(sec, "RTT = intercept + slope x size")
+    assert next(r for r in fits if r["fitted on"] == "minimum")["R²"] == number(fit.r_squared)
+    said = sentence(sec, "No physical reading")
+    assert f"explains only {number(100 * fit.r_squared, decimals=0)}% of the variance" in said
+    assert "R² ≥ 0.9" in said
+
+
+def test_host_states_are_named_in_the_modes_tables_digits() -> None:
+    sec = section_of(rtt_table(np.random.default_rng(5), states=27.0))
+    _, modes = table_of(sec, "Modes of the round trips")
+    said = sentence(sec, "The round trips fall into 2 modes")
+    for m in modes:
+        assert f"{m['RTT at the smallest size (us)']} us ({m['share (%)']}% of the round trips" in said
+    assert sentence(sec, "Lines are fitted through the main mode")
+
+
+def test_suspect_sizes_are_the_ones_the_tables_flag() -> None:
+    sec = section_of(rtt_table(np.random.default_rng(6), shift={576: 4.0}))
+    _, per_round = table_of(sec, "Per-round values the lines go through")
+    flagged = [r["size (bytes)"] for r in per_round if "minimum" in r["suspect (left out of the line on)"]]
+    assert flagged == ["576"]
+    said = next(t for t in sec.text if t.startswith("Sizes 576 bytes lie off the line on the minimum"))
+    assert "left out of that line" in said
+    _, fits = table_of(sec, "RTT = intercept + slope x size")
+    assert next(r for r in fits if r["fitted on"] == "minimum")["suspect sizes left out"] == "576"
+
+
+def test_the_expected_slope_is_in_the_expected_column_and_compared_only_when_resolved() -> None:
+    """Issue 15: the expected slope was printed in the 'value' column with 'expected' empty."""
+    path = "memcpy:2000,pci32-33,gige,pci32-33,memcpy:2000"
+    sec = section_of(rtt_table(np.random.default_rng(7), slope=0.024, noise=0.2), loopback=False, path=path)
+    item = next(i for i in sec.items if i.label.startswith("slope, 1 frame"))
+    assert item.expected == pytest.approx(0.024) and item.value != pytest.approx(item.expected, abs=0)
+    assert item.ci95 > 0
+    said = next(t for t in sec.text if t.startswith("The observed slope,"))
+    assert f"{measured(item.value, item.ci95, 'us/byte')}" in said and "agrees with the 0.02400 us/byte" in said
+    flat = section_of(rtt_table(np.random.default_rng(8), slope=0.0), loopback=False, path=path)
+    assert any("with the slope not resolved the two are not compared" in t for t in flat.text)
+    assert not any(t.startswith("The observed slope,") for t in flat.text)
+
+
+@pytest.mark.parametrize("intercept, said", [(220.0, "interrupt coalescence, adding ~"),
+                                             (56.0, "shows no interrupt coalescence")])
+def test_the_intercept_is_read_as_the_tables_print_it(intercept: float, said: str) -> None:
+    sec = section_of(rtt_table(np.random.default_rng(9), slope=0.03, intercept=intercept), loopback=False)
+    _, fits = table_of(sec, "RTT = intercept + slope x size")
+    row = next(r for r in fits if r["fitted on"] == "minimum")
+    text = sentence(sec, "The intercept,")
+    assert said in text and f"{row['intercept (us)']} ± {row['intercept ± 95% (us)']} us" in text
+
+
+def test_one_ascending_sweep_gets_no_reading() -> None:
+    rng = np.random.default_rng(10)
+    t = rtt_table(rng, rounds=1, per_visit=300)
+    t["position"] = np.searchsorted(SIZES, t["size_bytes"])
+    sec = section_of(np.sort(t, order=["position", "seq"]))
+    assert "measured in one ascending sweep" in sentence(sec, "No physical reading")
+    assert "assumes the sizes independent" in sentence(sec, "Lines are fitted")
+
+
+# -- stream ----------------------------------------------------------------------------------------
+
+def points(rows: list[dict]) -> np.ndarray:
+    out = np.zeros(len(rows), dtype=POINT_DTYPE)
+    for k, r in enumerate(rows):
+        for name, value in r.items():
+            out[k][name] = value
+    return out
+
+
+def stream_section(rows: list[dict], link: float | None = 1e9) -> report.Section:
+    return report.stream_section("bw.h5", throughput.size_curves(points(rows), link_rate_bps=link), link)
+
+
+def test_loss_at_the_widest_spacing_but_not_at_0_us_is_said_so() -> None:
+    """Issue 15: '...packets were lost even at the widest spacing measured' while the 0 us point lost nothing."""
+    rows = [{"point": k, "size_bytes": 1472, "spacing_us": sp, "sent": 1000, "received": 1000 - lost, "lost": lost,
+             "user_rate_mbps": rate, "user_rate_ci95_mbps": 2.0, "remote_interrupts": -1}
+            for k, (sp, lost, rate) in enumerate([(0.0, 0, 950.0), (20.0, 12, 580.0), (40.0, 3, 294.0)])]
+    sec = stream_section(rows)
+    _, every = table_of(sec, "Every size and spacing")
+    lossy = [r["spacing (us)"] for r in every if r["lost"] != "0"]
+    clean = [r["spacing (us)"] for r in every if r["lost"] == "0"]
+    said = sec.text[0]
+    assert lossy == ["20", "40"] and clean == ["0"]
+    assert "packets were lost at 20 and 40 us spacing but not at 0 us" in said and "even at" not in said
+    assert "limit" not in said  # no knee, so no reading of what limits the rate
+
+
+def test_the_best_rate_sentence_prints_the_best_tables_cells() -> None:
+    rows = [{"point": k, "round": r, "size_bytes": 1472, "spacing_us": sp, "sent": 1000, "received": 1000,
+             "user_rate_mbps": rate + r, "user_rate_ci95_mbps": 0.5, "remote_interrupts": 100,
+             "remote_cpu_busy_pct": 40.0}
+            for k, (r, sp, rate) in enumerate((r, sp, rate) for r in range(3)
+                                              for sp, rate in ((12.5, 940.0), (20.0, 588.0)))]
+    sec = stream_section(rows)
+    _, best = table_of(sec, "Best throughput per size")
+    b = best[0]
+    said = sec.text[0]
+    assert said.startswith(f"1472 bytes: at best {b['best user rate (Mbit/s)']} ± {b['best ± 95% (Mbit/s)']} Mbit/s "
+                           f"at {b['at spacing (us)']} us spacing, {b['share of link (%)']}% of the "
+                           f"{b['link allows (Mbit/s)']} Mbit/s the link allows")
+    assert "nothing was lost at any spacing" in said
+
+
+# -- capture sets ----------------------------------------------------------------------------------
+
+def spread(values: list[float]) -> bus.Spread:
+    return bus.spread(values)
+
+
+def interrupts(delay_us: float, count: int, frames_per_interrupt: float) -> bus.InterruptTiming:
+    s = spread([delay_us] * count)
+    return bus.InterruptTiming(interrupts=count, frames_per_interrupt=frames_per_interrupt,
+                               received_per_interrupt=frames_per_interrupt, sent_per_interrupt=0.0,
+                               dma_to_interrupt_us=s, interrupt_to_csr_us=s, inta_low_us=s, dma_to_csr_us=s,
+                               interrupt_to_update_us=s, interval_us=s)
+
+
+def frame(k: int, length: int, wait_us: float = 20.0) -> bus.FramePath:
+    t = 1e6 + k * 20_000.0
+    return bus.FramePath(frame=k, seq=k, length_bytes=length, send_csr_start_ns=t, send_csr_end_ns=t + 1750,
+                         send_first_word_ns=t + 2000, send_dma_end_ns=t + 3000, wire_start_ns=t + 4000,
+                         wire_end_ns=t + 4000 + (length + 8) * 8, recv_first_word_ns=t + 17_000,
+                         recv_dma_end_ns=t + 18_000, recv_interrupt_ns=t + 18_000 + wait_us * 1000,
+                         recv_service_start_ns=t + 19_000 + wait_us * 1000,
+                         recv_service_end_ns=t + 20_000 + wait_us * 1000)
+
+
+def test_one_frame_per_interrupt_is_not_called_coalescence() -> None:
+    """Issue 15: '1.0 frames per interrupt: interrupt coalescence'."""
+    said = " ".join(report._interrupt_text("recv_pci", interrupts(65.55, 30, 1.0), []))
+    assert "waits 65.55 us (median of 30 interrupts)" in said and "gave it nothing to gather" in said
+    assert "frames per interrupt: interrupt coalescence" not in said
+    many = " ".join(report._interrupt_text("recv_pci", interrupts(65.55, 30, 6.2), []))
+    assert "6.200 frames per interrupt: interrupt coalescence" in many
+    quick = " ".join(report._interrupt_text("recv_pci", interrupts(0.8, 30, 1.0), []))
+    assert "no interrupt coalescence" in quick
+
+
+def test_a_frames_wait_for_its_interrupt_beside_the_timer_is_explained_in_both_tables_digits() -> None:
+    """Issue 15: the per-frame 'receiver's DMA -> INTA#' median 241.5 us beside a coalescence of 65.55 us."""
+    paths = [frame(k, 1518, wait_us=241.5) for k in range(30)]
+    t = report._timeline_table("Frames", paths, "cap.h5")
+    median = dict(zip(t.columns, render.cell_texts(t)[-1]))
+    said = " ".join(report._interrupt_text("recv_pci", interrupts(65.55, 20, 6.0), paths))
+    column = "receiver's DMA end -> the INTA# that announced it (us)"
+    assert column in t.columns and "the INTA# that announced it" in t.note
+    assert f"a frame waited a median {median[column]} us from its DMA" in said
+    assert "longer than the 65.55 us timer" in said and "(30 frames, the timeline's column)" in said
+
+
+def test_frames_of_two_lengths_get_a_median_row_each_with_whole_lengths() -> None:
+    """Issue 15: 'median of 30 | 1,518.0' over 86- and 1518-byte frames, printed as a float."""
+    paths = [frame(k, 86 if k % 2 else 1518) for k in range(30)]
+    t = report._timeline_table("Frames", paths, "cap.h5")
+    texts = render.cell_texts(t)
+    assert [r[:2] for r in texts[-2:]] == [["median of 15", "86"], ["median of 15", "1518"]]
+    assert t.excerpt == "first 8 of 30 frames, then the median of each frame length"
+    on_wire = t.columns.index("on the wire (us)")
+    assert texts[-1][on_wire] == "12.208" and texts[-2][on_wire] == "0.752"  # (length + 8) x 8 ns, to the ns
+
+
+def test_the_timeline_figure_is_on_the_captures_own_time_axis(monkeypatch) -> None:
+    """Issue 15: an axis 'us from -5.000 us on the capture's timeline'."""
+    labels = []
+    monkeypatch.setattr(figures, "_png", lambda fig: labels.append((fig.axes[0].get_xlabel(),
+                                                                     fig.axes[0].get_xlim())) or b"")
+    empty = bus.BusActivity(30.0, (), (), ())
+    figures.bus_timeline(frame(0, 1518), empty, empty, None, None)
+    (label, (lo, hi)), = labels
+    assert label == "time on the capture's timeline (us)"
+    assert lo == pytest.approx(1000 - 5) and hi == pytest.approx(1000 + 40 + 5)
+
+
+# -- formats: HTML, JSON and CSV say the same ------------------------------------------------------
+
+class _Cells(HTMLParser):
+    """Every table of a page as rows of cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_html_json_and_csv_carry_the_same_tables_and_sentences() -> None:
+    rng = np.random.default_rng(11)
+    sections = [section_of(rtt_table(rng, states=27.0)), report.reference_section(report.Options())]
+    rep = report.new_report("t", [{"path": "lat.h5", "kind": "nicrig-results"}], sections, [])
+    page, doc = render.to_html(rep), json.loads(render.to_json(rep))
+    cells = list(csv.DictReader(io.StringIO(render.to_csv(rep))))
+    parsed = _Cells()
+    parsed.feed(page)
+    html_tables = [t for t in parsed.tables if t and t[0] and t[0][0] != "quantity"]
+    ours = [t for s in rep.sections for t in s.tables]
+    assert len(html_tables) == len(ours)
+    for got, t in zip(html_tables, ours):
+        assert got[0] == t.columns and got[1:] == render.cell_texts(t)
+    for s, js in zip(rep.sections, doc["sections"]):
+        assert js["interpretation"] == s.text and all(f"<p>{_escaped(x)}</p>" in page for x in s.text)
+        for t, jt in zip(s.tables, js["tables"]):
+            assert jt["excerpt"] == t.excerpt and len(jt["rows"]) == len(t.rows)
+            mine = [c for c in cells if c["section"] == s.title and c["table"] == t.title]
+            assert len(mine) == len(t.rows) * len(t.columns)
+            for c in mine:
+                v = jt["rows"][int(c["row"])][t.columns.index(c["column"])]
+                assert c["value"] == ("" if v is None else str(v))
+
+
+def _escaped(text: str) -> str:
+    from markupsafe import escape
+
+    return str(escape(text))
+
+
+def test_cells_are_printed_at_the_precision_of_their_uncertainty() -> None:
+    t = report.Table("x", ["slope (us/byte)", "slope ± 95% (us/byte)", "count", "t (us)"],
+                     [[0.000591734, 0.0005712, 1518, 12.3456789]], "here",
+                     uncertainty={"slope (us/byte)": "slope ± 95% (us/byte)"}, decimals={"t (us)": 3})
+    assert render.cell_texts(t) == [["0.00059", "0.00057", "1518", "12.346"]]
+    assert decimals_of(0.0005712) == 5 and math.isnan(float("nan"))
+
+
+def test_every_excerpt_says_what_it_shows_of_how_many() -> None:
+    assert report.excerpt(12, 2000, "PAUSE frames") == "first 12 of 2,000 PAUSE frames"
+    assert report.excerpt(5, 5) == ""
+    paths = [frame(k, 1518) for k in range(20)]
+    assert report._timeline_table("F", paths, "x").excerpt.startswith("first 8 of 20 frames")
+
+
+def test_a_new_kind_of_section_draws_through_its_own_template(tmp_path, monkeypatch) -> None:
+    """The report takes a new section as a function's data and a template of its name (the host trace events of
+    issue 19 come this way)."""
+    (tmp_path / "sections").mkdir()
+    (tmp_path / "sections" / "probe.html.j2").write_text(
+        '{% include "sections/generic.html.j2" %}<p class="probe">{{ s.data.events }} events</p>')
+    (tmp_path / "sections" / "generic.html.j2").write_text((render.TEMPLATES / "sections" /
+                                                             "generic.html.j2").read_text())
+    (tmp_path / "report.html.j2").write_text((render.TEMPLATES / "report.html.j2").read_text())
+    monkeypatch.setattr(render, "TEMPLATES", tmp_path)
+    sec = report.Section("Host trace events: run.h5", "run.h5", text=["12 softirqs."], template="probe",
+                         data={"events": 1234})
+    page = render.to_html(report.new_report("t", [], [sec], []))
+    assert '<p class="probe">1234 events</p>' in page and "12 softirqs." in page
+    assert json.loads(render.to_json(report.new_report("t", [], [sec], [])))["sections"][0]["data"] == {
+        "events": 1234}
+    assert re.search(r'<section id="s1-host-trace-events-run-h5">', page)
