@@ -258,7 +258,7 @@ def test_stream_sweep_is_seed_002_figure_8_2(swept, everything, monkeypatch) -> 
         assert r["user (Mbit/s)"] == pytest.approx(np.nanmean(mine["user_rate_mbps"]))
         p = points[k]
         assert np.array_equal(np.sort(p["user_rate_mbps"][p["spacing_us"] == r["spacing (us)"]]),
-                              np.sort(mine["user_rate_mbps"]))
+                              np.sort(mine["user_rate_mbps"]), equal_nan=True)
     step = {s["label"].decode(): s["step"] for s in steps}
     for r in rows(table(sec, "Best throughput per step and size")):
         mine = [x for x in got if x["step"] == r["step"]]

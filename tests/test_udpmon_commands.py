@@ -73,8 +73,24 @@ def test_latency_between_two_hosts(served, tmp_path):
         mine = rtt[rtt["size_bytes"] == row["size_bytes"]]["rtt_ns"] / 1000
         assert row["median_us"] == pytest.approx(np.median(mine)) and row["min_us"] == pytest.approx(mine.min())
         assert hist[hist["size_bytes"] == row["size_bytes"]]["count"].sum() == 50
-    engine_counts = ResultsFile.open(out).read_table("latency/engine")
-    assert list(engine_counts["far_answered"]) == [50] * 6 and (engine_counts["far_refused_peer"] == 0).all()
+    with ResultsFile.open(out) as rf:
+        visits = rf.read_table("latency/visits")
+        settings = json.loads(rf.attrs["settings"])
+    # ten rounds, each visiting every size once in a fresh order, five round trips a visit
+    assert settings["rounds"] == 10 and settings["order"] == "random" and isinstance(settings["order_seed"], int)
+    assert len(visits) == 60 and (visits["requests"] == 5).all()
+    orders = [tuple(visits["size_bytes"][visits["round"] == r][np.argsort(visits["position"][visits["round"] == r])])
+              for r in range(10)]
+    assert all(sorted(o) == [64, 700, 1472, 1600, 2200, 2900] for o in orders) and len(set(orders)) > 1
+    for size in (64, 700, 1472, 1600, 2200, 2900):
+        assert visits["far_answered"][visits["size_bytes"] == size].sum() == 50
+    assert (visits["far_refused_peer"] == 0).all() and (np.diff(visits["start_ns"]) > 0).all()
+    # every singleton keeps its size, round, position and time, in the order measured
+    for v in visits:
+        mine = rtt[(rtt["round"] == v["round"]) & (rtt["position"] == v["position"])]
+        assert (mine["size_bytes"] == v["size_bytes"]).all() and list(mine["seq"]) == list(range(5))
+        assert v["start_ns"] == mine["t_ns"][0] and (np.diff(mine["t_ns"]) > 0).all() and mine["t_ns"][-1] < v["end_ns"]
+    assert summary["rounds"] == 10 and summary["order"] == "random" and summary["readings"]
     hosts_seen = {(h, w) for _, h, w, _ in counters}
     assert hosts_seen == {(h, w) for h in ("local", "remote") for w in ("before", "after", "delta")}
     remote_delta = next(c for _, h, w, c in counters if (h, w) == ("remote", "delta"))
@@ -86,9 +102,16 @@ def test_stream_between_two_hosts(served, tmp_path):
     hosts, secret, port = served
     out = tmp_path / "bw.h5"
     r = nicrig(hosts.a, "udpmon", "stream", hosts.b.address, "--port", str(port), "--secret-file", str(secret),
-               "--sizes", "64,1472", "--spacing-us", "10,20", "--count", "2000", "-o", str(out), "--json")
+               "--sizes", "64,1472", "--spacing-us", "10,20", "--count", "2000", "--rounds", "2", "--order-seed", "5",
+               "-o", str(out), "--json")
     points = json.loads(r.stdout)["points"]
-    assert [(p["size_bytes"], p["spacing_us"]) for p in points] == [(64, 10), (64, 20), (1472, 10), (1472, 20)]
+    # two rounds of the four streams, each round in its own order, drawn from the seed given
+    rounds = [[(p["size_bytes"], p["spacing_us"]) for p in points if p["round"] == k] for k in (0, 1)]
+    assert all(sorted(x) == [(64, 10), (64, 20), (1472, 10), (1472, 20)] for x in rounds)
+    assert [p["position"] for p in points] == [0, 1, 2, 3] * 2 and [p["point"] for p in points] == list(range(8))
+    rng = np.random.default_rng(5)
+    items = [(64, 10), (64, 20), (1472, 10), (1472, 20)]
+    assert rounds == [[items[k] for k in rng.permutation(4)] for _ in range(2)]
     with ResultsFile.open(out) as rf:
         table = rf.read_table("stream/points")
         sent = rf.read_table("stream/sent")
@@ -110,6 +133,7 @@ def test_stream_between_two_hosts(served, tmp_path):
         recv_hist = spacing[(spacing["point"] == p["point"]) & (spacing["side"] == b"recv")]
         assert recv_hist["count"].sum() == (mine["kernel_ns"] > 0).sum() - 1
         assert p["user_rate_mbps"] > 0 and p["wire_rate_mbps"] > p["user_rate_mbps"]
+        assert p["user_rate_ci95_mbps"] >= 0 or np.isnan(p["user_rate_ci95_mbps"])
 
 
 def test_wrong_secret_is_refused_with_a_clear_message(served, tmp_path):
@@ -156,6 +180,9 @@ def test_latency_to_an_ipv6_address_or_a_host_name(host):
     (["--request-size", "16"], "--request-size 20 to 65507"),
     (["--sizes", "64:32:8"], "stop >= start"),
     (["--sizes", "sixty"], "not a number"),
+    (["--rounds", "0"], "--rounds must be at least 1"),
+    (["--count", "5", "--rounds", "6"], "at most --count (5)"),
+    (["--order", "sideways"], "invalid choice"),
 ])
 def test_bad_ranges_are_refused_before_connecting(argv, message):
     r = subprocess.run([sys.executable, "-m", "nicrig", "udpmon", "latency", "192.0.2.1", *argv],

@@ -122,7 +122,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     lat.add_argument("--count", type=int, default=1000,
                      help="round trips per size, shared out over the rounds (default 1000)")
     lat.add_argument("--rounds", type=int, default=None,
-                     help="rounds, each measuring every size once (default 10; 1 with --order ascending)")
+                     help="rounds, each measuring every size once (default 10, at most --count; 1 with --order "
+                          "ascending)")
     lat.add_argument("--request-size", type=int, default=64, help="request payload bytes (default 64)")
     lat.add_argument("--busy-poll", action="store_true", help="spin on a non-blocking receive instead of blocking")
     lat.add_argument("--timeout-ms", type=float, default=1000,
@@ -488,7 +489,7 @@ def _rounds(args: argparse.Namespace, default: int, most: int | None = None) -> 
     from nicrig.errors import UsageError
 
     if args.rounds is None:
-        args.rounds = 1 if args.order == "ascending" else default
+        args.rounds = 1 if args.order == "ascending" else min(default, most) if most is not None else default
     if args.rounds < 1 or (most is not None and args.rounds > most):
         limit = f" and at most --count ({most})" if most is not None else ""
         raise UsageError(f"--rounds must be at least 1{limit}, got {args.rounds}")
