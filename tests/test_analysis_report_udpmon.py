@@ -372,9 +372,9 @@ def test_html_page_has_the_new_sections(swept, tmp_path) -> None:
     out = tmp_path / "r.html"
     nicrig("report", swept["suite"], swept["lat-ic"], swept["bw-ic"], "-o", out)
     page = out.read_text()
-    assert len(re.findall(r"src='data:image/png;base64,", page)) >= 4  # bars, 8.1, 8.2, CPU model
-    for heading in ("NIC microbenchmarks (Pai, Rixner and Kim 2004)", "Sweep of rx-usecs (latency)", "Sweep of rx-usecs (stream)",
-                    "CPU model (Geist et al.)", "Microbenchmarks across runs"):
+    assert len(re.findall(r'src="data:image/png;base64,', page)) >= 4  # bars, 8.1, 8.2, CPU model
+    for heading in ("NIC microbenchmarks (Pai, Rixner and Kim 2004)", "Sweep of rx-usecs (latency)",
+                    "Sweep of rx-usecs (stream)", "CPU model (Geist et al.)", "Microbenchmarks across runs"):
         assert heading in page
 
 
