@@ -242,7 +242,8 @@ def residuals(sizes: np.ndarray, size_index: np.ndarray, rtt_us: np.ndarray) -> 
 @dataclass(frozen=True)
 class HostStates:
     """The modes of the round trips, the statistic the readings use and why, and (main mode) the residual window
-    of the main mode's round trips."""
+    of the main mode's round trips: from the valley below it to the valley above it (the highest mode: as far
+    above its peak as its valley is below, so the long tail of stragglers stays out)."""
 
     modes: list[RttMode]
     statistic: str
@@ -264,10 +265,13 @@ def host_states(resid_us: np.ndarray, base_us: float) -> HostStates:
         return HostStates(modes, "minimum", (
             "the round trips have one mode, and each visit's minimum is the round trip least disturbed by other "
             f"activity on the hosts ({HJ2003}, §3.1)"), None)
+    m = found[main]
+    # the highest mode runs to +inf in counting; as a window it stops as far above its peak as its valley is below
+    upper = m.upper if math.isfinite(m.upper) else 2 * m.location - m.lower
     return HostStates(modes, "main mode", (
         f"the round trips have {len(found)} modes (host states); the minimum and the mean of a visit mix them, so "
         f"each visit is reduced to the median of its round trips in the main mode, the one holding the most "
-        f"({number(100 * found[main].share, decimals=0)}%)"), (found[main].lower, found[main].upper))
+        f"({number(100 * m.share, decimals=0)}%)"), (m.lower, upper))
 
 
 def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
@@ -363,9 +367,11 @@ def unresolved(fit: LineFit | None, est: LatencyEstimate) -> str | None:
                  if fit.slope_us_per_byte + fit.slope_ci95 >= 0 else "it is negative, which no path can be")
         return f"the slope on the {fit.statistic}, {slope}, is not resolved: {where}"
     if not fit.explains:
-        return (f"the line explains only {number(100 * fit.r_squared, decimals=0)}% of the variance of the per-size "
-                f"{fit.statistic} values (the criterion is R² ≥ {rounds.MIN_R_SQUARED:g}): RTT does not follow a "
-                "straight line in size closely enough to read its slope and intercept")
+        share = (f"only {number(100 * fit.r_squared, decimals=0)}%" if fit.r_squared > 0
+                 else f"none (R² {number(fit.r_squared, decimals=3)})")
+        return (f"the line explains {share} of the variance of the per-size {fit.statistic} values (the criterion "
+                f"is R² ≥ {rounds.MIN_R_SQUARED:g}): RTT does not follow a straight line in size closely enough to "
+                "read its slope and intercept")
     return None
 
 
@@ -389,9 +395,11 @@ def readings(est: LatencyEstimate, *, loopback: bool, expected_slope_us_per_byte
     for stat, fits in est.fits.items():
         flagged = [s for f in fits for s in f.suspect_sizes]
         if flagged:
-            out.append(f"Sizes {', '.join(map(str, flagged))} bytes lie off the line on the {stat}: their mean "
-                       f"residual over the rounds is beyond the {100 * rounds.FLAG_ALPHA:g}% Bonferroni bound; they "
-                       "are flagged in the table and left out of that line.")
+            one = len(flagged) == 1
+            out.append(f"{'Size' if one else 'Sizes'} {', '.join(map(str, flagged))} bytes "
+                       f"{'lies' if one else 'lie'} off the line on the {stat}: {'its' if one else 'their'} mean "
+                       f"residual over the rounds is beyond the {100 * rounds.FLAG_ALPHA:g}% Bonferroni bound; "
+                       f"{'it is' if one else 'they are'} flagged in the tables and left out of that line.")
     fit = est.fit(frames=1)
     why = unresolved(fit, est)
     if why is not None:

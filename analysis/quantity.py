@@ -58,6 +58,8 @@ def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) ->
     if places is None:
         if v == 0:
             return "0"
+        if abs(v) < 1e-4:  # a p-value, a tiny share: the digits that matter, not a row of zeros
+            return f"{v:.{VALUE_DIGITS - 1}e}"
         places = VALUE_DIGITS - 1 - math.floor(math.log10(abs(v)))
     if places < 0:  # a coarse uncertainty: round to tens, hundreds ...
         v = round(v, places)

@@ -178,6 +178,8 @@ def _rounds_table(est: latency.LatencyEstimate, src: str) -> Table:
 FIT_COLUMNS = ["fitted on", "frames", "sizes", "rounds", "slope (us/byte)", "slope ± 95% (us/byte)",
                "intercept (us)", "intercept ± 95% (us)", "r", "R²", "lack of fit p", "suspect sizes left out"]
 FIT_UNCERTAINTY = {"slope (us/byte)": "slope ± 95% (us/byte)", "intercept (us)": "intercept ± 95% (us)"}
+#: Correlations and shares of variance: three decimals say all they can.
+FIT_DECIMALS = {"r": 3, "R²": 3}
 
 
 def _fit_row(f: latency.LineFit) -> list[Any]:
@@ -231,7 +233,7 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
         sec.tables.append(_modes_table(est, src))
     sec.tables.append(Table("RTT = intercept + slope x size, per statistic and frame count", FIT_COLUMNS,
                             [_fit_row(f) for fl in est.fits.values() for f in fl], _fit_source(src, est),
-                            uncertainty=FIT_UNCERTAINTY))
+                            uncertainty=FIT_UNCERTAINTY, decimals=FIT_DECIMALS))
     if len(est.sizes):
         sec.charts.append(Chart("RTT against response size", figures.latency_vs_size(est),
                                 f"Each size's per-round {', '.join(STAT_LABEL[s] for s in est.values)} (mean over "
@@ -653,7 +655,7 @@ def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarr
                 for step, est in estimates for fl in est.fits.values() for f in fl]
     sec.tables.append(Table("RTT = intercept + slope x size, per step, statistic and frame count",
                             ["step", *FIT_COLUMNS, f"intercept - {first_step.label}'s (us)"], fit_rows,
-                            _fit_source(src, first), uncertainty=FIT_UNCERTAINTY))
+                            _fit_source(src, first), uncertainty=FIT_UNCERTAINTY, decimals=FIT_DECIMALS))
     stacked = []
     for step, est in estimates:
         mean = np.zeros(len(est.sizes), dtype=[("size_bytes", "<i8"), ("mean_us", "<f8")])
