@@ -358,3 +358,32 @@ def test_a_new_kind_of_section_draws_through_its_own_template(tmp_path, monkeypa
     assert json.loads(render.to_json(report.new_report("t", [], [sec], [])))["sections"][0]["data"] == {
         "events": 1234}
     assert re.search(r'<section id="s1-host-trace-events-run-h5">', page)
+
+
+def test_a_simulated_results_file_is_reported_as_simulated(tmp_path) -> None:
+    """The simulated rig writes results through the same writers, marked: the report says no real hosts measured
+    them, and reads them as any other."""
+    import argparse
+
+    from nicrig.analysis import command
+    from nicrig.udpmon.results import LatencyVisit, ResultsFile, write_latency
+
+    rng = np.random.default_rng(12)
+    visits = [LatencyVisit(r, p, int(s), 0, 0, np.round((60 + 0.023 * s + rng.normal(0, 0.5, 20)) * 1000)
+                           .astype(np.int64)) for r in range(5) for p, s in enumerate(rng.permutation(SIZES))]
+    path = tmp_path / "sim.h5"
+    with ResultsFile.create(path) as rf:
+        rf.set_run("latency", peer="simulated", argv=["nicrig", "simulate"], settings={}, remote={},
+                   simulation={"nic": "sk9843", "bus": "pci32-33"})
+        write_latency(rf, visits, mtu=1500, bin_us=1.0)
+    with ResultsFile.open(path) as rf:
+        assert rf.simulation == {"nic": "sk9843", "bus": "pci32-33"}
+    p = argparse.ArgumentParser()
+    command.add_arguments(p)
+    rep, failed = command.build(p.parse_args([str(path)]))
+    sec = rep.sections[0]
+    assert failed == 0 and sec.simulated == ("no real hosts measured this file: the simulated rig did (bus pci32-33, "
+                                             "nic sk9843)")
+    assert json.loads(render.to_json(rep))["sections"][0]["simulated"] == sec.simulated
+    assert '<p class="simulated"><b>Simulated:</b> no real hosts measured' in render.to_html(rep)
+    assert any(t.startswith("The intercept,") for t in sec.text)  # read as any run would be
