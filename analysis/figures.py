@@ -75,12 +75,11 @@ def latency_vs_size(est: LatencyEstimate) -> bytes:
 
 def rtt_histograms(rtt_us: dict[int, np.ndarray], fwhm_us: Mapping[int, tuple[float, float]],
                    bin_us: float = 1.0) -> bytes:
-    """RTT histograms of up to four sizes, each titled with its FWHM and 95% half-width."""
+    """RTT histograms of the sizes given (:func:`nicrig.analysis.latency.histogram_sizes` picks them), each titled
+    with its FWHM and 95% half-width."""
     from nicrig.analysis.quantity import measured
 
     sizes = sorted(rtt_us)
-    if len(sizes) > 4:
-        sizes = [sizes[i] for i in np.linspace(0, len(sizes) - 1, 4).round().astype(int)]
     fig = Figure(figsize=(8, 2.2 * max(len(sizes), 1)))
     for n, s in enumerate(sizes):
         ax = fig.add_subplot(len(sizes), 1, n + 1)

@@ -31,10 +31,9 @@ reading only where the data resolve it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from nicrig.analysis import density, rounds
 from nicrig.analysis.citations import HUGHES_JONES as HJ2003
@@ -91,6 +90,14 @@ def histogram(rtt_us: np.ndarray, bin_us: float = 1.0) -> tuple[np.ndarray, np.n
     n = int(math.floor((rtt_us.max() - lo) / bin_us)) + 1
     counts = np.bincount(np.floor((rtt_us - lo) / bin_us).astype(np.int64), minlength=n)
     return lo + bin_us * np.arange(n), counts
+
+
+def histogram_sizes(sizes: list[int], most: int = 4) -> list[int]:
+    """The sizes the histograms figure shows: all of up to ``most``, else ``most`` spread evenly from the smallest to
+    the largest (as Hughes-Jones et al. 2003, figure 6.4 shows 64, 512, 1024 and 1400 bytes)."""
+    if len(sizes) <= most:
+        return list(sizes)
+    return [sizes[i] for i in np.linspace(0, len(sizes) - 1, most).round().astype(int)]
 
 
 def rtt_stats(rtt_ns: np.ndarray) -> RttStats:
@@ -195,7 +202,6 @@ class LatencyEstimate:
     reason: str
     round_trips: int = 0
     timeouts: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def fit(self, statistic: str | None = None, frames: int = 1) -> LineFit | None:
         """The fit on ``statistic`` (default: the readings') for ``frames`` frames, None when there is none."""

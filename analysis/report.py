@@ -239,13 +239,15 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
                                 f"Each size's per-round {', '.join(STAT_LABEL[s] for s in est.values)} (mean over "
                                 f"the rounds, 95% bars), the lines fitted through them per frame count (legend: "
                                 f"slope and intercept), suspect sizes circled in red ({src})."))
-        by_size = latency.rtt_by_size(rtt_table)
+        answered = {s: v[v >= 0] / 1000 for s, v in latency.rtt_by_size(rtt_table).items() if (v >= 0).any()}
+        shown = latency.histogram_sizes(sorted(answered))
         sec.charts.append(Chart("RTT histograms", figures.rtt_histograms(
-            {s: v[v >= 0] / 1000 for s, v in by_size.items() if (v >= 0).any()},
+            {s: answered[s] for s in shown},
             {int(s): (est.stats[int(s)].fwhm_us, est.stats[int(s)].fwhm_ci95_us) for s in est.sizes},
             float(settings.get("bin_us", 1.0))),
-            f"Round trips of up to four sizes in bins of {setting(float(settings.get('bin_us', 1.0)))} us, with "
-            f"the FWHM of the table ({src})."))
+            f"Round trips of {len(shown)} of the {len(answered)} sizes that got responses "
+            f"({', '.join(map(str, shown))} bytes) in bins of {setting(float(settings.get('bin_us', 1.0)))} us, "
+            f"with the FWHM of the table ({src})."))
     slope = (float(expected.expected_slope_us_per_byte(list(options.path), options.path_mode))
              if options.path else None)
     path = f"{', '.join(e.name for e in options.path)}, {options.path_mode}" if options.path else ""

@@ -153,8 +153,7 @@ class ResultsView(QtWidgets.QTabWidget):
         est = self.estimate
         w = _plot("RTT histograms", "RTT (us)", "count")
         present = [int(s) for s in np.unique(hist["size_bytes"])]
-        # a handful of sizes across the range, as seed 002 figure 6.4 shows 64, 512, 1024, 1400
-        picks = present if len(present) <= 4 else [present[i] for i in np.linspace(0, len(present) - 1, 4).astype(int)]
+        picks = latency.histogram_sizes(present)
         for k, size in enumerate(picks):
             rows = hist[hist["size_bytes"] == size]
             st = est.stats.get(size)
