@@ -365,12 +365,14 @@ def _undetermined(fit: cpu.CpuModelFit) -> list[str]:
 
 
 def _terms(fit: cpu.CpuModelFit) -> str:
-    """"0.121 N_MB - 1.51 N_KP + 45.8 N_KI", each coefficient as the table prints it."""
+    """"0.12 N_MB - 1.5 N_KP + 46 N_KI", each coefficient as the table prints it (to its 95% half-width)."""
     out = ""
-    for value, name in ((fit.alpha_per_mbyte, "N_MB"), (fit.beta_per_kpacket, "N_KP"),
-                        (fit.gamma_per_kinterrupt, "N_KI")):
+    for value, ci, name in ((fit.alpha_per_mbyte, fit.alpha_ci95, "N_MB"),
+                            (fit.beta_per_kpacket, fit.beta_ci95, "N_KP"),
+                            (fit.gamma_per_kinterrupt, fit.gamma_ci95, "N_KI")):
         sign = "-" if value < 0 else "+"
-        out += (f"{'-' if value < 0 else ''}" if not out else f" {sign} ") + f"{number(abs(value))} {name}"
+        out += ("-" if value < 0 else "") if not out else f" {sign} "
+        out += f"{number(abs(value), ci95=ci)} {name}"
     return out
 
 
@@ -392,7 +394,8 @@ def cpu_section(hosts: Sequence[HostLoad]) -> Section:
         rows.append([h.host, fit.runs, fit.alpha_per_mbyte, fit.alpha_ci95, fit.beta_per_kpacket, fit.beta_ci95,
                      fit.gamma_per_kinterrupt, fit.gamma_ci95, fit.r_squared, sources,
                      f"{', '.join(loose)} undetermined (95% interval includes zero)" if loose else "fitted"])
-        text.append(f"{h.host}: T = {_terms(fit)} jiffies over {fit.runs} points (R² {fit.r_squared:.2f})"
+        text.append(f"{h.host}: T = {_terms(fit)} jiffies over {fit.runs} points "
+                    f"(R² {number(fit.r_squared, decimals=2)})"
                     + (f"; {', '.join(loose)} not determined by these points: their 95% interval includes zero "
                        "(a jiffy is 10 ms: run longer points over more sizes and interrupt rates)." if loose else "."))
     sec.tables.append(Table(
@@ -402,7 +405,9 @@ def cpu_section(hosts: Sequence[HostLoad]) -> Section:
         rows,
         " | ".join(f"{h.host}: {h.source}" for h in hosts)
         + " (kernel_jiffies, megabytes, kilo_packets, kilo_interrupts of each host's rows)",
-        note=f"least squares without intercept; {GEIST} found {SEED004_TEXT} for TCP"))
+        note=f"least squares without intercept; {GEIST} found {SEED004_TEXT} for TCP",
+        uncertainty={"alpha, per MB (jiffies)": "alpha ± 95%", "beta, per 1000 packets (jiffies)": "beta ± 95%",
+                     "gamma, per 1000 interrupts (jiffies)": "gamma ± 95%"}, decimals={"R²": 2}))
     if fits:
         sec.charts.append(Chart("Kernel CPU time: observed against the model", figures.cpu_model(fits),
                                 "Each point's system + irq + softirq jiffies on each host against its fitted model "
@@ -691,7 +696,8 @@ def _step_intercepts(estimates: Sequence[tuple[sweeps.Step, latency.LatencyEstim
             text.append(f"{step.label}: not compared with {first_step.label}, {why}.")
             continue
         change_ci = math.hypot(f.intercept_ci95, base.intercept_ci95)
-        line = (f"{step.label}: intercept on the {STAT_LABEL[f.statistic]} {measured(f.intercept_us, f.intercept_ci95, 'us')}, "
+        line = (f"{step.label}: intercept on the {STAT_LABEL[f.statistic]} "
+                f"{measured(f.intercept_us, f.intercept_ci95, 'us')}, "
                 f"{measured(f.intercept_us - base.intercept_us, change_ci, 'us')} against {first_step.label}")
         added = [step.settings[k] - first_step.settings[k] for k in delays]
         if len(added) == 1:

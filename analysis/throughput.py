@@ -335,10 +335,12 @@ def interpret_curve(c: SizeCurve) -> str:
                        "not fall off as the spacing widens, so there is no knee to read.")
     text += f"; no loss from {setting(c.knee_spacing_us)} us spacing on, loss at {_listed(lossy)}"
     if c.knee_spacing_us <= 1.05 * c.frame_time_on_wire_us:
-        return text + f", the frame's own time on the wire ({number(c.frame_time_on_wire_us)} us): the link is the limit."
+        return text + (f", the frame's own time on the wire ({number(c.frame_time_on_wire_us)} us): the link is the "
+                       "limit.")
     idle = c.receiver_cpu_idle_pct[c.spacing_us < c.knee_spacing_us]
     if idle.size and np.isfinite(idle).any() and np.nanmin(idle) < 20:
-        return text + (f", where the receiver's CPU was as much as {number(100 - np.nanmin(idle), decimals=0)}% busy: the "
+        busy = number(100 - np.nanmin(idle), decimals=0)
+        return text + (f", where the receiver's CPU was as much as {busy}% busy: the "
                        f"receiving host cannot keep up ({HUGHES_JONES}, §4.1.2: losses in its IP layer).")
     if math.isfinite(c.frame_time_on_wire_us):
         return text + (f"; the knee is wider than the {number(c.frame_time_on_wire_us)} us the wire needs: the "

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from nicrig.analysis import cpu
 from nicrig.errors import UsageError
-from nicrig.udpmon.command import POINT_DTYPE
+from nicrig.udpmon.results import POINT_DTYPE
 
 
 def _runs(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:

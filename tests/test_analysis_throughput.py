@@ -59,7 +59,8 @@ def test_size_curves_from_a_points_table():
         user = min(720.0, 1472 * 8 / sp)
         lost = 100 if sp < 14 else 0
         rows.append({"point": n, "size_bytes": 1472, "spacing_us": sp, "received": 1000 - lost, "lost": lost,
-                     "user_rate_mbps": user, "user_rate_ci95_mbps": 5.0, "wire_rate_mbps": user * 1538 / 1472, "remote_cpu_busy_pct": 90.0,
+                     "user_rate_mbps": user, "user_rate_ci95_mbps": 5.0, "wire_rate_mbps": user * 1538 / 1472,
+                     "remote_cpu_busy_pct": 90.0,
                      "local_cpu_busy_pct": 30.0, "remote_interrupts": 1000 - lost})
     (c,) = throughput.size_curves(_points(rows))
     assert c.size_bytes == 1472 and list(c.spacing_us) == [8, 10, 12, 14, 20, 40]

@@ -203,7 +203,7 @@ def test_coalescing_sweep_around_stream(tuned, tmp_path) -> None:
     out = tmp_path / "bw.h5"
     r = nicrig(hosts.a, "udpmon", "stream", f"{hosts.b.address}:{port}", "--secret-file", str(secret),
                "--sweep", "rx-usecs=0,20,40", "--sizes", "1000", "--spacing-us", "20,40", "--count", "300", "--idle-timeout-ms", "100",
-               "-o", str(out), env=env)
+               "--order", "ascending", "-o", str(out), env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("== sweep step") == 3
     with ResultsFile.open(out) as rf:

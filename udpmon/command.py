@@ -616,7 +616,8 @@ def _latency_lines(summary: dict[str, Any]) -> list[str]:
         for f in summary.get(f"fit_{k}", []):
             lines.append(f"fit on the {stat}, {f['frames']} frame(s), {f['points']} sizes, {f['rounds']} round(s): "
                          f"slope {measured(f['slope_us_per_byte'], f['slope_ci95'], 'us/byte')}, intercept "
-                         f"{measured(f['intercept_us'], f['intercept_ci95'], 'us')}, R² {number(f['r_squared'], decimals=3)}")
+                         f"{measured(f['intercept_us'], f['intercept_ci95'], 'us')}, "
+                         f"R² {number(f['r_squared'], decimals=3)}")
     return lines + summary["readings"]
 
 
