@@ -42,8 +42,6 @@ from nicrig.analysis.quantity import interval, measured, number
 IPV4_HEADER_BYTES = 20
 UDP_HEADER_BYTES = 8
 PERCENTILES = (1, 5, 10, 25, 75, 90, 95, 99)
-#: The statistics a visit is reduced to, by the name the report and the tables give them.
-STATISTICS = ("minimum", "mean", "main mode")
 #: The percentile of each size's round trips the modes are measured from.
 BASELINE_PERCENTILE = 10
 

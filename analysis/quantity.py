@@ -83,16 +83,6 @@ def interval(v: float, ci95: float) -> str:
     return f"[{number(v - ci95, decimals=places)}, {number(v + ci95, decimals=places)}]"
 
 
-def percent(part: float, whole: float) -> str:
-    """A share in percent, whole percents unless that hides a non-zero share ("0.3%", "72%")."""
-    if not whole:
-        return "–"
-    p = 100.0 * part / whole
-    if p == 0 or p >= 1:
-        return f"{p:.0f}%"
-    return f"{p:.1g}%"
-
-
 def setting(v: Any) -> str:
     """A value the run was given (a spacing, a size), printed as given: 10, 12.5, 0."""
     v = plain(v)
