@@ -84,10 +84,11 @@ def rtt_histograms(rtt_us: dict[int, np.ndarray], fwhm_us: Mapping[int, tuple[fl
     for n, s in enumerate(sizes):
         ax = fig.add_subplot(len(sizes), 1, n + 1)
         edges, counts = histogram(rtt_us[s], bin_us)
-        ax.bar(edges, counts, width=bin_us, align="edge", color="#1f77b4")
-        # the peak and its near tail; far stragglers would squeeze the peak into one pixel
+        # the peak and its near tail; far stragglers would squeeze the peak into one pixel (and cost a bar each)
         right = max(float(np.percentile(rtt_us[s], 95)), edges[0] + 20 * bin_us)
         beyond = int((rtt_us[s] > right).sum())
+        shown = edges <= right
+        ax.stairs(counts[shown], np.append(edges[shown], edges[shown][-1] + bin_us), fill=True, color="#1f77b4")
         ax.set_xlim(edges[0] - bin_us, right + bin_us)
         width, ci = fwhm_us.get(s, (math.nan, math.nan))
         ax.set_title(f"{s} bytes: FWHM {measured(width, ci, 'us')}"
