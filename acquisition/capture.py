@@ -33,7 +33,7 @@ import h5py
 import numpy as np
 
 from nicrig.errors import FormatError, UsageError
-from nicrig.h5file import COMPRESSION, NicrigFile, to_json
+from nicrig.h5file import STORAGE, NicrigFile, to_json
 
 FORMAT_NAME = "nicrig-capture-set"
 FORMAT_VERSION = 1
@@ -450,10 +450,10 @@ class CaptureSet(NicrigFile):
         g.attrs["instrument"] = to_json(spec.instrument)
         g.attrs["notes"] = spec.notes
         g.create_dataset("samples", shape=(0, unit), maxshape=(None, unit), dtype=np.uint8,
-                         chunks=(chunk_samples, unit), **COMPRESSION)
+                         chunks=(chunk_samples, unit), **STORAGE)
         if spec.mode == "state":
             g.create_dataset("timestamps_ps", shape=(0,), maxshape=(None,), dtype=np.int64,
-                             chunks=(chunk_samples,), **COMPRESSION)
+                             chunks=(chunk_samples,), **STORAGE)
         return SourceWriter(g)
 
     def remove_source(self, name: str) -> None:

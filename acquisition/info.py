@@ -3,8 +3,9 @@
 Prints the file's format and version, its notes, each source (mode, sample
 rate or clock, samples, duration, channels and vectors, roles, bus) and the
 tables under ``truth/`` and ``decoded/`` (and any other table) with their row
-counts and columns. ``--json`` prints the same as one JSON document; each
-source is :meth:`nicrig.acquisition.capture.Source.describe`.
+counts and columns, and whether every dataset carries a Fletcher32 checksum.
+``--json`` prints the same as one JSON document; each source is
+:meth:`nicrig.acquisition.capture.Source.describe`.
 
 Only metadata is read: no samples and no table rows, so a multi-gigabyte
 capture set is described at once.
@@ -49,6 +50,7 @@ def describe(cs: Any) -> dict[str, Any]:
         "notes": cs.notes,
         "sources": [cs.source(name).describe() for name in getattr(cs, "source_names", [])],
         "tables": [_table(cs, path) for path in cs.table_names()],
+        "checksums": cs.checksum_coverage(),
     }
     for key in ("kind", "peer"):
         if key in a:
@@ -134,6 +136,13 @@ def _channels(src: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _checksums(c: dict[str, Any]) -> str:
+    if not c["unchecked"]:
+        return "Fletcher32 on every dataset (nicrig verify FILE reads them all)"
+    return (f"none on {len(c['unchecked'])} of {c['datasets']} datasets (written before nicrig checksummed its "
+            "data): damage in them can read as other values")
+
+
 def render(info: dict[str, Any]) -> str:
     """The human-readable description."""
     out = [f"{info['file']}"]
@@ -142,6 +151,7 @@ def render(info: dict[str, Any]) -> str:
                + (f" on {info['created_utc']}" if info["created_utc"] else ""))
     if info["notes"]:
         out.append(f"  notes    {info['notes']}")
+    out.append(f"  checksum {_checksums(info['checksums'])}")
     if "kind" in info:
         out.append(f"  run      udpmon {info['kind']} against {info.get('peer', '?')}")
     out.append("")

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("nicrig.acquisition.sim.command", "simulate the rig into a capture set (.h5)"),
     "info": ("nicrig.acquisition.info", "describe a capture set: sources, channels, tables"),
     "import": ("nicrig.acquisition.importing", "import a VCD, sigrok .sr or CSV capture into a capture set"),
+    "verify": ("nicrig.verify", "read every chunk of capture sets or results files and report any damage"),
     "export": ("nicrig.acquisition.exporting", "export a source of a capture set to .sr or VCD"),
     "decode": ("nicrig.decoders.decode", "decode capture sets into decoded/ tables (native kernels, the sigrok decoders as reference)"),
     "events": ("nicrig.decoders.events", "print a decoded table (transactions, frames, interrupts)"),

@@ -25,6 +25,10 @@ from nicrig.errors import FormatError, UsageError
 
 #: gzip (deflate) level 1 with the shuffle filter: every stock HDF5 tool reads it.
 COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+#: How every dataset nicrig writes is stored: chunked, compressed, and with HDF5's Fletcher32
+#: checksum on each chunk, so that a damaged chunk fails to read instead of reading as other
+#: values (``nicrig verify`` reads every chunk to find such damage).
+STORAGE = {**COMPRESSION, "fletcher32": True}
 
 #: Every nicrig file kind: format name -> what to call such a file in messages.
 KINDS: dict[str, str] = {"nicrig-capture-set": "a capture set", "nicrig-results": "a udpmon results file"}
@@ -51,7 +55,7 @@ def check_format(h5: h5py.File, path: Path, name: str, version: int) -> None:
         raise FormatError(f"{path}: bad format_version {v}")
 
 
-def _open_h5(p: Path, mode: str, what: str, swmr: bool = False) -> h5py.File:
+def open_h5(p: Path, mode: str, what: str, swmr: bool = False) -> h5py.File:
     if not p.exists():
         raise FormatError(f"{p}: no such file")
     if p.is_dir():
@@ -73,7 +77,7 @@ def open_any(path: str | os.PathLike[str]) -> NicrigFile:
     import importlib
 
     p = Path(path)
-    with _open_h5(p, "r", "a nicrig file") as h5:
+    with open_h5(p, "r", "a nicrig file") as h5:
         found = h5.attrs.get("format")
     name = found.decode() if isinstance(found, bytes) else str(found)
     if name not in _CLASSES:
@@ -158,7 +162,7 @@ class NicrigFile:
         p = Path(path)
         if swmr and mode != "r":
             raise UsageError("SWMR reading is read-only: open with mode 'r'")
-        h5 = _open_h5(p, mode, cls.kind(), swmr)
+        h5 = open_h5(p, mode, cls.kind(), swmr)
         try:
             check_format(h5, p, cls.FORMAT_NAME, cls.FORMAT_VERSION)
             f = cls(h5, p)
@@ -227,8 +231,9 @@ class NicrigFile:
         tmp = f".{name}.partial"
         if tmp in grp:
             del grp[tmp]
-        kw = dict(COMPRESSION) if len(data) else {}
-        ds = grp.create_dataset(tmp, data=data, chunks=True if len(data) else None, **kw)
+        # an empty table is chunked too (growable, so its chunk shape is legal): checksummed like the rest
+        ds = grp.create_dataset(tmp, data=data, chunks=True, maxshape=(None,) if not len(data) else None,
+                                **STORAGE)
         try:
             ds.attrs["description"] = description
             ds.attrs["units"] = to_json(dict(units or {}))
@@ -263,6 +268,20 @@ class NicrigFile:
             "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
             "attrs": {k: ds.attrs[k] for k in ds.attrs},
         }
+
+    def checksum_coverage(self) -> dict[str, Any]:
+        """How many datasets the file has, and which lack a Fletcher32 checksum (written before nicrig added it)."""
+        datasets: list[str] = []
+        unchecked: list[str] = []
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset):
+                datasets.append(name)
+                if not obj.fletcher32:
+                    unchecked.append(name)
+
+        self._h5.visititems(visit)
+        return {"datasets": len(datasets), "unchecked": sorted(unchecked)}
 
     def table_names(self) -> list[str]:
         """Every table; leftovers of a killed writer (``.name.partial``) are not tables."""

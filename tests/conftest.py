@@ -51,3 +51,33 @@ def simulate_set(folder: Path, name: str, *, nic: str = "intel-pro1000", bus: st
     simulate(Scenario(**scenario), profiles.load("bus", bus), profiles.load("nic", nic),
              profiles.load("host", host), out, recording)
     return out
+
+
+def as_written_before_checksums(path: Path) -> None:
+    """Rewrite ``path`` as nicrig wrote capture sets and results files before Fletcher32 (and before
+    derived tables moved out of the capture): the same groups, attributes and data, every dataset
+    gzip level 1 + shuffle without a checksum, empty tables contiguous."""
+    import h5py
+
+    def copy(src: h5py.Group, dst: h5py.Group) -> None:
+        for k, v in src.attrs.items():
+            dst.attrs[k] = v
+        for name, obj in src.items():
+            if isinstance(obj, h5py.Group):
+                copy(obj, dst.create_group(name))
+                continue
+            data = obj[()]
+            gzip = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+            if obj.name.startswith("/sources/"):      # samples and timestamps: growable, chunked
+                ds = dst.create_dataset(name, data=data, chunks=obj.chunks, maxshape=obj.maxshape, **gzip)
+            elif len(data):                            # a table with rows
+                ds = dst.create_dataset(name, data=data, chunks=True, **gzip)
+            else:                                      # an empty table: contiguous
+                ds = dst.create_dataset(name, data=data)
+            for k, v in obj.attrs.items():
+                ds.attrs[k] = v
+
+    tmp = path.with_name(path.name + ".old")
+    with h5py.File(path, "r") as src, h5py.File(tmp, "w", libver=("v110", "latest")) as dst:
+        copy(src, dst)
+    os.replace(tmp, path)

@@ -415,23 +415,25 @@ def test_reopen_r_plus_and_append(tmp_path):
         assert s.times_ps().tolist() == [-7500 - 7, -7, 7500 - 7]
 
 
-def test_datasets_are_chunked_gzip_shuffle(tmp_path):
+def test_datasets_are_chunked_gzip_shuffle_fletcher32(tmp_path):
     p = tmp_path / "f.h5"
     rng = np.random.default_rng(5)
     write_set(p, (SourceSpec("t", PCI90, samplerate_hz=1e9), pack_bits(rand_bits(rng, 100, 90)), None),
               (SourceSpec("s", ["A"], mode="state"), np.zeros((10, 1), np.uint8), np.arange(10)))
     with CaptureSet.open(p, "r+") as cs:
         cs.write_table("truth/packets", np.zeros(50, dtype=[("seq", "u4"), ("t_ps", "i8")]))
+        cs.write_table("truth/none", np.zeros(0, dtype=[("seq", "u4")]))
     with h5py.File(p, "r") as h5:
         for path, chunks, maxshape in [("sources/t/samples", (DEFAULT_CHUNK_SAMPLES, 12), (None, 12)),
                                        ("sources/s/samples", (DEFAULT_CHUNK_SAMPLES, 1), (None, 1)),
                                        ("sources/s/timestamps_ps", (DEFAULT_CHUNK_SAMPLES,), (None,))]:
             ds = h5[path]
-            assert ds.compression == "gzip" and ds.compression_opts == 1 and ds.shuffle, path
+            assert ds.compression == "gzip" and ds.compression_opts == 1 and ds.shuffle and ds.fletcher32, path
             assert ds.chunks == chunks and ds.maxshape == maxshape, path
         assert h5["sources/t/samples"].dtype == np.uint8 and h5["sources/s/timestamps_ps"].dtype == np.int64
         tab = h5["truth/packets"]
-        assert tab.compression == "gzip" and tab.shuffle and tab.chunks is not None
+        assert tab.compression == "gzip" and tab.shuffle and tab.chunks is not None and tab.fletcher32
+        assert h5["truth/none"].fletcher32 and h5["truth/none"].shape == (0,)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -828,7 +830,7 @@ def test_describe_is_json_ready(tmp_path):
 
 
 def test_module_constants_match_the_docs():
-    assert capture.COMPRESSION == {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+    assert capture.STORAGE == {"compression": "gzip", "compression_opts": 1, "shuffle": True, "fletcher32": True}
     assert DEFAULT_CHUNK_SAMPLES == 65536
     text = DOC.read_text()
     for word in (FORMAT_NAME, "format_version", "timestamps_ps", "trigger_sample", "offset_ps", "gzip level 1",
