@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+import pyvisa
 from nicrig.acquisition.instruments import probemap, rigconfig, session
 from nicrig.acquisition.instruments.sim import wires as simwires
 from nicrig.acquisition.instruments.sim.models import make_server
@@ -69,3 +71,19 @@ def first_edge(level: np.ndarray, falling: bool, at_or_after: int) -> int:
     before, after = (1, 0) if falling else (0, 1)
     edges = np.flatnonzero((level[:-1] == before) & (level[1:] == after)) + 1
     return int(edges[edges >= at_or_after][0])
+
+
+@pytest.fixture
+def visa():
+    """``visa(srv)``: the simulator opened through plain PyVISA + pyvisa-py (a SOCKET resource), closed after."""
+    rm = pyvisa.ResourceManager("@py")
+    opened = []
+
+    def open_(srv: SimServer, timeout_ms: int = 3000) -> Any:
+        res = rm.open_resource(srv.resource, read_termination="\n", write_termination="\n", timeout=timeout_ms)
+        opened.append(res)
+        return res
+    yield open_
+    for res in opened:
+        res.close()
+    rm.close()

@@ -12,24 +12,9 @@ from nicrig.acquisition.instruments.sim.server import (
     parse_number,
     split_units,
 )
-from siminstr import rig_wires, serve
+from siminstr import rig_wires, serve, visa  # noqa: F401 (the visa fixture)
 
 from nicrig.errors import UsageError
-
-
-@pytest.fixture
-def visa():
-    rm = pyvisa.ResourceManager("@py")
-    opened = []
-
-    def open_(srv):
-        res = rm.open_resource(srv.resource, read_termination="\n", write_termination="\n", timeout=3000)
-        opened.append(res)
-        return res
-    yield open_
-    for res in opened:
-        res.close()
-    rm.close()
 
 
 def test_headers_match_in_short_and_long_form_any_case():
@@ -112,8 +97,8 @@ def test_rigol_reads_its_memory_in_batches_with_9_digit_headers(visa):
         scope.write(":WAVeform:SOURce D0;:WAVeform:MODE RAW;:WAVeform:FORMat BYTE")
         assert scope.query(":WAVeform:PREamble?").startswith("0,2,10000,1,")
         scope.write(":WAVeform:STARt 1;:WAVeform:STOP 300000")
-        scope.write(":WAVeform:DATA?")
-        assert scope.query(":SYSTem:ERRor?") == '-222,"Data out of range"'  # more than a batch, or past the end
+        assert scope.query(":WAVeform:DATA?") == "#9000000000"  # more than a batch, or past the end: no data
+        assert scope.query(":SYSTem:ERRor?") == '-222,"Data out of range"'
         scope.write(":WAVeform:STARt 1;:WAVeform:STOP 4000")
         scope.write(":WAVeform:DATA?")
         assert scope.read_bytes(11) == b"#9000004000"  # read by count: the data may hold newline bytes

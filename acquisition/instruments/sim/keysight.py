@@ -3,8 +3,14 @@
 Sixteen digital channels D0-D15 in two pods (POD1 = D0-D7, POD2 = D8-D15).
 A single acquisition is ``:SINGle``; ``:TER?`` reads (and clears) the trigger
 event register and bit 3 (Run, 8) of ``:OPERegister:CONDition?`` stays set
-until the acquisition is complete. The sample rate follows from
-``:TIMebase:RANGe`` and the record length (``:WAVeform:POINts`` in RAW mode);
+until the acquisition is complete. ``:DIGitize [<source>[,...]]`` is the
+guide's sequential acquisition command: it acquires, stops the instrument,
+and the commands after it (``*OPC?`` in the guide's "blocking
+synchronization") run only when it is done. Before any acquisition
+``:WAVeform:PREamble?`` answers 0 points and a zero x increment ("no data has
+been acquired") and ``:WAVeform:DATA?`` an empty block, each queueing -230.
+The sample rate follows from ``:TIMebase:RANGe`` and the record length
+(``:WAVeform:POINts`` in RAW mode);
 ``:TIMebase:REFerence LEFT|CENTer|RIGHt`` puts the trigger at 10, 50 or 90 %
 of the record. Pod data: ``:WAVeform:SOURce POD1``, ``:WAVeform:UNSigned ON``
 (required for pods), ``:WAVeform:FORMat BYTE`` (one byte per point, bit k =
@@ -15,8 +21,11 @@ D(8(p-1)+k)) or ``WORD`` (two bytes, the other byte 0, order by
 
 from __future__ import annotations
 
+import re
+
 from nicrig.acquisition.instruments.sim.scope import EXTERNAL, ScpiError
 from nicrig.acquisition.instruments.sim.server import (
+    AfterAcquisition,
     Answer,
     Block,
     Dialect,
@@ -38,10 +47,15 @@ def nr3(value: float) -> str:
     return f"{value:+.8E}"
 
 
+#: What ``:DIGitize`` may name: analog channels, digital channels, pods, buses, math (4000 X guide, ":DIGitize").
+DIGITIZE_SOURCE = re.compile(r"^(?:CHAN(?:NEL)?[1-4]|DIG(?:ITAL)?(?:[0-9]|1[0-5])|POD[12]|BUS[12]|FUNC(?:TION)?|MATH)$")
+
+
 class KeysightX4000(Dialect):
     model = "keysight-msox4000"
     idn = "KEYSIGHT TECHNOLOGIES,MSO-X 4104A,MY00000001,07.50.2021102830"
     pods = 2
+    block_digits = 8  # the guide's data blocks: "#800001000"
 
     def __init__(self, scope):  # type: ignore[no-untyped-def]
         super().__init__(scope)
@@ -61,7 +75,7 @@ class KeysightX4000(Dialect):
     def commands(self) -> list[tuple[str, Handler]]:
         return self.common() + [
             (":SYSTem:ERRor", lambda q, a, n: query_only(q) or self.system_error("+0")),
-            ("*ESR", lambda q, a, n: query_only(q) or "+0"),
+            (":DIGitize", self._digitize),
             (":SINGle", self._single),
             (":STOP", lambda q, a, n: self.scope.stop()),
             (":RUN", self._single),
@@ -99,6 +113,18 @@ class KeysightX4000(Dialect):
         self.scope.pre_fraction = REFERENCE_FRACTION[self.reference]
         self.scope.arm()
         return None
+
+    def _digitize(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
+        if query:
+            raise ScpiError(-113, "Undefined header")
+        sources = [a.strip().upper() for a in arg.split(",")] if arg.strip() else []
+        if any(not DIGITIZE_SOURCE.match(s) for s in sources):
+            raise ScpiError(-224, "Illegal parameter value")
+        self._single(False, "", nums)
+        return AfterAcquisition()
+
+    def format_esr(self, value: int) -> str:
+        return f"{value:+d}"
 
     def _ter(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
@@ -186,15 +212,18 @@ class KeysightX4000(Dialect):
 
     def _preamble(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
-        rec = self.scope.require_record()
         fmt = {"BYTE": 0, "WORD": 1, "ASCii": 4}[self.wav_format]
-        return ",".join([f"{fmt:+d}", "+0", f"{rec.points:+d}", "+1", nr3(rec.xincrement_s), nr3(rec.xorigin_s), "+0",
+        points, xincrement, xorigin = self.record_geometry()
+        return ",".join([f"{fmt:+d}", "+0", f"{points:+d}", "+1", nr3(xincrement), nr3(xorigin), "+0",
                          nr3(1.0), nr3(0.0), "+0"])
 
     def _data(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
-        pod = self._pod()
-        rec = self.scope.require_record()
+        try:
+            pod = self._pod()
+            rec = self.scope.require_record()
+        except ScpiError as exc:
+            return self.no_data(exc)
         if not self.unsigned:
             raise ScpiError(-221, "Settings conflict; :WAVeform:UNSigned must be ON for digital channels")
         values = rec.pods[pod]

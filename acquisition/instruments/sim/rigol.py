@@ -10,7 +10,9 @@ D0`` (any channel of the pod), ``:WAVeform:MODE RAW``, ``:WAVeform:FORMat
 BYTE``, then in batches of at most 250 000 points ``:WAVeform:STARt a``,
 ``:WAVeform:STOP b`` (1-based, inclusive) and ``:WAVeform:DATA?``, each a
 ``#9`` block of one byte per point holding the pod's eight channels (D7..D0
-from the highest bit). ``:WAVeform:PREamble?`` has the 10 fields
+from the highest bit). Without a record to send (none acquired, still
+running, a range past the record) ``:WAVeform:DATA?`` answers an empty block
+and ``:WAVeform:PREamble?`` 0 points, each queueing the error. ``:WAVeform:PREamble?`` has the 10 fields
 format, type, points, count, xincrement, xorigin, xreference, yincrement,
 yorigin, yreference.
 """
@@ -164,24 +166,29 @@ class RigolMso5000(Dialect):
 
     def _preamble(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
-        rec = self.scope.require_record()
         mode = {"NORMal": 0, "MAXimum": 1, "RAW": 2}[self.mode]
-        return (f"0,{mode},{rec.points},1,{rec.xincrement_s:.6E},{rec.xorigin_s:.6E},0,"
-                f"{1.0:.6E},{0.0:.6E},0")
+        points, xincrement, xorigin = self.record_geometry()
+        return f"0,{mode},{points},1,{xincrement:.6E},{xorigin:.6E},0,{1.0:.6E},{0.0:.6E},0"
 
     def _data(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
+        try:
+            return Block(self._data_bytes())
+        except ScpiError as exc:
+            return self.no_data(exc)
+
+    def _data_bytes(self) -> bytes:
         rec = self.scope.require_record()
         pod_bytes = rec.pods.get(self.source_channel // 8 + 1)
         if self.mode == "NORMal":
             if pod_bytes is None:
-                return Block(bytes(1000))
+                return bytes(1000)
             step = max(1, rec.points // 1000)
-            return Block(((pod_bytes[::step][:1000] >> (self.source_channel % 8)) & 1).tobytes())
+            return ((pod_bytes[::step][:1000] >> (self.source_channel % 8)) & 1).tobytes()
         if self.scope.update() == "armed":
             raise ScpiError(-221, "Settings conflict; stop the instrument to read its memory")
         if not 1 <= self.start <= self.stop <= rec.points or self.stop - self.start + 1 > MAX_BATCH:
             raise ScpiError(-222, "Data out of range")
         if pod_bytes is None:
-            pod_bytes = bytes(rec.points)  # type: ignore[assignment]
-        return Block(bytes(pod_bytes[self.start - 1:self.stop]))
+            return bytes(self.stop - self.start + 1)
+        return bytes(pod_bytes[self.start - 1:self.stop])

@@ -22,6 +22,15 @@ from nicrig.acquisition.instruments.sim.wires import RigWires
 
 #: The external trigger input is wired to the master's trigger output.
 EXTERNAL = "TRIG"
+#: Standard Event Status Register bits (IEEE 488.2 section 11.5.1): operation complete, and the error classes by
+#: SCPI error code hundreds (-1xx command, -2xx execution, -3xx device-specific, -4xx query).
+ESR_OPC = 1
+ESR_ERROR_BITS = {1: 32, 2: 16, 3: 8, 4: 4}
+
+
+def esr_bit(code: int) -> int:
+    """The Standard Event Status Register bit an error ``code`` sets (device-specific for codes outside -100..-499)."""
+    return ESR_ERROR_BITS.get(abs(code) // 100, 8)
 
 
 class ScpiError(Exception):
@@ -86,7 +95,8 @@ class SimScope:
         self.record: Record | None = None
         self._armed_at = 0.0
         self._pending: Record | None = None
-        self.opc_done = True
+        self.opc_requested = False  # *OPC sent while an acquisition was pending
+        self.esr = 0  # Standard Event Status Register
         #: Errors the instrument queues whenever it is armed (fault injection).
         self.arm_errors: list[tuple[int, str]] = []
 
@@ -122,6 +132,7 @@ class SimScope:
     def push_error(self, code: int, message: str) -> None:
         with self.lock:
             self.errors.append((code, message))
+            self.esr |= esr_bit(code)
 
     # -- acquisition ----------------------------------------------------------------------------
     def arm(self) -> None:
@@ -129,18 +140,17 @@ class SimScope:
         with self.lock:
             self.state = "armed"
             self.triggered_flag = False
-            self.opc_done = False
             self._armed_at = time.monotonic()
             self._pending = self._acquire()
             for code, message in self.arm_errors:
-                self.errors.append((code, message))
+                self.push_error(code, message)
 
     def stop(self) -> None:
         with self.lock:
             self.update()
             if self.state == "armed":
                 self.state = "stopped"
-                self.opc_done = True
+                self._complete_opc()
 
     def update(self) -> str:
         """Advance the state with the clock; return it."""
@@ -150,8 +160,14 @@ class SimScope:
                 self.record, self._pending = self._pending, None
                 self.state = "done"
                 self.triggered_flag = True
-                self.opc_done = True
+                self._complete_opc()
             return self.state
+
+    def _complete_opc(self) -> None:
+        """The acquisition is over: a pending ``*OPC`` sets the ESR's operation-complete bit."""
+        if self.opc_requested:
+            self.esr |= ESR_OPC
+            self.opc_requested = False
 
     def _acquire(self) -> Record | None:
         d = self.decimation

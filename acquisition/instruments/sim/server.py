@@ -1,13 +1,24 @@
 """The simulated instrument's SCPI server: real TCP, one vendor dialect, fault injection.
 
 Like a LAN instrument's raw SCPI socket (port 5025), it reads program
-messages terminated by ``\\n``, executes their ``;``-separated commands
-against the :class:`~nicrig.acquisition.instruments.sim.scope.SimScope`, and
-answers each query; several answers to one message are joined by ``;``.
-Binary answers are definite-length blocks followed by ``\\n``. A command the
-dialect does not know, or a bad parameter, queues a SCPI error instead of an
-answer, as instruments do. Several clients may connect; commands run one at a
-time.
+messages terminated by ``\\n``, parses each whole, then executes its
+``;``-separated commands against the
+:class:`~nicrig.acquisition.instruments.sim.scope.SimScope` and answers each
+query; several answers to one message are joined by ``;``. Binary answers are
+definite-length blocks followed by ``\\n``.
+
+Errors are queued, as IEEE 488.2 (section 6.1.6) and SCPI (volume 2, chapter
+21) say. A message is parsed whole before any of it runs: an unknown header
+(-113), program data that is no IEEE 488.2 data element (-102), a non-finite
+number (``1e999``, ``NAN``, ``INFinity``: -222) or a message longer than
+:data:`MAX_MESSAGE` (-223, the rest of the line up to its newline discarded)
+queues the error and nothing of that message executes. A bad parameter found
+while executing queues its error and the message's other commands still run.
+Queries for waveform data that the instrument does not hold answer promptly
+(an empty block) besides queueing the error, so a client never waits for its
+timeout. A sequential command (Keysight ``:DIGitize``) holds the connection's
+later commands until the acquisition is over, as the vendors' guides say.
+Several clients may connect; commands run one at a time.
 
 Faults (``--fault``, repeatable), for testing what the acquiring side does:
 
@@ -25,6 +36,7 @@ Faults (``--fault``, repeatable), for testing what the acquiring side does:
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 import socketserver
@@ -35,20 +47,44 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from nicrig.acquisition.instruments.blocks import encode_block
-from nicrig.acquisition.instruments.sim.scope import ScpiError, SimScope
+from nicrig.acquisition.instruments.sim.scope import ESR_OPC, ScpiError, SimScope
 
 from nicrig.errors import UsageError
 
-#: Longest program message accepted (bytes); longer ones queue -223.
+#: Longest program message accepted (bytes); longer ones queue -223 and nothing of them runs.
 MAX_MESSAGE = 64 * 1024
 GARBAGE = b"\x15\xfe NOT A BLOCK: @!\x00\x07garbage\xff"
 
-Answer = str | bytes | None
-Handler = Callable[[bool, str, tuple[int, ...]], Answer]
 
 
 class Block(bytes):
     """Waveform data to be sent as a definite-length block (a data-block answer, counted for faults)."""
+
+
+@dataclass(frozen=True)
+class AfterAcquisition:
+    """An answer due only when the running acquisition is over (a sequential command, an OPC wait).
+
+    The server waits for it without holding the instrument, so other clients
+    are served meanwhile; the connection's own later commands wait.
+    """
+
+    answer: str | bytes | None = None
+
+
+Answer = str | bytes | AfterAcquisition | None
+Handler = Callable[[bool, str, tuple[int, ...]], Answer]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One parsed program message unit: its handler, whether it is a query, its data and header suffixes."""
+
+    header: str
+    handler: Handler
+    query: bool
+    arg: str
+    nums: tuple[int, ...]
 
 
 # -- commands -----------------------------------------------------------------------------------------
@@ -76,21 +112,26 @@ def mnemonic_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(f"^{regex}$")
 
 
-def split_units(message: str) -> list[str]:
-    """The ``;``-separated commands of a program message (strings in quotes kept whole)."""
-    units, cur, quote = [], [], ""
-    for ch in message:
+def split_outside_quotes(text: str, separator: str) -> list[str]:
+    """``text`` split at ``separator`` where it is not inside a quoted string; the parts stripped."""
+    parts, cur, quote = [], [], ""
+    for ch in text:
         if quote:
             quote = "" if ch == quote else quote
         elif ch in "\"'":
             quote = ch
-        elif ch == ";":
-            units.append("".join(cur).strip())
+        elif ch == separator:
+            parts.append("".join(cur).strip())
             cur = []
             continue
         cur.append(ch)
-    units.append("".join(cur).strip())
-    return [u for u in units if u]
+    parts.append("".join(cur).strip())
+    return parts
+
+
+def split_units(message: str) -> list[str]:
+    """The ``;``-separated commands of a program message (strings in quotes kept whole)."""
+    return [u for u in split_outside_quotes(message, ";") if u]
 
 
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*$")
@@ -98,15 +139,51 @@ _SUFFIX = {"": 1.0, "V": 1.0, "MV": 1e-3, "S": 1.0, "MS": 1e-3, "US": 1e-6, "NS"
            "HZ": 1.0, "KHZ": 1e3, "MHZ": 1e6, "GHZ": 1e9, "PCT": 1.0}
 
 
+_NON_FINITE = re.compile(r"^[+-]?(?:INF|INFINITY|NINF|NINFINITY|NAN)$", re.IGNORECASE)
+_CHARACTER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_STRING = re.compile(r"""^(?:"(?:[^"]|"")*"|'(?:[^']|'')*')$""")
+_NON_DECIMAL = re.compile(r"^#(?:[Hh][0-9A-Fa-f]+|[Qq][0-7]+|[Bb][01]+)$")
+
+
 def parse_number(arg: str) -> float:
-    """A SCPI decimal numeric parameter with an optional unit suffix (``1.5V``, ``100E-6``, ``250MHZ``)."""
+    """A SCPI decimal numeric parameter with an optional unit suffix (``1.5V``, ``100E-6``, ``250MHZ``).
+
+    Non-finite values (``1e999``, SCPI's ``INFinity``/``NAN``) are out of every
+    range: -222.
+    """
+    if _NON_FINITE.match(arg.strip()):
+        raise ScpiError(-222, "Data out of range")
     m = _NUMBER.match(arg)
     if not m:
         raise ScpiError(-104, "Data type error")
     scale = _SUFFIX.get(m[2].upper())
     if scale is None:
         raise ScpiError(-131, "Invalid suffix")
-    return float(m[1]) * scale
+    value = float(m[1]) * scale
+    if not math.isfinite(value):
+        raise ScpiError(-222, "Data out of range")
+    return value
+
+
+def check_data(arg: str) -> None:
+    """Parse-time check of a unit's program data (IEEE 488.2 section 7.7), before anything of the message runs.
+
+    Each element must be decimal numeric data (with an optional suffix),
+    character data, a string or non-decimal numeric data; a number that is
+    not finite is out of range (-222), anything else a syntax error (-102).
+    """
+    if not arg.strip():
+        return
+    for element in split_outside_quotes(arg, ","):
+        if _NON_FINITE.match(element):
+            raise ScpiError(-222, "Data out of range")
+        number = _NUMBER.match(element)
+        if number:
+            if not math.isfinite(float(number[1])):
+                raise ScpiError(-222, "Data out of range")
+            continue
+        if not (_CHARACTER.match(element) or _STRING.match(element) or _NON_DECIMAL.match(element)):
+            raise ScpiError(-102, "Syntax error")
 
 
 def parse_choice(arg: str, choices: Sequence[str]) -> str:
@@ -167,7 +244,8 @@ class Dialect:
         raise NotImplementedError
 
     def common(self) -> list[tuple[str, Handler]]:
-        return [("*IDN", self._idn), ("*RST", self._rst), ("*CLS", self._cls), ("*OPC", self._opc)]
+        return [("*IDN", self._idn), ("*RST", self._rst), ("*CLS", self._cls), ("*OPC", self._opc),
+                ("*ESR", self._esr)]
 
     def _idn(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
@@ -185,12 +263,36 @@ class Dialect:
         s.thresholds.clear()
 
     def _cls(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
+        """``*CLS``: the error queue and the Standard Event Status Register cleared (IEEE 488.2 section 10.3)."""
         self.scope.errors.clear()
+        self.scope.esr = 0
         self.scope.triggered_flag = False
         return None
 
+    #: Whether an acquisition counts as a pending operation for ``*OPC``/``*OPC?`` (Tektronix: ``ACQuire:STATE
+    #: ON`` with ``STOPAfter SEQuence`` is an OPC-generating command; InfiniiVision's ``:SINGle`` is not).
+    opc_waits_for_acquisition: ClassVar[bool] = False
+
     def _opc(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
-        return "1" if query else None
+        """``*OPC?`` answers 1 when pending operations are done; ``*OPC`` then sets the ESR's OPC bit (IEEE 488.2 §10.18)."""
+        pending = self.opc_waits_for_acquisition and self.scope.update() == "armed"
+        if query:
+            return AfterAcquisition("1") if pending else "1"
+        if pending:
+            self.scope.opc_requested = True
+        else:
+            self.scope.esr |= ESR_OPC
+        return None
+
+    def _esr(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
+        """``*ESR?``: the Standard Event Status Register, cleared by reading (IEEE 488.2 section 11.5.1)."""
+        query_only(query)
+        self.scope.update()
+        value, self.scope.esr = self.scope.esr, 0
+        return self.format_esr(value)
+
+    def format_esr(self, value: int) -> str:
+        return str(value)
 
     def setting(self, attr: str, parse: Callable[[str], object], show: Callable[[object], str] = str) -> Handler:
         """A handler that sets ``self.<attr>`` from its argument and answers the query with it."""
@@ -208,22 +310,48 @@ class Dialect:
             return f'{code:+d},"{message}"' if zero.startswith("+") else f'{code},"{message}"'
         return f'{zero},"No error"'
 
-    def execute(self, unit: str) -> Answer:
-        """Run one command; a query's answer, or None. Errors are queued, never answered."""
-        header, _, arg = unit.partition(" ")
+    def parse(self, text: str) -> Unit:
+        """One program message unit, parsed: its handler and data checked (IEEE 488.2 section 7), nothing run."""
+        header, _, arg = text.partition(" ")
         query = header.endswith("?")
         key = header.rstrip("?").upper()
         for regex, handler in self._table:
             m = regex.match(key)
             if m:
-                nums = tuple(int(g) if g else 1 for g in m.groups())
-                try:
-                    return handler(query, arg.strip(), nums)
-                except ScpiError as exc:
-                    self.scope.push_error(exc.code, exc.message)
-                    return None
-        self.scope.push_error(-113, "Undefined header")
-        return None
+                check_data(arg)
+                return Unit(key, handler, query, arg.strip(), tuple(int(g) if g else 1 for g in m.groups()))
+        raise ScpiError(-113, "Undefined header")
+
+    def run(self, unit: Unit) -> Answer:
+        """Run one parsed command; a query's answer, or None. Errors are queued, never answered."""
+        try:
+            return unit.handler(unit.query, unit.arg, unit.nums)
+        except ScpiError as exc:
+            self.scope.push_error(exc.code, exc.message)
+            return None
+
+    def record_geometry(self) -> tuple[int, float, float]:
+        """The last record's ``(points, xincrement_s, xorigin_s)`` for a preamble; zeros, the error queued, without one.
+
+        Zero points and a zero x increment are how InfiniiVision says "no data
+        has been acquired"; the answer comes at once, so no client waits.
+        """
+        try:
+            rec = self.scope.require_record()
+        except ScpiError as exc:
+            self.scope.push_error(exc.code, exc.message)
+            return 0, 0.0, 0.0
+        return rec.points, rec.xincrement_s, rec.xorigin_s
+
+    def no_data(self, exc: ScpiError) -> Block:
+        """What a waveform-data query answers when there is no data to send: the error queued, an empty block.
+
+        An empty answer instead of none keeps a client that asked from waiting
+        for its timeout (InfiniiVision: "if the value is zero then no data has
+        been acquired").
+        """
+        self.scope.push_error(exc.code, exc.message)
+        return Block(b"")
 
 
 def query_only(query: bool) -> None:
@@ -285,11 +413,25 @@ class _Connection(socketserver.StreamRequestHandler):
             if not line:
                 return
             if not line.endswith(b"\n"):
+                if not self._discard_rest_of_line():
+                    return
                 self.server.dialect.scope.push_error(-223, "Too much data")
                 continue
             answers = self.server.run_message(line.decode("latin-1").strip())
             if answers and not self._send(answers):
                 return
+
+    def _discard_rest_of_line(self) -> bool:
+        """Drop an overlong message up to its newline; False when the connection ended first."""
+        while True:
+            try:
+                chunk = self.rfile.readline(MAX_MESSAGE)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            if chunk.endswith(b"\n"):
+                return True
 
     def _send(self, answers: list[str | bytes]) -> bool:
         """Send the answers of one message; False when a fault closed the connection."""
@@ -368,9 +510,29 @@ class SimServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
         return f"TCPIP0::{host}::{port}::SOCKET"
 
     def run_message(self, message: str) -> list[str | bytes]:
-        with self.dialect.scope.lock:
-            answers = [self.dialect.execute(u) for u in split_units(message)]
-        return [a for a in answers if a is not None]
+        """Parse ``message`` whole, then run it; its answers. A parse error queues and runs nothing."""
+        d = self.dialect
+        with d.scope.lock:
+            try:
+                units = [d.parse(u) for u in split_units(message)]
+            except ScpiError as exc:
+                d.scope.push_error(exc.code, exc.message)
+                return []
+        answers: list[str | bytes] = []
+        for unit in units:
+            with d.scope.lock:
+                answer = d.run(unit)
+            if isinstance(answer, AfterAcquisition):
+                self.wait_for_acquisition()
+                answer = answer.answer
+            if answer is not None:
+                answers.append(answer)
+        return answers
+
+    def wait_for_acquisition(self) -> None:
+        """Until the armed acquisition is over (or the server closes): a sequential command's wait."""
+        while not self.closing and self.dialect.scope.update() == "armed":
+            time.sleep(0.005)
 
     def block_fault(self) -> Fault | None:
         """Count a data block; the fault, if any, that applies to it."""

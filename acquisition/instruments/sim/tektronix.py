@@ -10,7 +10,10 @@ is the trigger position in percent of the record. Data: ``DATa:SOUrce
 CH<x>_DAll``, ``DATa:ENCdg RPBinary``, ``DATa:STARt``/``DATa:STOP`` (1-based,
 inclusive), ``WFMOutpre?`` and ``CURVe?``, whose block header gives its digit
 count as a hexadecimal digit. Errors go to the event queue: ``*ESR?`` then
-``ALLEv?``.
+``ALLEv?``. ``ACQuire:STATE ON`` with ``STOPAfter SEQuence`` is an
+OPC-generating command: ``*OPC?`` answers when the acquisition is over (the
+manuals' "Synchronization methods"). Without a record ``CURVe?`` answers an
+empty block and ``WFMOutpre?`` 0 points, each queueing the error.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import re
 
 from nicrig.acquisition.instruments.sim.scope import EXTERNAL, ScpiError
 from nicrig.acquisition.instruments.sim.server import (
+    AfterAcquisition,
     Answer,
     Block,
     Dialect,
     Handler,
+    Unit,
     choice,
     on_off,
     parse_bool,
@@ -33,8 +38,6 @@ from nicrig.acquisition.instruments.sim.server import (
 )
 
 _DIGITAL = re.compile(r"^CH(\d)_D(\d|ALL)$")
-#: Standard Event Status Register bit for each hundred of event codes (CME, EXE, DDE, QYE).
-_SESR_BITS = {1: 32, 2: 16, 3: 8, 4: 4}
 
 
 class TektronixMso5(Dialect):
@@ -42,6 +45,7 @@ class TektronixMso5(Dialect):
     idn = "TEKTRONIX,MSO54,C000001,CF:91.1CT FV:1.30.2.4"
     hex_count = True
     pods = 4
+    opc_waits_for_acquisition = True
 
     def __init__(self, scope):  # type: ignore[no-untyped-def]
         super().__init__(scope)
@@ -61,7 +65,6 @@ class TektronixMso5(Dialect):
 
     def commands(self) -> list[tuple[str, Handler]]:
         return self.common() + [
-            ("*ESR", self._esr),
             ("ALLEv", self._allev),
             ("EVMsg", self._evmsg),
             ("HEADer", self.setting("header", parse_bool, on_off)),
@@ -86,32 +89,35 @@ class TektronixMso5(Dialect):
             ("DATa:WIDth", self._width),
             ("DATa:STARt", self.setting("start", lambda a: max(1, whole(a)))),
             ("DATa:STOP", self.setting("stop", lambda a: max(1, whole(a)))),
-            ("WFMOutpre:NR_Pt", lambda q, a, n: query_only(q) or str(self.scope.require_record().points)),
-            ("WFMOutpre:XINcr", lambda q, a, n: query_only(q) or f"{self.scope.require_record().xincrement_s:.6E}"),
-            ("WFMOutpre:XZEro", lambda q, a, n: query_only(q) or f"{self.scope.require_record().xorigin_s:.6E}"),
+            ("WFMOutpre:NR_Pt", lambda q, a, n: query_only(q) or str(self.record_geometry()[0])),
+            ("WFMOutpre:XINcr", lambda q, a, n: query_only(q) or f"{self.record_geometry()[1]:.6E}"),
+            ("WFMOutpre:XZEro", lambda q, a, n: query_only(q) or f"{self.record_geometry()[2]:.6E}"),
             ("WFMOutpre:PT_Off", lambda q, a, n: query_only(q) or "0"),
             ("WFMOutpre:BYT_Nr", lambda q, a, n: query_only(q) or str(self.width)),
             ("WFMOutpre", self._wfmoutpre),
             ("CURVe", self._curve),
         ]
 
-    def execute(self, unit: str) -> Answer:
-        answer = super().execute(unit)
-        if self.header and isinstance(answer, str):
-            header = unit.partition(" ")[0].rstrip("?").upper()
-            return f"{header if header.startswith((':', '*')) else ':' + header} {answer}"
-        return answer
+    def run(self, unit: Unit) -> Answer:
+        """With ``HEADer ON`` an answer is preceded by its query's header."""
+        answer = super().run(unit)
+        if not self.header:
+            return answer
+        if isinstance(answer, AfterAcquisition) and isinstance(answer.answer, str):
+            return AfterAcquisition(self._with_header(unit, answer.answer))
+        return self._with_header(unit, answer) if isinstance(answer, str) else answer
+
+    @staticmethod
+    def _with_header(unit: Unit, answer: str) -> str:
+        return f"{unit.header if unit.header.startswith((':', '*')) else ':' + unit.header} {answer}"
 
     # -- events ---------------------------------------------------------------------------------
     def _esr(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
-        query_only(query)
-        events = [(abs(c), m) for c, m in self.scope.errors]
+        """``*ESR?`` also moves the queued events to where ``ALLEv?`` and ``EVMsg?`` read them."""
+        answer = super()._esr(query, arg, nums)
+        self.available = [(abs(c), m) for c, m in self.scope.errors]
         self.scope.errors.clear()
-        self.available = events
-        value = 0
-        for code, _ in events:
-            value |= _SESR_BITS.get(code // 100, 8)
-        return str(value)
+        return answer
 
     def _allev(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
@@ -220,15 +226,21 @@ class TektronixMso5(Dialect):
 
     def _wfmoutpre(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
-        rec = self.scope.require_record()
+        points, xincrement, xorigin = self.record_geometry()
         enc = "ASCII" if self.encoding == "ASCii" else "BINARY"
         fmt = "RP" if "P" in self.encoding.upper()[1:3] else "RI"
-        return (f'{self.width};{8 * self.width};{enc};{fmt};MSB;"{self.data_source}, {rec.points} points, '
-                f'Sample mode";{rec.points};Y;LINEAR;"s";{rec.xincrement_s:.6E};{rec.xorigin_s:.6E};0;"State";'
+        return (f'{self.width};{8 * self.width};{enc};{fmt};MSB;"{self.data_source}, {points} points, '
+                f'Sample mode";{points};Y;LINEAR;"s";{xincrement:.6E};{xorigin:.6E};0;"State";'
                 f"1.0E+0;0.0E+0;0.0E+0;TIME;DIGITAL")
 
     def _curve(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
         query_only(query)
+        try:
+            return self._curve_data()
+        except ScpiError as exc:
+            return self.no_data(exc)
+
+    def _curve_data(self) -> Block | str:
         if self.scope.update() == "armed":
             raise ScpiError(-221, "Settings conflict; acquisition in progress")
         rec = self.scope.require_record()
