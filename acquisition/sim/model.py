@@ -273,6 +273,8 @@ class Host:
         # interrupts
         self.int_asserted = False
         self.int_timer_due: int | None = None
+        # Per cause (tx, rx): the packet timer's and the absolute timer's due times (ps), None when idle.
+        self.int_timers: dict[str, list[int | None]] = {"tx": [None, None], "rx": [None, None]}
         self.int_event = Signal(env)
         self._row = -1
         self.on_receive: Callable[[Frame, int], None] = lambda f, t: None
@@ -444,7 +446,7 @@ class Host:
         yield from self.dma(True, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
                             "tx_desc_writeback")
         self.tx_completed += 1
-        self.raise_interrupt(self.nic.tx_int_delay_us)
+        self.raise_interrupt("tx")
 
     # -- receive path ---------------------------------------------------------------------
     def receive_frame(self, frame: Frame) -> None:
@@ -490,15 +492,32 @@ class Host:
                 self.counters["xon_sent"] += 1
                 self.tx_link.send_control(pause_frame(self.mac, 0))
             self.rx_done.append(frame)
-            self.raise_interrupt(self.nic.rx_int_delay_us)
+            self.raise_interrupt("rx")
 
     # -- interrupts -----------------------------------------------------------------------
-    def raise_interrupt(self, delay_us: float) -> None:
-        """A cause is pending: assert INTA# now, or when the coalescence timer started by the first cause expires."""
+    def raise_interrupt(self, cause: Literal["tx", "rx"]) -> None:
+        """A frame of ``cause`` is done: assert INTA# now, or when a coalescence timer expires.
+
+        Two timers per cause, as the 82544's TIDV/RDTR and the later e1000
+        parts' TADV/RADV (or the Tigon's coalescing ticks): the packet timer
+        (``*_int_delay_us``) restarts with every frame, so a burst interrupts
+        that long after its last frame; the absolute timer
+        (``*_abs_int_delay_us``) runs from the first frame after the last
+        interrupt, bounding the delay in a stream. Whichever expires first
+        asserts INTA#; neither set means an interrupt per frame.
+        """
         if self.int_asserted:
             return
-        due = self.env.now + round(delay_us * PS_PER_US)
-        if self.int_timer_due is not None and self.int_timer_due <= due:
+        packet_us, absolute_us = ((self.nic.tx_int_delay_us, self.nic.tx_abs_int_delay_us) if cause == "tx"
+                                  else (self.nic.rx_int_delay_us, self.nic.rx_abs_int_delay_us))
+        timers = self.int_timers[cause]
+        if packet_us:
+            timers[0] = self.env.now + round(packet_us * PS_PER_US)
+        if absolute_us and timers[1] is None:
+            timers[1] = self.env.now + round(absolute_us * PS_PER_US)
+        due = self.env.now if not (packet_us or absolute_us) else min(
+            t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None)
+        if self.int_timer_due is not None and (self.int_timer_due <= due if not packet_us else self.int_timer_due == due):
             return
         self.int_timer_due = due
         self.env.process(self._int_timer(due))
@@ -508,6 +527,7 @@ class Host:
         if self.int_timer_due != due or self.int_asserted:
             return
         self.int_timer_due = None
+        self.int_timers = {"tx": [None, None], "rx": [None, None]}
         self.int_asserted = True
         self.counters["interrupts"] += 1
         self.bus.interrupts.append([self.bus.clock_at_or_after(self.env.now), -1])
@@ -561,6 +581,8 @@ class Rig:
         bus.check()
         nic.check()
         host.check()
+        # The host bridge's wait states and disconnects are the chipset's: the host profile may set them.
+        bus = host.bus_with_bridge(bus)
         self.scenario, self.nic = scenario, nic
         self.rng = np.random.default_rng(scenario.seed)
         self.link_rate_bps = link_rate_bps

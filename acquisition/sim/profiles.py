@@ -2,12 +2,15 @@
 
 Every timing of the model is a profile field, so a lab can describe its own
 hardware in a TOML file (pass its path instead of a name) without touching code.
+Every profile names where its numbers come from in ``source`` (for the built-in
+ones, the sections of seed 002 their values reproduce, cited as a user reads
+them: "Hughes-Jones et al. 2003, §4.2.3").
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +24,7 @@ class BusProfile:
 
     name: str
     description: str
+    source: str
     kind: str
     width_bits: int
     clock_hz: float
@@ -40,6 +44,7 @@ class BusProfile:
         return self.width_bits // 8
 
     def check(self) -> None:
+        _check_source(self.name, self.source)
         if self.width_bits not in (32, 64):
             raise UsageError(f"bus {self.name}: width_bits must be 32 or 64")
         if not 1e6 <= self.clock_hz <= 533e6:
@@ -56,6 +61,7 @@ class NicProfile:
 
     name: str
     description: str
+    source: str
     vendor_device: str
     bar0: tuple[int, int]
     tx_csr: tuple[str, ...]
@@ -73,6 +79,8 @@ class NicProfile:
     rx_mac_latency_ns: float
     tx_int_delay_us: float
     rx_int_delay_us: float
+    tx_abs_int_delay_us: float
+    rx_abs_int_delay_us: float
     tx_fifo_bytes: int
     rx_fifo_bytes: int
     tx_ring: int
@@ -85,6 +93,7 @@ class NicProfile:
     rx_dma_master_wait_every: int
 
     def check(self) -> None:
+        _check_source(self.name, self.source)
         for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr):
             for access in seq:
                 op, _, reg = access.partition(":")
@@ -102,6 +111,9 @@ class NicProfile:
             raise UsageError(f"nic {self.name}: pause_quanta must fit 16 bits")
         if self.tx_ring < 2 or self.rx_ring < 2:
             raise UsageError(f"nic {self.name}: rings need at least 2 descriptors")
+        for f in ("tx_int_delay_us", "rx_int_delay_us", "tx_abs_int_delay_us", "rx_abs_int_delay_us"):
+            if not 0 <= getattr(self, f) < 1e6:
+                raise UsageError(f"nic {self.name}: {f} must be 0 (off) to under a second")
 
     def csr_address(self, access: str) -> tuple[bool, int]:
         """``'w:0x3818'`` -> (is_write, absolute bus address in BAR0)."""
@@ -109,24 +121,56 @@ class NicProfile:
         return op == "w", self.bar0[0] + int(reg, 0)
 
 
+#: Fields of a bus profile that describe the host bridge rather than the bus, which a host may override.
+BRIDGE_FIELDS = ("host_read_initial_wait_clocks", "host_write_initial_wait_clocks", "host_read_disconnect_bytes",
+                 "host_write_disconnect_bytes")
+
+
 @dataclass(frozen=True)
 class HostProfile:
-    """A host's software costs: stack, driver, copies, interrupt service."""
+    """A host's software costs (stack, driver, copies, interrupt service) and its host bridge.
+
+    ``bridge`` maps a bus profile name to the host bridge's own values of
+    :data:`BRIDGE_FIELDS` on that bus (wait states, disconnect boundaries:
+    a chipset property); a bus it does not name keeps the bus profile's.
+    """
 
     name: str
     description: str
+    source: str
     tx_sw_us: float
     rx_sw_us: float
     copy_ns_per_byte: float
     irq_latency_us: float
     isr_us: float
     csr_interval_ns: float
+    bridge: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def check(self) -> None:
+        _check_source(self.name, self.source)
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, float) and v < 0:
                 raise UsageError(f"host {self.name}: {f.name} must not be negative")
+        for bus_name, values in self.bridge.items():
+            unknown = sorted(set(values) - set(BRIDGE_FIELDS))
+            if unknown or not all(isinstance(v, int) and v >= 0 for v in values.values()):
+                raise UsageError(f"host {self.name}: bridge.{bus_name} may only set non-negative integers "
+                                 f"{', '.join(BRIDGE_FIELDS)} (got {unknown or values})")
+
+    def bus_with_bridge(self, bus: BusProfile) -> BusProfile:
+        """``bus`` as this host's bridge drives it: its ``bridge`` values for that bus, if any, replace the bus's."""
+        values = self.bridge.get(bus.name)
+        if not values:
+            return bus
+        out = replace(bus, **values)
+        out.check()
+        return out
+
+
+def _check_source(name: str, source: str) -> None:
+    if not source.strip():
+        raise UsageError(f"profile {name}: source must say where its numbers come from")
 
 
 P = TypeVar("P", BusProfile, NicProfile, HostProfile)
@@ -145,7 +189,8 @@ def available(kind: str) -> list[str]:
 def _coerce(cls: type, raw: dict[str, Any], origin: str) -> Any:
     names = {f.name: f for f in fields(cls)}
     unknown = sorted(set(raw) - set(names))
-    missing = sorted(set(names) - set(raw))
+    missing = sorted(n for n, f in names.items()
+                     if n not in raw and f.default is MISSING and f.default_factory is MISSING)
     if unknown or missing:
         parts = []
         if unknown:
@@ -155,6 +200,8 @@ def _coerce(cls: type, raw: dict[str, Any], origin: str) -> Any:
         raise UsageError(f"{origin}: {'; '.join(parts)}")
     values = {}
     for name, f in names.items():
+        if name not in raw:
+            continue
         v = raw[name]
         if f.type in ("float",) and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)

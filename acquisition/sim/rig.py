@@ -205,7 +205,8 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
         cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
                        description="interrupts of both hosts with the frames each service handled")
         cs.attrs["simulation"] = json.dumps({
-            "scenario": asdict(scenario), "bus": asdict(bus), "nic": asdict(nic), "host": asdict(host),
+            "scenario": asdict(scenario), "bus": asdict(run.buses["send_pci"].profile), "nic": asdict(nic),
+            "host": asdict(host),
             "recording": asdict(recording), "counters": run.counters,
         }, sort_keys=True)
     return run
