@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where to write the report (default: standard output)")
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="html, json or csv (default: from the output's suffix, else html)")
+    p.add_argument("--json", action="store_const", dest="format", const="json", help="the same as --format json")
     p.add_argument("--title", default="nicrig report", help="the report's title")
     p.add_argument("--path", default=None, metavar="ELEMENTS",
                    help="the path a byte takes between the hosts, to compare latency slopes with, e.g. "

@@ -1,36 +1,38 @@
-"""``nicrig events``: print a decoded table (CSV or JSON lines), e.g. the PCI transactions of ``send_pci``."""
+"""``nicrig events``: print a decoded table (CSV or JSON lines), e.g. the PCI transactions of ``send_pci``.
+
+The notation (hex addresses and ethertypes, ``true``/``false``) and the
+``--where`` filters are :mod:`nicrig.decoders.notation`'s.
+"""
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
 from pathlib import Path
-from typing import Any
+
+EPILOG = """\
+Addresses, command_code (C/BE#), ethertype and inner_ethertype print in hex (0x...), as sigrok, PulseView and
+Wireshark show them, empty (JSON null) when unknown; other unknown numbers are -1.
+Exit status: 0 rows printed; 1 no row matched (a line on stderr says so); 2 error (file, table or column).
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("file", type=Path, metavar="FILE.h5")
     p.add_argument("--source", required=True, help="source whose decoded table to print")
     p.add_argument("--decoder", required=True, help="decoder whose table to print (pci, ethernet, irq, ...)")
-    p.add_argument("--format", choices=["csv", "json"], default="csv",
-                   help="csv (header row, default) or json (one object a line)")
+    p.add_argument("--json", action="store_true", help="one JSON object a line instead of CSV with a header row")
     p.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
-                   help="keep rows whose column equals the value (repeatable), e.g. kind=dma")
+                   help="keep rows whose column equals the value (repeatable; numbers in hex or decimal, names "
+                        "in any case), e.g. kind=csr, address=0xfd000004, ethertype=0x8808")
     p.add_argument("--limit", type=int, default=None, help="print at most this many rows")
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value.item() if hasattr(value, "item") else value
-
-
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
     from nicrig.acquisition.capture import CaptureSet
-
+    from nicrig.decoders.notation import select, write_rows
     from nicrig.errors import UsageError
 
     with CaptureSet.open(args.file) as cs:
@@ -42,21 +44,13 @@ def run(args: argparse.Namespace) -> int:
                              f"(decoded: {', '.join(t.rsplit('/', 1)[1] for t in decoded) or 'none'}; "
                              f"run: nicrig decode {args.file})")
         table = cs.read_table(path)
-    keep = np.ones(len(table), dtype=bool)
-    for cond in args.where:
-        column, sep, value = cond.partition("=")
-        if not sep or column not in table.dtype.names:
-            raise UsageError(f"--where {cond!r}: use COLUMN=VALUE with a column of {', '.join(table.dtype.names)}")
-        col = table[column]
-        keep &= (col == value.encode()) if col.dtype.kind == "S" else (col.astype(str) == value)
-    rows = table[keep][: args.limit]
-    names = list(table.dtype.names)
-    if args.format == "json":
-        for row in rows:
-            print(json.dumps({n: _plain(row[n]) for n in names}))
+    rows = select(table, args.where)
+    write_rows(rows[: args.limit], args.json, sys.stdout)
+    if len(rows):
+        return 0
+    if not len(table):
+        print(f"nicrig: {args.file}: {path} has no rows", file=sys.stderr)
     else:
-        out = csv.writer(sys.stdout, lineterminator="\n")
-        out.writerow(names)
-        for row in rows:
-            out.writerow([_plain(row[n]) for n in names])
-    return 0
+        print(f"nicrig: {args.file}: none of the {len(table)} rows of {path} matched {' and '.join(args.where)}",
+              file=sys.stderr)
+    return 1

@@ -201,6 +201,14 @@ def test_csv_has_a_row_per_number_with_its_source(files):
     assert any(row["table"] == "Bus measurements" and row["column"] == "send_pci" for row in rows)
 
 
+def test_json_flag_is_the_json_format(files):
+    """``--json``, as on every command that prints data, gives the report --format json gives."""
+    flag, option = (json.loads(nicrig("report", str(files["cap"]), *how).stdout)
+                    for how in (["--json"], ["--format", "json"]))
+    assert flag["sections"] and flag.pop("created_utc") and option.pop("created_utc")
+    assert flag == option
+
+
 def test_correlation_table_from_a_csv(files, tmp_path):
     table = tmp_path / "nics.csv"
     table.write_text("nic,udp_3way_max,udp_send_max,app:web,app:router\n"

@@ -8,8 +8,10 @@ sigrok-cli). Transaction for transaction and frame for frame.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -263,12 +265,19 @@ def test_decode_errors_are_one_clear_line(intel_latency, argv, message):
 def test_events_prints_csv_and_json(intel_latency):
     nicrig("decode", str(intel_latency))
     csv_out = nicrig("events", str(intel_latency), "--source", "send_pci", "--decoder", "pci",
-                     "--where", "kind=csr", "--limit", "3").stdout.splitlines()
+                     "--where", "kind=CSR", "--limit", "3").stdout.splitlines()
     assert csv_out[0].startswith("ss,es,t_ns,t_end_ns,command,") and len(csv_out) == 4
     assert all(",csr," in line for line in csv_out[1:])
+    # a CSR address as the PCI decoder writes it selects that register's transactions
+    address = next(csv.DictReader(csv_out))["address"]
+    assert re.fullmatch(r"0x[0-9a-f]{8}", address)
+    same = nicrig("events", str(intel_latency), "--source", "send_pci", "--decoder", "pci", "--json",
+                  "--where", f"address={address.upper().replace('0X', '0x')}").stdout.splitlines()
+    assert same and all(json.loads(x)["address"] == address for x in same)
     rows = [json.loads(x) for x in nicrig("events", str(intel_latency), "--source", "probe", "--decoder",
-                                          "ethernet", "--format", "json").stdout.splitlines()]
+                                          "ethernet", "--json").stdout.splitlines()]
     assert {r["direction"] for r in rows} == {"tx", "rx"}
+    assert {r["ethertype"] for r in rows} == {"0x0800"} and all(r["fcs_ok"] is True for r in rows)
     r = subprocess.run([sys.executable, "-m", "nicrig", "events", str(intel_latency), "--source", "probe",
                         "--decoder", "pci"], capture_output=True, text=True)
     assert r.returncode == 2 and "no decoded pci table" in r.stderr

@@ -5,7 +5,7 @@
 are simulated with Icarus Verilog; their VCD dumps go through
 
     nicrig import X.vcd -o cap.h5 [--clock ...]  ->  nicrig decode cap.h5 [-P ...]
-    ->  nicrig events cap.h5 --source S --decoder pci|ethernet --format json
+    ->  nicrig events cap.h5 --source S --decoder pci|ethernet --json
 
 and every decoded row is compared with the line the testbench logged for what it
 did. Nothing here comes from nicrig's own simulator. See docs/independent-models.md.
@@ -56,7 +56,7 @@ def nicrig(*args: object) -> str:
 
 
 def events(h5: Path, source: str, decoder: str) -> list[dict]:
-    out = nicrig("events", h5, "--source", source, "--decoder", decoder, "--format", "json")
+    out = nicrig("events", h5, "--source", source, "--decoder", decoder, "--json")
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
@@ -92,8 +92,9 @@ def pci_sim(request, tmp_path_factory):
 
 
 def expected_pci(txn: dict[str, str]) -> dict:
-    return {"command_code": int(txn["cmd"]), "command": PCI_COMMANDS[int(txn["cmd"])],
-            "address": int(txn["addr"], 16), "dac": txn["dac"] == "1", "data_phases": int(txn["phases"]),
+    # events prints C/BE# and addresses in hex as sigrok's decoder does (16 digits after a dual address cycle)
+    return {"command_code": f"0x{int(txn['cmd']):x}", "command": PCI_COMMANDS[int(txn["cmd"])],
+            "address": f"0x{int(txn['addr'], 16):0{16 if txn['dac'] == '1' else 8}x}", "dac": txn["dac"] == "1", "data_phases": int(txn["phases"]),
             "bytes": int(txn["bytes"]), "termination": txn["term"], "devsel": txn["devsel"],
             "wide": txn["wide"] == "1", "stop": txn["stop"] == "1", "parity_error": 0}
 
@@ -239,7 +240,8 @@ def test_gmii_state_mode(gmii_sim):
         inner = pkt["Dot1Q"].type if tagged else pkt.type
         want = {
             "t_ns": int(line["t_ns"]), "direction": "tx", "length": int(line["len"]),
-            "dst": pkt.dst, "src": pkt.src, "ethertype": pkt.type, "inner_ethertype": inner,
+            "dst": pkt.dst, "src": pkt.src, "ethertype": f"0x{pkt.type:04x}",
+            "inner_ethertype": f"0x{inner:04x}",
             "vlan": pkt["Dot1Q"].vlan if tagged else -1,
             "fcs_ok": not f.get("bad_fcs"),            # TX_ER does not touch TXD: the FCS still checks
             "error_octets": 1 if "er_octet" in f else 0,
