@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from nicrig.acquisition import limits
+from nicrig.acquisition.limits import MAX_SAMPLES
+
 from nicrig.errors import FormatError, UsageError
 
 BLOCK_SAMPLES = 1 << 20
-MAX_SAMPLES = 2_000_000_000
 Progress = Callable[[int, int], None]
 
 _UNITS = {
@@ -48,7 +50,7 @@ _RATE = re.compile(r"^\s*([0-9.eE+-]+)\s*([kKmMgG]?)\s*(?:hz|Hz|HZ)?\s*$")
 
 
 def parse_rate(text: str) -> float:
-    """'66.67 MHz', '66.67e6', '200k', '1 GHz', '400M' -> Hz; a bad or non-positive rate is a UsageError."""
+    """'66.67 MHz', '66.67e6', '200k', '1 GHz', '400M' -> Hz; a bad rate, or one outside the limits, is a UsageError."""
     m = _RATE.match(str(text))
     try:
         value = float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2].lower()] if m else -1.0
@@ -56,6 +58,9 @@ def parse_rate(text: str) -> float:
         value = -1.0
     if not (value > 0 and math.isfinite(value)):
         raise UsageError(f"bad sample rate {text!r}: give Hz, e.g. 100e6, 66.67MHz or 200k")
+    if not limits.MIN_SAMPLE_RATE_HZ <= value <= limits.MAX_SAMPLE_RATE_HZ:
+        raise UsageError(f"sample rate {text!r} is outside {limits.MIN_SAMPLE_RATE_HZ:g} Hz to "
+                         f"{limits.MAX_SAMPLE_RATE_HZ:g} Hz (nicrig keeps time in whole picoseconds)")
     return value
 
 
@@ -102,7 +107,8 @@ class CsvReader:
                         continue
                     m = re.match(r"META samplerate:\s*(\d+)\s*$", s)  # sigrok-cli prints this from some inputs
                     if m:
-                        comment_rate = float(m[1]) or comment_rate
+                        comment_rate = limits.check_rate(self.path, float(m[1]), f"line {lineno}: samplerate") \
+                            if float(m[1]) else comment_rate
                         continue
                     if s.startswith(";"):
                         body = s[1:].strip()
@@ -147,6 +153,7 @@ class CsvReader:
             count = len(fields) - (1 if is_time else 0)
             names = comment_names if comment_names and len(comment_names) == count else [f"D{k}" for k in
                                                                                          range(count)]
+        limits.check_channels(self.path, len(names), "columns")
         seen: dict[str, int] = {}
         uniq = []
         for nm in names:
@@ -197,8 +204,13 @@ class CsvReader:
     def _ps(self, lineno: int, text: str, unit: int) -> int:
         v = _number(text)
         if v is None:
-            raise FormatError(f"{self.path}:{lineno}: bad time {text!r}")
-        return int((v * unit).to_integral_value())
+            raise FormatError(f"{self.path}:{lineno}: bad time {text[:40]!r}")
+        # the exponent first: '1e999999' must never become a huge number
+        ps = v * unit if v.adjusted() < 40 else None
+        if ps is None or abs(ps) > limits.MAX_TIME_PS:
+            raise FormatError(f"{self.path}:{lineno}: time {text[:40]} is beyond the {limits.MAX_TIME_PS:.3g} ps "
+                              "(about 106 days) a timestamp can hold")
+        return int(ps.to_integral_value())
 
     def _packed(self, rows: list[str]) -> np.ndarray:
         bits = (np.frombuffer("".join(rows).encode("ascii"), dtype=np.uint8) - 48).reshape(-1, self._nch)
@@ -228,7 +240,7 @@ class CsvReader:
                 raise UsageError(f"{self.path}: cannot derive a sample rate from a single time; "
                                  "give --sample-rate HZ")
             per_i, per_f = g, float(g)
-            rate = 1e12 / g
+            rate = limits.check_rate(self.path, 1e12 / g, "the time column's step gives a sample rate of")
             self.notes.append(f"sample rate {rate:g} Hz from the time column's steps")
         elif self._given_rate is None:
             self.notes.append(f"sample rate {rate:g} Hz from the file's '; Samplerate:' comment")

@@ -248,31 +248,30 @@ def _stats(reader: Any) -> dict[str, Any]:
 
 
 class _SrReader:
-    """A sigrok session file as a timing-mode source (read whole by :func:`read_sr`, appended in blocks)."""
+    """A sigrok session file as a timing-mode source, its samples streamed from the archive a block at a time."""
 
     mode = "timing"
     trigger_sample = 0
     offset_ps = 0
 
     def __init__(self, path: Path, rate: float | None):
-        from nicrig.acquisition.srzip import read_sr
+        from nicrig.acquisition.srzip import open_sr
 
         from nicrig.errors import UsageError
 
         self.path = path
-        self.session = read_sr(path)
+        self.session = open_sr(path)
         self.channels = list(self.session.channels)
         self.samplerate_hz = rate or self.session.samplerate_hz
-        if not self.samplerate_hz or self.samplerate_hz <= 0:
+        if not self.samplerate_hz:
             raise UsageError(f"{path}: the session file has no sample rate: give --sample-rate HZ")
         self.notes = [f"imported from {path.name} (sigrok session)"]
         if rate and self.session.samplerate_hz and rate != self.session.samplerate_hz:
             self.notes.append(f"sample rate {rate:g} Hz given instead of the file's {self.session.samplerate_hz:g}")
 
     def blocks(self):  # type: ignore[no-untyped-def]
-        s = self.session.samples
-        for b in range(0, len(s), 1 << 20):
-            yield s[b: b + (1 << 20)], None
+        for block in self.session.blocks():
+            yield block, None
 
     def summary_notes(self) -> list[str]:
         return self.notes

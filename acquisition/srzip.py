@@ -13,11 +13,13 @@ import io
 import os
 import zipfile
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from nicrig.acquisition import limits
 
 from nicrig.errors import FormatError, UsageError
 
@@ -84,20 +86,84 @@ def _parse_rate(text: str) -> float:
     return float(t)
 
 
-def _member(zf: zipfile.ZipFile, path: Path, name: str) -> bytes:
-    """One member's bytes; a damaged member (bad CRC, broken deflate stream) is a FormatError."""
+#: Compression methods Python's zipfile reads; any other member is refused by name.
+_READABLE = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2",
+             zipfile.ZIP_LZMA: "lzma"}
+
+
+def _readable(path: Path, info: zipfile.ZipInfo) -> zipfile.ZipInfo:
+    """``info`` if its member can be read: not encrypted, a compression method zipfile knows."""
+    if info.flag_bits & 0x1:
+        raise FormatError(f"{path}: member {info.filename!r} is encrypted: sigrok session files are not")
+    if info.compress_type not in _READABLE:
+        raise FormatError(f"{path}: member {info.filename!r} uses compression method {info.compress_type}, "
+                          f"which nicrig cannot read ({', '.join(_READABLE.values())} only)")
+    return info
+
+
+def _member(zf: zipfile.ZipFile, path: Path, name: str, limit: int = 1 << 20) -> bytes:
+    """A small member's bytes (at most ``limit``); a damaged member (bad CRC, broken stream) is a FormatError."""
+    info = _readable(path, zf.getinfo(name))
+    if info.file_size > limit:
+        raise FormatError(f"{path}: member {name!r} declares {info.file_size:,} bytes; at most {limit:,} expected")
     try:
-        return zf.read(name)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        with zf.open(info) as f:
+            return f.read(limit + 1)[:limit]
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError) as exc:
         raise FormatError(f"{path}: damaged member {name!r}: {exc}") from None
 
 
-def read_sr(path: str | os.PathLike[str]) -> SrSession:
-    """Read the logic channels of a session file written by sigrok, PulseView or :func:`write_sr`."""
+@dataclass
+class SrStream:
+    """A session file's logic channels, checked against the limits, its samples streamed by :meth:`blocks`."""
+
+    path: Path
+    channels: list[str]
+    samplerate_hz: float
+    unitsize: int
+    parts: list[zipfile.ZipInfo]
+    num_samples: int
+
+    def blocks(self, block_samples: int = 1 << 20) -> Iterator[np.ndarray]:
+        """``(n, ceil(channels / 8))`` uint8 blocks of at most ``block_samples`` samples, in order.
+
+        Memory is one block, whatever the members' compression ratio; a member
+        that holds other than it declared is a FormatError.
+        """
+        need = max(1, (len(self.channels) + 7) // 8)
+        step = block_samples * self.unitsize
+        buf = b""
+        with zipfile.ZipFile(self.path) as zf:
+            for info in self.parts:
+                got = 0
+                try:
+                    with zf.open(info) as f:
+                        while chunk := f.read(step):
+                            got += len(chunk)
+                            buf += chunk
+                            cut = len(buf) - len(buf) % step if len(buf) >= step else 0
+                            if cut:
+                                yield _samples(buf[:cut], self.unitsize, need)
+                                buf = buf[cut:]
+                except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+                    raise FormatError(f"{self.path}: damaged member {info.filename!r}: {exc}") from None
+                if got != info.file_size:
+                    raise FormatError(f"{self.path}: member {info.filename!r} holds {got:,} bytes, "
+                                      f"not the {info.file_size:,} it declares")
+        if buf:
+            yield _samples(buf, self.unitsize, need)
+
+
+def _samples(raw: bytes, unitsize: int, need: int) -> np.ndarray:
+    return np.frombuffer(raw, dtype=np.uint8).reshape(-1, unitsize)[:, :need].copy()
+
+
+def open_sr(path: str | os.PathLike[str]) -> SrStream:
+    """Check a session file's metadata and members against the limits (``acquisition.limits``), read nothing else."""
     path = Path(path)
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise FormatError(f"{path}: not a sigrok session file: {exc}") from None
     with zf:
         names = set(zf.namelist())
@@ -105,12 +171,12 @@ def read_sr(path: str | os.PathLike[str]) -> SrSession:
             raise FormatError(f"{path}: no 'metadata' member: not a sigrok session file")
         version = _member(zf, path, "version").decode("utf-8", "replace").strip() if "version" in names else "?"
         if version != "2":
-            raise FormatError(f"{path}: session format version {version!r}; nicrig reads version 2")
+            raise FormatError(f"{path}: session format version {version[:20]!r}; nicrig reads version 2")
         cfg = configparser.ConfigParser(interpolation=None, strict=False)
         try:
             cfg.read_file(io.StringIO(_member(zf, path, "metadata").decode("utf-8", "replace")))
         except configparser.Error as exc:
-            raise FormatError(f"{path}: unreadable metadata: {' '.join(str(exc).split())}") from None
+            raise FormatError(f"{path}: unreadable metadata: {' '.join(str(exc).split())[:200]}") from None
         dev = next((s for s in cfg.sections() if s.startswith("device")), None)
         if dev is None:
             raise FormatError(f"{path}: metadata has no [device] section")
@@ -120,22 +186,33 @@ def read_sr(path: str | os.PathLike[str]) -> SrSession:
             unitsize = int(sec.get("unitsize", "1"))
             rate = _parse_rate(sec.get("samplerate", "0"))
         except ValueError as exc:
-            raise FormatError(f"{path}: bad metadata value: {exc}") from None
+            raise FormatError(f"{path}: bad metadata value: {str(exc)[:200]}") from None
         if nprobes <= 0:
             raise FormatError(f"{path}: no logic channels")
-        if unitsize <= 0:
-            raise FormatError(f"{path}: bad unitsize {unitsize}")
+        limits.check_channels(path, nprobes, "probes")
+        if not 1 <= unitsize <= limits.MAX_UNITSIZE:
+            raise FormatError(f"{path}: bad unitsize {unitsize} (1 to {limits.MAX_UNITSIZE} bytes a sample)")
+        if unitsize < (nprobes + 7) // 8:
+            raise FormatError(f"{path}: unitsize {unitsize} too small for {nprobes} channels")
+        if rate:
+            limits.check_rate(path, rate, "samplerate")
         channels = [sec.get(f"probe{i + 1}", f"D{i}") for i in range(nprobes)]
         prefix = sec.get("capturefile", "logic-1")
-        parts = sorted(
+        parts = [_readable(path, zf.getinfo(n)) for n in sorted(
             (n for n in names if n == prefix or (n.startswith(prefix + "-") and n[len(prefix) + 1:].isdigit())),
             key=lambda n: int(n.rsplit("-", 1)[-1]) if n != prefix else 0,
-        )
-        raw = b"".join(_member(zf, path, n) for n in parts)
-    if len(raw) % unitsize:
-        raise FormatError(f"{path}: {len(raw)} data bytes is not a whole number of {unitsize}-byte samples")
-    samples = np.frombuffer(raw, dtype=np.uint8).reshape(-1, unitsize).copy()
-    need = max(1, (nprobes + 7) // 8)
-    if unitsize < need:
-        raise FormatError(f"{path}: unitsize {unitsize} too small for {nprobes} channels")
-    return SrSession(channels=channels, samplerate_hz=rate, samples=samples[:, :need])
+        )]
+    size = sum(p.file_size for p in parts)
+    if size % unitsize:
+        raise FormatError(f"{path}: {size} data bytes is not a whole number of {unitsize}-byte samples")
+    limits.check_samples(path, size // unitsize)
+    return SrStream(path, channels, rate, unitsize, parts, size // unitsize)
+
+
+def read_sr(path: str | os.PathLike[str]) -> SrSession:
+    """Read the logic channels of a session file written by sigrok, PulseView or :func:`write_sr`, whole."""
+    stream = open_sr(path)
+    blocks = list(stream.blocks())
+    need = max(1, (len(stream.channels) + 7) // 8)
+    samples = np.concatenate(blocks) if blocks else np.zeros((0, need), dtype=np.uint8)
+    return SrSession(channels=stream.channels, samplerate_hz=stream.samplerate_hz, samples=samples)

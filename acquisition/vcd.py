@@ -45,6 +45,9 @@ from typing import Any
 
 import numpy as np
 
+from nicrig.acquisition import limits
+from nicrig.acquisition.limits import MAX_SAMPLES
+
 from nicrig.errors import FormatError, UsageError
 
 #: Marks the ``$comment`` nicrig writes into its exports (followed by JSON).
@@ -52,8 +55,8 @@ META_TAG = "nicrig-export"
 META_VERSION = 1
 #: Samples per appended block: 1 Mi samples, 1 to 16 MiB for up to 128 channels.
 BLOCK_SAMPLES = 1 << 20
-#: Timing-mode imports refuse to expand to more samples than this.
-MAX_SAMPLES = 2_000_000_000
+#: Digits of a VCD time that can fit :data:`limits.MAX_TIME_PS` (checked before the text becomes a number).
+_MAX_TIME_DIGITS = len(str(limits.MAX_TIME_PS))
 #: A header line longer than this means the file is not a VCD.
 _MAX_HEADER_LINE = 1 << 20
 _MAX_HEADER_BYTES = 64 << 20
@@ -152,6 +155,43 @@ def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, byt
         lines.append(raw)
 
 
+_META_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "version": lambda v: type(v) is int and 0 < v <= META_VERSION,
+    "source": lambda v: v is None or isinstance(v, str),
+    "mode": lambda v: v in ("timing", "state"),
+    "samplerate_hz": lambda v: v is None or (type(v) in (int, float) and math.isfinite(v)
+                                             and limits.MIN_SAMPLE_RATE_HZ <= v <= limits.MAX_SAMPLE_RATE_HZ),
+    "trigger_sample": lambda v: v is None or (type(v) is int and 0 <= v <= MAX_SAMPLES),
+    "offset_ps": lambda v: v is None or (type(v) is int and abs(v) <= limits.MAX_TIME_PS),
+    "time_origin_ps": lambda v: v is None or (type(v) is int and abs(v) <= limits.MAX_TIME_PS),
+    "clock": lambda v: v is None or isinstance(v, str),
+    "channels": lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v),
+    "names": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+    "roles": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+    "bus": lambda v: isinstance(v, dict),
+}
+
+
+def read_meta(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A ``nicrig-export`` comment's JSON, checked field by field: ``(meta, None)`` or ``(None, what is wrong)``.
+
+    A comment any other tool could have written wrongly is ignored with a note,
+    never trusted: each field must have the type and range :func:`write_vcd` gives it.
+    """
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        return None, str(exc)
+    if not isinstance(meta, dict):
+        return None, "not a JSON object"
+    if "version" not in meta or "mode" not in meta:
+        return None, "no version or mode"
+    bad = [k for k, ok in _META_FIELDS.items() if k in meta and not ok(meta[k])]
+    if bad:
+        return None, f"bad {', '.join(bad)}"
+    return meta, None
+
+
 def read_header(path: str | os.PathLike[str]) -> VcdHeader:
     """Parse a VCD's declarations (pyvcd's tokenizer) up to ``$enddefinitions``."""
     from vcd.reader import TokenKind, VCDParseError, tokenize
@@ -187,18 +227,20 @@ def read_header(path: str | os.PathLike[str]) -> VcdHeader:
                 scope.pop()
             elif kind is TokenKind.VAR:
                 v = tok.var
+                line = tok.span.start.line
+                if len(variables) >= limits.MAX_VCD_VARIABLES:
+                    raise FormatError(f"{path}:{line}: more than {limits.MAX_VCD_VARIABLES:,} variables declared")
+                if int(v.size) > limits.MAX_CHANNELS and v.type_.value not in _NON_LOGIC:
+                    raise FormatError(f"{path}:{line}: {v.reference} is declared {int(v.size):,} bits wide; a "
+                                      f"source holds at most {limits.MAX_CHANNELS:,} channels")
                 variables.append(VcdVar(tuple(scope), v.type_.value, int(v.size), v.id_code, v.reference,
-                                        v.bit_index, tok.span.start.line))
+                                        v.bit_index, line))
             elif kind is TokenKind.COMMENT:
                 text = tok.comment.strip()
                 if text.startswith(META_TAG):
-                    try:
-                        meta = json.loads(text[len(META_TAG):])
-                        if not isinstance(meta, dict) or int(meta.get("version", 0)) > META_VERSION:
-                            raise ValueError("unknown layout")
-                    except ValueError as exc:
-                        meta = None
-                        notes.append(f"ignored an unreadable {META_TAG} comment ({exc})")
+                    meta, problem = read_meta(text[len(META_TAG):])
+                    if problem:
+                        notes.append(f"ignored an unreadable {META_TAG} comment ({problem})")
             elif kind in (TokenKind.DUMPVARS, TokenKind.DUMPALL, TokenKind.DUMPON, TokenKind.DUMPOFF,
                           TokenKind.CHANGE_TIME, TokenKind.CHANGE_SCALAR, TokenKind.CHANGE_VECTOR):
                 raise FormatError(f"{path}:{tok.span.start.line}: value changes before $enddefinitions")
@@ -263,7 +305,7 @@ def _name_variables(header: VcdHeader, scope_filter: str | None) -> tuple[list[_
         root = hits[0]
         variables = [v for v in variables if v.scope[: len(root)] == root]
     logic = [v for v in variables if v.type not in _NON_LOGIC and v.size > 0]
-    skipped = [v for v in variables if v not in logic]
+    skipped = [v for v in variables if not (v.type not in _NON_LOGIC and v.size > 0)]
     if skipped:
         shown = ", ".join(f"{v.reference} ({v.type})" for v in skipped[:8])
         more = f" and {len(skipped) - 8} more" if len(skipped) > 8 else ""
@@ -399,8 +441,10 @@ class VcdReader:
         for opt, val in (("--x-as", x_as), ("--z-as", z_as)):
             if val not in ("0", "1", "hold"):
                 raise UsageError(f"{opt} must be 0, 1 or hold, not {val!r}")
-        if sample_rate_hz is not None and not sample_rate_hz > 0:
-            raise UsageError(f"the sample rate must be positive, not {sample_rate_hz}")
+        if sample_rate_hz is not None and not (math.isfinite(sample_rate_hz) and limits.MIN_SAMPLE_RATE_HZ
+                                               <= sample_rate_hz <= limits.MAX_SAMPLE_RATE_HZ):
+            raise UsageError(f"the sample rate must be {limits.MIN_SAMPLE_RATE_HZ:g} to "
+                             f"{limits.MAX_SAMPLE_RATE_HZ:g} Hz, not {sample_rate_hz}")
         self.path = Path(path)
         self.header = read_header(self.path)
         meta = self.header.meta or {}
@@ -426,6 +470,7 @@ class VcdReader:
             p.shift = shift
             shift += len(p.names)
         self._natural = [n for p in channel_vars for n in p.names]
+        limits.check_channels(self.path, len(self._natural), "logic bits to import (use --scope for fewer)")
         self._nch = len(self._natural)
         self._unit = max(1, (self._nch + 7) // 8)
         self._perm: np.ndarray | None = None
@@ -434,7 +479,8 @@ class VcdReader:
         if isinstance(order, list):  # a nicrig export: restore the source's channel order
             pos = {n: i for i, n in enumerate(self._natural)}
             first = [n for n in order if n in pos]
-            wanted = first + [n for n in self._natural if n not in set(first)]
+            listed = set(first)
+            wanted = first + [n for n in self._natural if n not in listed]
             if wanted != self._natural:
                 self._perm = np.array([pos[n] for n in wanted], dtype=np.intp)
                 self.channels = wanted
@@ -487,6 +533,7 @@ class VcdReader:
         targets, widths = self._targets, self._widths
         state_chars, value_re = _STATE_CHARS, _VALUE_RE
         h = self.header
+        max_t = limits.MAX_TIME_PS // h.timescale_ps
         size = os.path.getsize(self.path)
         progress = self.progress
         t = 0
@@ -545,7 +592,14 @@ class VcdReader:
                         if block is not None:
                             raise self._err(lineno, f"time {_show(w)} inside {block.decode()} "
                                                     f"(line {block_line}), before its $end")
+                        # the digit count first: int() of a million digits would itself take long
+                        if len(ts) > _MAX_TIME_DIGITS and len(ts.lstrip(b"0")) > _MAX_TIME_DIGITS:
+                            raise self._err(lineno, f"time {_show(w)} is beyond {limits.MAX_TIME_PS:.3g} ps")
                         nt = int(ts)
+                        if nt > max_t:
+                            raise self._err(lineno, f"time {_show(w)} ({h.timescale_text} units) is beyond the "
+                                                    f"{limits.MAX_TIME_PS:.3g} ps (about 106 days) a timestamp "
+                                                    "can hold")
                         if nt < t:
                             raise self._err(lineno, f"time goes backwards: #{nt} after #{t}")
                         if nt > t:
@@ -662,7 +716,7 @@ class VcdReader:
                     f"{self.path}: changes as close as {per} ps apart would make a timing-mode import of "
                     f"{n:,} samples (limit {self.max_samples:,}); give a coarser --sample-rate HZ, "
                     "or --clock SIGNAL for one sample per clock edge")
-            self.samplerate_hz = 1e12 / per
+            self.samplerate_hz = limits.check_rate(self.path, 1e12 / per, "the change times give a sample rate of")
             return per, float(per)
         self.samplerate_hz = float(self._given_rate)
         per_f = 1e12 / self.samplerate_hz

@@ -1,0 +1,57 @@
+"""What an imported file may declare: the limits every importer checks before it allocates.
+
+A few hundred bytes of a file can declare a billion probes, a million-bit vector, a
+sample rate of 1e30 Hz or a time of 10^40: each importer (``vcd``, ``srzip``,
+``csv_logic``) compares what a file declares against these limits first, and refuses
+with one line naming the file and the value. The limits are documented in
+docs/import-export.md ("Limits").
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from nicrig.errors import FormatError
+
+#: Logic channels in one source: 512 bytes per packed sample, 32 MiB per stored chunk.
+MAX_CHANNELS = 4096
+#: Bytes per packed sample (sigrok's ``unitsize``) that :data:`MAX_CHANNELS` needs.
+MAX_UNITSIZE = MAX_CHANNELS // 8
+#: Samples in one imported source.
+MAX_SAMPLES = 2_000_000_000
+#: Sample rates (Hz): nicrig keeps time in whole picoseconds, so at most 1 THz; at least 1 mHz.
+MIN_SAMPLE_RATE_HZ = 1e-3
+MAX_SAMPLE_RATE_HZ = 1e12
+#: Times (ps) are stored as signed 64-bit integers: about 106 days.
+MAX_TIME_PS = 2**63 - 1
+#: Variables a VCD header may declare (each a few dozen bytes of header), whatever ``--scope`` imports.
+MAX_VCD_VARIABLES = 1_000_000
+
+
+def check_channels(path: Path, count: int, what: str = "logic channels") -> None:
+    """Refuse more than :data:`MAX_CHANNELS` channels (``what`` says what the file declared)."""
+    if count > MAX_CHANNELS:
+        raise FormatError(f"{path}: declares {count:,} {what}; a source holds at most {MAX_CHANNELS:,}")
+
+
+def check_rate(path: Path, rate_hz: float, where: str = "sample rate") -> float:
+    """``rate_hz`` if it is finite and within [:data:`MIN_SAMPLE_RATE_HZ`, :data:`MAX_SAMPLE_RATE_HZ`]."""
+    if not (math.isfinite(rate_hz) and MIN_SAMPLE_RATE_HZ <= rate_hz <= MAX_SAMPLE_RATE_HZ):
+        raise FormatError(f"{path}: {where} {rate_hz:g} Hz is outside {MIN_SAMPLE_RATE_HZ:g} Hz to "
+                          f"{MAX_SAMPLE_RATE_HZ:g} Hz (nicrig keeps time in whole picoseconds)")
+    return rate_hz
+
+
+def check_time_ps(path: Path, time_ps: int, where: str) -> int:
+    """``time_ps`` if it fits nicrig's signed 64-bit picosecond timeline."""
+    if abs(time_ps) > MAX_TIME_PS:
+        raise FormatError(f"{path}: {where}: {time_ps:.3g} ps is beyond the {MAX_TIME_PS:.3g} ps "
+                          "(about 106 days) a timestamp can hold")
+    return time_ps
+
+
+def check_samples(path: Path, count: int) -> None:
+    """Refuse more than :data:`MAX_SAMPLES` samples."""
+    if count > MAX_SAMPLES:
+        raise FormatError(f"{path}: {count:,} samples; an imported source holds at most {MAX_SAMPLES:,}")
