@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 from nicrig.gui.overview import (
     RAW_SAMPLES_PER_PIXEL,
+    RAW_SAMPLES_WHILE_BUILDING,
     BlockCache,
     Columns,
     Pyramid,
@@ -165,16 +166,23 @@ class SourceData:
         self.end_ps = int(self.cache.read(n - 1, n)[1][0]) if n else 0
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
-        """Columns of the window, from raw samples when few enough, else from the pyramid (cached per view)."""
-        key = (t0_ps, t1_ps, pixels)
+        """Columns of the window, from raw samples when few enough, else from the pyramid.
+
+        While the pyramid builds, raw samples serve windows of up to ``RAW_SAMPLES_WHILE_BUILDING`` samples
+        too; the result is kept per view and per state of the pyramid, so the lane is drawn anew as the
+        pyramid grows and once it is complete.
+        """
+        complete = self.pyramid.complete
+        n = self.estimated_samples(t0_ps, t1_ps)
+        raw = n <= RAW_SAMPLES_PER_PIXEL * max(pixels, 1) or (not complete and n <= RAW_SAMPLES_WHILE_BUILDING)
+        key = (t0_ps, t1_ps, pixels, -1 if raw else self.pyramid.built)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        n = self.estimated_samples(t0_ps, t1_ps)
-        self.cache.coarse = self.pyramid.level_one()[0] if self.pyramid.complete else None
-        if n <= RAW_SAMPLES_PER_PIXEL * max(pixels, 1):
+        self.cache.coarse = self.pyramid.level_one()[0] if complete else None
+        if raw:
             cols = self.cache.columns(t0_ps, t1_ps, pixels)
         else:
-            # while the pyramid builds, its columns stop at covered_ps and the lane shows the rest as pending
+            # still building and too wide for raw samples: its columns stop at covered_ps, the rest is pending
             cols = self.pyramid.columns(t0_ps, t1_ps, pixels)
         self._last = (key, cols)
         return cols

@@ -32,6 +32,9 @@ BASE_BIN = 64
 FACTOR = 8
 #: Read raw samples while a window holds at most this many samples per pixel.
 RAW_SAMPLES_PER_PIXEL = BASE_BIN
+#: Until the pyramid is complete, read raw samples for windows of up to this many samples (the block cache
+#: holds them), so lanes are drawn whole while it builds; only wider windows wait for it.
+RAW_SAMPLES_WHILE_BUILDING = 1 << 21
 #: Blocks the cache keeps per source (64 Ki samples each).
 CACHE_BLOCKS = 48
 #: Samples the pyramid builder reads per step (short, so the GUI thread's reads wait little).
@@ -198,9 +201,9 @@ class Pyramid:
         self.source = source
         self.total = source.num_samples
         self.built = 0
-        self._and: list[np.ndarray] = []
-        self._or: list[np.ndarray] = []
-        self._t: list[np.ndarray] = []
+        # Level-1 bins as (t_ps, and, or) per step. The builder thread appends one tuple at a time and sets
+        # ``built`` last, so a reader (the GUI thread) always sees whole steps and a complete pyramid's levels.
+        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # finished: (t_ps, and, or) per level
         self.end_ps = 0
 
@@ -212,7 +215,8 @@ class Pyramid:
         """Time up to which bins exist (all of the source once complete)."""
         if self.complete:
             return self.end_ps
-        return int(self._t[-1][-1]) if self._t and len(self._t[-1]) else -(1 << 62)
+        parts = self._parts
+        return int(parts[-1][0][-1]) if parts and len(parts[-1][0]) else -(1 << 62)
 
     def step(self, cache: BlockCache | None = None) -> bool:
         """Reduce the next ``BUILD_STEP`` samples into level-1 bins; True while more remain."""
@@ -224,36 +228,35 @@ class Pyramid:
         else:
             packed, times = cache.read(s, e)
         a, o, t = bin_reduce(packed, times, BASE_BIN)
-        self._and.append(a)
-        self._or.append(o)
-        self._t.append(t)
-        self.built = e
-        if self.complete:
+        self._parts.append((t, a, o))
+        if e >= self.total:
             self.end_ps = int(times[-1]) + sample_period_ps(self.source)
-            self._finish()
+            self.set_level_one(*self._joined())
+        self.built = e
         return not self.complete
 
-    def _finish(self) -> None:
-        t = np.concatenate(self._t) if self._t else np.zeros(0, np.int64)
-        a = np.concatenate(self._and) if self._and else np.zeros((0, self.source.unitsize), np.uint8)
-        o = np.concatenate(self._or) if self._or else a.copy()
-        self._t, self._and, self._or = [t], [a], [o]
+    def _joined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        parts = list(self._parts)
+        if not parts:
+            u = self.source.unitsize
+            return np.zeros(0, np.int64), np.zeros((0, u), np.uint8), np.zeros((0, u), np.uint8)
+        return (np.concatenate([t for t, _, _ in parts]), np.concatenate([a for _, a, _ in parts]),
+                np.concatenate([o for _, _, o in parts]))
+
+    def set_level_one(self, t: np.ndarray, a: np.ndarray, o: np.ndarray) -> None:
+        """The whole source's level-1 bins (built or from the cache): every coarser level follows."""
+        self._parts = [(t, a, o)]
         self.levels = build_levels(t, a, o)
 
     def level_one(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Level-1 bins built so far."""
-        if self.levels:
-            return self.levels[0]
-        if not self._t:
-            u = self.source.unitsize
-            return np.zeros(0, np.int64), np.zeros((0, u), np.uint8), np.zeros((0, u), np.uint8)
-        return np.concatenate(self._t), np.concatenate(self._and), np.concatenate(self._or)
+        return self.levels[0] if self.levels else self._joined()
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
         """Columns of the window from the coarsest level whose bins are no wider than a pixel."""
         px = (t1_ps - t0_ps) / max(pixels, 1)
+        covered = self.covered_ps()  # before the bins: the builder thread only ever adds some
         t, a, o = self.level_one()
-        level_bins = BASE_BIN
         for lt, la, lo in self.levels[1:]:
             if len(lt) < 2:
                 break
@@ -261,11 +264,9 @@ class Pyramid:
             if bin_ps > px:
                 break
             t, a, o = lt, la, lo
-            level_bins *= FACTOR
         i0 = max(0, int(np.searchsorted(t, t0_ps, side="right")) - 1)
         i1 = int(np.searchsorted(t, t1_ps, side="right"))
-        return columns_from(t[i0:i1], a[i0:i1], o[i0:i1], t0_ps, px, self.end_ps if self.complete else
-                            self.covered_ps(), self.covered_ps())
+        return columns_from(t[i0:i1], a[i0:i1], o[i0:i1], t0_ps, px, covered, covered)
 
 
 def build_levels(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -315,9 +316,9 @@ def load_cached(capture: Path, source: Source) -> Pyramid | None:
         if a.shape != o.shape or len(a) != len(t) or (a.ndim == 2 and a.shape[1] != source.unitsize):
             continue
         p = Pyramid(source)
-        p.built, p.end_ps = p.total, end
-        p._t, p._and, p._or = [t], [a], [o]
-        p.levels = build_levels(t, a, o)
+        p.end_ps = end
+        p.set_level_one(t, a, o)
+        p.built = p.total
         return p
     return None
 

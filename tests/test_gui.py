@@ -358,3 +358,88 @@ def test_painting_keeps_python_alive(window: MainWindow) -> None:
     window.wait_jobs()
     gc.collect()
     assert sys.getrefcount(None) - before > -500
+
+
+# -- lanes drawn whole before, during and after the overview is built ------------------------------------------
+PROBE_LANES = ("probe/TX_EN", "probe/RX_DV", "probe/LINK_ACT")
+PENDING_RGB = (0xbb, 0xbb, 0xbb)  # the hatch of a stretch whose overview is still being built
+LINE_RGB = (0x1b, 0x5e, 0x20)
+
+
+def _lane_pixels(window: MainWindow, lane_id: str) -> np.ndarray:
+    """RGB pixels (rows x columns x 3) of one lane's band in the timeline as painted now."""
+    from PySide6 import QtGui
+
+    tl = window.timeline
+    item = next(i for i in tl.items if i.lane.id == lane_id)
+    img = tl.plot.grab().toImage().convertToFormat(QtGui.QImage.Format.Format_RGB32)
+    rgb = np.frombuffer(img.constBits(), np.uint8).reshape(img.height(), img.bytesPerLine() // 4, 4)[..., 2::-1]
+    t0, t1 = tl.view_range()
+    top_left = tl.plot.mapFromScene(tl.vb.mapViewToScene(QtCore.QPointF(t0, item.y0)))
+    bottom_right = tl.plot.mapFromScene(tl.vb.mapViewToScene(QtCore.QPointF(t1, item.y0 + item.h)))
+    return rgb[top_left.y() + 1:bottom_right.y() - 1, top_left.x() + 1:bottom_right.x() - 1].copy()
+
+
+def _has(pixels: np.ndarray, colour: tuple[int, int, int]) -> bool:
+    return bool(np.all(pixels == colour, axis=-1).any())
+
+
+def _ink_columns(pixels: np.ndarray) -> np.ndarray:
+    """x of every pixel column with waveform ink (anything but the white background)."""
+    return np.flatnonzero(np.any(pixels.astype(int).sum(axis=-1) < 600, axis=0))
+
+
+def _open_at(qtbot, path: Path, view: tuple[float, float], build: bool = True) -> MainWindow:
+    w = MainWindow([path])
+    qtbot.addWidget(w)
+    w.resize(700, 900)  # narrow: the probe holds more samples than raw samples draw at 64 a pixel
+    w.show()
+    if build:
+        w.wait_jobs()
+    w.timeline.vb.setXRange(*view, padding=0)
+    w.timeline.set_cursors(view[0], view[0])  # cursors at the edge, off the lanes compared
+    QtWidgets.QApplication.processEvents()
+    w.timeline.redraw()
+    QtWidgets.QApplication.processEvents()
+    return w
+
+
+def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtbot, fresh: Path,
+                                                                            monkeypatch) -> None:
+    """A capture never opened before (no cached overview): while the overview is not built the probe lanes are
+    drawn from raw samples, once it is built they are repainted from it without a zoom, and the picture is
+    the one a window opening the cached overview paints."""
+    from nicrig.gui import overview
+    from nicrig.gui.overview import RAW_SAMPLES_PER_PIXEL
+
+    assert not any(folder.exists() for folder in overview.cache_paths(fresh))
+    monkeypatch.setattr(MainWindow, "build_overviews", lambda self: None)  # "during": nothing built yet
+    with CaptureSet.open(fresh) as cs:
+        lo, hi = (t / 1000 for t in (cs.source("probe").times_ps(0, 1)[0], cs.source("probe").times_ps()[-1]))
+    view = (lo, hi)
+    w = _open_at(qtbot, fresh, view, build=False)
+    probe = w.doc.data["probe"]
+    assert not probe.pyramid.complete and probe.pyramid.built == 0
+    assert probe.estimated_samples(lo * 1000, hi * 1000) > RAW_SAMPLES_PER_PIXEL * w.timeline.pixels()
+    during = {lane: _lane_pixels(w, lane) for lane in PROBE_LANES}
+    for lane, px in during.items():
+        assert not _has(px, PENDING_RGB), f"{lane} hatched while the overview builds"
+        assert _has(px, LINE_RGB), f"{lane} has no waveform"
+
+    monkeypatch.undo()
+    w.build_overviews()
+    w.wait_jobs()
+    QtWidgets.QApplication.processEvents()
+    assert probe.pyramid.complete
+    after = {lane: _lane_pixels(w, lane) for lane in PROBE_LANES}
+    assert any(folder.exists() for folder in overview.cache_paths(fresh))
+
+    cached = _open_at(qtbot, fresh, view)
+    assert cached.doc.data["probe"].pyramid.complete and cached.timeline.pixels() == w.timeline.pixels()
+    for lane in PROBE_LANES:
+        again = _lane_pixels(cached, lane)
+        assert not _has(after[lane], PENDING_RGB), f"{lane} still hatched after the overview was built"
+        assert np.array_equal(after[lane], again), f"{lane} differs from the picture with a cached overview"
+        # raw samples (during) and overview bins (after) put each edge in the same pixel, or the next
+        ink_during, ink_after = _ink_columns(during[lane]), _ink_columns(again)
+        assert len(ink_after) and np.abs(ink_during[:, None] - ink_after[None, :]).min(axis=1).max() <= 1, lane
