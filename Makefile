@@ -15,9 +15,10 @@ DEMO_OUT ?= demo-out
 # its benchmark runs sockperf and iperf3 beside it.
 SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
                 ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3
-# Debian libraries (checked with dpkg-query) that PySide6's wheels load: the GUI offscreen (EGL, GL,
+# Debian libraries (checked with dpkg-query): libtraceevent, which the host probe's C extension is
+# built against, and the ones PySide6's wheels load: the GUI offscreen (EGL, GL,
 # fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.
-SYSTEM_LIBS  := libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 \
+SYSTEM_LIBS  := libtraceevent-dev libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 \
                 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
                 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 libx11-xcb1
 

@@ -94,5 +94,13 @@ setup(
             ["decoders/_gmii_kernel.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        # The host probe reads the kernel's trace ring buffer with libtraceevent (Debian libtraceevent-dev).
+        Extension(
+            "nicrig.acquisition.hostprobe._traceevent",
+            ["acquisition/hostprobe/_traceevent.c"],
+            include_dirs=["/usr/include/traceevent"],
+            libraries=["traceevent"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
     ],
 )

@@ -33,6 +33,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "report": ("nicrig.analysis.command", "analyse results and decoded capture sets into an HTML/JSON/CSV report"),
     "acquire": ("nicrig.acquisition.acquire", "arm instruments (PyVISA, sigrok), fetch their records into a capture set"),
     "instrument": ("nicrig.acquisition.instrument_command", "simulated SCPI instrument, drivers, queries, deskew"),
+    "trace": ("nicrig.acquisition.hostprobe.command",
+              "host probe: record this host's kernel trace events (IRQs, softirqs, NAPI, skb, syscalls)"),
     "gui": ("nicrig.gui.command", "desktop GUI: all sources on one timeline, decoded lanes, cursors, results"),
 }
 

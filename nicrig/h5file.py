@@ -216,6 +216,13 @@ class NicrigFile:
     def attrs(self) -> h5py.AttributeManager:
         return self._h5.attrs
 
+    def group(self, path: str, *, create: bool = False) -> h5py.Group | None:
+        """The HDF5 group at ``path`` (made when ``create``), or None: for a layout's arrays and group attributes."""
+        if create:
+            return self._h5.require_group(path)
+        grp = self._h5.get(path)
+        return grp if isinstance(grp, h5py.Group) else None
+
     # -- tables -----------------------------------------------------------------------------
     def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
                     description: str = "", attrs: Mapping[str, Any] | None = None) -> None:

@@ -1,0 +1,160 @@
+"""The host probe's recording on the real kernel: tracefs instances, the mono clock, losses, restore after kills.
+
+Needs root (tracefs); every test skips without it, except the non-root refusal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_unprivileged
+from nicrig.acquisition.hostprobe import events as hp
+from nicrig.acquisition.hostprobe import tracefs
+from nicrig.h5file import open_any
+
+NICRIG = [sys.executable, "-m", "nicrig"]
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="kernel tracing needs root")
+
+#: A loopback UDP exchange that prints CLOCK_MONOTONIC around each send: 20 datagrams of 300 bytes.
+EXCHANGE = """
+import socket, time
+r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); r.bind(("127.0.0.1", 0))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(20):
+    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    s.sendto(bytes(300), r.getsockname())
+    t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    r.recv(2000)
+    print(t0, t1, flush=True)
+"""
+
+
+def _instances() -> list[str]:
+    return tracefs.nicrig_instances(tracefs.root())
+
+
+def _wait_for(predicate, timeout_s: float = 20.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@root_only
+def test_command_recorded_on_the_monotonic_clock(tmp_path: Path) -> None:
+    out = tmp_path / "t.h5"
+    p = subprocess.run([*NICRIG, "trace", "record", "-o", str(out), "--", sys.executable, "-c", EXCHANGE],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    sends = np.array([[int(x) for x in line.split()] for line in p.stdout.split("\n") if line.strip()])
+    assert len(sends) == 20
+    with open_any(out) as f:
+        trace = hp.read(f, "local", raw=True)
+    assert trace.clock == "mono"
+    assert not _instances()
+    # the command's system calls, and only its (the per-pid filter)
+    sys_rows = trace.of("raw_syscalls:sys_enter")
+    assert len(sys_rows) > 20 and set(sys_rows["pid"]) == set(trace.pids) and len(trace.pids) == 1
+    # each datagram (300 bytes + 8 UDP + 20 IP) enters the stack inside its sendto call, on the same clock
+    rx = trace.of("net:netif_rx")
+    rx = rx[(rx["len"] == 328) & (rx["device"] == b"lo") & (rx["pid"] == trace.pids[0])]
+    assert len(rx) == 20
+    inside = [(t0 <= t <= t1) for (t0, t1), t in zip(sends, rx["time_ns"])]
+    assert all(inside)
+    # ... and is handed up by a NET_RX softirq's NAPI poll (the backlog), with one frame or more per poll
+    polls = trace.of("napi:napi_poll")
+    assert (polls["work"] >= 1).any() and (polls["work"] <= polls["budget"]).all()
+    assert trace.symbols["softirq"][3] == "NET_RX"
+    assert trace.raw is not None and trace.raw.shape[1] == trace.subbuf_size
+    assert trace.lost == 0
+
+
+@root_only
+def test_drops_carry_the_kernel_reason(tmp_path: Path) -> None:
+    flood = ("import socket\n"
+             "r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1); r.bind(('127.0.0.1', 0))\n"
+             "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "for i in range(200): s.sendto(bytes(1000), r.getsockname())\n")
+    out = tmp_path / "d.h5"
+    p = subprocess.run([*NICRIG, "trace", "record", "--events", "skb,net", "-o", str(out), "--",
+                        sys.executable, "-c", flood], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    with open_any(out) as f:
+        trace = hp.read(f, "local")
+    drops = trace.of("skb:kfree_skb")
+    names = [trace.symbols["drop_reason"].get(int(r), "?") for r in drops["reason"]]
+    assert names.count("SOCKET_RCVBUFF") > 100
+
+
+@root_only
+def test_losses_are_counted_not_hidden(tmp_path: Path) -> None:
+    busy = "import os\nfor i in range(300000): os.getppid()\n"
+    out = tmp_path / "l.h5"
+    p = subprocess.run([*NICRIG, "trace", "record", "--events", "syscalls", "--buffer-kb", "64", "--json",
+                        "-o", str(out), "--", sys.executable, "-c", busy], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    with open_any(out) as f:
+        trace = hp.read(f, "local")
+    recorded = len(trace.events)
+    assert trace.lost > 0 and recorded < 2 * 300000
+    assert '"lost_events": %d' % trace.lost in p.stdout
+
+
+@root_only
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_instance_removed_whatever_ends_the_command(tmp_path: Path, sig: signal.Signals) -> None:
+    out = tmp_path / "k.h5"
+    before = set(_instances())
+    p = subprocess.Popen([*NICRIG, "trace", "record", "--duration", "60", "-o", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "recording" in p.stderr.readline()  # tracing is on
+        assert set(_instances()) - before
+        p.send_signal(sig)
+        p.wait(60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert _wait_for(lambda: not set(_instances()) - before), "the instance outlived its recording"
+    if sig == signal.SIGKILL:
+        assert not out.exists()
+    else:  # stopped early: what was recorded is kept
+        assert p.returncode == 0, p.stderr.read()
+        with open_any(out) as f:
+            assert hp.hosts(f) == ["local"]
+
+
+@root_only
+def test_stale_instance_of_a_dead_owner_is_swept(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    base = tracefs.root()
+    stale = base / "instances" / f"{tracefs.INSTANCE_PREFIX}{dead.pid}"
+    stale.mkdir()
+    (stale / "events" / "irq" / "enable").write_text("1")
+    try:
+        p = subprocess.run([*NICRIG, "trace", "record", "--duration", "0.2", "--events", "irq", "-o",
+                            str(tmp_path / "s.h5")], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert not stale.exists()
+    finally:
+        tracefs.remove_instance(stale)
+
+
+def test_not_root_is_refused_with_exit_2(tmp_path: Path) -> None:
+    p = run_unprivileged([*NICRIG, "trace", "record", "--duration", "1", "-o", "/tmp/never-written.h5"],
+                         timeout=60)
+    assert p.returncode == 2
+    assert "needs root" in p.stderr and p.stderr.count("\n") == 1
+    assert not Path("/tmp/never-written.h5").exists()
