@@ -27,6 +27,11 @@ from nicrig.errors import NicrigError, UsageError
 from nicrig.h5file import open_any
 
 REDRAW_MS = 400
+#: Keyboard zoom (Ctrl+plus/minus) changes the time shown by this factor; the arrows pan by this part of it.
+ZOOM_STEP = 2.0
+PAN_STEP = 0.25
+MOUSE = (("Zoom about the pointer", "wheel"), ("Pan", "drag"), ("Move a source in time (deskew)", "Shift+drag"),
+         ("Move a cursor or marker", "drag its line"))
 
 
 class LanesPanel(QtWidgets.QWidget):
@@ -267,7 +272,8 @@ class MainWindow(QtWidgets.QMainWindow):
                 toolbar: QtWidgets.QToolBar | None = None) -> QtGui.QAction:
         act = QtGui.QAction(text, self)
         if shortcut:
-            act.setShortcut(QtGui.QKeySequence(shortcut))
+            # "Ctrl++, Ctrl+=": several keys for one action (Ctrl+= is Ctrl+plus without Shift on US keyboards)
+            act.setShortcuts([QtGui.QKeySequence(k.strip()) for k in shortcut.split(", ")])
         act.triggered.connect(slot)
         menu.addAction(act)
         if toolbar is not None:
@@ -284,6 +290,15 @@ class MainWindow(QtWidgets.QMainWindow):
         m.addSeparator()
         self._action(m, "Quit", self.close, "Ctrl+Q")
         v = self.menuBar().addMenu("&View")
+        self._action(v, "Zoom in", lambda: self._timeline_do(lambda tl: tl.zoom_by(ZOOM_STEP)), "Ctrl++, Ctrl+=")
+        self._action(v, "Zoom out", lambda: self._timeline_do(lambda tl: tl.zoom_by(1 / ZOOM_STEP)), "Ctrl+-")
+        # the arrows pan only while the timeline has the focus: the tables and lists keep theirs
+        self.pan_actions = [
+            self._action(v, "Pan to earlier", lambda: self._timeline_do(lambda tl: tl.pan_by(-PAN_STEP)), "Left"),
+            self._action(v, "Pan to later", lambda: self._timeline_do(lambda tl: tl.pan_by(PAN_STEP)), "Right"),
+        ]
+        for act in self.pan_actions:
+            act.setShortcutContext(QtCore.Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self._action(v, "Zoom to whole capture", self.zoom_all, "Ctrl+0", bar)
         self._action(v, "Zoom to cursors", self.zoom_cursors, "Ctrl+Z", bar)
         self._action(v, "Cursors to view", self.cursors_to_view, None, bar)
@@ -291,6 +306,23 @@ class MainWindow(QtWidgets.QMainWindow):
         c = self.menuBar().addMenu("&Capture")
         self._action(c, "Decode", self.decode, "Ctrl+D", bar)
         self._action(c, "Measure the range between the cursors", self.measure, "Ctrl+R", bar)
+        h = self.menuBar().addMenu("&Help")
+        self._action(h, "Keyboard and mouse", self.show_keys, "F1")
+
+    def keys(self) -> list[tuple[str, str]]:
+        """(what, keys) of every menu command with a shortcut, then what the mouse does in the timeline."""
+        rows = []
+        for menu in self.menuBar().findChildren(QtWidgets.QMenu):
+            for act in menu.actions():
+                if act.shortcuts():
+                    keys = " or ".join(k.toString(QtGui.QKeySequence.SequenceFormat.NativeText)
+                                       for k in act.shortcuts())
+                    rows.append((act.text().replace("&", ""), keys))
+        return rows + list(MOUSE)
+
+    def show_keys(self) -> None:
+        rows = "".join(f"<tr><td>{what}</td><td><b>{keys}</b></td></tr>" for what, keys in self.keys())
+        QtWidgets.QMessageBox.information(self, "Keyboard and mouse", f"<table cellspacing=4>{rows}</table>")
 
     # -- files -------------------------------------------------------------------------------
     def ask_open(self) -> None:
@@ -336,6 +368,7 @@ class MainWindow(QtWidgets.QMainWindow):
         if not doc.session.order and not doc.session.hidden:
             doc.session.hidden = doc.default_hidden()
         self.timeline = Timeline(doc)
+        self.timeline.addActions(self.pan_actions)
         self.tabs.insertTab(0, self.timeline, f"timeline: {path.name}")
         self.tabs.setCurrentIndex(0)
         self.events = EventPanel(EventList.from_lanes(doc.lanes, doc.session.offsets_ns))
@@ -516,6 +549,10 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.timeline is not None:
             self.timeline.zoom_to(t0, t1)
             self.timeline.set_cursors(t0, t1)
+
+    def _timeline_do(self, what: Callable[[Timeline], None]) -> None:
+        if self.timeline is not None:
+            what(self.timeline)
 
     def zoom_all(self) -> None:
         if self.timeline is not None:

@@ -77,8 +77,11 @@ def run(args: argparse.Namespace) -> int:
         folder = args.screenshot.parent if str(args.screenshot.parent) else Path(".")
         if not folder.is_dir():
             raise UsageError(f"--screenshot {args.screenshot}: folder {folder} does not exist")
-        for f in args.files:
-            open_any(f).close()  # no one sees a dialog offscreen: a bad file is an error here
+    # The files named on the command line first, before any display: a missing or damaged file is the
+    # error to fix, whatever the display (files opened later from the window get a dialog instead).
+    for f in args.files:
+        open_any(f).close()
+    if args.screenshot is not None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     elif not _has_display() and os.environ.get("QT_QPA_PLATFORM", "") != "offscreen":
         raise UsageError("no display (DISPLAY is not set): run nicrig gui on a desktop, "

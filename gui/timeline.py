@@ -396,6 +396,18 @@ class Timeline(QtWidgets.QWidget):
         lo, hi = self.doc.extent_ns()
         self.vb.setXRange(lo, hi, padding=0)
 
+    def zoom_by(self, factor: float) -> None:
+        """Zoom about the middle of the view: ``factor`` > 1 shows that many times less time, < 1 more."""
+        t0, t1 = self.view_range()
+        mid, half = (t0 + t1) / 2, (t1 - t0) / (2 * factor)
+        self.vb.setXRange(mid - half, mid + half, padding=0)
+
+    def pan_by(self, fraction: float) -> None:
+        """Move the view by ``fraction`` of its width: negative to earlier times, positive to later."""
+        t0, t1 = self.view_range()
+        step = fraction * (t1 - t0)
+        self.vb.setXRange(t0 + step, t1 + step, padding=0)
+
     def set_offset(self, source: str, offset_ns: float) -> None:
         self.doc.session.offsets_ns[source] = float(offset_ns)
         self.redraw()

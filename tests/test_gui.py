@@ -338,6 +338,10 @@ def test_no_display_is_a_clear_error(monkeypatch, capsys) -> None:
     monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
     assert main(["gui"]) == 2
     assert "--screenshot" in capsys.readouterr().err
+    # the file is checked first: its error is the one to fix, not the display
+    assert main(["gui", "nothere.h5"]) == 2
+    err = capsys.readouterr().err
+    assert "nothere.h5" in err and "no such file" in err and "display" not in err and len(err.splitlines()) == 1
 
 
 
@@ -443,3 +447,48 @@ def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtb
         # raw samples (during) and overview bins (after) put each edge in the same pixel, or the next
         ink_during, ink_after = _ink_columns(during[lane]), _ink_columns(again)
         assert len(ink_after) and np.abs(ink_during[:, None] - ink_after[None, :]).min(axis=1).max() <= 1, lane
+
+
+# -- keyboard ---------------------------------------------------------------------------------------------------
+def test_keyboard_zooms_pans_and_fits_as_in_pulseview(window: MainWindow, qtbot) -> None:
+    from PySide6.QtTest import QTest
+
+    Key, Ctrl = QtCore.Qt.Key, QtCore.Qt.KeyboardModifier.ControlModifier
+    tl = window.timeline
+    window.activateWindow()
+    tl.plot.setFocus()
+    qtbot.waitUntil(lambda: tl.plot.hasFocus())
+    lo, hi = window.doc.extent_ns()
+    tl.vb.setXRange(lo + 0.25 * (hi - lo), lo + 0.75 * (hi - lo), padding=0)
+    t0, t1 = tl.view_range()
+
+    QTest.keyClick(tl.plot, Key.Key_Plus, Ctrl)
+    a, b = tl.view_range()
+    assert b - a == pytest.approx((t1 - t0) / 2) and (a + b) / 2 == pytest.approx((t0 + t1) / 2)
+    QTest.keyClick(tl.plot, Key.Key_Equal, Ctrl)   # Ctrl+plus without Shift
+    assert tl.view_range()[1] - tl.view_range()[0] == pytest.approx((t1 - t0) / 4)
+    QTest.keyClick(tl.plot, Key.Key_Minus, Ctrl)
+    QTest.keyClick(tl.plot, Key.Key_Minus, Ctrl)
+    assert tl.view_range() == pytest.approx((t0, t1))
+
+    QTest.keyClick(tl.plot, Key.Key_Right)
+    assert tl.view_range() == pytest.approx((t0 + 0.25 * (t1 - t0), t1 + 0.25 * (t1 - t0)))
+    QTest.keyClick(tl.plot, Key.Key_Left)
+    QTest.keyClick(tl.plot, Key.Key_Left)
+    assert tl.view_range() == pytest.approx((t0 - 0.25 * (t1 - t0), t1 - 0.25 * (t1 - t0)))
+
+    QTest.keyClick(tl.plot, Key.Key_0, Ctrl)
+    assert tl.view_range() == pytest.approx((lo, hi))
+    # the lanes follow the keys: what is drawn is the new window
+    assert all(item.view == pytest.approx((lo, hi)) for item in tl.items)
+
+    # the arrows belong to the timeline: in the event table they move the selection, not the view
+    window.events.view.setFocus()
+    qtbot.waitUntil(lambda: window.events.view.hasFocus())
+    QTest.keyClick(window.events.view, Key.Key_Right)
+    assert tl.view_range() == pytest.approx((lo, hi))
+
+    keys = dict(window.keys())
+    assert keys["Zoom in"].startswith("Ctrl++") and keys["Zoom out"] == "Ctrl+-"
+    assert keys["Zoom to whole capture"] == "Ctrl+0" and keys["Pan to earlier"] == "Left"
+    assert keys["Move a source in time (deskew)"] == "Shift+drag"
