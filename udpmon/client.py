@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import os
 import socket
+import time
 from typing import Any, Self
 
 import numpy as np
@@ -296,9 +297,17 @@ class Controller:
         """Stop the running test; (stats, arrays) of the far end."""
         timeout = self.timeout_s + _STOP_EXTRA_S
         reply = self._request({"type": "stop"}, "results", timeout)
-        descs = reply.get("arrays")
         stats = reply.get("stats")
-        if not isinstance(descs, list) or len(descs) > P.MAX_ARRAYS or not isinstance(stats, dict):
+        if not isinstance(stats, dict):
+            self._drop()
+            raise P.ProtocolError(f"the udpmon daemon at {self.where} sent malformed results")
+        return stats, self._arrays(reply)
+
+    def _arrays(self, reply: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The binary frames a reply announces in its ``arrays`` descriptors."""
+        timeout = self.timeout_s + _STOP_EXTRA_S
+        descs = reply.get("arrays")
+        if not isinstance(descs, list) or len(descs) > P.MAX_ARRAYS:
             self._drop()
             raise P.ProtocolError(f"the udpmon daemon at {self.where} sent malformed results")
         arrays: dict[str, np.ndarray] = {}
@@ -316,7 +325,7 @@ class Controller:
         except (P.ControlError, OSError) as exc:
             self._drop()
             raise P.ProtocolError(f"results from the udpmon daemon at {self.where}: {exc}") from None
-        return stats, arrays
+        return arrays
 
     def status(self) -> dict[str, Any]:
         reply = self._request({"type": "status"}, "status")
@@ -333,6 +342,33 @@ class Controller:
     def limits(self) -> dict[str, Any]:
         reply = self._request({"type": "limits"}, "limits")
         return {k: v for k, v in reply.items() if k not in ("type", "seq")}
+
+    def clock_exchanges(self, count: int = 32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``count`` clock requests: this host's CLOCK_MONOTONIC before each and after its reply, and the far
+        host's reading in between (for :func:`nicrig.udpmon.clocksync.estimate_offset`)."""
+        t1, tf, t4 = (np.zeros(count, dtype=np.int64) for _ in range(3))
+        for k in range(count):
+            t1[k] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            reply = self._request({"type": "clock"}, "clock")
+            t4[k] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            value = reply.get("mono_ns")
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise P.ProtocolError(f"the udpmon daemon at {self.where} sent a bad clock {P.show(value)}")
+            tf[k] = value
+        return t1, tf, t4
+
+    def start_trace(self, *, duration_s: float, events: list[str] | None = None) -> dict[str, Any]:
+        """Start recording the far host's kernel trace events (the daemon needs ``--allow-trace``)."""
+        msg: dict[str, Any] = {"type": "start_trace", "duration_s": duration_s}
+        if events is not None:
+            msg["events"] = events
+        reply = self._request(msg, "tracing")
+        return {k: v for k, v in reply.items() if k not in ("type", "seq")}
+
+    def stop_trace(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Stop the far host's recording: (the trace's description, its raw sub-buffer arrays)."""
+        reply = self._request({"type": "stop_trace"}, "trace", self.timeout_s + _STOP_EXTRA_S)
+        return reply, self._arrays(reply)
 
     def ping(self) -> None:
         """Keep the session alive (the daemon drops controllers silent for its idle timeout)."""

@@ -88,6 +88,11 @@ def _connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep", action="append", default=[], metavar="[HOSTS:]SETTING=V1,V2,...",
                    help="repeat the run for each value: mtu (ip link) or an ethtool -C parameter such as rx-usecs; "
                         "HOSTS is local, remote, all (default) or a host label; repeat for combinations")
+    p.add_argument("--trace-host", nargs="?", const="all", choices=("all", "local"), metavar="WHERE",
+                   help="record the hosts' kernel trace events during the run (interrupts, softirqs, NAPI polls, "
+                        "device transmit/receive, drops, the engines' system calls) into host_trace/: on this host "
+                        "and, with 'all' (the default), on every daemon started with --allow-trace; needs root "
+                        "(docs/host-probe.md)")
     p.add_argument("--dry-run", action="store_true",
                    help="check the sweep's settings on every host, print the plan, change and send nothing")
 
@@ -227,6 +232,48 @@ class Run:
         except BaseException:
             self.close(failed=True)
             raise
+        self.local_trace: Any = None
+        self.traced_remotes: list[Any] = []
+
+    def start_traces(self) -> None:
+        """Start recording kernel events on this host (the engine runs in this process's threads) and, when asked,
+        on every daemon; a daemon that may not trace refuses with its reason, before any traffic."""
+        from nicrig.acquisition.hostprobe import events as hp
+        from nicrig.acquisition.hostprobe.recorder import RecordSpec, process_threads
+
+        where = getattr(self.args, "trace_host", None)
+        if where is None:
+            return
+        self.local_trace = self.stack.enter_context(hp.HostCapture("local", RecordSpec(pids=tuple(process_threads()))))
+        if where == "all":
+            for r in self.remotes:
+                r.ctl.start_trace(duration_s=float(r.limits.get("max_duration_s", 600.0)))
+                self.traced_remotes.append(r)
+
+    def finish_traces(self) -> None:
+        """Stop every recording, put each far host's clock on this one's, and store the traces."""
+        from nicrig.acquisition.hostprobe import events as hp
+        from nicrig.acquisition.hostprobe.recorder import RecordSummary
+        from nicrig.udpmon.clocksync import estimate_offset
+
+        if self.local_trace is None:
+            return
+        traces = [self.local_trace.finish()]
+        for r in self.traced_remotes:
+            reply, arrays = r.ctl.stop_trace()
+            offset = estimate_offset(*r.ctl.clock_exchanges())
+            raw = hp.RawTrace(summary=RecordSummary(**{**reply["summary"], "stats": {
+                int(k): v for k, v in reply["summary"]["stats"].items()}}), header_page=reply["header_page"],
+                formats=reply["formats"], raw=arrays["raw"], raw_cpu=arrays["raw_cpu"], pids=reply["pids"],
+                hostname=reply["hostname"])
+            trace = raw.decode(r.label)
+            trace.clock_offset_ns, trace.clock_offset_uncertainty_ns = offset.offset_ns, offset.uncertainty_ns
+            trace.clock_reference = "local"
+            traces.append(trace)
+        self.traced_remotes = []
+        if self.results is not None:
+            for trace in traces:
+                hp.write(self.results, trace)
 
     # the first daemon: the one latency and stream measure against
     @property
@@ -301,6 +348,7 @@ class Run:
         self.counter_rows, self.load_rows, self.points = [], [], 0
 
     def finish(self, settings: dict[str, Any]) -> None:
+        self.finish_traces()
         if self.results is not None:
             from nicrig.udpmon.results import hosts_table
 
@@ -400,6 +448,7 @@ def _execute(args: argparse.Namespace, kind: Kind) -> int:
             print("\n".join(f"{'each step' if plan else 'the run'}: {line}" for line in kind.describe()))
             failed = False
             return 0
+        run.start_traces()
         if sweeper is None:
             results.append((None, kind.body(run, None)))
             run.write_step()

@@ -31,6 +31,11 @@ request               fields                                                 rep
                                                                               counters | unavailable}
 ``limits``            -                                                       ``limits`` {...}
 ``ping``              -                                                       ``pong``
+``clock``             -                                                       ``clock`` {mono_ns}
+``start_trace``       events?, duration_s (``--allow-trace`` only)            ``tracing`` {instance, start_ns}
+``stop_trace``        -                                                       ``trace`` {summary, header_page,
+                                                                              formats, arrays} and one binary
+                                                                              frame per array
 ``bye``               -                                                       ``bye``, then the daemon closes
 ====================  =====================================================  =========================
 
@@ -38,7 +43,11 @@ Security: without ``--secret-file`` only loopback controllers are accepted.
 Every role sends to the controller only: the UDP sender's socket is connected
 to the controller's address, TCP listeners close connections from anyone
 else, the connector connects to the controller's address; rates, counts and
-connections are capped by the daemon's limits. Interface settings change
+connections are capped by the daemon's limits. The kernel is traced only
+with ``--allow-trace``, in a tracefs instance of the daemon's own, bounded in
+size (``--max-trace-mb``) and time (``--max-duration-s``), recording the
+daemon's own system calls and the host's interrupt and network events, and
+stopped when the session ends, however it ends. Interface settings change
 only with ``--allow-tuning``, only on the interface toward the controller,
 and are put back when the session ends, however it ends.
 The UDP socket of a test is bound to the address the controller reached, the
@@ -176,6 +185,7 @@ class Limits:
     max_packets: int = 2_000_000
     max_connections: int = 256          # simultaneous TCP connections of a bulk test
     max_connection_rate: int = 100_000  # connections/s the connector may open
+    max_trace_bytes: int = 256 << 20    # raw kernel trace one session may record
 
 
 @dataclass
@@ -190,6 +200,7 @@ class Config:
     stop_timeout_s: float = 10.0       # time the engine gets to return after a stop
     max_pending: int = 4               # connections in the handshake at once
     allow_tuning: bool = False         # controllers may change the MTU and coalescing toward them
+    allow_trace: bool = False          # controllers may record this host's kernel trace events
 
 
 def _log_stderr(line: str) -> None:
@@ -357,6 +368,7 @@ class _Session:
         self.channel: P.Channel | None = None
         self.test: _Test | None = None
         self.tuner: ifsettings.Tuner | None = None
+        self.trace: Any = None  # a HostCapture while the controller traces this host
         self.tests_run = 0
         self.counted_pending = True
         self.opened = time.monotonic()
@@ -390,6 +402,7 @@ class _Session:
                 self._restore_settings()
             except ifsettings.SettingRefused as exc:
                 outcome += f"; {exc}"
+            self._end_trace()
             self.daemon._release(self)
             _close(self.conn)
             auth = P.AUTH_HMAC if self.cfg.secret else P.AUTH_LOOPBACK
@@ -455,7 +468,8 @@ class _Session:
             "start_connector": self._start_connector, "check_interface": self._check_interface,
             "set_interface": self._set_interface, "restore_interface": self._restore_interface,
             "status": self._status, "stop": self._stop, "counters": self._counters,
-            "limits": self._limits, "ping": self._ping, "bye": self._bye,
+            "limits": self._limits, "ping": self._ping, "bye": self._bye, "clock": self._clock,
+            "start_trace": self._start_trace, "stop_trace": self._stop_trace,
         }
         while True:
             try:
@@ -489,8 +503,66 @@ class _Session:
     def _ping(self, msg: dict[str, Any]) -> dict[str, Any]:
         return {"type": "pong"}
 
+    def _clock(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """This host's CLOCK_MONOTONIC, for the controller's offset estimate (:mod:`nicrig.udpmon.clocksync`)."""
+        _check_fields(msg, set())
+        return {"type": "clock", "mono_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC)}
+
+    def _start_trace(self, msg: dict[str, Any]) -> dict[str, Any]:
+        from nicrig.acquisition.hostprobe import events as hp
+        from nicrig.acquisition.hostprobe.recorder import DEFAULT_EVENTS, OPTIONAL, RecordSpec, process_threads
+        from nicrig.acquisition.hostprobe.tracefs import TracingNotPermitted
+
+        _check_fields(msg, {"events", "duration_s"})
+        if not self.cfg.allow_trace:
+            raise P.RefusedError("kernel tracing is not permitted on this daemon (start it with "
+                                 "'nicrig udpmon serve --allow-trace', as root)")
+        if self.trace is not None:
+            raise P.BusyError("this session is already tracing; send stop_trace first")
+        names = _value(msg, "events", list(DEFAULT_EVENTS))
+        if (not isinstance(names, list) or not names or len(names) > 64
+                or not all(isinstance(e, str) and e in DEFAULT_EVENTS + OPTIONAL for e in names)):
+            raise P.RequestError(f"start_trace: events must be a list drawn from {', '.join(DEFAULT_EVENTS + OPTIONAL)}")
+        spec = RecordSpec(events=tuple(dict.fromkeys(names)), pids=tuple(process_threads()),
+                          max_bytes=self.cfg.limits.max_trace_bytes,
+                          max_seconds=self._duration(msg))
+        capture = hp.HostCapture("remote", spec)
+        try:
+            capture.__enter__()
+        except TracingNotPermitted as exc:
+            raise P.RefusedError(f"kernel tracing is not possible on this daemon's host: {exc}") from None
+        except NicrigError as exc:
+            raise P.DaemonError(f"kernel tracing could not start: {exc}") from None
+        self.trace = capture
+        return {"type": "tracing", "instance": capture.instance, "events": list(spec.events)}
+
+    def _stop_trace(self, msg: dict[str, Any]) -> None:
+        _check_fields(msg, set())
+        if self.trace is None:
+            raise P.RequestError("stop_trace: no trace running (start_trace first)")
+        capture, self.trace = self.trace, None
+        try:
+            raw = capture.stop_raw()
+        except NicrigError as exc:
+            raise P.DaemonError(f"kernel tracing failed: {exc}") from None
+        finally:
+            capture.__exit__(None, None, None)
+        wire = [P.wire_array("raw", raw.raw), P.wire_array("raw_cpu", raw.raw_cpu)]
+        assert self.channel is not None
+        self.channel.send({"type": "trace", "summary": P.jsonable(dataclasses.asdict(raw.summary)),
+                           "header_page": raw.header_page, "formats": raw.formats, "pids": raw.pids,
+                           "hostname": raw.hostname, "arrays": [d for d, _ in wire]}, timeout=30.0)
+        for _, a in wire:
+            self.channel.send_binary(memoryview(a.reshape(-1).view(np.uint8)), timeout=30.0)
+
+    def _end_trace(self) -> None:
+        if self.trace is not None:
+            capture, self.trace = self.trace, None
+            capture.__exit__(None, None, None)
+
     def _bye(self, msg: dict[str, Any]) -> dict[str, Any]:
         self._stop_test("bye")
+        self._end_trace()
         try:
             self._restore_settings()
         except ifsettings.SettingRefused as exc:
@@ -745,6 +817,10 @@ class _Session:
         self.tests_run += 1
         try:
             test.start()
+            if self.trace is not None:  # the test's worker thread is new: record its system calls too
+                from nicrig.acquisition.hostprobe.recorder import process_threads
+
+                self.trace.follow(process_threads())
         except BaseException:
             test.signal_stop("failed to start")
             test._run(lambda *_, **__: None, {})  # releases the socket and pipe, marks it done
@@ -1039,6 +1115,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-tuning", action="store_true",
                         help="let controllers change the MTU and interrupt coalescing of the interface toward "
                              "them (for sweeps; put back when they disconnect); needs root")
+    parser.add_argument("--allow-trace", action="store_true",
+                        help="let controllers record this host's kernel trace events during their tests "
+                             "(interrupts, NAPI polls, the daemon's system calls; docs/host-probe.md); needs root")
+    parser.add_argument("--max-trace-mb", type=float, default=lim.max_trace_bytes / (1 << 20), metavar="MB",
+                        help=f"most raw kernel trace one session may record (default {lim.max_trace_bytes >> 20})")
     parser.add_argument("--idle-timeout-s", type=float, default=Config.idle_timeout_s, metavar="S",
                         help="drop a controller silent this long outside a test "
                              f"(default {Config.idle_timeout_s:g})")
@@ -1058,13 +1139,15 @@ def config_from_args(args: argparse.Namespace) -> Config:
     check("idle_timeout_s", args.idle_timeout_s, 1, 86_400)
     check("max_connections", args.max_connections, 1, 65_536)
     check("max_connection_rate", args.max_connection_rate, 1, 10_000_000)
+    check("max_trace_mb", args.max_trace_mb, 1, 16384)
     secret = P.load_secret(args.secret_file) if args.secret_file else None
     bind = args.bind or ("0.0.0.0" if secret else "127.0.0.1")
     limits = Limits(max_response_bytes=args.max_response_bytes, max_rate_pps=args.max_rate_pps,
                     max_duration_s=float(args.max_duration_s), max_packets=args.max_packets,
-                    max_connections=args.max_connections, max_connection_rate=args.max_connection_rate)
+                    max_connections=args.max_connections, max_connection_rate=args.max_connection_rate,
+                    max_trace_bytes=int(args.max_trace_mb * (1 << 20)))
     return Config(bind=bind, port=args.port, secret=secret, limits=limits, idle_timeout_s=args.idle_timeout_s,
-                  allow_tuning=args.allow_tuning)
+                  allow_tuning=args.allow_tuning, allow_trace=args.allow_trace)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -1077,7 +1160,8 @@ def serve(args: argparse.Namespace) -> int:
                f"{P.AUTH_HMAC if config.secret else P.AUTH_LOOPBACK}; limits: {lim.max_response_bytes} B responses, "
                f"{lim.max_rate_pps} pps, {lim.max_duration_s:g} s, {lim.max_packets} packets, "
                f"{lim.max_connections} connections, {lim.max_connection_rate} connections/s"
-               f"{'; interface tuning allowed' if config.allow_tuning else ''})")
+               f"{'; interface tuning allowed' if config.allow_tuning else ''}"
+               f"{'; kernel tracing allowed' if config.allow_trace else ''})")
     if config.secret is None and not is_loopback(host):
         daemon.log("no --secret-file: only loopback controllers will be accepted")
     previous = None

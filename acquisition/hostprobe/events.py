@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from nicrig.acquisition.hostprobe import tracefs
-from nicrig.acquisition.hostprobe.recorder import SPOOL_HEADER, Recording, RecordSpec
+from nicrig.acquisition.hostprobe.recorder import SPOOL_HEADER, Recording, RecordSpec, RecordSummary
 from nicrig.errors import FormatError
 from nicrig.h5file import COMPRESSION, NicrigFile, to_json
 
@@ -154,6 +154,27 @@ def decode(raw: np.ndarray, raw_cpu: np.ndarray, header_page: str, formats: dict
     return events, names, np.array(losses, dtype=LOSSES_DTYPE), symbols
 
 
+@dataclass
+class RawTrace:
+    """A recording before decoding: what the guardian reported, the kernel's formats, the sub-buffers."""
+
+    summary: RecordSummary
+    header_page: str
+    formats: dict[str, str]
+    raw: np.ndarray
+    raw_cpu: np.ndarray
+    pids: list[int]
+    hostname: str
+
+    def decode(self, host: str) -> HostTrace:
+        s = self.summary
+        events, names, losses, symbols = decode(self.raw, self.raw_cpu, self.header_page, self.formats, s.stats)
+        return HostTrace(host=host, events=events, event_names=names, losses=losses, clock=s.clock,
+                         start_ns=s.start_ns, end_ns=s.end_ns, symbols=symbols, pids=self.pids,
+                         truncated=s.truncated, hostname=self.hostname, subbuf_size=s.subbuf_size, raw=self.raw,
+                         raw_cpu=self.raw_cpu, formats=self.formats, header_page=self.header_page)
+
+
 class HostCapture:
     """Record this host's kernel events around a block: ``with HostCapture(...) as cap: ...; trace = cap.finish()``.
 
@@ -164,6 +185,7 @@ class HostCapture:
     def __init__(self, host: str, spec: RecordSpec):
         self.host = host
         self.spec = spec
+        self.pids = list(spec.pids)  # every thread whose system calls were recorded at some time
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._recording: Recording | None = None
 
@@ -182,18 +204,24 @@ class HostCapture:
         """The tracefs instance recording (``nicrig-<guardian pid>``)."""
         return self._recording.instance if self._recording else ""
 
-    def finish(self) -> HostTrace:
-        """Stop recording and decode what was recorded."""
+    def follow(self, pids: list[int]) -> None:
+        """Record the system calls of these threads from now on."""
+        assert self._recording is not None
+        self._recording.follow(pids)
+        self.pids = sorted(set(self.pids) | set(pids))
+
+    def stop_raw(self) -> RawTrace:
+        """Stop recording; the sub-buffers as recorded, with what decoding them needs."""
         assert self._recording is not None
         summary = self._recording.stop()
         header_page, formats = read_formats(tracefs.root(), self.spec.events)
         raw, raw_cpu = read_spool(self._recording.spool, summary.subbuf_size)
-        events, names, losses, symbols = decode(raw, raw_cpu, header_page, formats, summary.stats)
-        return HostTrace(host=self.host, events=events, event_names=names, losses=losses, clock=summary.clock,
-                         start_ns=summary.start_ns, end_ns=summary.end_ns, symbols=symbols,
-                         pids=list(self.spec.pids), truncated=summary.truncated, hostname=socket.gethostname(),
-                         subbuf_size=summary.subbuf_size, raw=raw, raw_cpu=raw_cpu, formats=formats,
-                         header_page=header_page)
+        return RawTrace(summary=summary, header_page=header_page, formats=formats, raw=raw, raw_cpu=raw_cpu,
+                        pids=self.pids, hostname=socket.gethostname())
+
+    def finish(self) -> HostTrace:
+        """Stop recording and decode what was recorded."""
+        return self.stop_raw().decode(self.host)
 
     def __exit__(self, *exc: Any) -> None:
         if self._recording is not None:

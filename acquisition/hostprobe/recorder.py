@@ -107,6 +107,11 @@ def pid_filter(pids: Sequence[int]) -> str:
     return " || ".join(f"common_pid == {int(p)}" for p in pids)
 
 
+def process_threads(pid: int | None = None) -> list[int]:
+    """Thread ids of a process (default: this one), whose system calls a recording can follow."""
+    return sorted(int(t) for t in os.listdir(f"/proc/{pid or os.getpid()}/task"))
+
+
 def parse_stats(text: str) -> dict[str, int]:
     """``per_cpu/cpuN/stats`` as numbers (``entries: 12``, ``oldest event ts: 123.456``...), integer counters only."""
     out = {}
@@ -247,6 +252,16 @@ class Recording:
             self._proc.wait()
             raise NicrigError(f"kernel tracing could not start: {first.get('error', first)}")
         self.instance, self.start_ns = first["ready"], int(first["start_ns"])
+
+    def follow(self, pids: Sequence[int]) -> None:
+        """Record the system calls of these threads from now on, instead of the ones before (a worker thread
+        started after tracing)."""
+        if self._proc is None or not any(e in PER_PROCESS for e in self.spec.events):
+            return
+        inst = tracefs.root() / "instances" / self.instance
+        for event in self.spec.events:
+            if event in PER_PROCESS:
+                _write(inst / "events" / event.replace(":", "/") / "filter", pid_filter(pids))
 
     def stop(self, timeout_s: float = 60.0) -> RecordSummary:
         if self._proc is None:

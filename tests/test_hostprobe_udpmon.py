@@ -1,0 +1,106 @@
+"""udpmon runs with ``--trace-host`` between two network namespaces: kernel events of both ends, the far one
+recorded by its daemon (``serve --allow-trace``), stored with the clock offset between the hosts.
+
+Needs root (tracefs); the namespaces share one kernel, so both traces see the same events and the true
+clock offset is zero: a truth the estimate must hold within its uncertainty.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+import pytest
+from netns import two_hosts  # noqa: F401  (fixture)
+from nicrig.acquisition.hostprobe import events as hp
+from nicrig.acquisition.hostprobe import tracefs
+from nicrig.udpmon.results import ResultsFile
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="kernel tracing needs root")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _secret(folder) -> str:
+    secret = folder / "secret"
+    secret.write_text("correct horse battery staple\n")
+    secret.chmod(0o600)
+    return str(secret)
+
+
+def _serve(host, port: int, secret: str, *extra: str):
+    daemon = host.popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", host.address, "--port",
+                         str(port), "--secret-file", secret, *extra])
+    probe = (f"import socket,sys\ntry:\n    socket.create_connection(({host.address!r}, {port}), 1).close()\n"
+             f"except OSError:\n    sys.exit(1)\n")
+    for _ in range(100):
+        if host.run([sys.executable, "-c", probe]).returncode == 0:
+            return daemon
+        assert daemon.poll() is None, "the daemon exited"
+        time.sleep(0.1)
+    raise AssertionError("the daemon never listened")
+
+
+@pytest.fixture(scope="module")
+def traced_stream(tmp_path_factory):
+    """One traced stream run from host a to host b's daemon: (hosts, results path, the command's output)."""
+    from netns import netns_hosts
+
+    folder = tmp_path_factory.mktemp("traced")
+    out, secret = folder / "stream.h5", _secret(folder)
+    with netns_hosts(2) as hosts:
+        port = _free_port()
+        daemon = _serve(hosts.b, port, secret, "--allow-trace")
+        try:
+            r = hosts.a.run([sys.executable, "-m", "nicrig", "udpmon", "stream", hosts.b.address, "--port", str(port),
+                             "--secret-file", secret,
+                             "--sizes", "1000", "--spacing-us", "0,50", "--count", "1000", "--rounds", "1",
+                             "--trace-host", "-o", str(out)], capture_output=True, text=True, timeout=120)
+        finally:
+            daemon.terminate()
+            daemon.wait(10)
+        yield hosts, out, r
+
+
+def test_both_ends_recorded_with_their_clock_offset(traced_stream):
+    hosts, out, r = traced_stream
+    assert r.returncode == 0, r.stderr
+    with ResultsFile.open(out) as rf:
+        assert hp.hosts(rf) == ["local", "remote"]
+        local, remote = hp.read(rf, "local"), hp.read(rf, "remote")
+        received = rf.read_table("stream/received")
+    assert local.clock == remote.clock == "mono" and local.lost == remote.lost == 0
+    # one kernel under both namespaces: the true offset is 0, and the estimate's interval must hold it
+    assert remote.clock_reference == "local" and 0 < remote.clock_offset_uncertainty_ns < 50e6
+    assert abs(remote.clock_offset_ns) <= remote.clock_offset_uncertainty_ns
+    # each end recorded its own engine's system calls: the far daemon's receiver thread among them
+    assert set(remote.of("raw_syscalls:sys_enter")["pid"]) <= set(remote.pids)
+    assert set(local.of("raw_syscalls:sys_enter")["pid"]) <= set(local.pids)
+    # every datagram (1000 + 28 bytes) the far end received was handed to the stack on its veth
+    rx = remote.of("net:netif_receive_skb")
+    rx = rx[(rx["len"] == 1028) & (rx["device"] == hosts.b.interface.encode())]
+    assert len(rx) >= len(received) > 100
+    assert not tracefs.nicrig_instances(tracefs.root())
+
+
+def test_a_daemon_without_allow_trace_refuses_clearly(two_hosts, tmp_path):  # noqa: F811
+    port, secret = _free_port(), _secret(tmp_path)
+    daemon = _serve(two_hosts.b, port, secret)
+    out = tmp_path / "refused.h5"
+    try:
+        r = two_hosts.a.run([sys.executable, "-m", "nicrig", "udpmon", "latency", two_hosts.b.address, "--port",
+                             str(port), "--secret-file", secret, "--sizes", "64", "--count", "10", "--trace-host", "-o", str(out)],
+                            capture_output=True, text=True, timeout=120)
+    finally:
+        daemon.terminate()
+        daemon.wait(10)
+    assert r.returncode == 2
+    assert "kernel tracing is not permitted on this daemon" in r.stderr and "--allow-trace" in r.stderr
+    assert not out.exists() and not tracefs.nicrig_instances(tracefs.root())
