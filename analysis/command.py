@@ -86,6 +86,29 @@ def _capture(path: Path, cs: Any, options: Any) -> Any:
     return report.capture_section(path.name, tables, meta, options)
 
 
+def _decoded(f: Any) -> bool:
+    """Whether a file has anything besides host traces to analyse (a capture set's decoded tables)."""
+    return f.FORMAT_NAME != "nicrig-capture-set" or any(n.startswith("decoded/") for n in f.table_names())
+
+
+def _host_probe(path: Path, f: Any) -> Any:
+    """The host probe's section of a file holding host traces (None without): per host, and for a stream run
+    per point, on the devices the run used (``hosts``)."""
+    from nicrig.acquisition.hostprobe import events as hp
+    from nicrig.analysis import report
+
+    hosts = hp.hosts(f)
+    if not hosts:
+        return None
+    traces = [hp.read(f, h) for h in hosts]
+    names = set(f.table_names())
+    devices = ({r["host"].decode(): r["interface"].decode() or None for r in f.read_table("hosts")}
+               if "hosts" in names else {})
+    stream = (report.stream_windows(f.read_table("stream/points"), f.read_table("stream/sent"))
+              if {"stream/points", "stream/sent"} <= names else None)
+    return report.host_probe_section(path.name, traces, devices, stream)
+
+
 @dataclass
 class Pooled:
     """What the report gathers across files: every host's ``load`` rows, every suite run (Table 2's items)."""
@@ -237,8 +260,9 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
         try:
             with open_any(path) as f:
                 kind = f.FORMAT_NAME
-                section = (_capture(path, f, options) if kind == "nicrig-capture-set"
-                           else _results(path, f, options, pooled))
+                traced = _host_probe(path, f)
+                section = (None if traced and not _decoded(f) else _capture(path, f, options)
+                           if kind == "nicrig-capture-set" else _results(path, f, options, pooled))
         except NicrigError as exc:
             problems.append(str(exc))
             print(f"nicrig: error: {exc}", file=sys.stderr)
@@ -247,7 +271,7 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
             problems.append(f"{path}: cannot be analysed: {exc}")
             print(f"nicrig: error: {path}: cannot be analysed: {exc}", file=sys.stderr)
             continue
-        sections.append(section)
+        sections += [sec for sec in (section, traced) if sec is not None]
         inputs.append({"path": str(path), "kind": kind})
     if pooled.loads:
         sections.append(report.cpu_section(pooled.host_loads()))

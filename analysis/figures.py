@@ -216,6 +216,25 @@ def cpu_model(fits: Mapping[str, CpuModelFit]) -> bytes:
     return _png(fig)
 
 
+def host_load_vs_spacing(curves: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> bytes:
+    """Per host and size (the keys): interrupts + NET_RX softirq runs per packet and the NET_RX CPU share against
+    the transmit spacing, as Hughes-Jones et al. 2003 §8 drew interrupts and CPU against spacing."""
+    fig = Figure(figsize=(9, 3.6))
+    per, cpu = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    for label, (spacing, per_packet, cpu_pct) in curves.items():
+        order = np.argsort(spacing)
+        per.plot(spacing[order], per_packet[order], "o-", ms=4, label=label)
+        cpu.plot(spacing[order], cpu_pct[order], "o-", ms=4, label=label)
+    per.set_ylabel("NET_RX softirq runs per packet")
+    cpu.set_ylabel("CPU time in NET_RX softirqs (%)")
+    for ax in (per, cpu):
+        ax.set_xlabel("transmit spacing (us)")
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    per.legend(fontsize=7)
+    return _png(fig)
+
+
 def rtt_per_setting(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], intercepts_us: Mapping[str, float],
                     ylabel: str = "mean round-trip time (us)") -> bytes:
     """RTT against response size, one curve per sweep step (seed 002 figure 8.1), its intercept in the legend."""

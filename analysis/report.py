@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nicrig.analysis import bus, cpu, expected, figures, latency, load, suite, sweeps, throughput
+from nicrig.analysis import bus, cpu, expected, figures, hostprobe, latency, load, suite, sweeps, throughput
 from nicrig.analysis.citations import GEIST, HUGHES_JONES, PAI, REFERENCES
 from nicrig.analysis.quantity import measured, number, setting
 from nicrig.errors import UsageError
@@ -1037,6 +1037,131 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
 
 
 # -- references and correlation ------------------------------------------------------------------
+
+# -- the host probe: kernel trace events ------------------------------------------------------------
+
+HOST_PROBE_POINT_COLUMNS = ["point", "size (bytes)", "spacing (us)", "host", "packets", "interrupts per packet",
+                            "NET_RX runs per packet", "frames per poll", "NET_RX CPU (%)"]
+
+
+@dataclass(frozen=True)
+class StreamWindows:
+    """A stream run's points for the host probe: size, spacing and the span each was sent in (near host clock)."""
+
+    point: np.ndarray
+    size_bytes: np.ndarray
+    spacing_us: np.ndarray
+    t0_ns: np.ndarray
+    t1_ns: np.ndarray
+
+
+def stream_windows(points: np.ndarray, sent: np.ndarray, tail_ns: int = 2_000_000) -> StreamWindows:
+    """Each point's first to last send (plus ``tail_ns`` for the last packets to arrive), from stream/sent."""
+    ok = sent[sent["t_ns"] >= 0]
+    t0 = np.array([ok["t_ns"][ok["point"] == p].min(initial=np.iinfo(np.int64).max) for p in points["point"]])
+    t1 = np.array([ok["t_ns"][ok["point"] == p].max(initial=0) for p in points["point"]]) + tail_ns
+    return StreamWindows(points["point"], points["size_bytes"], points["spacing_us"], t0, t1)
+
+
+def _host_probe_row(t: Any, device: str | None) -> tuple[list[Any], list[Any]]:
+    span = hostprobe.span_s(t)
+    irqs = len(t.of("irq:irq_handler_entry"))
+    mine = len(hostprobe.device_irqs(t, device)) if device else 0
+    runs = len(hostprobe.softirq_spans(t, hostprobe.NET_RX))
+    frames = len(hostprobe.packets(t, "net:netif_receive_skb", device))
+    ps = hostprobe.poll_stats(hostprobe.polls(t))
+    irq_d, raise_d = hostprobe.trigger_delays(t, device)
+    per_s = (lambda n: n / span if span else math.nan)
+    rates = [t.host, device or "all", span, per_s(irqs), per_s(mine), per_s(runs), frames,
+             frames / mine if mine else None, ps.polls, ps.mean_frames, ps.max_frames, ps.budget, ps.empty]
+    delays = [t.host, *hostprobe.quantiles_us(irq_d), *hostprobe.quantiles_us(raise_d),
+              *hostprobe.quantiles_us(hostprobe.send_to_transmit(t, device)),
+              *hostprobe.quantiles_us(hostprobe.receive_to_return(t, device))]
+    return rates, delays
+
+
+def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str | None],
+                       stream: StreamWindows | None = None) -> Section:
+    """The host probe's section of a file: per host, interrupts and NAPI polls (Geist et al.), the delays from
+    interrupt to poll and along each packet's path, drops by reason, and per stream point the interrupt and
+    CPU curves of Hughes-Jones et al. 2003 §8."""
+    src = f"{name}: host_trace/<host>/events"
+    sec = Section(f"Host probe: kernel events of {', '.join(t.host for t in traces)}: {name}", name,
+                  template="hostprobe", data={"losses": {t.host: t.lost for t in traces if t.lost},
+                                              "truncated": {t.host: t.truncated for t in traces if t.truncated}})
+    for t in traces:
+        sec.items.append(Item(f"{t.host} ({t.hostname}): events recorded", len(t.events), "events",
+                              f"{name}: host_trace/{t.host}/events"))
+        sec.items.append(Item(f"{t.host}: events the kernel lost", t.lost, "events",
+                              f"{name}: host_trace/{t.host}/losses (dropped_events + overrun)"))
+        if t.clock_reference:
+            sec.items.append(Item(f"{t.host}: clock offset to {t.clock_reference}", t.clock_offset_ns / 1000, "us",
+                                  f"{name}: host_trace/{t.host} attributes (min-RTT clock exchanges)",
+                                  ci95=t.clock_offset_uncertainty_ns / 1000))
+    rows = [_host_probe_row(t, devices.get(t.host)) for t in traces]
+    sec.tables.append(Table(
+        f"Interrupts and NAPI polls ({GEIST}'s metrics)",
+        ["host", "device", "span (s)", "hard IRQs per s (all)", "the device's IRQs per s",
+         "NET_RX softirq runs per s", "frames received",
+         "frames per interrupt", "NAPI polls", "frames per poll (mean of non-empty)", "most frames in a poll",
+         "poll budget", "empty polls"], [r for r, _ in rows],
+        f"{src} (irq_handler_entry, softirq_entry/exit vec 3, netif_receive_skb, napi_poll)",
+        note="the device's interrupts: handlers named after it (eth0-TxRx-0 for eth0); frames per interrupt is "
+             "empty where it raised none (veth, loopback: packets are queued in software and polled from the "
+             "per-CPU backlog)", decimals={"span (s)": 3}))
+    sec.tables.append(Table(
+        "Delays: interrupt to poll, and along each packet's path (us)",
+        ["host", "IRQ to NET_RX median", "p90", "n", "raise to NET_RX median", "p90", "n",
+         "send call to device transmit median", "p90", "n", "stack receive to application return median", "p90",
+         "n"], [d for _, d in rows],
+        f"{src} (irq_handler_entry, softirq_raise/entry, raw_syscalls of the recorded threads, net_dev_xmit, "
+        "netif_receive_skb)", decimals={c: 2 for c in ("IRQ to NET_RX median", "p90", "raise to NET_RX median",
+                                                          "send call to device transmit median",
+                                                          "stack receive to application return median")}))
+    drop_rows = [[t.host, reason, count] for t in traces for reason, count in hostprobe.drops(t).items()]
+    sec.tables.append(Table("Packets the kernel dropped, by reason", ["host", "reason", "packets"], drop_rows,
+                            f"{src} (skb:kfree_skb reason; names from the kernel's own table)",
+                            note="" if drop_rows else "no drops recorded"))
+    if stream is not None and len(stream.point):
+        _host_probe_points(sec, name, traces, devices, stream)
+    sec.text.append("The host probe sees from the host side what " + HUGHES_JONES + " saw on the PCI buses: the "
+                    "interrupt, the poll that takes N frames per interrupt (the coalescence " + GEIST + " tuned), "
+                    "the stack and the application's system calls. Times are each host's CLOCK_MONOTONIC, the "
+                    "udpmon engine's clock; per-packet delays use one host's events only.")
+    for host, lost in sec.data["losses"].items():
+        sec.text.append(f"{host}: the kernel lost {lost} events (ring buffer full): counts and rates above are "
+                        "lower bounds.")
+    return sec
+
+
+def _host_probe_points(sec: Section, name: str, traces: Sequence[Any], devices: dict[str, str | None],
+                       stream: StreamWindows) -> None:
+    rows, curves = [], {}
+    for t in traces:
+        # the near host sends the stream, a daemon receives it; its times are on its own clock
+        event = "net:net_dev_xmit" if t.host == "local" else "net:netif_receive_skb"
+        shift = -int(round(t.clock_offset_ns))
+        per_size: dict[int, list[tuple[float, float, float]]] = {}
+        for k in range(len(stream.point)):
+            size = int(stream.size_bytes[k])
+            pl = hostprobe.point_load(t, devices.get(t.host), size, int(stream.t0_ns[k]) + shift,
+                                      int(stream.t1_ns[k]) + shift, event)
+            rows.append([int(stream.point[k]), size, float(stream.spacing_us[k]), t.host, pl.packets,
+                         pl.interrupts_per_packet, pl.net_rx_per_packet, pl.frames_per_poll, pl.net_rx_cpu_pct])
+            per_size.setdefault(size, []).append((float(stream.spacing_us[k]), pl.net_rx_per_packet,
+                                                  pl.net_rx_cpu_pct))
+        for size, pts in per_size.items():
+            a = np.array(pts, dtype=float)
+            curves[f"{t.host}, {size} B"] = (a[:, 0], a[:, 1], a[:, 2])
+    sec.tables.append(Table(f"Per stream point: interrupts and CPU against spacing ({HUGHES_JONES}, §8)",
+                            HOST_PROBE_POINT_COLUMNS, rows,
+                            f"{name}: stream/points, stream/sent (each point's span) and host_trace/<host>/events",
+                            settings=("spacing (us)",), decimals={"NET_RX CPU (%)": 2}))
+    sec.charts.append(Chart("NET_RX softirq runs per packet and CPU in NET_RX against spacing",
+                            figures.host_load_vs_spacing(curves),
+                            "Per host and size, over each point's span (the far host's on its own clock, shifted "
+                            f"by the estimated offset) ({name}: host_trace, stream/sent)."))
+
 
 def reference_section(options: Options) -> Section:
     """Hughes-Jones et al.'s expected slopes and Pai et al.'s link maxima, computed; the given path's expected slope;

@@ -96,7 +96,8 @@ def test_a_daemon_without_allow_trace_refuses_clearly(two_hosts, tmp_path):  # n
     out = tmp_path / "refused.h5"
     try:
         r = two_hosts.a.run([sys.executable, "-m", "nicrig", "udpmon", "latency", two_hosts.b.address, "--port",
-                             str(port), "--secret-file", secret, "--sizes", "64", "--count", "10", "--trace-host", "-o", str(out)],
+                             str(port), "--secret-file", secret, "--sizes", "64", "--count", "10", "--trace-host",
+                             "-o", str(out)],
                             capture_output=True, text=True, timeout=120)
     finally:
         daemon.terminate()
@@ -104,3 +105,47 @@ def test_a_daemon_without_allow_trace_refuses_clearly(two_hosts, tmp_path):  # n
     assert r.returncode == 2
     assert "kernel tracing is not permitted on this daemon" in r.stderr and "--allow-trace" in r.stderr
     assert not out.exists() and not tracefs.nicrig_instances(tracefs.root())
+
+
+def test_stream_packets_matched_to_net_rx_runs_and_polls(traced_stream):
+    from nicrig.analysis import hostprobe
+    from nicrig.analysis.report import stream_windows
+
+    hosts, out, r = traced_stream
+    with ResultsFile.open(out) as rf:
+        remote = hp.read(rf, "remote")
+        points, sent = rf.read_table("stream/points"), rf.read_table("stream/sent")
+        received = rf.read_table("stream/received")
+    windows = stream_windows(points, sent)
+    shift = -int(round(remote.clock_offset_ns))
+    for k, p in enumerate(points):
+        d = hostprobe.deliveries(remote, hosts.b.interface, int(p["size_bytes"]), int(windows.t0_ns[k]) + shift,
+                                 int(windows.t1_ns[k]) + shift)
+        mine = received[received["point"] == p["point"]]
+        # every datagram the engine received went up the stack in a NET_RX softirq, in a NAPI poll
+        assert len(d.receive_ns) >= len(mine) > 0
+        assert d.softirq.all() and (d.poll >= 0).all()
+        work = d.polls["work"][np.unique(d.poll)]
+        assert ((work >= 1) & (work <= d.polls["budget"][np.unique(d.poll)])).all()
+        assert work.sum() >= len(d.receive_ns)
+        if p["kernel_drops"] == 0:  # in order, none lost in between: the i-th up the stack is the i-th returned
+            assert (mine["user_ns"] >= d.receive_ns[:len(mine)]).all()
+
+
+def test_report_shows_the_host_probe(traced_stream, tmp_path):
+    import json
+
+    hosts, out, _ = traced_stream
+    report = tmp_path / "r.json"
+    r = hosts.a.run([sys.executable, "-m", "nicrig", "report", str(out), "--format", "json", "-o", str(report)],
+                    capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    sec = next(s for s in json.loads(report.read_text())["sections"] if s["title"].startswith("Host probe"))
+    polls = next(t for t in sec["tables"] if t["title"].startswith("Interrupts and NAPI polls"))
+    by_host = {row[0]: dict(zip(polls["columns"], row)) for row in polls["rows"]}
+    assert set(by_host) == {"local", "remote"} and by_host["remote"]["device"] == hosts.b.interface
+    assert by_host["remote"]["frames received"] > 100
+    assert 1 <= by_host["remote"]["frames per poll (mean of non-empty)"] <= by_host["remote"]["poll budget"]
+    per_point = next(t for t in sec["tables"] if t["title"].startswith("Per stream point"))
+    assert len(per_point["rows"]) == 2 * 2  # two points, two hosts
+    assert sec["figures"]

@@ -522,7 +522,8 @@ class _Session:
         names = _value(msg, "events", list(DEFAULT_EVENTS))
         if (not isinstance(names, list) or not names or len(names) > 64
                 or not all(isinstance(e, str) and e in DEFAULT_EVENTS + OPTIONAL for e in names)):
-            raise P.RequestError(f"start_trace: events must be a list drawn from {', '.join(DEFAULT_EVENTS + OPTIONAL)}")
+            raise P.RequestError("start_trace: events must be a list drawn from "
+                                 f"{', '.join(DEFAULT_EVENTS + OPTIONAL)}")
         spec = RecordSpec(events=tuple(dict.fromkeys(names)), pids=tuple(process_threads()),
                           max_bytes=self.cfg.limits.max_trace_bytes,
                           max_seconds=self._duration(msg))

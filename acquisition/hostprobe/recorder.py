@@ -78,7 +78,8 @@ class RecordSpec:
     def validate(self, available: set[str]) -> None:
         unknown = [e for e in self.events if e not in available]
         if unknown:
-            raise UsageError(f"this kernel cannot trace {', '.join(unknown)} (see {tracefs.MOUNTS[0]}/available_events)")
+            raise UsageError(f"this kernel cannot trace {', '.join(unknown)} "
+                             f"(see {tracefs.MOUNTS[0]}/available_events)")
         if any(e in PER_PROCESS for e in self.events) and not self.pids:
             raise UsageError("system-call events need the pid(s) whose calls to record")
         if not 64 <= self.buffer_kb <= 1 << 20:
@@ -207,7 +208,8 @@ def guardian_main(argv: Sequence[str]) -> int:
             if not truncated:
                 spooled += _drain(fds, spool, subbuf)
         stats = {cpu: parse_stats((inst / "per_cpu" / f"cpu{cpu}" / "stats").read_text()) for cpu in fds}
-        summary = RecordSummary(instance=inst.name, clock=(inst / "trace_clock").read_text().split("[")[1].split("]")[0],
+        clock = (inst / "trace_clock").read_text().split("[")[1].split("]")[0]  # "local [mono] ...": the chosen
+        summary = RecordSummary(instance=inst.name, clock=clock,
                                 subbuf_size=subbuf, start_ns=start, end_ns=end, spool_bytes=spooled, stats=stats,
                                 truncated=truncated, swept=swept)
         result: dict[str, Any] = {"summary": asdict(summary)}
