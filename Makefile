@@ -12,9 +12,11 @@ DEMO_OUT ?= demo-out
 # runs our decoders, tshark reads the pcap files they write, GTKWave's vcd2fst
 # reads our VCD exports, Icarus Verilog runs the independent HDL bus models;
 # udpmon reads NIC counters with ethtool and lspci and builds test hosts with ip;
-# its benchmark runs sockperf and iperf3 beside it.
+# its benchmark runs sockperf and iperf3 beside it; protoc (decode_raw) reads the Perfetto traces
+# nicrig trace export writes, in a test, with a protobuf parser of its own.
 SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
-                ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3
+                ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3 \
+                protoc:protobuf-compiler
 # Debian libraries (checked with dpkg-query): libtraceevent, which the host probe's C extension is
 # built against, and the ones PySide6's wheels load: the GUI offscreen (EGL, GL,
 # fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.

@@ -68,6 +68,7 @@ setup(
         "pyqtgraph>=0.13.3",
         "matplotlib>=3.6",
         "jinja2>=3.1",
+        "perfetto>=0.59",  # the Perfetto trace format's message classes (nicrig trace export)
     ],
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3", "pytest-qt>=4.2"],

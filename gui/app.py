@@ -228,6 +228,14 @@ class CursorPanel(QtWidgets.QWidget):
             self.timeline.vb.setXRange(t - (t1 - t0) / 2, t + (t1 - t0) / 2, padding=0)
 
 
+def traced_results(path: Path) -> bool:
+    """Whether a results file holds host traces (then it has a timeline too)."""
+    from nicrig.acquisition.hostprobe import events as hp
+
+    with open_any(path) as f:
+        return bool(hp.hosts(f))
+
+
 class MainWindow(QtWidgets.QMainWindow):
     """``nicrig gui``: one capture set and any number of udpmon results files."""
 
@@ -354,6 +362,8 @@ class MainWindow(QtWidgets.QMainWindow):
                 view = ResultsView(path)
                 self.results.append(view)
                 self.tabs.addTab(view, f"results: {path.name}")
+                if traced_results(path) and self.doc is None:  # its host lanes and packets on the timeline
+                    self._open_capture(path)
             else:
                 self._open_capture(path)
         except (NicrigError, OSError, KeyError, ValueError) as exc:

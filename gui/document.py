@@ -1,5 +1,12 @@
 """An open capture set as the GUI sees it: sources with their readers and pyramids, lanes, session.
 
+A file with host traces (a capture set from ``nicrig trace record``, or a
+udpmon results file recorded with ``--trace-host``) adds the host probe's
+lanes per host and CPU, and a results file its packets: all on one timeline
+whose zero is the first host trace's start (its CLOCK_MONOTONIC; the far
+hosts' events moved by their estimated clock offsets), each host and the
+packets a deskew group of their own (``host:<name>``, ``udpmon:<file>``).
+
 The file stays open read-only while the window shows it; writers (decoding,
 saving the session) run inside :meth:`Document.suspended`, which closes it and
 opens it again afterwards, since HDF5 lets one process hold a file in one mode.
@@ -13,9 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from nicrig.acquisition.capture import CaptureSet
+from nicrig.acquisition.hostprobe import events as hp
 from nicrig.gui import overview, session
-from nicrig.gui.lanes import Lane, SourceData, decoded_lanes
+from nicrig.gui.lanes import Lane, SourceData, decoded_lanes, host_lanes, packet_lanes, udpmon_series
+from nicrig.h5file import open_any
 
 #: Roles whose channels are shown at first (the rest can be shown from the lanes panel).
 SHOWN_ROLES = {"frame", "irdy", "trdy", "devsel", "stop", "inta", "tx_en", "rx_dv", "act"}
@@ -36,7 +44,7 @@ class Document:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.cs = CaptureSet.open(self.path)
+        self.cs = open_any(self.path)
         self.session, self.session_note = session.load(self.path)
         self.data: dict[str, SourceData] = {}
         self.tables: dict[str, np.ndarray] = {}
@@ -49,7 +57,7 @@ class Document:
     # -- opening and reopening -------------------------------------------------------------
     def _attach(self, pyramids: dict[str, overview.Pyramid]) -> None:
         self.data = {}
-        for name in self.cs.source_names:
+        for name in getattr(self.cs, "source_names", []):
             src = self.cs.source(name)
             pyr = pyramids.get(name)
             if pyr is not None and pyr.total == src.num_samples:
@@ -57,7 +65,20 @@ class Document:
             else:
                 pyr = overview.load_cached(self.path, src) or overview.Pyramid(src)
             self.data[name] = SourceData(src, pyr)
-        self.tables = {t: self.cs.read_table(t) for t in self.cs.table_names() if t.startswith("decoded/")}
+        names = self.cs.table_names()
+        self.tables = {t: self.cs.read_table(t) for t in names if t.startswith("decoded/")}
+        self.traces = [hp.read(self.cs, h) for h in hp.hosts(self.cs)]
+        local = [t for t in self.traces if not t.clock_reference] or self.traces
+        #: CLOCK_MONOTONIC ns at the view's zero: the first host trace's start
+        self.base_ns = min((t.start_ns for t in local), default=0)
+        self.packets: dict[str, np.ndarray] = {
+            t: self.cs.read_table(t) for t in ("stream/sent", "stream/received", "latency/rtt")
+            if t in names and self.traces}
+
+    @property
+    def has_timeline(self) -> bool:
+        """Whether there is anything to draw on the timeline: sources or host traces."""
+        return bool(self.data or self.traces)
 
     def detach(self) -> None:
         """Close the file so that a writer may open it; the readers stay as they were until :meth:`reattach`."""
@@ -66,7 +87,7 @@ class Document:
 
     def reattach(self) -> None:
         """Open the file again after a writer, with its new tables; finished pyramids are kept."""
-        self.cs = CaptureSet.open(self.path)
+        self.cs = type(self.cs).open(self.path)
         self._attach(getattr(self, "_kept", {}))
         self.build_lanes()
 
@@ -107,6 +128,11 @@ class Document:
             for ch in src.channels:
                 if ch not in in_vectors:
                     lanes.append(Lane(f"{name}/{ch}", name, ch, "logic", bit=src.channel_index(ch), group=name))
+        for trace in self.traces:
+            lanes += host_lanes(trace, self.base_ns)
+        if self.packets:
+            far = next((t.clock_offset_ns for t in self.traces if t.clock_reference), 0.0)
+            lanes += packet_lanes(self.path.name, udpmon_series(self.packets, far, self.base_ns))
         self.lanes = lanes
 
     def default_hidden(self) -> list[str]:
@@ -141,6 +167,10 @@ class Document:
             if d.source.num_samples:
                 lo.append(d.first_ps / 1000 + self.session.offset(name))
                 hi.append(d.end_ps / 1000 + self.session.offset(name))
+        for lane in self.lanes:
+            if lane.boxes is not None and len(lane.boxes) and lane.source.startswith(("host:", "udpmon:")):
+                lo.append(float(lane.boxes.t_ns[0]) + self.session.offset(lane.source))
+                hi.append(float(lane.boxes.reach()[-1]) + self.session.offset(lane.source))
         return (min(lo), max(hi)) if lo else (0.0, 1.0)
 
     def table_shifted(self, name: str) -> np.ndarray:

@@ -40,6 +40,11 @@ STYLES: dict[str, tuple[str, str]] = {
     "value": ("#d9e3ee", "#000000"),
     "phase": ("#f2d24b", "#000000"),
     "warning": ("#d62728", "#ffffff"),
+    "hardirq": ("#c2357b", "#ffffff"),
+    "softirq": ("#e0a32e", "#000000"),
+    "napi": ("#2e9e5b", "#ffffff"),
+    "syscall": ("#3b6fd8", "#ffffff"),
+    "packet": ("#15939b", "#ffffff"),
 }
 STYLE_NAMES = list(STYLES)
 BAD_TERMINATIONS = (b"retry", b"target_abort", b"master_abort", b"disconnect_without_data")
@@ -388,3 +393,137 @@ def decoded_lanes(source: str, decoder: str, table: np.ndarray) -> list[Lane]:
                                 boxes=ethernet_boxes(rows), height=1.5, group=source))
         return out
     return []
+
+
+# -- the host probe: kernel events per host and CPU, and udpmon's packets -------------------------
+
+#: System call names the syscall lane writes (x86-64 numbers; others show their number).
+SYSCALL_NAMES = {0: "read", 1: "write", 7: "poll", 23: "select", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
+                 47: "recvmsg", 232: "epoll_wait", 270: "pselect6", 271: "ppoll", 299: "recvmmsg",
+                 307: "sendmmsg", 230: "clock_nanosleep", 202: "futex"}
+
+
+#: Calls that move datagrams: the threads making them are the engine's.
+DATAGRAM_CALLS = {44, 45, 46, 47, 299, 307}
+
+
+def paired(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (into starts, into ends) pairing each start with the first end at or after it (same CPU rows
+    given in time order); a start without an end is left out."""
+    k = np.searchsorted(ends["time_ns"], starts["time_ns"], side="left")
+    ok = np.flatnonzero(k < len(ends))
+    return ok, k[ok]
+
+
+def _host_boxes(t: np.ndarray, t_end: np.ndarray, style: str, category: str,
+                labeller: Callable[[int], list[str]]) -> Boxes:
+    order = np.argsort(t, kind="stable")
+    return Boxes(t[order].astype(np.float64), t_end[order].astype(np.float64),
+                 np.full(len(t), STYLE_NAMES.index(style), np.int8), lambda i: labeller(int(order[i])),
+                 np.full(len(t), category.encode(), dtype="S12"))
+
+
+def host_lanes(trace, base_ns: int) -> list[Lane]:
+    """A host's lanes per CPU (hard interrupts, softirqs, NAPI polls with their frames) and per recorded thread
+    (its system calls), at ``time + clock offset - base_ns`` (the view's ns). The source (deskew key) is
+    ``host:<name>``."""
+    source = f"host:{trace.host}"
+    shift = int(round(trace.clock_offset_ns)) - base_ns
+    ev = trace.events
+    softirq = trace.symbols.get("softirq", {})
+    lanes = [Lane(f"{source}/", source, f"host {trace.host} ({trace.hostname})", "header", height=0.9, group=source)]
+    for cpu in np.unique(ev["cpu"]):
+        mine = ev[ev["cpu"] == cpu]
+        of = (lambda name: mine[mine["event"] == trace.code(name)])
+        entry, exit_ = of("irq:irq_handler_entry"), of("irq:irq_handler_exit")
+        a, b = paired(entry, exit_)
+        irq = (entry[a], exit_[b])
+        s_entry, s_exit = of("irq:softirq_entry"), of("irq:softirq_exit")
+        a, b = paired(s_entry, s_exit)
+        soft = (s_entry[a], s_exit[b])
+        polls = of("napi:napi_poll")
+        # a poll's event comes at its end: draw it from the start of the NET_RX run it ran in
+        runs = soft[0][soft[0]["vector"] == 3]
+        k = np.searchsorted(runs["time_ns"], polls["time_ns"], side="right") - 1
+        poll_start = np.where(k >= 0, runs["time_ns"][np.maximum(k, 0)], polls["time_ns"])
+
+        def irq_label(i: int, rows=irq) -> list[str]:
+            return [f"IRQ {int(rows[0]['irq'][i])} {_s(rows[0]['device'][i])} "
+                    f"{format_ns(float(rows[1]['time_ns'][i] - rows[0]['time_ns'][i]))}", "IRQ", "I"]
+
+        def soft_label(i: int, rows=soft) -> list[str]:
+            name = softirq.get(int(rows[0]["vector"][i]), str(int(rows[0]["vector"][i])))
+            return [f"softirq {name} {format_ns(float(rows[1]['time_ns'][i] - rows[0]['time_ns'][i]))}", name,
+                    name[:1]]
+
+        def poll_label(i: int, rows=polls) -> list[str]:
+            r = rows[i]
+            return [f"NAPI poll {_s(r['device'])}: {int(r['work'])} of {int(r['budget'])} frames",
+                    f"poll {int(r['work'])}/{int(r['budget'])}", str(int(r["work"]))]
+
+        boxes = [("hard IRQ", "hardirq", irq[0]["time_ns"], irq[1]["time_ns"], irq_label),
+                 ("softirq", "softirq", soft[0]["time_ns"], soft[1]["time_ns"], soft_label),
+                 ("NAPI poll", "napi", poll_start, polls["time_ns"], poll_label)]
+        for title, style, t0, t1, labeller in boxes:
+            lanes.append(Lane(f"{source}/cpu{int(cpu)}/{style}", source, f"cpu{int(cpu)} {title}", "decoded",
+                              boxes=_host_boxes(t0 + shift, t1 + shift, style, style, labeller), height=1.1,
+                              group=source))
+    # the engine's threads (those that sent or received datagrams: one at a time on a daemon, a worker per
+    # test) in one lane; a thread may block on one CPU and return on another, so calls pair per thread
+    enters, exits = (ev[ev["event"] == trace.code(n)] for n in ("raw_syscalls:sys_enter", "raw_syscalls:sys_exit"))
+    engine = np.unique(enters["pid"][np.isin(enters["syscall"], list(DATAGRAM_CALLS))])
+    pairs = []
+    for pid in engine:
+        e, x = enters[enters["pid"] == pid], exits[exits["pid"] == pid]
+        a, b = paired(e, x)
+        pairs.append((e[a], x[b]))
+    e = np.concatenate([p[0] for p in pairs]) if pairs else enters[:0]
+    x = np.concatenate([p[1] for p in pairs]) if pairs else exits[:0]
+
+    def call_label(i: int) -> list[str]:
+        nr = int(e["syscall"][i])
+        name = SYSCALL_NAMES.get(nr, f"syscall {nr}")
+        return [f"{name} = {int(x['ret'][i])} (thread {int(e['pid'][i])}, cpu{int(e['cpu'][i])} to "
+                f"cpu{int(x['cpu'][i])})", name, name[:1]]
+
+    lanes.append(Lane(f"{source}/engine", source, "engine system calls", "decoded",
+                      boxes=_host_boxes(e["time_ns"] + shift, x["time_ns"] + shift, "syscall", "syscall", call_label),
+                      height=1.1, group=source))
+    return lanes
+
+
+def packet_lanes(name: str, series: list[tuple[str, np.ndarray, np.ndarray, Callable[[int], list[str]]]]
+                 ) -> list[Lane]:
+    """udpmon's packets as lanes: (title, start, end in the view's ns, labels) per lane. Source (deskew key):
+    ``udpmon:<name>``."""
+    source = f"udpmon:{name}"
+    lanes = [Lane(f"{source}/", source, f"udpmon packets ({name})", "header", height=0.9, group=source)]
+    for title, t0, t1, labels in series:
+        lanes.append(Lane(f"{source}/{title}", source, title, "decoded",
+                          boxes=_host_boxes(t0, t1, "packet", "packet", labels), height=1.1, group=source))
+    return lanes
+
+
+def udpmon_series(tables: dict[str, np.ndarray], far_offset_ns: float, base_ns: int
+                  ) -> list[tuple[str, np.ndarray, np.ndarray, Callable[[int], list[str]]]]:
+    """The packet lanes of a results file's raw tables (CLOCK_MONOTONIC ns; the far engine's moved by its
+    offset): a stream's sends and the far engine's receive returns, a latency run's round trips."""
+    out = []
+    if "stream/sent" in tables:
+        sent = tables["stream/sent"][tables["stream/sent"]["t_ns"] >= 0]
+        got = tables["stream/received"]
+        t_sent = sent["t_ns"] - base_ns
+        t_got = got["user_ns"] + int(round(far_offset_ns)) - base_ns
+        out.append(("sent (engine)", t_sent, t_sent + 100,
+                    lambda i, r=sent: [f"packet {int(r['seq'][i])} of point {int(r['point'][i])} sent", "sent", "S"]))
+        out.append(("received (far engine)", t_got, t_got + 100,
+                    lambda i, r=got: [f"packet {int(r['seq'][i])} of point {int(r['point'][i])} returned to the "
+                                      f"far engine", "received", "R"]))
+    if "latency/rtt" in tables:
+        rtt = tables["latency/rtt"][tables["latency/rtt"]["rtt_ns"] >= 0]
+        t0 = rtt["t_ns"] - base_ns
+        out.append(("round trips", t0, t0 + rtt["rtt_ns"],
+                    lambda i, r=rtt: [f"{int(r['size_bytes'][i])} B response: RTT "
+                                      f"{format_ns(float(r['rtt_ns'][i]))} (send time interpolated)",
+                                      f"{int(r['size_bytes'][i])} B", "R"]))
+    return out

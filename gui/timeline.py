@@ -325,6 +325,9 @@ class Timeline(QtWidgets.QWidget):
     def _drawing(self, item: LaneItem, t0: float, t1: float, px: int) -> LogicDrawing | BoxDrawing | None:
         lane = item.lane
         shift = self.doc.session.offset(lane.source)
+        if lane.kind == "header" and lane.source not in self.doc.data:  # a host or udpmon's packets
+            item.header = f"{lane.title}   deskew {format_ns(shift)}"
+            return None
         if lane.kind == "header":
             src = self.doc.data[lane.source].source
             rate = f", {format_hz(src.samplerate_hz)}" if src.samplerate_hz else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -149,3 +150,33 @@ def test_report_shows_the_host_probe(traced_stream, tmp_path):
     per_point = next(t for t in sec["tables"] if t["title"].startswith("Per stream point"))
     assert len(per_point["rows"]) == 2 * 2  # two points, two hosts
     assert sec["figures"]
+
+
+def test_gui_draws_host_lanes_beside_the_packets(traced_stream, tmp_path):
+    from nicrig.gui.document import Document
+
+    hosts, out, _ = traced_stream
+    doc = Document(out)
+    try:
+        titles = {(lane.source, lane.title) for lane in doc.lanes}
+        assert {("host:local", "cpu0 softirq"), ("host:remote", "engine system calls"),
+                (f"udpmon:{out.name}", "sent (engine)"), (f"udpmon:{out.name}", "received (far engine)")} <= titles
+        polls = [lane for lane in doc.lanes if lane.source == "host:remote" and lane.title.endswith("NAPI poll")]
+        assert sum(len(lane.boxes) for lane in polls) > 0
+        i = next(lane for lane in polls if len(lane.boxes))
+        assert "frames" in i.boxes.labels(0)[0]
+        # one timeline: the far engine's receive returns fall inside the far host's trace, offset applied
+        received = next(lane for lane in doc.lanes if lane.title == "received (far engine)").boxes
+        remote = next(t for t in doc.traces if t.host == "remote")
+        lo = remote.start_ns + remote.clock_offset_ns - doc.base_ns - remote.clock_offset_uncertainty_ns
+        hi = remote.end_ns + remote.clock_offset_ns - doc.base_ns + remote.clock_offset_uncertainty_ns
+        assert lo <= received.t_ns.min() and received.t_ns.max() <= hi
+        first = float(received.t_ns[0]) / 1000
+    finally:
+        doc.close()
+    png = tmp_path / "hosts.png"
+    r = subprocess.run([sys.executable, "-m", "nicrig", "gui", str(out), "--screenshot", str(png), "--view",
+                        "timeline", "--range", f"{first - 200}:{first + 800}", "--size", "1400x900"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert r.returncode == 0, r.stderr
+    assert png.stat().st_size > 20000

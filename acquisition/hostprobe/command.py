@@ -49,6 +49,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--host", default="local", metavar="LABEL", help="label of this host in the file (default local)")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="command to run while recording")
+    e = sub.add_parser("export", help="write a file's aligned timeline (host events, decoded bus transactions, "
+                                      "frames, packets) as a Perfetto trace for ui.perfetto.dev",
+                       description="The timeline the GUI shows (deskew and clock offsets applied) as a Perfetto "
+                                   "protobuf trace: a track per lane, a slice per event.")
+    e.add_argument("file", metavar="FILE.h5", help="capture set or udpmon results file")
+    e.add_argument("-o", "--output", required=True, metavar="OUT.perfetto-trace")
+    e.add_argument("--json", action="store_true", help="print what was written as JSON")
     s = sub.add_parser("show", help="summarise the host traces of a file")
     s.add_argument("file", metavar="FILE.h5")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -77,7 +84,29 @@ def choose_events(spec: str | None, sched: bool, have_pids: bool) -> tuple[str, 
 def run(args: argparse.Namespace) -> int:
     if args.trace_command == "show":
         return _show(args)
+    if args.trace_command == "export":
+        return _export(args)
     return _record(args)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from nicrig.acquisition.hostprobe.perfetto import export
+    from nicrig.h5file import open_any
+
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise UsageError(f"{out}: folder {out.parent} does not exist")
+    open_any(args.file).close()  # a missing or foreign file is the error to report
+    counts = export(Path(args.file), out)
+    if args.json:
+        json.dump({"file": str(out), **counts}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"wrote {out}: {counts['slices']} slices on {counts['tracks']} tracks; time 0 of the view is "
+              f"{counts['zero_ns']} ns in the trace (open it at ui.perfetto.dev)")
+    return 0
 
 
 def _record(args: argparse.Namespace) -> int:
