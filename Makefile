@@ -62,7 +62,7 @@ demo: sysdeps $(STAMP)
 	# Request-response, SysKonnect SK-9843 on 32-bit 33 MHz PCI, AD/C/BE# recorded, 3000-byte responses (3 frames).
 	$(NICRIG) simulate --scenario latency --nic sk9843 --bus pci32-33 --with-ad --size 3000 --count 10 -o $(DEMO_OUT)/latency.h5
 	# 1400-byte stream every 11 us, Intel PRO/1000 on 64-bit 66 MHz PCI: faster than the receiver, so PAUSE frames.
-	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --size 1400 --spacing-us 11 --count 2000 -o $(DEMO_OUT)/stream.h5
+	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --size 1400 --spacing-us 11 --count 2000 --rounds 1 -o $(DEMO_OUT)/stream.h5
 	$(NICRIG) decode $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5
 	@echo "--- the first PCI transactions of the request on the sending bus:"
 	$(NICRIG) events $(DEMO_OUT)/latency.h5 --source send_pci --decoder pci --limit 12

@@ -2,7 +2,8 @@
 
 Each file is opened as whatever nicrig file it is: a udpmon results file
 (latency, stream, suite or aggregate; swept with ``--sweep`` or not), or a
-capture set (decoded first with ``nicrig decode``). The
+capture set (decoded first with ``nicrig decode``); a simulated capture set
+also gives the section of the udpmon results it carries (``results/``). The
 report is HTML (one self-contained page), JSON or CSV, chosen by ``--format``
 or by the output's suffix. A file that cannot be analysed is named in the
 report and on stderr; the others are still reported (exit 1). Exit 2 when
@@ -68,10 +69,18 @@ def _options(args: argparse.Namespace) -> Any:
                           probe_source=args.probe_source)
 
 
-def _capture(path: Path, cs: Any, options: Any) -> Any:
+def _capture(path: Path, cs: Any, options: Any, pooled: Pooled, *, traced: bool) -> list[Any]:
+    """A capture set's sections: the udpmon results a simulated one carries, and its decoded buses and link.
+
+    Without decoded tables a set is an error unless it has results or host traces (``traced``) to report.
+    """
     from nicrig.analysis import report
     from nicrig.errors import UsageError
+    from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
 
+    sections = []
+    if cs.has_nested(RESULTS_GROUP):
+        sections.append(_results(path, cs.nested(ResultsFile, RESULTS_GROUP), options, pooled))
     names = cs.table_names()
     wanted = [f"{options.send_source}/pci", f"{options.send_source}/irq", f"{options.recv_source}/pci",
               f"{options.recv_source}/irq", f"{options.probe_source}/ethernet"]
@@ -80,15 +89,15 @@ def _capture(path: Path, cs: Any, options: Any) -> Any:
         decoded = [n for n in names if n.startswith("decoded/")]
         hint = (f"it has {', '.join(decoded)}; name the sources with --send-source/--recv-source/--probe-source"
                 if decoded else f"run 'nicrig decode {path}' first")
-        raise UsageError(f"{path}: no decoded tables of {options.send_source}, {options.recv_source} or "
-                         f"{options.probe_source}: {hint}")
+        message = (f"{path}: no decoded tables of {options.send_source}, {options.recv_source} or "
+                   f"{options.probe_source}: {hint}")
+        if not sections and not traced:
+            raise UsageError(message)
+        if sections:
+            print(f"nicrig: note: {message}; reporting its results only", file=sys.stderr)
+        return sections
     meta = {n: s.bus for n, s in cs.sources.items()}
-    return report.capture_section(path.name, tables, meta, options)
-
-
-def _decoded(f: Any) -> bool:
-    """Whether a file has anything besides host traces to analyse (a capture set's decoded tables)."""
-    return f.FORMAT_NAME != "nicrig-capture-set" or any(n.startswith("decoded/") for n in f.table_names())
+    return [*sections, report.capture_section(path.name, tables, meta, options)]
 
 
 def _host_probe(path: Path, f: Any) -> Any:
@@ -169,7 +178,7 @@ def _results(path: Path, rf: Any, options: Any, pooled: Pooled) -> Any:
     runs = [(s, _run_data(rf, kind, s.prefix if s else "")) for s in (steps or [None])]
     loads = [(s, t, load.as_load(rf.read_table(t)))
              for s, t in ((s, f"{s.prefix if s else ''}load") for s in (steps or [None])) if t in names]
-    if not loads and kind == "stream" and steps is None:  # version 1: no load table
+    if not loads and kind == "stream" and steps is None and "counters" in names:  # version 1: no load table
         deltas = {p: c for p, h, w, c in rf.counters() if h == "remote" and w == "delta"}
         loads = [(None, "stream/points + counters (receiver)", load.receiver_load(runs[0][1][0], deltas))]
     addresses = _addresses(rf, names)
@@ -261,8 +270,8 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
             with open_any(path) as f:
                 kind = f.FORMAT_NAME
                 traced = _host_probe(path, f)
-                section = (None if traced and not _decoded(f) else _capture(path, f, options)
-                           if kind == "nicrig-capture-set" else _results(path, f, options, pooled))
+                found = (_capture(path, f, options, pooled, traced=traced is not None)
+                         if kind == "nicrig-capture-set" else [_results(path, f, options, pooled)])
         except NicrigError as exc:
             problems.append(str(exc))
             print(f"nicrig: error: {exc}", file=sys.stderr)
@@ -271,7 +280,7 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
             problems.append(f"{path}: cannot be analysed: {exc}")
             print(f"nicrig: error: {path}: cannot be analysed: {exc}", file=sys.stderr)
             continue
-        sections += [sec for sec in (section, traced) if sec is not None]
+        sections += [*found, *([traced] if traced is not None else [])]
         inputs.append({"path": str(path), "kind": kind})
     if pooled.loads:
         sections.append(report.cpu_section(pooled.host_loads()))

@@ -176,6 +176,8 @@ def fwhm(values: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> 
     # each resample chooses its own bandwidth from its own width, as the estimate did: that choice varies too
     first = _deconvolved(g, half_max_width(g.centres, g.density(counts)))
     ok = np.isfinite(first) & (first > 0)
+    if ok.sum() < 2:  # values on a few discrete levels (a simulated host): no resample has a width to take
+        return Width(width, nan, g.h, int(v.size))
     h = silverman_bandwidth(first[ok] / FWHM_PER_SIGMA, v.size)
     widths = half_max_width(g.centres, g.density(counts[ok], h))
     kernel = FWHM_PER_SIGMA * np.sqrt(h ** 2 + g.dx ** 2 / 12.0)
@@ -184,7 +186,7 @@ def fwhm(values: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> 
     if boot.size < 2:
         return Width(width, nan, g.h, int(v.size))
     # the estimate's own bias (noise lifts the peak and narrows the width) shows again in the resamples
-    return Width(2 * width - float(boot.mean()), 1.96 * float(boot.std(ddof=1)), g.h, int(v.size))
+    return Width(max(2 * width - float(boot.mean()), 0.0), 1.96 * float(boot.std(ddof=1)), g.h, int(v.size))
 
 
 def _deconvolved(g: Grid, width: float | np.ndarray) -> float | np.ndarray:

@@ -52,7 +52,7 @@ def _simulate(out: Path, samples: float, samples_per_clock: int | None) -> Path:
     count = max(10, int(clocks / SEND_BUS_HZ / (SPACING_US * 1e-6)))
     cmd = [sys.executable, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
            "--bus", "pci64-66", "--with-ad", "--size", "1400", "--spacing-us", str(SPACING_US),
-           "--count", str(count), "-o", str(out)]
+           "--count", str(count), "--rounds", "1", "--capture-count", "0", "-o", str(out)]
     if samples_per_clock:
         cmd += ["--samples-per-clock", str(samples_per_clock)]
     print(f"simulating {count} packets into {out.name} ...", file=sys.stderr)

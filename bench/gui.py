@@ -49,7 +49,8 @@ def make_capture(folder: Path, samples: float, decode: bool) -> Path:
         count = int(samples / SAMPLES_PER_US / SPACING_US)
         t = time.perf_counter()
         _nicrig("simulate", "--scenario", "stream", "--nic", "intel-pro1000", "--bus", "pci64-66", "--size", "1400",
-                "--spacing-us", str(SPACING_US), "--count", str(count), "-o", str(out))
+                "--spacing-us", str(SPACING_US), "--count", str(count), "--rounds", "1", "--capture-count", "0",
+                "-o", str(out))
         print(f"simulated {out.name} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
         if decode:
             t = time.perf_counter()

@@ -65,7 +65,7 @@ def _simulate(tmp: Path, spacing_us: float, total_samples: float, with_ad: bool)
     out = tmp / f"bench-{spacing_us:g}.h5"
     cmd = [sys.executable, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
            "--bus", "pci64-66", "--size", "1400", "--spacing-us", str(spacing_us), "--count", str(count),
-           "-o", str(out), "--json"] + (["--with-ad"] if with_ad else [])
+           "--rounds", "1", "--capture-count", "0", "-o", str(out), "--json", *(["--with-ad"] if with_ad else [])]
     seconds, r = _timed(cmd)
     summary = json.loads(r.stdout)
     return sum(s["samples"] for s in summary["sources"].values()), seconds, out, summary

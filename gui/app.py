@@ -21,6 +21,7 @@ from nicrig.gui.lanes import Lane, format_ns
 from nicrig.gui.measurements import Measurement, MeasurementsPanel, phase_boxes
 from nicrig.gui.results_view import ResultsView
 from nicrig.gui.timeline import Timeline
+from nicrig.udpmon.results import RESULTS_GROUP
 from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
 from nicrig.errors import NicrigError, UsageError
@@ -349,23 +350,24 @@ class MainWindow(QtWidgets.QMainWindow):
         self.statusBar().showMessage(text, 15000)
 
     def open_file(self, path: Path) -> bool:
-        """Open a capture set (replacing the one shown) or add a results file's views."""
+        """Open a capture set (replacing the one shown) or add a results file's views; a simulated capture set
+        brings the views of the results it carries too."""
         try:
-            opened = open_any(path)
-            kind = type(opened)
-            opened.close()
+            with open_any(path) as opened:
+                kind = type(opened)
+                carries_results = opened.has_nested(RESULTS_GROUP)
         except NicrigError as exc:
             self.show_error("Cannot open file", str(exc))
             return False
         try:
-            if kind.FORMAT_NAME == "nicrig-results":
+            if kind.FORMAT_NAME != "nicrig-results":
+                self._open_capture(path)
+            if kind.FORMAT_NAME == "nicrig-results" or carries_results:
                 view = ResultsView(path)
                 self.results.append(view)
                 self.tabs.addTab(view, f"results: {path.name}")
-                if traced_results(path) and self.doc is None:  # its host lanes and packets on the timeline
+                if self.doc is None and traced_results(path):  # its host lanes and packets on the timeline
                     self._open_capture(path)
-            else:
-                self._open_capture(path)
         except (NicrigError, OSError, KeyError, ValueError) as exc:
             self.show_error("Cannot open file", error_text(exc) if isinstance(exc, NicrigError) else f"{path}: {exc}")
             return False

@@ -20,7 +20,7 @@ import numpy as np
 import pyqtgraph as pg
 from nicrig.analysis import latency, throughput
 from nicrig.analysis.quantity import measured, number
-from nicrig.udpmon.results import ResultsFile
+from nicrig.udpmon.results import open_results
 from PySide6 import QtCore, QtWidgets
 
 from nicrig.errors import NicrigError
@@ -40,7 +40,7 @@ def _plot(title: str, x: str, y: str) -> pg.PlotWidget:
 
 
 def _tables(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, dict], dict]:
-    with ResultsFile.open(path) as rf:
+    with open_results(path) as rf:
         names = rf.table_names()
         settings = json.loads(rf.attrs.get("settings", "{}"))
         return rf.run_kind, {n: rf.read_table(n) for n in names if n.startswith(("latency/", "stream/points"))}, \
@@ -48,7 +48,8 @@ def _tables(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, dict], di
 
 
 class ResultsView(QtWidgets.QTabWidget):
-    """The plots a results file supports (latency runs and stream runs have different ones)."""
+    """The plots a results file supports (latency runs and stream runs have different ones); ``path`` may be a
+    simulated capture set carrying its results."""
 
     def __init__(self, path: str | Path, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)

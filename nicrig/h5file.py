@@ -40,8 +40,9 @@ def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def check_format(h5: h5py.File, path: Path, name: str, version: int) -> None:
-    """Raise :class:`FormatError` unless ``h5`` is a file of kind ``name`` this nicrig can read."""
+def check_format(h5: h5py.File | h5py.Group, path: Path | str, name: str, version: int) -> None:
+    """Raise :class:`FormatError` unless ``h5`` (a file, or the group of a nested one) is a file of kind ``name``
+    this nicrig can read."""
     found = h5.attrs.get("format")
     if found is None:
         raise FormatError(f"{path}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
@@ -105,10 +106,13 @@ class NicrigFile:
     def kind(cls) -> str:
         return KINDS[cls.FORMAT_NAME]
 
-    def __init__(self, h5: h5py.File, path: Path, final_path: Path | None = None):
+    def __init__(self, h5: h5py.File | h5py.Group, path: Path, final_path: Path | None = None,
+                 owner: NicrigFile | None = None):
         self._h5 = h5
         self.path = path
         self._final_path = final_path
+        # a file kept in a group of another (:meth:`nested`) belongs to that one: closing is the owner's business
+        self._owner = owner
 
     # -- the subclass's part of the layout --------------------------------------------------
     def _init_layout(self) -> None:
@@ -147,13 +151,40 @@ class NicrigFile:
             if atomic:
                 target.unlink(missing_ok=True)
             raise UsageError(f"{final}: cannot write: {exc}") from None
-        h5.attrs["format"] = cls.FORMAT_NAME
-        h5.attrs["format_version"] = np.int64(cls.FORMAT_VERSION)
-        h5.attrs["nicrig_version"] = __version__
-        h5.attrs["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        h5.attrs["notes"] = notes
         f = cls(h5, target, final if atomic else None)
-        f._init_layout()
+        f._stamp(notes)
+        return f
+
+    def _stamp(self, notes: str) -> None:
+        """The attributes that make a new (empty) file of this kind, and its layout."""
+        self._h5.attrs["format"] = self.FORMAT_NAME
+        self._h5.attrs["format_version"] = np.int64(self.FORMAT_VERSION)
+        self._h5.attrs["nicrig_version"] = __version__
+        self._h5.attrs["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._h5.attrs["notes"] = notes
+        self._init_layout()
+
+    def has_nested(self, group: str) -> bool:
+        """Whether group ``group`` of this file holds a nicrig file of its own (see :meth:`nested`)."""
+        g = self._h5.get(group)
+        return isinstance(g, h5py.Group) and "format" in g.attrs
+
+    def nested(self, cls: type[F], group: str, *, create: bool = False, notes: str = "") -> F:
+        """The file of kind ``cls`` kept in group ``group`` of this one, laid out as a file of that kind with its
+        root attributes on the group (a simulated capture set's udpmon results); ``create`` makes it (the group
+        must not exist). It is open while this file is; closing it does nothing."""
+        if create:
+            if group in self._h5:
+                raise UsageError(f"{self.path}: {group!r} exists")
+            f = cls(self._h5.create_group(group), self.path, owner=self)
+            f._stamp(notes)
+            return f
+        g = self._h5.get(group)
+        if not isinstance(g, h5py.Group):
+            raise FormatError(f"{self.path}: no group {group!r} holding {cls.kind()}")
+        check_format(g, f"{self.path} (group {group})", cls.FORMAT_NAME, cls.FORMAT_VERSION)
+        f = cls(g, self.path, owner=self)
+        f._validate()
         return f
 
     @classmethod
@@ -184,7 +215,7 @@ class NicrigFile:
 
     def close(self) -> None:
         """Close the file; an atomic file is renamed into place."""
-        if not self._h5.id.valid:
+        if self._owner is not None or not self._h5.id.valid:
             return
         self._h5.close()
         if self._final_path is not None:
@@ -193,6 +224,8 @@ class NicrigFile:
 
     def abandon(self) -> None:
         """Close and delete a file being created atomically (after an error)."""
+        if self._owner is not None:
+            return
         if self._h5.id.valid:
             self._h5.close()
         if self._final_path is not None:

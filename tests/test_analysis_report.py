@@ -222,15 +222,27 @@ def test_correlation_table_from_a_csv(files, tmp_path):
 
 
 def test_one_bad_file_among_good_ones_is_named_and_exit_is_1(files, tmp_path):
+    import shutil
+
+    import h5py
+
     junk = tmp_path / "junk.h5"
     junk.write_bytes(b"not hdf5 at all")
-    r = nicrig("report", str(files["lat"]), str(junk), str(files["raw"]), "--format", "json", check=False)
+    bare = tmp_path / "bare.h5"  # as an instrument records it: no simulated results beside the sources
+    shutil.copy(files["raw"], bare)
+    with h5py.File(bare, "r+") as f:
+        del f["results"]
+    r = nicrig("report", str(files["lat"]), str(junk), str(bare), "--format", "json", check=False)
     assert r.returncode == 1
     rep = json.loads(r.stdout)
     assert len(rep["problems"]) == 2
     assert any("junk.h5" in p and "not a readable HDF5 file" in p for p in rep["problems"])
-    assert any("raw.h5" in p and "nicrig decode" in p for p in rep["problems"])
+    assert any("bare.h5" in p and "nicrig decode" in p for p in rep["problems"])
     assert "nicrig: error:" in r.stderr and "Traceback" not in r.stderr
+    # the simulated set undecoded: its results are reported, and the missing decode said
+    r = nicrig("report", str(files["raw"]), "--format", "json")
+    assert [s["title"] for s in json.loads(r.stdout)["sections"]][0].startswith("Throughput against transmit")
+    assert "nicrig decode" in r.stderr and "results only" in r.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -492,3 +492,17 @@ def test_keyboard_zooms_pans_and_fits_as_in_pulseview(window: MainWindow, qtbot)
     assert keys["Zoom in"].startswith("Ctrl++") and keys["Zoom out"] == "Ctrl+-"
     assert keys["Zoom to whole capture"] == "Ctrl+0" and keys["Pan to earlier"] == "Left"
     assert keys["Move a source in time (deskew)"] == "Shift+drag"
+
+
+def test_a_simulated_capture_set_opens_with_its_results_views(qtbot, tmp_path: Path) -> None:
+    path = tmp_path / "simlat.h5"
+    assert main(["simulate", "--scenario", "latency", "--sizes", "64,800,1472", "--count", "4", "--rounds", "2",
+                 "--order-seed", "1", "-o", str(path)]) == 0
+    w = MainWindow([path])
+    qtbot.addWidget(w)
+    w.show()
+    w.wait_jobs()
+    assert not w.errors and w.doc is not None  # the capture's timeline, and beside it ...
+    (view,) = w.results  # ... the results it carries, as a results file's
+    assert [view.tabText(i) for i in range(view.count())] == ["latency vs size", "RTT histograms"]
+    assert view.estimate.rounds == 2 and list(view.estimate.sizes) == [64, 800, 1472]

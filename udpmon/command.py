@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PORT = 14401
+#: Rounds a run measures in by default (random order): latency, at most --count; stream.
+LATENCY_ROUNDS, STREAM_ROUNDS = 10, 3
 
 
 # -- argument helpers -----------------------------------------------------------------------------
@@ -50,6 +52,26 @@ def parse_range(text: str, what: str, *, integer: bool) -> list[float]:
         else:
             raise UsageError(f"{what} {part!r}: use start:stop:step with step > 0 and stop >= start")
     return sorted(set(out))
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``--sizes``: UDP payload sizes (bytes), each 16 to 65507 so that the 16-byte header fits."""
+    from nicrig.errors import UsageError
+
+    sizes = [int(s) for s in parse_range(text, "--sizes", integer=True)]
+    if not sizes or min(sizes) < 16 or max(sizes) > 65507:
+        raise UsageError(f"--sizes {text!r}: UDP payloads are 16 to 65507 bytes (the 16-byte header must fit)")
+    return sizes
+
+
+def parse_spacings(text: str) -> list[float]:
+    """``--spacing-us``: transmit spacings (us), none negative."""
+    from nicrig.errors import UsageError
+
+    spacings = parse_range(text, "--spacing-us", integer=False)
+    if min(spacings) < 0 or not all(math.isfinite(v) for v in spacings):
+        raise UsageError(f"--spacing-us {text!r}: spacings are zero or positive microseconds")
+    return spacings
 
 
 def parse_host(text: str, default_port: int) -> tuple[str, int]:
@@ -105,6 +127,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                          "in an mtu sweep, each step's)")
     p.add_argument("--udp-port", type=int, default=0,
                    help="UDP port the far host uses for the test (default: one its kernel picks; set it for firewalls)")
+    add_order_arguments(p)
+
+
+def add_order_arguments(p: argparse.ArgumentParser) -> None:
+    """``--order`` and ``--order-seed``: how rounds visit the sizes (and spacings); ``nicrig simulate`` has them
+    too."""
     p.add_argument("--order", choices=("random", "ascending"), default="random",
                    help="random: every round visits the sizes (and spacings) in a fresh random order, so drift of "
                         "the hosts cannot pass for a dependence on size (default); ascending: UDPmon's sweep, "
@@ -531,7 +559,7 @@ def _print(args: argparse.Namespace, kind: Kind, results: list[tuple[dict[str, A
 
 # -- latency -------------------------------------------------------------------------------------
 
-def _rounds(args: argparse.Namespace, default: int, most: int | None = None) -> None:
+def settle_rounds(args: argparse.Namespace, default: int, most: int | None = None) -> None:
     """Settle ``--rounds`` (its default depends on ``--order``) and the order's seed, both then recorded."""
     from nicrig.udpmon import schedule
 
@@ -551,13 +579,11 @@ def _latency_kind(args: argparse.Namespace) -> Kind:
 
     from nicrig.errors import UsageError
 
-    sizes = [int(s) for s in parse_range(args.sizes, "--sizes", integer=True)]
-    if not sizes or min(sizes) < 16 or max(sizes) > 65507:
-        raise UsageError("--sizes: responses are 16 to 65507 bytes (the 16-byte header must fit)")
+    sizes = parse_sizes(args.sizes)
     if args.count < 1 or not REQUEST_MIN_BYTES <= args.request_size <= 65507:
         raise UsageError(f"--count must be positive and --request-size {REQUEST_MIN_BYTES} to 65507 bytes "
                          "(the header and the requested response size must fit)")
-    _rounds(args, 10, most=args.count)
+    settle_rounds(args, LATENCY_ROUNDS, most=args.count)
     return Kind(
         name="latency", hosts=[("remote", *parse_host(args.host, args.port))],
         body=lambda run, step: _latency_body(run, args, sizes, int((step or {}).get("mtu", args.mtu))),
@@ -708,13 +734,11 @@ def _stream_point(run: Run, point: int, visit: Any, size: int, spacing_us: float
 def _stream_kind(args: argparse.Namespace) -> Kind:
     from nicrig.errors import UsageError
 
-    sizes = [int(s) for s in parse_range(args.sizes, "--sizes", integer=True)]
-    spacings = parse_range(args.spacing_us, "--spacing-us", integer=False)
-    if not sizes or min(sizes) < 16 or max(sizes) > 65507:
-        raise UsageError("--sizes: 16 to 65507 bytes (the 16-byte header must fit)")
-    if min(spacings) < 0 or args.count < 2:
-        raise UsageError("--spacing-us must not be negative and --count at least 2")
-    _rounds(args, 3)
+    sizes = parse_sizes(args.sizes)
+    spacings = parse_spacings(args.spacing_us)
+    if args.count < 2:
+        raise UsageError("--count must be at least 2")
+    settle_rounds(args, STREAM_ROUNDS)
     points = [(size, sp) for size in sizes for sp in spacings]
     return Kind(
         name="stream", hosts=[("remote", *parse_host(args.host, args.port))],

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,11 @@ import numpy as np
 from nicrig.analysis.latency import LatencyEstimate, LineFit, estimate, frames_per_message, histogram
 from nicrig.analysis.throughput import point_rates
 
-from nicrig.h5file import NicrigFile, to_json
+from nicrig.errors import FormatError
+from nicrig.h5file import NicrigFile, open_any, to_json
+
+#: The group of a capture set written by ``nicrig simulate`` that holds the simulated run's results.
+RESULTS_GROUP = "results"
 
 #: ``latency/rtt``: one row per singleton.
 RTT_DTYPE = np.dtype([("size_bytes", "<i4"), ("frames", "<i2"), ("round", "<i4"), ("position", "<i4"),
@@ -114,9 +120,20 @@ class ResultsFile(NicrigFile):
                 for r in self.read_table(f"{prefix}counters")]
 
 
-def _uname() -> tuple[str, ...]:
-    import os
+@contextmanager
+def open_results(path: str | os.PathLike[str]) -> Iterator[ResultsFile]:
+    """The udpmon results at ``path``: a results file, or those a simulated capture set carries in its
+    :data:`RESULTS_GROUP` group (read-only)."""
+    with open_any(path) as f:
+        if isinstance(f, ResultsFile):
+            yield f
+        elif f.has_nested(RESULTS_GROUP):
+            yield f.nested(ResultsFile, RESULTS_GROUP)
+        else:
+            raise FormatError(f"{path}: {f.kind()} without udpmon results (only 'nicrig simulate' puts them in one)")
 
+
+def _uname() -> tuple[str, ...]:
     return tuple(os.uname())
 
 

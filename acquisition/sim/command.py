@@ -1,4 +1,11 @@
-"""``nicrig simulate``: run the simulated rig (two hosts, NICs, PCI buses, gigabit link) into a capture set."""
+"""``nicrig simulate``: run the simulated rig (two hosts, NICs, PCI buses, gigabit link) into a capture set.
+
+The schedule options (``--sizes``, ``--spacing-us``, ``--count``, ``--rounds``,
+``--order``, ``--order-seed``) mean what they mean to ``nicrig udpmon latency``
+and ``stream`` and are parsed by the same functions; the capture set carries
+the applications' measurements as udpmon results (``results/``), so ``nicrig
+report`` and ``nicrig gui`` read a simulated run as they read a real one.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +15,36 @@ import sys
 from typing import Any
 
 
+DEFAULT_CAPTURE_COUNT = 2000
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nicrig.udpmon.command import LATENCY_ROUNDS, STREAM_ROUNDS, add_order_arguments
+
     p.add_argument("--scenario", choices=["stream", "latency"], default="stream",
-                   help="stream: spaced UDP stream A->B; latency: request-response (default: stream)")
+                   help="stream: spaced UDP streams A->B; latency: request-response (default: stream)")
     p.add_argument("--nic", default="intel-pro1000", help="NIC profile name or .toml file (default: intel-pro1000)")
     p.add_argument("--bus", default="pci64-66", help="bus profile name or .toml file (default: pci64-66)")
     p.add_argument("--host", default="supermicro-370dle",
                    help="host profile name or .toml file (default: supermicro-370dle)")
-    p.add_argument("--size", type=int, default=1400, metavar="BYTES",
-                   help="UDP payload: stream packet size, or latency response size (default: 1400)")
+    p.add_argument("--sizes", "--size", dest="sizes", default="1400", metavar="BYTES",
+                   help="UDP payloads: stream packet sizes, or latency response sizes; start:stop:step or a list, "
+                        "as for 'nicrig udpmon' (default: 1400)")
     p.add_argument("--request-size", type=int, default=64, metavar="BYTES",
                    help="latency request payload (default: 64)")
-    p.add_argument("--spacing-us", type=float, default=20.0, metavar="US",
-                   help="stream: transmit spacing between packets (default: 20)")
-    p.add_argument("--count", type=int, default=100, help="packets (stream) or requests (latency) (default: 100)")
+    p.add_argument("--spacing-us", default="20", metavar="US",
+                   help="stream: transmit spacings between packets, start:stop:step or a list (default: 20)")
+    p.add_argument("--count", type=int, default=100,
+                   help="stream: packets per stream; latency: requests per size, shared out over the rounds "
+                        "(default: 100)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help=f"rounds, each visiting every size (and spacing) once (default as 'nicrig udpmon': latency "
+                        f"{LATENCY_ROUNDS}, at most --count; stream {STREAM_ROUNDS}; 1 with --order ascending)")
+    add_order_arguments(p)
+    p.add_argument("--capture-count", type=int, default=DEFAULT_CAPTURE_COUNT, metavar="N",
+                   help="the logic analyzers and the probe record the exchanges of the first N messages (requests "
+                        "or stream packets) and stop, as an analyzer's memory fills; the results hold every "
+                        f"message; 0: record the whole run (default: {DEFAULT_CAPTURE_COUNT})")
     p.add_argument("--mtu", type=int, default=1500, help="link MTU; larger messages are IP-fragmented (default 1500)")
     p.add_argument("--seed", type=int, default=1, help="random seed: payloads and clock phases (default: 1)")
     p.add_argument("--with-ad", action="store_true", help="also record AD, C/BE# and PAR (default: control lines)")
@@ -34,30 +57,63 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _summary(run: Any, path: str) -> dict[str, Any]:
+    """What the file holds: the recorded sources and their truth, and the results of the whole run."""
     from nicrig.acquisition.capture import CaptureSet
+    from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
 
     with CaptureSet.open(path) as cs:
         sources = {n: {"samples": s.num_samples, "mode": s.mode, "duration_us": s.duration_ps / 1e6}
                    for n, s in cs.sources.items()}
         frames = cs.read_table("truth/probe/frames")
         packets = cs.read_table("truth/packets")
+        transactions = {n: cs.table_info(f"truth/{n}/transactions")["rows"] for n in run.buses}
+        interrupts = cs.table_info("truth/interrupts")["rows"]
+        rf = cs.nested(ResultsFile, RESULTS_GROUP)
+        tables = {n: rf.table_info(n)["rows"] for n in rf.table_names()}
     pauses = frames[frames["kind"] == b"pause"]
     return {
         "output": path,
         "sources": sources,
-        "transactions": {n: len(b.transactions) for n, b in run.buses.items()},
+        "transactions": transactions,
         "frames": int(len(frames)),
         "pause_frames": int(len(pauses)),
         "packets_sent": int(len(packets)),
         "packets_lost": int((packets["t_app_recv_ps"] < 0).sum()),
-        "interrupts": len(run.interrupts),
+        "interrupts": interrupts,
         "counters": run.counters,
+        "results": {"group": RESULTS_GROUP, "tables": tables},
     }
+
+
+def scenario_of(args: argparse.Namespace) -> Any:
+    """The :class:`Scenario` the options ask for: every size (and spacing) in every round, in the order
+    ``nicrig udpmon`` would measure them (:func:`nicrig.udpmon.schedule.plan`)."""
+    import numpy as np
+    from nicrig.acquisition.sim.model import Point, Scenario
+    from nicrig.udpmon import schedule
+    from nicrig.udpmon.command import LATENCY_ROUNDS, STREAM_ROUNDS, parse_sizes, parse_spacings, settle_rounds
+
+    from nicrig.errors import UsageError
+
+    sizes = parse_sizes(args.sizes)
+    if args.count < 1:
+        raise UsageError(f"--count {args.count}: at least one packet")
+    latency = args.scenario == "latency"
+    spacings = [0.0] if latency else parse_spacings(args.spacing_us)
+    if latency:
+        settle_rounds(args, LATENCY_ROUNDS, most=args.count)
+    else:
+        settle_rounds(args, STREAM_ROUNDS)
+    items = [(size, spacing) for size in sizes for spacing in spacings]
+    counts = schedule.split(args.count, args.rounds) if latency else [args.count] * args.rounds
+    plan = schedule.plan(len(items), args.rounds, args.order, np.random.default_rng(args.order_seed))
+    points = tuple(Point(items[v.item][0], counts[v.round], items[v.item][1], v.round, v.position) for v in plan)
+    return Scenario(kind=args.scenario, size_bytes=sizes[0], count=args.count, spacing_us=spacings[0],
+                    request_bytes=args.request_size, mtu=args.mtu, seed=args.seed, schedule=points)
 
 
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.sim import profiles
-    from nicrig.acquisition.sim.model import Scenario
     from nicrig.acquisition.sim.rig import Recording, simulate
 
     from nicrig.errors import UsageError
@@ -70,13 +126,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("simulate needs -o FILE.h5")
     if args.samples_per_clock is not None and not 2 <= args.samples_per_clock <= 64:
         raise UsageError("--samples-per-clock must be 2 to 64")
-    scenario = Scenario(kind=args.scenario, size_bytes=args.size, count=args.count, spacing_us=args.spacing_us,
-                        request_bytes=args.request_size, mtu=args.mtu, seed=args.seed)
+    if args.capture_count < 0:
+        raise UsageError(f"--capture-count {args.capture_count}: a number of messages, or 0 for the whole run")
+    scenario = scenario_of(args)
     scenario.check()
     bus = profiles.load("bus", args.bus)
     nic = profiles.load("nic", args.nic)
     host = profiles.load("host", args.host)
-    recording = Recording(with_ad=args.with_ad, samples_per_clock=args.samples_per_clock)
+    recording = Recording(with_ad=args.with_ad, samples_per_clock=args.samples_per_clock,
+                          messages=args.capture_count)
+    settings = {"count": args.count, "order": args.order, "order_seed": args.order_seed, "nic": nic.name,
+                "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count}
 
     if sys.stderr.isatty():
         from rich.progress import Progress
@@ -89,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
                     tasks[name] = bar.add_task(f"writing {name}", total=total)
                 bar.update(tasks[name], completed=done)
 
-            result = simulate(scenario, bus, nic, host, args.output, recording, progress)
+            result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings)
     else:
-        result = simulate(scenario, bus, nic, host, args.output, recording)
+        result = simulate(scenario, bus, nic, host, args.output, recording, settings=settings)
 
     summary = _summary(result, args.output)
     if args.json:
@@ -101,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     for name, s in summary["sources"].items():
         print(f"  {name:9s} {s['samples']:>11,d} samples ({s['mode']}), {s['duration_us']:.1f} us")
     print(f"  {summary['frames']} frames on the link ({summary['pause_frames']} PAUSE), "
-          f"{summary['interrupts']} interrupts, {summary['packets_sent']} messages sent, "
+          f"{summary['interrupts']} interrupts recorded; {summary['packets_sent']} messages sent in the run, "
           f"{summary['packets_lost']} lost")
+    print(f"  results of every message in {args.output}:/results ({scenario.kind}, {len(scenario.points())} "
+          f"visits): nicrig report {args.output}")
     return 0

@@ -58,13 +58,38 @@ MAX_UDP_PAYLOAD = 65507
 CMD_MEMORY_READ, CMD_MEMORY_WRITE, CMD_MEMORY_READ_MULTIPLE = 0x6, 0x7, 0xC
 # Clocks a host bridge waits before repeating a transaction the target retried.
 RETRY_REISSUE_CLOCKS = 4
+#: Latency: the requester waits this long after a response before its next request (us).
+LATENCY_GAP_US = 10.0
+#: Between two points of a schedule the rig settles (every queue empty, every interrupt served), then waits
+#: this long (us): udpmon's control exchange between visits, shortened.
+POINT_GAP_US = 50.0
+#: How often the application looks whether the rig has settled (us).
+SETTLE_POLL_US = 5.0
 
 Process = Generator[Any, Any, Any]
 
 
 @dataclass(frozen=True)
+class Point:
+    """One visit of a run's schedule: ``count`` messages of ``size_bytes`` (a stream: ``spacing_us`` apart),
+    the ``position``-th visit of round ``round`` (as :class:`nicrig.udpmon.schedule.Visit`)."""
+
+    size_bytes: int
+    count: int
+    spacing_us: float = 0.0
+    round: int = 0
+    position: int = 0
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """What the hosts do: a spaced stream (A -> B) or request-response (A asks, B answers)."""
+    """What the hosts do: a spaced stream (A -> B) or request-response (A asks, B answers).
+
+    ``schedule`` lists the points a run visits in turn (sizes and spacings in
+    rounds, as ``nicrig udpmon`` measures); empty, the run is the one point
+    ``size_bytes``, ``count``, ``spacing_us``. Between points the rig settles
+    (:data:`POINT_GAP_US`).
+    """
 
     kind: Literal["stream", "latency"]
     size_bytes: int
@@ -74,17 +99,24 @@ class Scenario:
     mtu: int = 1500
     start_us: float = 5.0
     seed: int = 1
+    schedule: tuple[Point, ...] = ()
+
+    def points(self) -> tuple[Point, ...]:
+        return self.schedule or (Point(self.size_bytes, self.count, self.spacing_us),)
 
     def check(self) -> None:
         if self.kind not in ("stream", "latency"):
             raise UsageError(f"unknown scenario {self.kind!r} (choose stream or latency)")
-        for name, v in (("size", self.size_bytes), ("request size", self.request_bytes)):
-            if not 1 <= v <= MAX_UDP_PAYLOAD:
-                raise UsageError(f"{name} {v} bytes: a UDP payload is 1 to {MAX_UDP_PAYLOAD} bytes")
-        if self.count < 1:
-            raise UsageError(f"count {self.count}: at least one packet")
-        if self.spacing_us < 0 or not math.isfinite(self.spacing_us):
-            raise UsageError(f"spacing {self.spacing_us} us: must be zero or positive")
+        if not 1 <= self.request_bytes <= MAX_UDP_PAYLOAD:
+            raise UsageError(f"request size {self.request_bytes} bytes: a UDP payload is 1 to {MAX_UDP_PAYLOAD} "
+                             "bytes")
+        for p in self.points():
+            if not 1 <= p.size_bytes <= MAX_UDP_PAYLOAD:
+                raise UsageError(f"size {p.size_bytes} bytes: a UDP payload is 1 to {MAX_UDP_PAYLOAD} bytes")
+            if p.count < 1:
+                raise UsageError(f"count {p.count}: at least one packet")
+            if p.spacing_us < 0 or not math.isfinite(p.spacing_us):
+                raise UsageError(f"spacing {p.spacing_us} us: must be zero or positive")
         if not 576 <= self.mtu <= 9216:
             raise UsageError(f"mtu {self.mtu}: must be 576 to 9216 bytes")
 
@@ -131,7 +163,7 @@ class RigRun:
 
 PACKET_DTYPE = np.dtype([
     ("seq", "<i8"), ("kind", "S8"), ("size_bytes", "<i8"), ("frames", "<i8"),
-    ("t_app_send_ps", "<i8"), ("t_wire_start_ps", "<i8"), ("t_app_recv_ps", "<i8"),
+    ("t_app_send_ps", "<i8"), ("t_wire_start_ps", "<i8"), ("t_app_recv_ps", "<i8"), ("point", "<i4"),
 ])
 INTERRUPT_DTYPE = np.dtype([
     ("host", "S8"), ("t_assert_ps", "<i8"), ("t_deassert_ps", "<i8"),
@@ -283,6 +315,15 @@ class Host:
         env.process(self._nic_tx())
         env.process(self._nic_rx_dma())
         env.process(self._isr_loop())
+
+    def settled(self) -> bool:
+        """Nothing in flight: no register write posted, every frame sent and received, its descriptors returned
+        and its interrupt served, the CPU free."""
+        return (not self.posted and not self.tx_doorbell and self.tx_fifo_used == 0
+                and self.tx_slots == self.nic.tx_ring and not self.rx_pending and not self.rx_done
+                and self.rx_desc_free == self.nic.rx_ring and not self.int_asserted and self.int_timer_due is None
+                and self.cpu.count == 0 and not self.tx_link.data and not self.tx_link.control
+                and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
     def transact(self, txn: PciTransaction, purpose: str) -> Process:
@@ -616,8 +657,8 @@ class Rig:
     def _message(self, kind: Kind, seq: int, size: int) -> bytes:
         return make_payload(size, kind, seq, test_id=self.scenario.seed, rng=self.rng)
 
-    def _note_send(self, kind: str, seq: int, size: int) -> None:
-        self.packets[(kind, seq)] = [seq, kind, size, 0, self.env.now, -1, -1]
+    def _note_send(self, kind: str, seq: int, size: int, point: int) -> None:
+        self.packets[(kind, seq)] = [seq, kind, size, 0, self.env.now, -1, -1, point]
 
     def _on_frame_at(self, host_kind: str) -> Callable[[Frame, int], None]:
         def deliver(frame: Frame, t_ps: int) -> None:
@@ -626,29 +667,50 @@ class Rig:
                 row[6] = t_ps
         return deliver
 
+    def _settle(self) -> Process:
+        """Wait until both hosts have settled, then :data:`POINT_GAP_US` more: the gap between two points."""
+        while not (self.a.settled() and self.b.settled()):
+            yield self.env.timeout(round(SETTLE_POLL_US * PS_PER_US))
+        yield self.env.timeout(round(POINT_GAP_US * PS_PER_US))
+
     def _stream(self) -> Process:
-        sc = self.scenario
-        t0 = round(sc.start_us * PS_PER_US)
-        spacing = round(sc.spacing_us * PS_PER_US)
-        for seq in range(sc.count):
-            due = t0 + seq * spacing
-            if due > self.env.now:
-                yield self.env.timeout(due - self.env.now)
-            self._note_send("stream", seq, sc.size_bytes)
-            frames = yield from self.a.send_message(self._message(Kind.STREAM, seq, sc.size_bytes), self.b, seq)
-            self.packets[("stream", seq)][3] = len(frames)
+        """Every point's stream, each packet due at its stream's start + its number x spacing (an absolute
+        schedule: a late packet does not delay the rest). Messages are numbered through the whole run."""
+        seq = 0
+        yield self.env.timeout(round(self.scenario.start_us * PS_PER_US))
+        for k, point in enumerate(self.scenario.points()):
+            if k:
+                yield from self._settle()
+            t0 = self.env.now
+            spacing = round(point.spacing_us * PS_PER_US)
+            for i in range(point.count):
+                due = t0 + i * spacing
+                if due > self.env.now:
+                    yield self.env.timeout(due - self.env.now)
+                self._note_send("stream", seq, point.size_bytes, k)
+                frames = yield from self.a.send_message(self._message(Kind.STREAM, seq, point.size_bytes), self.b,
+                                                        seq)
+                self.packets[("stream", seq)][3] = len(frames)
+                seq += 1
 
     def _latency(self) -> Process:
+        """Every point's requests, one at a time: the next :data:`LATENCY_GAP_US` after the previous response."""
         sc = self.scenario
+        seq = 0
         yield self.env.timeout(round(sc.start_us * PS_PER_US))
-        for seq in range(sc.count):
-            answered = self.env.event()
-            self._awaiting = (seq, answered)
-            self._note_send("request", seq, sc.request_bytes)
-            frames = yield from self.a.send_message(self._message(Kind.REQUEST, seq, sc.request_bytes), self.b, seq)
-            self.packets[("request", seq)][3] = len(frames)
-            yield answered
-            yield self.env.timeout(10 * PS_PER_US)
+        for k, point in enumerate(sc.points()):
+            if k:
+                yield from self._settle()
+            for _ in range(point.count):
+                answered = self.env.event()
+                self._awaiting = (seq, answered)
+                self._note_send("request", seq, sc.request_bytes, k)
+                frames = yield from self.a.send_message(self._message(Kind.REQUEST, seq, sc.request_bytes), self.b,
+                                                        seq)
+                self.packets[("request", seq)][3] = len(frames)
+                yield answered
+                yield self.env.timeout(round(LATENCY_GAP_US * PS_PER_US))
+                seq += 1
 
     def _respond(self, frame: Frame, t_ps: int) -> None:
         row = self.packets.get(("request", frame.seq))
@@ -658,8 +720,9 @@ class Rig:
         self.env.process(self._send_response(frame.seq))
 
     def _send_response(self, seq: int) -> Process:
-        size = self.scenario.size_bytes
-        self.packets[("response", seq)] = [seq, "response", size, 0, self.env.now, -1, -1]
+        point = self.packets[("request", seq)][7]
+        size = self.scenario.points()[point].size_bytes
+        self._note_send("response", seq, size, point)
         frames = yield from self.b.send_message(self._message(Kind.RESPONSE, seq, size), self.a, 0x8000 | seq)
         self.packets[("response", seq)][3] = len(frames)
 

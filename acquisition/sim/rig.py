@@ -8,8 +8,12 @@ Sources written (docs/simulator.md):
 * ``probe``: the GMII at host A (TX = A to B, RX = B to A), one sample per
   125 MHz clock;
 
-plus ground truth under ``truth/``. The trigger (zero of the common
-timeline) is the first FRAME# on the sending bus.
+plus ground truth under ``truth/``, and the applications' own measurements
+as udpmon results in the group ``results/`` (:mod:`nicrig.acquisition.sim.application`).
+The trigger (zero of the common timeline) is the first FRAME# on the sending
+bus. The instruments record the whole run, or, as a logic analyzer whose
+memory fills, only the exchanges of the run's first ``Recording.messages``
+messages (the results always cover every message).
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from nicrig.acquisition.capture import CaptureSet, SourceSpec, unitsize_for
-from nicrig.acquisition.sim import gmii, pci_bus
+from nicrig.acquisition.sim import application, gmii, pci_bus
+from nicrig.acquisition.sim.ethernet import frame_time_on_wire_ns
 from nicrig.acquisition.sim.model import (
     GMII_PERIOD_PS,
     INTERRUPT_DTYPE,
@@ -33,18 +39,27 @@ from nicrig.acquisition.sim.model import (
     Scenario,
 )
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
+from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
 
 BLOCK_CLOCKS = 1 << 20
+#: The recording runs on this long after the last exchange it holds (us), as after the run's end.
+TAIL_US = 20.0
+#: A recording that stops early stops at least this long after the end of every transaction and frame it holds
+#: (ns): a few clocks of idle bus, so that the decoders see each one end.
+STOP_MARGIN_NS = 200
 MSI_WINDOW = [0xFEE00000, 0x100000]
 Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
 class Recording:
-    """How the simulated instruments record: AD/C/BE#/PAR or control lines only; state or timing mode."""
+    """How the simulated instruments record: AD/C/BE#/PAR or control lines only; state or timing mode; the
+    exchanges of the first ``messages`` messages host A's application sent (stream datagrams or requests), or the
+    whole run (0)."""
 
     with_ad: bool = False
     samples_per_clock: int | None = None
+    messages: int = 0
 
 
 def _clock_times(phase_ps: int, period_ps: float, clocks: np.ndarray) -> np.ndarray:
@@ -179,6 +194,71 @@ def _write_probe(cs: CaptureSet, run: RigRun, progress: Progress | None) -> None
                    description="every frame on the link at host A's GMII, both directions")
 
 
+def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (ps, the clock after the last busy one) of every transaction on ``bus``."""
+    width = bus.profile.width_bits
+    start = np.array([t.start_clk for t in bus.transactions], dtype=np.int64)
+    end = start + np.array([pci_bus.busy_clocks(t, width) for t in bus.transactions], dtype=np.int64)
+    return (_clock_times(bus.phase_ps, bus.profile.period_ps, start),
+            _clock_times(bus.phase_ps, bus.profile.period_ps, end))
+
+
+def quiet_instant_ps(spans: Sequence[tuple[np.ndarray, np.ndarray]], t_ps: int, margin_ps: int) -> int:
+    """The first instant at or after ``t_ps`` at least ``margin_ps`` after the end of every one of ``spans``
+    (starts, ends) begun before it: where an instrument can stop without cutting a transaction or a frame."""
+    moved = True
+    while moved:
+        moved = False
+        for start, stop in spans:
+            end = stop + margin_ps
+            inside = (start < t_ps) & (end > t_ps)
+            if inside.any():
+                t_ps, moved = int(end[inside].max()), True
+    return t_ps
+
+
+def recorded_part(run: RigRun, messages: int, link_rate_bps: float = application.LINK_RATE_BPS) -> RigRun:
+    """What instruments that stop after the first ``messages`` exchanges recorded of ``run`` (all of it for 0).
+
+    The recording ends :data:`TAIL_US` after the last of those exchanges
+    (its response received, or its datagram received or sent), or where the
+    next message's application sends it if that comes first (but not before
+    the last exchange has ended: a stream's backlog may still be in flight),
+    at the first instant no transaction and no frame is in progress;
+    everything that started before stays, everything after goes, and an
+    interrupt still pending stays asserted to the end.
+    """
+    packets = np.array(run.packets, dtype=PACKET_DTYPE)
+    first = np.sort(packets["seq"][np.isin(packets["kind"], (b"stream", b"request"))])
+    if messages <= 0 or messages >= first.size:
+        return run
+    mine = packets[np.isin(packets["seq"], first[:messages])]
+    last = int(max(mine["t_app_send_ps"].max(), mine["t_app_recv_ps"].max()))
+    following = int(packets["t_app_send_ps"][packets["seq"] == first[messages]].min())
+    stop = max(last, min(last + round(TAIL_US * 1e6), following))
+    spans = [_transaction_spans_ps(b) for b in run.buses.values()]
+    for frames in (run.probe_tx, run.probe_rx):
+        start = run.probe_phase_ps + np.array([clk for clk, _ in frames], dtype=np.int64) * GMII_PERIOD_PS
+        on_wire = np.array([round(frame_time_on_wire_ns(len(f.data), link_rate_bps) * 1000) for _, f in frames],
+                           dtype=np.int64)
+        spans.append((start, start + on_wire))
+    end = quiet_instant_ps(spans, stop, STOP_MARGIN_NS * 1000)
+    buses = {}
+    for name, bus in run.buses.items():
+        keep = [bus.time_of(t.start_clk) < end for t in bus.transactions]
+        clk = bus.clock_at_or_after(end)
+        buses[name] = replace(bus, transactions=[t for t, k in zip(bus.transactions, keep) if k],
+                              purposes=[p for p, k in zip(bus.purposes, keep) if k],
+                              interrupts=[[a, b if 0 <= b < clk else -1] for a, b in bus.interrupts if a < clk])
+
+    def before(frames: list) -> list:
+        return [(clk, f) for clk, f in frames if run.probe_phase_ps + clk * GMII_PERIOD_PS < end]
+
+    return replace(run, buses=buses, probe_tx=before(run.probe_tx), probe_rx=before(run.probe_rx),
+                   interrupts=[(h, a, d if 0 <= d < end else -1, rx, tx)
+                               for h, a, d, rx, tx in run.interrupts if a < end], end_ps=end)
+
+
 def _packets_table(run: RigRun) -> np.ndarray:
     rows = np.array(run.packets, dtype=PACKET_DTYPE)
     for col in ("t_app_send_ps", "t_wire_start_ps", "t_app_recv_ps"):
@@ -188,18 +268,24 @@ def _packets_table(run: RigRun) -> np.ndarray:
 
 
 def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile, out: str | os.PathLike[str],
-             recording: Recording = Recording(), progress: Progress | None = None) -> RigRun:
-    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run."""
+             recording: Recording = Recording(), progress: Progress | None = None, *,
+             settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None) -> RigRun:
+    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run.
+
+    ``settings`` (what the command line asked, beyond the scenario) and ``argv``
+    go into the results' root attributes (``docs/formats.md``).
+    """
     with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}") as cs:
         run = Rig(scenario, bus, nic, host).run()
-        for name, record in run.buses.items():
-            _write_pci(cs, name, record, run, nic, host, recording, progress)
-        _write_probe(cs, run, progress)
+        recorded = recorded_part(run, recording.messages)
+        for name, record in recorded.buses.items():
+            _write_pci(cs, name, record, recorded, nic, host, recording, progress)
+        _write_probe(cs, recorded, progress)
         cs.write_table("truth/packets", _packets_table(run),
                        units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                               "size_bytes": "byte"},
                        description="every UDP message the applications sent; -1 = never (lost)")
-        irq = np.array(run.interrupts, dtype=INTERRUPT_DTYPE)
+        irq = np.array(recorded.interrupts, dtype=INTERRUPT_DTYPE)
         for col in ("t_assert_ps", "t_deassert_ps"):
             irq[col][irq[col] >= 0] -= run.trigger_ps
         cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
@@ -209,4 +295,12 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
             "host": asdict(host),
             "recording": asdict(recording), "counters": run.counters,
         }, sort_keys=True)
+        rf = cs.nested(ResultsFile, RESULTS_GROUP, create=True,
+                       notes=f"the applications' measurements of this simulated {scenario.kind} run")
+        application.write_results(
+            rf, run, scenario, settings=application.settings_of(scenario, **(settings or {})),
+            argv=list(sys.argv if argv is None else argv),
+            simulation={"nic": nic.name, "bus": bus.name, "host": host.name,
+                        "timeline": {"trigger_ns": run.trigger_ps / 1000,
+                                     "recorded_until_ns": recorded.end_ps / 1000}})
     return run
