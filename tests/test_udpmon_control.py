@@ -12,6 +12,7 @@ import importlib.util
 import os
 import re
 import select
+import selectors
 import signal
 import socket
 import struct
@@ -246,7 +247,8 @@ def test_loopback_daemon_refuses_other_peers() -> None:
     with running() as (d, logs):
         ours, theirs = socket.socketpair()
         with ours:
-            d._admit(theirs, ("198.18.0.5", 40000))  # what accept() gives for a remote controller
+            # what accept() gives for a remote controller (refused before it reaches the event loop's table)
+            d._admit(selectors.DefaultSelector(), theirs, ("198.18.0.5", 40000))
             (err,) = plain_frames(read_until_closed(ours))
         assert err["code"] == "auth" and "loopback" in err["message"] and "--secret-file" in err["message"]
         assert "198.18.0.5:40000 refused" in logs[-1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import random
 import socket
 import time
 from typing import Any, Self
@@ -76,8 +77,22 @@ class Controller:
         self.close()
 
     def connect(self) -> None:
+        """Connect and authenticate; a daemon that sheds the attempt under load (``retry_ms``) is retried
+        with jitter until ``timeout_s`` has passed."""
         if self._channel is not None:
             return
+        end = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                self._connect_once()
+                return
+            except P.BusyError as exc:
+                pause = exc.retry_after_s
+                if pause is None or time.monotonic() + pause > end:
+                    raise
+                time.sleep(pause * random.uniform(0.5, 1.5))
+
+    def _connect_once(self) -> None:
         try:
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
         except ConnectionRefusedError:
@@ -163,7 +178,11 @@ class Controller:
             return
         code = msg.get("code")
         cls = P.ERROR_CLASSES.get(code, P.DaemonError) if isinstance(code, str) else P.DaemonError
-        raise cls(f"udpmon daemon at {self.where}: {P.peer_text(msg.get('message'))}")
+        exc = cls(f"udpmon daemon at {self.where}: {P.peer_text(msg.get('message'))}")
+        retry_ms = msg.get("retry_ms")
+        if isinstance(exc, P.BusyError) and isinstance(retry_ms, int) and 0 < retry_ms <= 10_000:
+            exc.retry_after_s = retry_ms / 1000
+        raise exc
 
     def _drop(self) -> None:
         self._channel = None

@@ -59,6 +59,14 @@ capped by the daemon's limits, every frame is bounded. One controller at a time;
 controller that disconnects or goes silent has its test stopped and its UDP
 socket closed. A test runs in a worker thread (the engine's loops are
 blocking C calls that release the GIL) and is stopped through a pipe.
+
+Admission: connections that have not authenticated live in the main thread's
+event loop (no thread each), under OpenSSH-style limits
+(:mod:`nicrig.udpmon.admission`): a short handshake deadline, random early
+drop past a number of waiting connections, a per-source cap that evicts a
+source's oldest, penalties for sources that fail, a table no larger than the
+descriptor limit allows, and refusals closed at once. SIGTERM wakes the loop
+through a pipe; the daemon ends its session and exits within about 2 s.
 """
 
 from __future__ import annotations
@@ -69,13 +77,15 @@ import dataclasses
 import errno
 import hmac
 import importlib
-import ipaddress
 import math
 import os
+import random
 import re
+import resource
 import selectors
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -85,7 +95,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from nicrig.udpmon import ifsettings, tcp
+from nicrig.udpmon import admission, ifsettings, tcp
 from nicrig.udpmon import protocol as P
 from nicrig.udpmon.payload import HEADER_BYTES
 
@@ -157,24 +167,14 @@ def split_engine_result(result: Any) -> tuple[dict[str, Any], dict[str, np.ndarr
 
 def is_loopback(address: str) -> bool:
     """True for 127.0.0.0/8, ::1 and IPv4-mapped loopback (::ffff:127.x.y.z)."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
+    ip = admission.parse_ip(address)
+    return ip is not None and ip.is_loopback
 
 
 def _unmap(address: str) -> str:
     """``address`` with an IPv4-mapped IPv6 address turned back into IPv4."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return address
+    ip = admission.parse_ip(address)
+    return address if ip is None or ip.version == 6 else str(ip)
 
 
 @dataclass(frozen=True)
@@ -194,11 +194,11 @@ class Config:
     port: int = P.DEFAULT_PORT
     secret: bytes | None = None
     limits: Limits = field(default_factory=Limits)
-    handshake_timeout_s: float = 5.0   # the whole handshake, from accept
+    handshake_timeout_s: float = 3.0   # the whole handshake, from accept (LoginGraceTime)
     idle_timeout_s: float = 120.0      # silence allowed from an idle controller
     test_grace_s: float = 30.0         # silence allowed past the end of a running test
     stop_timeout_s: float = 10.0       # time the engine gets to return after a stop
-    max_pending: int = 4               # connections in the handshake at once
+    startups: admission.Startups = field(default_factory=admission.Startups)
     allow_tuning: bool = False         # controllers may change the MTU and coalescing toward them
     allow_trace: bool = False          # controllers may record this host's kernel trace events
 
@@ -221,15 +221,39 @@ def _keepalive(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def _close(sock: socket.socket, drain: bool = True) -> None:
-    """Close so that a last error message still reaches the peer (no RST over unread input)."""
+def _close_session(sock: socket.socket, budget_s: float = 1.0) -> None:
+    """Close an authenticated connection so that a last error still reaches the peer.
+
+    Unread input at close() makes the kernel send RST, which can destroy the
+    reply in flight; so the peer's last bytes are read first, for at most
+    ``budget_s`` and 256 KiB in all.
+    """
     try:
         sock.shutdown(socket.SHUT_WR)
-        if drain:
-            sock.settimeout(0.2)
-            budget = 1 << 18
-            while budget > 0 and (chunk := sock.recv(65536)):
-                budget -= len(chunk)
+        end = time.monotonic() + budget_s
+        budget = 1 << 18
+        while budget > 0 and (left := end - time.monotonic()) > 0:
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            budget -= len(chunk)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+def _close_now(sock: socket.socket, last: bytes = b"") -> None:
+    """Send ``last`` if the socket buffer takes it at once, then close without waiting for anything.
+
+    For connections that have not authenticated: never read, never wait. A
+    legitimate client has nothing unsent at this point and gets ``last`` and
+    a FIN; a peer that sent more than it should gets a reset.
+    """
+    try:
+        if last:
+            sock.send(last, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
     except OSError:
         pass
     finally:
@@ -359,19 +383,21 @@ class _Test:
 
 
 class _Session:
-    def __init__(self, daemon: Daemon, conn: socket.socket, peer: tuple[Any, ...]):
+    """One authenticated controller, served in its own thread until it leaves, goes silent or the daemon stops."""
+
+    def __init__(self, daemon: Daemon, conn: socket.socket, peer: tuple[Any, ...], channel: P.Channel,
+                 opened: float):
         self.daemon = daemon
         self.cfg = daemon.config
         self.conn = conn
         self.peer_addr = peer
         self.peer_ip = _unmap(str(peer[0]))
-        self.channel: P.Channel | None = None
+        self.channel = channel
         self.test: _Test | None = None
         self.tuner: ifsettings.Tuner | None = None
         self.trace: Any = None  # a HostCapture while the controller traces this host
         self.tests_run = 0
-        self.counted_pending = True
-        self.opened = time.monotonic()
+        self.opened = opened
 
     # -- lifecycle
 
@@ -383,8 +409,7 @@ class _Session:
             outcome = f"controller gone ({exc})"
         except TimeoutError:
             outcome = "timed out"
-            self._send_error("bad_request", "handshake not completed in time" if self.channel is None
-                             else "controller silent for too long")
+            self._send_error("bad_request", "controller silent for too long")
         except P.ControlError as exc:
             outcome = f"refused: {exc.code}: {exc}"
             self._send_error(exc.code, str(exc))
@@ -404,53 +429,16 @@ class _Session:
                 outcome += f"; {exc}"
             self._end_trace()
             self.daemon._release(self)
-            _close(self.conn)
+            _close_session(self.conn)
             auth = P.AUTH_HMAC if self.cfg.secret else P.AUTH_LOOPBACK
-            self.daemon.log(f"{P.hostport(self.peer_ip, self.peer_addr[1])} auth={auth} "
-                            f"{'authenticated' if self.channel else 'unauthenticated'} "
+            self.daemon.log(f"{P.hostport(self.peer_ip, self.peer_addr[1])} auth={auth} authenticated "
                             f"{time.monotonic() - self.opened:.1f}s tests={self.tests_run} end: {outcome}")
 
     def _send_error(self, code: str, message: str) -> None:
         try:
-            msg = P.error_message(code, message)
-            if self.channel is not None:
-                self.channel.send(msg, timeout=1.0)
-            else:
-                P.send_plain(self.conn, msg, timeout=1.0)
+            self.channel.send(P.error_message(code, message), timeout=1.0)
         except (OSError, P.ControlError):
             pass
-
-    def _handshake(self) -> None:
-        cfg = self.cfg
-        deadline = self.opened + cfg.handshake_timeout_s
-        secret = cfg.secret or b""
-        server_nonce = P.new_nonce()
-        P.send_plain(self.conn, {"type": "hello", "protocol": P.PROTOCOL, "version": P.VERSION,
-                                 "nonce": server_nonce.hex(),
-                                 "auth": P.AUTH_HMAC if cfg.secret else P.AUTH_LOOPBACK}, timeout=2.0)
-        msg = P.recv_plain(self.conn, deadline=deadline)
-        kind = msg.get("type")
-        if kind == "error":
-            raise P.ConnectionClosed(f"controller gave up: {P.peer_text(msg.get('message'), 200)}")
-        if kind != "auth":
-            raise P.AuthError(f"not authenticated: expected an auth message, got type {P.show(kind)}")
-        version = msg.get("version", P.VERSION)
-        if version != P.VERSION or isinstance(version, bool):
-            raise P.VersionError(f"the controller speaks {P.PROTOCOL} version {P.show(version)}, this daemon "
-                                 f"speaks version {P.VERSION}: run the same nicrig version on both hosts")
-        _check_fields(msg, {"version", "client_nonce", "mac"})
-        client_nonce = P.parse_nonce(msg.get("client_nonce"), "client_nonce")
-        mac = P.parse_nonce(msg.get("mac"), "mac")
-        if client_nonce == server_nonce:
-            raise P.AuthError("authentication failed")
-        if not hmac.compare_digest(P.client_proof(secret, server_nonce, client_nonce), mac):
-            raise P.AuthError("authentication failed: the controller's secret does not match this daemon's "
-                              "--secret-file")
-        self.daemon._claim(self)  # BusyError if another controller got in first
-        P.send_plain(self.conn, {"type": "welcome", "version": P.VERSION,
-                                 "mac": P.server_proof(secret, server_nonce, client_nonce).hex()}, timeout=2.0)
-        c2d, d2c = P.session_keys(secret, server_nonce, client_nonce)
-        self.channel = P.Channel(self.conn, send_key=d2c, recv_key=c2d)
 
     def _read_timeout(self) -> float:
         t = self.cfg.idle_timeout_s
@@ -459,8 +447,6 @@ class _Session:
         return t
 
     def _serve(self) -> str:
-        self._handshake()
-        assert self.channel is not None
         handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
             "start_responder": self._start_responder, "start_receiver": self._start_receiver,
             "start_sender": self._start_sender, "start_tcp_sink": self._start_tcp_sink,
@@ -866,7 +852,7 @@ class _Session:
         if self.test is None:
             raise P.RequestError("stop: no test to stop (start_responder or start_receiver first)")
         test = self._stop_test("stop")
-        assert test is not None and self.channel is not None
+        assert test is not None
         if test.error is not None:
             raise P.DaemonError(f"the {test.role} engine failed: {type(test.error).__name__}: "
                                 f"{P.peer_text(str(test.error), 300)}")
@@ -903,12 +889,70 @@ class _Session:
 # ----------------------------------------------------------------------------- the daemon
 
 
+class _Waiting:
+    """A connection between accept and authentication, driven by the daemon's event loop (no thread)."""
+
+    __slots__ = ("sock", "addr", "peer", "block", "deadline", "opened", "nonce", "buf", "need", "head")
+
+    def __init__(self, sock: socket.socket, addr: tuple[Any, ...], block: str, opened: float, deadline: float):
+        self.sock = sock
+        self.addr = addr
+        self.peer = P.hostport(_unmap(str(addr[0])), addr[1])
+        self.block = block
+        self.opened = opened
+        self.deadline = deadline
+        self.nonce = P.new_nonce()
+        self.buf = bytearray()
+        self.need = 4          # bytes still wanted: first the length prefix, then the auth frame
+        self.head = True
+
+
+# The auth message is about 230 bytes; anything longer before authentication is not a controller.
+MAX_HANDSHAKE_FRAME = 1024
+# Log lines about strangers: the first of each kind at once, then one summary per this many seconds.
+LOG_SUMMARY_S = 10.0
+# Accepting resumes after a descriptor shortage with this back-off, doubling up to the second value.
+ACCEPT_BACKOFF_S = (0.05, 1.0)
+RETRY_MS = 100  # told to clients refused by random early drop: try again after about this long
+
+
+class _LogThrottle:
+    """One line per kind of event at once, the rest counted and summed up every :data:`LOG_SUMMARY_S`."""
+
+    def __init__(self, log: Callable[[str], None], clock: Callable[[], float] = time.monotonic):
+        self.log = log
+        self.clock = clock
+        self._quiet_until: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def __call__(self, kind: str, line: str) -> None:
+        now = self.clock()
+        if now >= self._quiet_until.get(kind, 0.0):
+            self.flush(kind)
+            self.log(line)
+            self._quiet_until[kind] = now + LOG_SUMMARY_S
+        else:
+            self._held[kind] = self._held.get(kind, 0) + 1
+
+    def flush(self, only: str | None = None) -> None:
+        """Log the counts held back: of ``only``, or of every kind whose quiet time is over."""
+        now = self.clock()
+        for kind in list(self._held):
+            if kind == only or (only is None and now >= self._quiet_until[kind]):
+                self.log(f"{self._held.pop(kind)} more like '{kind}' in the last {LOG_SUMMARY_S:g} s")
+
+    def next_due(self) -> float | None:
+        due = [self._quiet_until[k] for k in self._held]
+        return min(due) if due else None
+
+
 class Daemon:
-    """The server: one listening socket, one controller at a time.
+    """The server: one listening socket, one event loop for unauthenticated connections, one controller at a time.
 
     ``engine_loader`` and ``counters_loader`` default to :func:`load_engine`
     and :func:`load_counters` (looked up at call time, so tests may replace
-    them); ``log`` receives one line per connection.
+    them); ``log`` receives one line per session and rate-limited lines about
+    refused connections.
     """
 
     def __init__(self, config: Config, *, engine_loader: Callable[[], Any] | None = None,
@@ -920,13 +964,20 @@ class Daemon:
         self._counters_loader = counters_loader
         self._lock = threading.Lock()
         self._session: _Session | None = None
-        self._pending = 0
+        self._session_thread: threading.Thread | None = None
         self._tests: list[_Test] = []
-        self._threads: set[threading.Thread] = set()
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self._serving = False
         self._listener: socket.socket | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._waiting: dict[int, _Waiting] = {}   # by file descriptor, oldest first
+        self.penalties = admission.Penalties()
+        self._note = _LogThrottle(log)
+        self._random = random.SystemRandom()
+        self._fds_at_start = 0
 
     def _engine(self) -> Any:
         return (self._engine_loader or load_engine)()
@@ -943,10 +994,11 @@ class Daemon:
         try:
             infos = socket.getaddrinfo(cfg.bind, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
             family, _, _, _, addr = infos[0]
+            backlog = max(16, cfg.startups.full)
             if family == socket.AF_INET6 and addr[0] == "::" and socket.has_dualstack_ipv6():
-                sock = socket.create_server(addr, family=family, backlog=16, dualstack_ipv6=True)
+                sock = socket.create_server(addr, family=family, backlog=backlog, dualstack_ipv6=True)
             else:
-                sock = socket.create_server(addr, family=family, backlog=16)
+                sock = socket.create_server(addr, family=family, backlog=backlog)
         except socket.gaierror as exc:
             raise UsageError(f"cannot listen on {where}: {exc.strerror}") from None
         except OSError as exc:
@@ -963,60 +1015,294 @@ class Daemon:
         return self._listener.getsockname()[:2]
 
     def serve_forever(self) -> None:
+        """Accept and authenticate in this thread's event loop; each authenticated controller gets a thread."""
         if self._listener is None:
             self.listen()
         assert self._listener is not None
         self._serving = True
+        listener = self._listener
         sel = selectors.DefaultSelector()
-        sel.register(self._listener, selectors.EVENT_READ)
+        sel.register(self._wake_r, selectors.EVENT_READ)
+        sel.register(listener, selectors.EVENT_READ)
+        listening = True
+        resume_at = 0.0
+        backoff = ACCEPT_BACKOFF_S[0]
+        # one descriptor kept free: on EMFILE it is given up to accept and close the waiting connection
+        reserve: int | None = os.open(os.devnull, os.O_RDONLY)
+        self._fds_at_start = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 16
         try:
             while not self._stop.is_set():
-                if not sel.select(timeout=0.2):
-                    continue
-                try:
-                    conn, addr = self._listener.accept()
-                except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                    continue
-                except OSError as exc:  # EMFILE and friends: wait, do not spin
-                    self.log(f"accept failed: {exc.strerror or exc}")
-                    time.sleep(0.1)
-                    continue
-                try:
-                    self._admit(conn, addr)
-                except Exception as exc:  # noqa: BLE001 - one connection, never the daemon
-                    self.log(f"{P.show(addr)} dropped: {type(exc).__name__}: {exc}")
-                    conn.close()
+                now = time.monotonic()
+                due = [w.deadline for w in self._waiting.values()]
+                if not listening:
+                    due.append(resume_at)
+                if (log_due := self._note.next_due()) is not None:
+                    due.append(log_due)
+                timeout = max(0.0, min(due) - now) if due else None
+                # waiting connections first: a controller's auth must not wait behind a burst of accepts
+                for key, _ in sorted(sel.select(timeout), key=lambda ev: ev[0].fileobj is listener):
+                    if key.fileobj is listener:
+                        shortage = self._accept_some(sel)
+                        if shortage is not None:
+                            reserve = self._shed_one(reserve, shortage)
+                            sel.unregister(listener)
+                            listening, resume_at = False, time.monotonic() + backoff
+                            backoff = min(2 * backoff, ACCEPT_BACKOFF_S[1])
+                        else:
+                            backoff = ACCEPT_BACKOFF_S[0]
+                    elif key.fileobj == self._wake_r:
+                        try:
+                            os.read(self._wake_r, 512)
+                        except BlockingIOError:
+                            pass
+                    else:
+                        self._advance(sel, key.data)
+                now = time.monotonic()
+                for w in [w for w in self._waiting.values() if w.deadline <= now]:
+                    self.penalties.add(w.block, "grace")
+                    self._drop(sel, w, "timeout", P.error_message("bad_request", "handshake not completed in time"))
+                if not listening and now >= resume_at:
+                    if reserve is None:
+                        try:
+                            reserve = os.open(os.devnull, os.O_RDONLY)
+                        except OSError:
+                            pass
+                    sel.register(listener, selectors.EVENT_READ)
+                    listening = True
+                self._note.flush()
         finally:
+            for w in list(self._waiting.values()):
+                self._drop(sel, w, None, P.error_message("busy", "the daemon is shutting down"))
             sel.close()
-            self._listener.close()
+            listener.close()
+            if reserve is not None:
+                os.close(reserve)
             self._wind_down()
+            self._note.flush()
             self._stopped.set()
 
     def stop(self) -> None:
         """Ask :meth:`serve_forever` to return (safe from a signal handler or another thread)."""
         self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
 
     def shutdown(self, timeout: float = 15.0) -> None:
         """Stop, end the connected session, and wait for :meth:`serve_forever` to return."""
-        self._stop.set()
+        self.stop()
         if self._serving:
             self._stopped.wait(timeout)
         elif self._listener is not None:
             self._listener.close()
 
-    def _wind_down(self) -> None:
+    def _wind_down(self, budget_s: float = 1.5) -> None:
+        """End the session (its test stopped, settings put back) within ``budget_s``; the rest is daemonic."""
         with self._lock:
-            session = self._session
-            threads = list(self._threads)
+            session, thread = self._session, self._session_thread
         if session is not None:
+            if session.test is not None:
+                session.test.signal_stop("shutdown")
             try:
                 session.conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        for t in threads:
-            t.join(timeout=self.config.stop_timeout_s + 2)
+        if thread is not None:
+            thread.join(budget_s)
+            if thread.is_alive():
+                self.log("the session did not end in time; leaving it to the exit")
 
-    # -- admission
+    # -- admission (sshd_config(5) MaxStartups, PerSourceMaxStartups, PerSourcePenalties, LoginGraceTime)
+
+    def _accept_some(self, sel: selectors.BaseSelector) -> str | None:
+        """Accept what the backlog holds (at most 64); the error text on a descriptor or memory shortage."""
+        assert self._listener is not None
+        for _ in range(64):
+            try:
+                conn, addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return None
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    return exc.strerror or str(exc)
+                self._note("accept failed", f"accept failed: {exc.strerror or exc}")
+                return None
+            try:
+                self._admit(sel, conn, addr)
+            except Exception as exc:  # noqa: BLE001 - one connection, never the daemon
+                self._note("dropped", f"{P.show(addr)} dropped: {type(exc).__name__}: {exc}")
+                conn.close()
+        return None
+
+    def _shed_one(self, reserve: int | None, why: str) -> int | None:
+        """Out of descriptors: free the reserve to accept and reset one waiting connection; log it throttled."""
+        self._note("accept failed", f"accept failed: {why}; pausing accept, closing connections at once "
+                                    f"({len(self._waiting)} waiting to authenticate)")
+        if reserve is None:
+            return None
+        os.close(reserve)
+        assert self._listener is not None
+        try:
+            conn, _ = self._listener.accept()
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+        except OSError:
+            pass
+        try:
+            return os.open(os.devnull, os.O_RDONLY)
+        except OSError:
+            return None
+
+    def _capacity(self) -> int:
+        """MaxStartups' full, or fewer when the descriptor limit leaves no room for that many."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            return self.config.startups.full
+        return min(self.config.startups.full, admission.fd_budget(soft, self._fds_at_start))
+
+    def _admit(self, sel: selectors.BaseSelector, conn: socket.socket, addr: tuple[Any, ...]) -> None:
+        cfg = self.config
+        ip = _unmap(str(addr[0]))
+        block = admission.source_block(ip)
+        conn.setblocking(False)
+        if cfg.secret is None and not is_loopback(str(addr[0])):
+            self.penalties.add(block, "authfail")
+            self._note("refused: not loopback", f"{P.hostport(ip, addr[1])} refused: not loopback and no "
+                                                f"--secret-file")
+            _close_now(conn, P.plain_frame(P.error_message(
+                "auth", f"this daemon has no --secret-file and accepts loopback controllers only; restart it "
+                        f"with --secret-file to allow {ip}")))
+            return
+        if (left := self.penalties.remaining_s(block)) > 0:
+            self._note("refused: penalized", f"{P.hostport(ip, addr[1])} refused: {block} penalized for failed "
+                                             f"handshakes, {left:.0f} s left")
+            _close_now(conn, P.plain_frame(P.error_message(
+                "busy", f"refused: too many failed or unfinished handshakes from {ip}; try again in {left:.0f} s")))
+            return
+        now = time.monotonic()
+        capacity = self._capacity()
+        per_source = min(cfg.startups.per_source, max(1, capacity // 2))  # one source: half the table at most
+        ours = [w for w in self._waiting.values() if w.block == block]
+        if len(ours) >= per_source:
+            # Its oldest goes, if it had time to finish a handshake: a controller that shares the
+            # address gets in between strangers; else the newcomer goes (this bounds the churn).
+            self.penalties.add(block, "noauth")
+            why = "too many connections from this address are waiting to authenticate"
+            if now - ours[0].opened < cfg.startups.evict_after_s:
+                self._note("refused: per source", f"{P.hostport(ip, addr[1])} refused: {len(ours)} connections "
+                                                  f"from {block} are waiting to authenticate")
+                _close_now(conn, P.plain_frame(self._shed_message(why)))
+                return
+            self._drop(sel, ours[0], "evicted", self._shed_message(why))
+        else:
+            waiting = len(self._waiting)
+            scaled = admission.Startups(start=min(cfg.startups.start, capacity),
+                                        rate_percent=cfg.startups.rate_percent, full=capacity,
+                                        per_source=per_source)
+            if self._random.random() < admission.drop_probability(waiting, scaled):
+                self._note("refused: startups", f"{P.hostport(ip, addr[1])} refused: {waiting} connections "
+                                                f"waiting to authenticate (max startups {scaled.start}:"
+                                                f"{scaled.rate_percent}:{scaled.full})")
+                _close_now(conn, P.plain_frame(self._shed_message("too many connections are waiting to "
+                                                                  "authenticate")))
+                return
+        w = _Waiting(conn, addr, block, now, now + cfg.handshake_timeout_s)
+        hello = P.plain_frame({"type": "hello", "protocol": P.PROTOCOL, "version": P.VERSION,
+                               "nonce": w.nonce.hex(), "auth": P.AUTH_HMAC if cfg.secret else P.AUTH_LOOPBACK})
+        try:
+            sent = conn.send(hello, socket.MSG_NOSIGNAL)
+        except OSError:
+            sent = -1
+        if sent != len(hello):  # an empty send buffer takes 200 bytes; anything else is a broken peer
+            conn.close()
+            return
+        self._waiting[conn.fileno()] = w
+        sel.register(conn, selectors.EVENT_READ, w)
+
+    @staticmethod
+    def _shed_message(why: str) -> dict[str, Any]:
+        """The busy error of a connection shed under load: the client retries after about RETRY_MS."""
+        return {**P.error_message("busy", f"the daemon is busy: {why}; try again"), "retry_ms": RETRY_MS}
+
+    def _drop(self, sel: selectors.BaseSelector, w: _Waiting, why: str | None, last: dict[str, Any]) -> None:
+        """Forget a waiting connection and close it at once, with ``last`` as its last message."""
+        self._waiting.pop(w.sock.fileno(), None)
+        try:
+            sel.unregister(w.sock)
+        except (KeyError, ValueError):
+            pass
+        if why is not None:
+            self._note(f"unauthenticated: {why}", f"{w.peer} unauthenticated {time.monotonic() - w.opened:.1f}s "
+                                                  f"end: {why}")
+        _close_now(w.sock, P.plain_frame(last))
+
+    def _advance(self, sel: selectors.BaseSelector, w: _Waiting) -> None:
+        """Read what a waiting connection sent; authenticate it once its auth frame is complete."""
+        try:
+            chunk = w.sock.recv(w.need)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.penalties.add(w.block, "noauth")
+            self._drop(sel, w, "closed by the peer", P.error_message("bad_request", "closed"))
+            return
+        w.buf += chunk
+        w.need -= len(chunk)
+        if w.need:
+            return
+        if w.head:
+            n = int.from_bytes(w.buf, "big")
+            if not 0 < n <= MAX_HANDSHAKE_FRAME:
+                self.penalties.add(w.block, "noauth")
+                self._drop(sel, w, "bad frame", P.error_message("bad_request", "not authenticated: empty frame")
+                           if n == 0 else P.error_message("limit", f"not authenticated: a frame of {n} bytes exceeds "
+                                                                   f"the handshake limit of {MAX_HANDSHAKE_FRAME}"))
+                return
+            w.head, w.need, w.buf = False, n, bytearray()
+            return
+        self._waiting.pop(w.sock.fileno(), None)
+        sel.unregister(w.sock)
+        try:
+            keys = self._authenticate(w)
+            self._claim(w, keys)
+        except P.ControlError as exc:
+            kind = "authfail" if isinstance(exc, P.AuthError) else "noauth"
+            if not isinstance(exc, (P.BusyError, P.VersionError, P.ConnectionClosed)):
+                self.penalties.add(w.block, kind)
+            self._note(f"refused: {exc.code}", f"{w.peer} refused: {exc.code}: {exc}")
+            _close_now(w.sock, b"" if isinstance(exc, P.ConnectionClosed)
+                       else P.plain_frame(P.error_message(exc.code, str(exc))))
+
+    def _authenticate(self, w: _Waiting) -> tuple[bytes, bytes, bytes]:
+        """(welcome frame, client->daemon key, daemon->client key) for a complete auth frame; ControlError."""
+        secret = self.config.secret or b""
+        msg = P.decode_json(w.buf)
+        kind = msg.get("type")
+        if kind == "error":
+            raise P.ConnectionClosed(f"controller gave up: {P.peer_text(msg.get('message'), 200)}")
+        if kind != "auth":
+            raise P.AuthError(f"not authenticated: expected an auth message, got type {P.show(kind)}")
+        version = msg.get("version", P.VERSION)
+        if version != P.VERSION or isinstance(version, bool):
+            raise P.VersionError(f"the controller speaks {P.PROTOCOL} version {P.show(version)}, this daemon "
+                                 f"speaks version {P.VERSION}: run the same nicrig version on both hosts")
+        _check_fields(msg, {"version", "client_nonce", "mac"})
+        client_nonce = P.parse_nonce(msg.get("client_nonce"), "client_nonce")
+        mac = P.parse_nonce(msg.get("mac"), "mac")
+        if client_nonce == w.nonce:
+            raise P.AuthError("authentication failed")
+        if not hmac.compare_digest(P.client_proof(secret, w.nonce, client_nonce), mac):
+            raise P.AuthError("authentication failed: the controller's secret does not match this daemon's "
+                              "--secret-file")
+        welcome = P.plain_frame({"type": "welcome", "version": P.VERSION,
+                                 "mac": P.server_proof(secret, w.nonce, client_nonce).hex()})
+        c2d, d2c = P.session_keys(secret, w.nonce, client_nonce)
+        return welcome, c2d, d2c
 
     def _busy_reason(self) -> str | None:
         self._tests = [t for t in self._tests if not t.done.is_set()]
@@ -1026,60 +1312,28 @@ class Daemon:
             return "the daemon is busy: a previous test is still stopping"
         return None
 
-    def _admit(self, conn: socket.socket, addr: tuple[Any, ...]) -> None:
-        peer = P.hostport(_unmap(str(addr[0])), addr[1])
-        conn.setblocking(True)
-        if self.config.secret is None and not is_loopback(str(addr[0])):
-            self._reject(conn, "auth", f"this daemon has no --secret-file and accepts loopback controllers "
-                                       f"only; restart it with --secret-file to allow {_unmap(str(addr[0]))}")
-            self.log(f"{peer} refused: not loopback and no --secret-file")
-            return
+    def _claim(self, w: _Waiting, keys: tuple[bytes, bytes, bytes]) -> None:
+        """Make ``w`` the controller and start its session thread; BusyError if there is one already."""
+        welcome, c2d, d2c = keys
         with self._lock:
-            reason = self._busy_reason()
-            if reason is None and self._pending >= self.config.max_pending:
-                reason = "the daemon is busy: too many controllers are connecting at once"
-            if reason is None:
-                self._pending += 1
-        if reason is not None:
-            self._reject(conn, "busy", reason)
-            self.log(f"{peer} refused: busy")
-            return
-        _keepalive(conn)
-        session = _Session(self, conn, addr)
-        thread = threading.Thread(target=self._run_session, args=(session,), name="udpmon-session", daemon=True)
-        with self._lock:
-            self._threads.add(thread)
-        thread.start()
-
-    def _run_session(self, session: _Session) -> None:
-        try:
-            session.run()
-        finally:
-            with self._lock:
-                self._threads.discard(threading.current_thread())
-
-    def _reject(self, conn: socket.socket, code: str, message: str) -> None:
-        try:
-            P.send_plain(conn, P.error_message(code, message), timeout=0.5)
-        except (OSError, P.ControlError):
-            pass
-        _close(conn, drain=False)
-
-    def _claim(self, session: _Session) -> None:
-        with self._lock:
-            if session.counted_pending:
-                session.counted_pending = False
-                self._pending -= 1
             reason = self._busy_reason()
             if reason is not None:
                 raise P.BusyError(reason)
-            self._session = session
+            try:
+                sent = w.sock.send(welcome, socket.MSG_NOSIGNAL)
+            except OSError:
+                sent = -1
+            if sent != len(welcome):
+                raise P.ConnectionClosed("the welcome did not fit the socket buffer")
+            w.sock.setblocking(True)
+            _keepalive(w.sock)
+            session = _Session(self, w.sock, w.addr, P.Channel(w.sock, send_key=d2c, recv_key=c2d), w.opened)
+            thread = threading.Thread(target=session.run, name="udpmon-session", daemon=True)
+            self._session, self._session_thread = session, thread
+        thread.start()
 
     def _release(self, session: _Session) -> None:
         with self._lock:
-            if session.counted_pending:
-                session.counted_pending = False
-                self._pending -= 1
             if self._session is session:
                 self._session = None
 
@@ -1124,6 +1378,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-timeout-s", type=float, default=Config.idle_timeout_s, metavar="S",
                         help="drop a controller silent this long outside a test "
                              f"(default {Config.idle_timeout_s:g})")
+    startups = admission.Startups()
+    parser.add_argument("--max-startups", metavar="START:RATE:FULL",
+                        default=f"{startups.start}:{startups.rate_percent}:{startups.full}",
+                        help="connections waiting to authenticate, as OpenSSH's MaxStartups: from START on, "
+                             "refuse new ones with RATE %% chance rising to 100 %% at FULL (default "
+                             f"{startups.start}:{startups.rate_percent}:{startups.full}; fewer when the "
+                             "descriptor limit is low)")
+    parser.add_argument("--per-source-startups", type=int, default=startups.per_source, metavar="N",
+                        help="connections one address (an IPv6 /64; all of loopback) may have waiting to "
+                             f"authenticate (default {startups.per_source})")
+    parser.add_argument("--handshake-timeout-s", type=float, default=Config.handshake_timeout_s, metavar="S",
+                        help="time a connection has to authenticate, from accept "
+                             f"(default {Config.handshake_timeout_s:g})")
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
@@ -1141,6 +1408,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
     check("max_connections", args.max_connections, 1, 65_536)
     check("max_connection_rate", args.max_connection_rate, 1, 10_000_000)
     check("max_trace_mb", args.max_trace_mb, 1, 16384)
+    check("handshake_timeout_s", args.handshake_timeout_s, 0.1, 60)
+    check("per_source_startups", args.per_source_startups, 1, 65_536)
+    startups = admission.parse_startups(args.max_startups, args.per_source_startups)
     secret = P.load_secret(args.secret_file) if args.secret_file else None
     bind = args.bind or ("0.0.0.0" if secret else "127.0.0.1")
     limits = Limits(max_response_bytes=args.max_response_bytes, max_rate_pps=args.max_rate_pps,
@@ -1148,7 +1418,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
                     max_connections=args.max_connections, max_connection_rate=args.max_connection_rate,
                     max_trace_bytes=int(args.max_trace_mb * (1 << 20)))
     return Config(bind=bind, port=args.port, secret=secret, limits=limits, idle_timeout_s=args.idle_timeout_s,
-                  allow_tuning=args.allow_tuning, allow_trace=args.allow_trace)
+                  allow_tuning=args.allow_tuning, allow_trace=args.allow_trace, startups=startups,
+                  handshake_timeout_s=args.handshake_timeout_s)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -1156,13 +1427,15 @@ def serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     daemon = Daemon(config)
     host, port = daemon.listen()
-    lim = config.limits
+    lim, st = config.limits, config.startups
     daemon.log(f"listening on {P.hostport(host, port)} (protocol {P.PROTOCOL} v{P.VERSION}, auth "
                f"{P.AUTH_HMAC if config.secret else P.AUTH_LOOPBACK}; limits: {lim.max_response_bytes} B responses, "
                f"{lim.max_rate_pps} pps, {lim.max_duration_s:g} s, {lim.max_packets} packets, "
                f"{lim.max_connections} connections, {lim.max_connection_rate} connections/s"
                f"{'; interface tuning allowed' if config.allow_tuning else ''}"
-               f"{'; kernel tracing allowed' if config.allow_trace else ''})")
+               f"{'; kernel tracing allowed' if config.allow_trace else ''}; admission: max startups "
+               f"{st.start}:{st.rate_percent}:{st.full}, {st.per_source} per source, handshake "
+               f"{config.handshake_timeout_s:g} s)")
     if config.secret is None and not is_loopback(host):
         daemon.log("no --secret-file: only loopback controllers will be accepted")
     previous = None

@@ -32,7 +32,10 @@ Session (every later frame, both directions)
     replay, reorder nor reflect a message.
 
 Requests and replies are listed in :mod:`nicrig.udpmon.daemon`; errors are
-``{"type":"error","code":C,"message":M}`` with C one of :data:`ERROR_CODES`.
+``{"type":"error","code":C,"message":M}`` with C one of :data:`ERROR_CODES`; a ``busy``
+error before authentication may carry ``"retry_ms"``: the daemon shed the
+connection at random under load (admission, :mod:`nicrig.udpmon.admission`)
+and a new attempt after about that long will likely get in.
 """
 
 from __future__ import annotations
@@ -90,7 +93,10 @@ class AuthError(ControlError):
 
 
 class BusyError(ControlError):
+    """The daemon is busy; ``retry_after_s`` is set when it said to try again shortly (admission's random drop)."""
+
     code = "busy"
+    retry_after_s: float | None = None
 
 
 class VersionError(ControlError):
@@ -383,9 +389,17 @@ def send_frame(sock: socket.socket, body: bytes, *, timeout: float | None = None
     _send_all(sock, [len(body).to_bytes(_LEN, "big") + body], timeout)
 
 
+def plain_frame(msg: Mapping[str, Any]) -> bytes:
+    """A handshake-phase (unauthenticated) JSON frame as it goes on the wire: length prefix and body."""
+    body = encode_json(msg)
+    if len(body) > MAX_FRAME_BYTES:
+        raise LimitError(f"message of {len(body)} bytes exceeds the frame limit of {MAX_FRAME_BYTES}")
+    return len(body).to_bytes(_LEN, "big") + body
+
+
 def send_plain(sock: socket.socket, msg: Mapping[str, Any], *, timeout: float | None = None) -> None:
     """A handshake-phase (unauthenticated) JSON frame."""
-    send_frame(sock, encode_json(msg), timeout=timeout)
+    _send_all(sock, [plain_frame(msg)], timeout)
 
 
 def recv_plain(sock: socket.socket, *, timeout: float | None = None, deadline: float | None = None) -> dict[str, Any]:
