@@ -398,6 +398,28 @@ def test_unauthenticated_commands_and_oversized_frames_are_refused() -> None:
             c.ping()
 
 
+def test_a_request_ended_by_a_signal_leaves_the_channel_in_step() -> None:
+    """A signal between a request and its reply (a sweep interrupted in ``counters``) must not shift replies."""
+    def interrupt(*_: Any, **__: Any) -> Any:
+        raise KeyboardInterrupt
+
+    with running(engine=FakeEngine(), counters=lambda iface: {"iface": iface}) as (d, _), connect(d) as c:
+        channel = c._channel
+        assert channel is not None
+        channel.recv = interrupt  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            c.counters("lo")
+        del channel.recv
+        assert "max_rate_pps" in c.limits()  # not the counters reply
+        c.start_receiver(test_id=1, max_packets=10, idle_timeout_ms=1000, duration_s=5)
+        channel.recv_binary = interrupt  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            c.stop()  # the results came, their arrays did not
+        del channel.recv_binary
+        assert c.status()["state"] == "idle"
+        assert c.counters("lo") == {"iface": "lo"}
+
+
 def test_busy_second_controller() -> None:
     with running(secret=SECRET) as (d, logs):
         first = connect(d, SECRET)

@@ -47,6 +47,8 @@ class Controller:
         self._secret = P.load_secret(secret_file) if secret_file is not None else P.as_secret(secret)
         self._sock: socket.socket | None = None
         self._channel: P.Channel | None = None
+        self._owed = 0                      # replies not read yet (a request ended by a signal)
+        self._owed_arrays: list[int] = []   # sizes of result arrays not read yet
         self.auth: str | None = None
 
     @property
@@ -186,6 +188,7 @@ class Controller:
 
     def _drop(self) -> None:
         self._channel = None
+        self._owed, self._owed_arrays = 0, []
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -209,8 +212,11 @@ class Controller:
             raise P.ConnectionClosed(f"not connected to the udpmon daemon at {self.where}")
         timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
+            self._settle(timeout)
             self._channel.send(msg, timeout=timeout)
+            self._owed += 1
             reply = self._channel.recv(timeout=timeout)
+            self._owed -= 1
         except TimeoutError:
             self._drop()
             raise P.DaemonError(f"the udpmon daemon at {self.where} did not answer {msg['type']} within "
@@ -234,6 +240,27 @@ class Controller:
             raise P.ProtocolError(f"the udpmon daemon at {self.where} answered {msg['type']} with "
                                   f"{P.show(reply['type'])}")
         return reply
+
+    def _settle(self, timeout: float) -> None:
+        """Read and drop what an interrupted request left owed (its reply, a result's arrays).
+
+        A signal can end a request between its send and its reply (a sweep
+        interrupted during ``counters``); without this the next request would
+        take that reply for its own and the channel would stay out of step.
+        """
+        assert self._channel is not None
+        while self._owed_arrays:
+            self._channel.recv_binary(self._owed_arrays[0], timeout=timeout)
+            self._owed_arrays.pop(0)
+        while self._owed:
+            reply = self._channel.recv(timeout=timeout)
+            self._owed -= 1
+            descs = reply.get("arrays") if reply.get("type") == "results" else None
+            for desc in descs if isinstance(descs, list) else []:
+                self._owed_arrays.append(P.parse_array_descriptor(desc)[3])
+            while self._owed_arrays:
+                self._channel.recv_binary(self._owed_arrays[0], timeout=timeout)
+                self._owed_arrays.pop(0)
 
     def _port(self, reply: dict[str, Any], name: str = "udp_port") -> int:
         port = reply.get(name)
@@ -334,9 +361,11 @@ class Controller:
             parsed = [P.parse_array_descriptor(d) for d in descs]
             if len({name for name, *_ in parsed}) != len(parsed):
                 raise P.ProtocolError("duplicate array names")
+            self._owed_arrays = [nbytes for *_, nbytes in parsed]
             for name, dtype, shape, nbytes in parsed:
                 assert self._channel is not None
                 data = self._channel.recv_binary(nbytes, timeout=timeout)
+                self._owed_arrays.pop(0)
                 arrays[name] = np.frombuffer(data, dtype=dtype).reshape(shape)
         except TimeoutError:
             self._drop()
