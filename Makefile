@@ -13,10 +13,11 @@ DEMO_OUT ?= demo-out
 # reads our VCD exports, Icarus Verilog runs the independent HDL bus models;
 # udpmon reads NIC counters with ethtool and lspci and builds test hosts with ip;
 # its benchmark runs sockperf and iperf3 beside it; protoc (decode_raw) reads the Perfetto traces
-# nicrig trace export writes, in a test, with a protobuf parser of its own.
+# nicrig trace export writes, in a test, with a protobuf parser of its own; PulseView opens our
+# exports under Xvfb.
 SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
                 ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3 \
-                protoc:protobuf-compiler
+                protoc:protobuf-compiler pulseview:pulseview Xvfb:xvfb
 # Debian libraries (checked with dpkg-query): libtraceevent, which the host probe's C extension is
 # built against, and the ones PySide6's wheels load: the GUI offscreen (EGL, GL,
 # fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.
@@ -68,7 +69,7 @@ demo: sysdeps $(STAMP)
 	$(NICRIG) events $(DEMO_OUT)/latency.h5 --source send_pci --decoder pci --limit 12
 	@echo "--- PAUSE and XON frames from the receiver (802.3x flow control):"
 	$(NICRIG) events $(DEMO_OUT)/stream.h5 --source probe --decoder ethernet --where direction=rx --limit 6
-	$(NICRIG) export $(DEMO_OUT)/latency.h5 --source send_pci -o $(DEMO_OUT)/latency-send_pci.sr
+	$(NICRIG) export $(DEMO_OUT)/latency.h5 --source send_pci -o $(DEMO_OUT)/latency-send_pci.sr --pulseview
 	$(NICRIG) info $(DEMO_OUT)/stream.h5
 	@echo "--- udpmon between two local endpoints: a daemon on loopback, then latency and stream runs:"
 	@set -e; \
@@ -80,7 +81,7 @@ demo: sysdeps $(STAMP)
 	$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 -o $(DEMO_OUT)/udpmon-latency.h5; \
 	echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5"; \
 	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5
-	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (open the .sr in PulseView after 'nicrig decoders install')"
+	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (after 'nicrig decoders install', 'pulseview $(DEMO_OUT)/latency-send_pci.sr' opens it decoded)"
 	@echo "--- the GUI: a 64-byte request and its 1400-byte response, Intel PRO/1000 on 64-bit 66 MHz PCI (seed 002 fig. 4.7):"
 	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --request-size 64 --count 3 -o $(DEMO_OUT)/fig47.h5
 	$(NICRIG) decode $(DEMO_OUT)/fig47.h5

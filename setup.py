@@ -71,7 +71,7 @@ setup(
         "perfetto>=0.59",  # the Perfetto trace format's message classes (nicrig trace export)
     ],
     extras_require={
-        "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3", "pytest-qt>=4.2"],
+        "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3", "pytest-qt>=4.2", "pillow>=9"],
     },
     entry_points={"console_scripts": ["nicrig=nicrig.cli:main"]},
     ext_modules=[

@@ -4,8 +4,11 @@
 samples: a state-mode source is written at its nominal clock rate. ``.vcd``
 (:func:`nicrig.acquisition.vcd.write_vcd`) keeps the exact times (ps, common timeline)
 and vectors as multi-bit wires, and reads back into nicrig exactly. ``--channels``
-picks channels by name, vector name or shell-style glob. Both files are written under a
-temporary name and renamed into place when complete. See ``docs/import-export.md``.
+picks channels by name, vector name or shell-style glob. ``--pulseview`` adds a PulseView
+session setup ``FILE.pvs`` (:mod:`nicrig.acquisition.pulseview`) with the decoder stacks
+:func:`nicrig.decoders.spec.auto_stacks` picks, so PulseView opens the ``.sr`` decoded.
+Files are written under a temporary name and renamed into place when complete, with
+ordinary permissions (:mod:`nicrig.atomic`). See ``docs/import-export.md``.
 """
 
 from __future__ import annotations
@@ -13,9 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import fnmatch
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "whose VCD input stops at the first multi-bit value")
     p.add_argument("--strict", action="store_true",
                    help=f"refuse a .sr with more than {PULSEVIEW_MAX_CHANNELS} channels instead of warning")
+    p.add_argument("--pulseview", action="store_true",
+                   help="with a .sr, also write a PulseView session setup FILE.pvs beside it: the decoder stacks "
+                        "`nicrig decode` picks from the source's roles, channels mapped; `pulseview FILE.sr` "
+                        "then opens decoded")
 
 
 def select_channels(source: Any, spec: str | None) -> list[str]:
@@ -114,8 +119,13 @@ def run(args: argparse.Namespace) -> int:
             if fmt == "sr":
                 if args.split_vectors:
                     raise UsageError("--split-vectors applies to VCD output only")
-                _export_sr(src, chans, out, args.strict, progress)
+                signals = _pulseview_signals(src, chans) if args.pulseview else None
+                _export_sr(src, chans, out, args.strict or args.pulseview, progress)
+                if signals is not None:
+                    _write_pulseview_setup(out, signals, src.vectors)
             else:
+                if args.pulseview:
+                    raise UsageError("--pulseview writes a .sr and its PulseView setup: give -o FILE.sr")
                 from nicrig.acquisition.vcd import write_vcd
 
                 s = write_vcd(out, src, chans, split_vectors=args.split_vectors, progress=progress)
@@ -145,13 +155,14 @@ def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: An
     from nicrig.acquisition.srzip import write_sr
     from nicrig.acquisition.vcd import nominal_rate
 
+    from nicrig.atomic import replacing
     from nicrig.errors import UsageError
 
     if len(chans) > PULSEVIEW_MAX_CHANNELS:
         msg = (f"{out.name} would have {len(chans)} logic channels; PulseView draws at most "
                f"{PULSEVIEW_MAX_CHANNELS}: pick some with --channels (e.g. --channels 'FRAME#,IRDY#,TRDY#,AD')")
         if strict:
-            raise UsageError(msg + " (or drop --strict)")
+            raise UsageError(msg + " (PulseView could not open it)")
         print(f"nicrig: warning: {msg}", file=sys.stderr)
     if src.mode == "state":
         rate = nominal_rate(src)
@@ -169,12 +180,52 @@ def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: An
             yield pack_bits(unpack_bits(packed, nsrc)[:, cols]) if subset else packed
             progress(b0 + len(packed), n)
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent if str(out.parent) else ".")
-    os.close(fd)
-    try:
+    with replacing(out) as tmp:
         total = write_sr(tmp, chans, rate, blocks())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     print(f"wrote {out}: source {src.name!r}, {total:,} samples, {len(chans)} channels at {rate / 1e6:g} MHz")
+
+
+def _pulseview_signals(src: Any, chans: list[str]) -> list[Any]:
+    """The decode signals of the ``.pvs`` for ``chans`` of ``src``; a source nicrig knows no stack for is an error."""
+    from nicrig.acquisition.pulseview import decode_signals
+    from nicrig.decoders.spec import auto_stacks
+
+    from nicrig.errors import UsageError
+
+    stacks = auto_stacks(src)
+    if not stacks:
+        raise UsageError(f"--pulseview: source {src.name!r} records no bus kind or protocol roles, so nicrig knows "
+                         "no decoders for it (import it with conventional channel names, or add decoders in "
+                         "PulseView by hand)")
+    signals, notes = decode_signals(stacks, chans)
+    if not signals:
+        raise UsageError(f"--pulseview: no decoder of source {src.name!r} has all its required channels "
+                         f"({'; '.join(notes)})")
+    for note in notes:
+        print(f"  note: {note}")
+    return signals
+
+
+def _write_pulseview_setup(sr: Path, signals: list[Any], vectors: dict[str, list[str]]) -> None:
+    from nicrig.acquisition.pulseview import setup_text, vector_bits_shown_as_values
+    from nicrig.decoders import catalog
+
+    from nicrig.atomic import replacing
+
+    pvs = sr.with_suffix(".pvs")
+    hidden = vector_bits_shown_as_values(signals, vectors)
+    with replacing(pvs) as tmp:
+        tmp.write_text(setup_text(signals, hidden), encoding="ascii")
+    stacks = "; ".join(f"{s.name} ({len(s.stack.calls[0].channels)} of its channels mapped)" for s in signals)
+    print(f"wrote {pvs}: PulseView session setup, decoders {stacks}")
+    if hidden:
+        print(f"  {len(hidden)} bits of vectors the decoders show as values start hidden (PulseView's channel "
+              "menu shows them)")
+    print(f"  open with: pulseview {sr}   (PulseView reads {pvs.name} beside it; or: pulseview -s {pvs} {sr})")
+    ids = sorted({c.id for s in signals for c in s.stack.calls})
+    found = catalog.sigrok_finds(ids)
+    if found is None:
+        print(f"  PulseView needs nicrig's decoders ({', '.join(ids)}): run 'nicrig decoders install' once, or "
+              f"start it as SIGROKDECODE_DIR={catalog.DECODERS_DIR} pulseview {sr}")
+    else:
+        print(f"  PulseView finds nicrig's decoders in {found}")

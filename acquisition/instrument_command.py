@@ -88,7 +88,7 @@ def _sim(args: argparse.Namespace) -> int:
     scenario = Scenario(kind=args.scenario, size_bytes=args.size, count=args.count, spacing_us=args.spacing_us,
                         seed=args.seed, start_us=args.lead_us)
     scenario.check()
-    with_ad = any(s.startswith(("AD[", "CBE#[", "PAR")) for s in pm.channels)
+    with_ad = any(s.startswith(("AD[", "C/BE#[", "PAR")) for s in pm.channels)
     rig = wires.render(args.source, scenario, bus=args.bus, nic=args.nic, host=args.host_profile,
                        samples_per_clock=args.samples_per_clock, with_ad=with_ad,
                        trigger_delay_ps=round(args.trigger_delay_ns * 1000),

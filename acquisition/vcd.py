@@ -35,7 +35,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ import numpy as np
 from nicrig.acquisition import limits
 from nicrig.acquisition.limits import MAX_SAMPLES
 
+from nicrig.atomic import replacing
 from nicrig.errors import FormatError, UsageError
 
 #: Marks the ``$comment`` nicrig writes into its exports (followed by JSON).
@@ -1066,14 +1066,9 @@ def write_vcd(path: str | os.PathLike[str], source: Any, channels: Sequence[str]
     }
     # '$' would end the comment early in some readers: JSON lets it be escaped
     comment = f"{META_TAG} " + json.dumps(meta, sort_keys=True).replace("$", "\\u0024")
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=folder)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write in {folder}: {exc.strerror or exc}") from None
     nchanges = 0
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as f:
+    with replacing(path) as tmp:
+        with open(tmp, "w", encoding="ascii", newline="\n") as f:
             w = VCDWriter(f, timescale="1 ps", comment=comment, version=f"nicrig {__version__}",
                           check_values=False)
             scope = (source.name,)
@@ -1132,10 +1127,6 @@ def write_vcd(path: str | os.PathLike[str], source: Any, channels: Sequence[str]
                     progress(b1, n)
             last = int(source.times_ps(n - 1, n)[0]) - origin
             w.close(last + half if state else last)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return {"path": str(path), "samples": n, "channels": len(chans), "variables": len(variables),
             "vectors": {v.base: len(v.cols) for v in variables if v.vector}, "changes": int(nchanges),
             "clock": clock_name, "renamed": names_map, "time_origin_ps": origin}

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,29 +294,13 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
 
 def _write(text: str, output: str) -> None:
     """Write ``text`` to ``output`` atomically (a temporary file renamed into place), or to stdout for '-'."""
-    from nicrig.errors import UsageError
+    from nicrig.atomic import replacing
 
     if output == "-":
         sys.stdout.write(text)
         return
-    out = Path(output)
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"{out}: folder {folder} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=folder)
-    except OSError as exc:
-        raise UsageError(f"{out}: cannot write in {folder}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(output) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def run(args: argparse.Namespace) -> int:

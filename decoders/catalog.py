@@ -48,11 +48,7 @@ class DecoderInfo:
     @property
     def version(self) -> str:
         """A digest of the decoder's files: a table decoded by another version is stale."""
-        h = hashlib.sha256()
-        for f in sorted(self.path.glob("*.py")):
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-        return h.hexdigest()[:16]
+        return _copy_version(self.path)
 
 
 def _load(folder: Path) -> DecoderInfo:
@@ -87,6 +83,30 @@ def get(decoder_id: str) -> DecoderInfo:
     if decoder_id not in found:
         raise UsageError(f"no decoder {decoder_id!r} (nicrig's decoders: {', '.join(found)})")
     return found[decoder_id]
+
+
+def _copy_version(folder: Path) -> str:
+    """A digest of the ``*.py`` files of a decoder folder (nicrig's own or an installed copy)."""
+    h = hashlib.sha256()
+    for f in sorted(folder.glob("*.py")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def sigrok_finds(decoder_ids: list[str]) -> Path | None:
+    """The folder from which libsigrokdecode (PulseView, sigrok-cli) loads this version of every decoder named.
+
+    libsigrokdecode searches ``$SIGROKDECODE_DIR`` first, then the user's data folder
+    (:data:`USER_DECODERS_DIR`); None when neither holds current copies of them all.
+    """
+    folders = [Path(os.environ["SIGROKDECODE_DIR"])] if os.environ.get("SIGROKDECODE_DIR") else []
+    for folder in folders + [USER_DECODERS_DIR]:
+        infos = [get(d) for d in decoder_ids]
+        if all((folder / i.path.name / "pd.py").is_file() and _copy_version(folder / i.path.name) == i.version
+               for i in infos):
+            return folder
+    return None
 
 
 def install(target: Path) -> list[Path]:

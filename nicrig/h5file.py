@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +20,7 @@ import h5py
 import numpy as np
 
 from nicrig import __version__
+from nicrig.atomic import partial_path
 from nicrig.errors import FormatError, UsageError
 
 #: gzip (deflate) level 1 with the shuffle filter: every stock HDF5 tool reads it.
@@ -135,16 +135,7 @@ class NicrigFile:
             raise UsageError(f"{final}: folder {folder} is not writable")
         target = final
         if atomic:
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=folder)
-            except OSError as exc:
-                raise UsageError(f"{final}: cannot write in {folder}: {exc.strerror or exc}") from None
-            os.close(fd)
-            target = Path(tmp)
-            # mkstemp makes the file 0600; give it the mode a plain open() would have
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(target, 0o666 & ~umask)
+            target = partial_path(final)
         try:
             h5 = h5py.File(target, "w", libver=("v110", "latest"))
         except OSError as exc:

@@ -76,8 +76,8 @@ class _Bus:
         width = 64 if self.wide_bus else 32
         self.ad_lo = _vector(sig, "AD", range(0, 32))
         self.ad_hi = _vector(sig, "AD", range(32, 64)) if width == 64 else None
-        self.cbe_lo = _vector(sig, "CBE#", range(0, 4))
-        self.cbe_hi = _vector(sig, "CBE#", range(4, 8)) if width == 64 else None
+        self.cbe_lo = _vector(sig, "C/BE#", range(0, 4))
+        self.cbe_hi = _vector(sig, "C/BE#", range(4, 8)) if width == 64 else None
         self.par = np.asarray(sig["PAR"]).astype(bool) if "PAR" in sig else None
         self.par64 = np.asarray(sig["PAR64"]).astype(bool) if "PAR64" in sig else None
         if self.cbe_lo is not None and self.rs.size:

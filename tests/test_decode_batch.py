@@ -96,7 +96,7 @@ def test_up_to_date_tables_are_skipped_unless_forced(stream, tmp_path):
     assert "rows" in forced.stdout and "up to date" not in forced.stdout
     # Other options are another decode: the table is redone.
     other = run("--source", "send_pci", "-P",
-                "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=CBE#:clock=state:bars=0x0+0x10")
+                "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=C/BE#:clock=state:bars=0x0+0x10")
     assert other.returncode == 0 and "decoded/send_pci/pci:" in other.stdout and "up to date" not in other.stdout
 
 

@@ -235,7 +235,7 @@ def test_pcap_of_a_simulated_link_opens_in_tshark_and_scapy(intel_latency, tmp):
 
 def test_decode_with_explicit_stack_and_vector_map(intel_latency):
     nicrig("decode", str(intel_latency), "--source", "send_pci", "-P",
-           "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=CBE#:clock=state")
+           "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=C/BE#:clock=state")
     with CaptureSet.open(intel_latency) as cs:
         table = cs.read_table("decoded/send_pci/pci")
         truth = cs.read_table("truth/send_pci/transactions")
@@ -243,7 +243,7 @@ def test_decode_with_explicit_stack_and_vector_map(intel_latency):
     assert list(table["address"]) == list(truth["address"].astype(np.int64))
     assert "ad31=AD[31]" in attrs["decoders"] and "builtin" in attrs["engine"]
     nicrig("decode", str(intel_latency), "--source", "send_pci", "--engine", "sigrok", "--force", "-P",
-           "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=CBE#:clock=state")
+           "pci:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=C/BE#:clock=state")
     with CaptureSet.open(intel_latency) as cs:
         assert cs.read_table("decoded/send_pci/pci").tobytes() == table.tobytes()
         assert "sigrok-cli" in cs.table_attrs("decoded/send_pci/pci")["engine"]

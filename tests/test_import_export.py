@@ -766,3 +766,22 @@ def test_csv_logic_block_streaming(tmp_path, monkeypatch):
     blocks = list(CsvReader(p, sample_rate_hz=1e6).blocks())
     assert max(len(b[0]) for b in blocks) == 7 and np.array_equal(np.concatenate([b[0] for b in blocks]),
                                                                   pack_bits(bits))
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_exports_get_the_permissions_any_new_file_gets(tmp_path, umask, capsys):
+    """0666 less the umask, like the capture sets and any file a plain open() makes (mkstemp alone gives 0600)."""
+    import os
+    import stat
+
+    make_set(tmp_path / "a.h5", n=200)
+    old = os.umask(umask)
+    try:
+        assert cli("export", tmp_path / "a.h5", "--source", "tim", "-o", tmp_path / "t.sr") == 0
+        assert cli("export", tmp_path / "a.h5", "--source", "st", "-o", tmp_path / "s.vcd") == 0
+        assert cli("import", tmp_path / "s.vcd", "-o", tmp_path / "b.h5") == 0
+    finally:
+        os.umask(old)
+    for name in ("t.sr", "s.vcd", "b.h5"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
+    assert not list(tmp_path.glob(".*.partial"))

@@ -116,7 +116,7 @@ def test_exported_and_imported_captures(timing_capture, tmp_path, suffix):
     _nicrig("import", exported, "-o", imported, "--source", "send_pci")
     with CaptureSet.open(imported) as cs:
         assert cs.source("send_pci").mode == "timing"
-    stack = ("pci:clk=CLK:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=CBE#:par=PAR"
+    stack = ("pci:clk=CLK:frame=FRAME#:irdy=IRDY#:trdy=TRDY#:devsel=DEVSEL#:stop=STOP#:ad=AD:cbe=C/BE#:par=PAR"
              ":gnt=GNT#:clock=clk")
     checked = check_capture(imported, "send_pci", stacks=[stack])
     assert sum(checked.values()) > 50

@@ -76,7 +76,7 @@ def test_channels_order_and_roles():
     assert full[:12] == ["CLK"] + channels_for(64, False, False)
     assert full[10:12] == ["REQ64#", "ACK64#"]
     assert full[12] == "AD[0]" and full[75] == "AD[63]"
-    assert full[76:84] == [f"CBE#[{i}]" for i in range(8)]
+    assert full[76:84] == [f"C/BE#[{i}]" for i in range(8)]
     assert full[84:] == ["PAR", "PAR64"]
     assert len(channels_for(32, True, False)) == 9 + 32 + 4 + 1
     assert set(ROLES) >= {"clk", "frame", "ad", "cbe", "par64"}
@@ -106,7 +106,7 @@ def test_basic_read_with_waits():
     assert low(sig, "IRDY#") == [3, 4, 5, 6, 8]
     assert low(sig, "DEVSEL#") == span(3, 8)  # fast: one clock after the address phase
     assert low(sig, "TRDY#") == [4, 6, 7, 8]  # not on clock 3: AD turnaround of a read
-    ad, cbe = vec(sig, "AD", 32), vec(sig, "CBE#", 4)
+    ad, cbe = vec(sig, "AD", 32), vec(sig, "C/BE#", 4)
     d = t.data & np.uint64(0xFFFFFFFF)
     assert ad[2] == ADDR and cbe[2] == 0x6
     assert ad[3] == ADDR and cbe[3] == 0x0  # turnaround: AD undriven (held), byte enables driven
@@ -210,7 +210,7 @@ def test_every_command(command):
            termination="master_abort" if unclaimed else "normal", kind="csr")  # fmt: skip
     sig, r = render([t], 16)
     clean(sig)
-    assert vec(sig, "CBE#", 4)[4] == command
+    assert vec(sig, "C/BE#", 4)[4] == command
     row = r.truth()[0]
     assert row["command"] == command and row["command_name"].decode() == COMMAND_NAMES[command]
     assert row["kind"] == b"csr" and row["data_phases"] == (0 if unclaimed else 1)
@@ -228,7 +228,7 @@ def test_dual_address_cycle():
     t = tx(4, 0x6, 2, address=0x0000_0012_3456_7000, devsel=1)
     sig, r = render([t], 16)
     clean(sig)
-    ad, cbe = vec(sig, "AD", 32), vec(sig, "CBE#", 4)
+    ad, cbe = vec(sig, "AD", 32), vec(sig, "C/BE#", 4)
     assert (ad[4], cbe[4]) == (0x3456_7000, 0xD)  # low address with the DAC command
     assert (ad[5], cbe[5]) == (0x12, 0x6)  # high address with the real command
     assert low(sig, "FRAME#")[:2] == [4, 5]
@@ -244,7 +244,7 @@ def test_64bit_transfer():
     clean(sig)
     assert low(sig, "REQ64#") == low(sig, "FRAME#") == span(4, 7)
     assert low(sig, "ACK64#") == low(sig, "DEVSEL#") == span(6, 8)
-    ad, cbe = vec(sig, "AD", 64), vec(sig, "CBE#", 8)
+    ad, cbe = vec(sig, "AD", 64), vec(sig, "C/BE#", 8)
     assert ad[4] & np.uint64(0xFFFFFFFF) == 0x2000 and ad[4] >> np.uint64(32) == 0x10  # DAC, REQ64#: both halves
     assert cbe[4] == 0xCD and cbe[5] == 0xCC  # C/BE[7:4]# carries the command
     moved = low(sig, "TRDY#")
@@ -265,7 +265,7 @@ def test_32bit_transaction_on_64bit_bus_keeps_upper_half():
 
 def test_parity_is_even_one_clock_later():
     sig, _ = render([tx(3, 0x6, 2), tx(10, 0x7, 2, devsel=3)], 20)
-    ad, cbe = vec(sig, "AD", 32), vec(sig, "CBE#", 4)
+    ad, cbe = vec(sig, "AD", 32), vec(sig, "C/BE#", 4)
     ones = np.bitwise_count(ad) + np.bitwise_count(cbe)
     assert np.all((ones[:-1] + sig["PAR"][1:]) % 2 == 0)
 
@@ -279,7 +279,7 @@ def test_parity_error_reported_with_perr(command):
     assert pcirules.check(sig) == []
     assert pcirules.parity_errors(sig).tolist() == [bad]
     assert low(sig, "PERR#") == [bad + 2]
-    ad, cbe = vec(sig, "AD", 64), vec(sig, "CBE#", 8)
+    ad, cbe = vec(sig, "AD", 64), vec(sig, "C/BE#", 8)
     odd_lo = (np.bitwise_count(ad[bad] & np.uint64(0xFFFFFFFF)) + np.bitwise_count(cbe[bad] & np.uint64(0xF))) % 2
     assert sig["PAR"][bad + 1] != odd_lo  # driven wrong
     assert r.truth()[0]["parity_error"]
@@ -463,7 +463,7 @@ def test_checker_passes_the_baseline():
         ("PAR", [7], "data parity wrong and no PERR#"),
         ("PAR", [13], "after an address phase"),
         ("PAR64", [15], "data parity wrong and no PERR#"),
-        ("CBE#[1]", [5], "C/BE# changed within a data phase"),
+        ("C/BE#[1]", [5], "C/BE# changed within a data phase"),
         ("REQ64#", [8], "REQ64# asserted without FRAME#"),
         ("REQ64#", [13], "REQ64# changed without FRAME#"),
         ("ACK64#", [5], "ACK64# without REQ64#"),
@@ -565,7 +565,7 @@ def test_random_schedules_follow_the_protocol(case):
     truth = r.truth()
     busy = (sig["FRAME#"] == 0) | (sig["IRDY#"] == 0)
     moved = (sig["IRDY#"] == 0) & (sig["TRDY#"] == 0)
-    ad, cbe = vec(sig, "AD", width), vec(sig, "CBE#", width // 8)
+    ad, cbe = vec(sig, "AD", width), vec(sig, "C/BE#", width // 8)
     expected_errors = []
     for row, t in zip(truth, txs):
         window = np.arange(row["ss"], row["es"])

@@ -168,7 +168,7 @@ ROLES = {
     "par": "PAR",
     "par64": "PAR64",
     "ad": "AD",
-    "cbe": "CBE#",
+    "cbe": "C/BE#",
 }
 
 TRUTH_DTYPE = np.dtype(
@@ -226,14 +226,14 @@ def channels_for(width_bits: int, with_ad: bool, timing: bool) -> list[str]:
         channels += _CONTROL64
     if with_ad:
         channels += [f"AD[{i}]" for i in range(width_bits)]
-        channels += [f"CBE#[{i}]" for i in range(width_bits // 8)]
+        channels += [f"C/BE#[{i}]" for i in range(width_bits // 8)]
         channels += ["PAR", "PAR64"] if width_bits == 64 else ["PAR"]
     return channels
 
 
 def roles_for(width_bits: int, with_ad: bool, timing: bool) -> dict[str, str]:
     """The subset of :data:`ROLES` whose channel or vector exists in that channel set."""
-    present = set(channels_for(width_bits, with_ad, timing)) | ({"AD", "CBE#"} if with_ad else set())
+    present = set(channels_for(width_bits, with_ad, timing)) | ({"AD", "C/BE#"} if with_ad else set())
     return {role: name for role, name in ROLES.items() if name in present}
 
 

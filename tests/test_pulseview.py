@@ -1,0 +1,256 @@
+"""`nicrig export --pulseview`: the real PulseView opens the export decoded, with no step by hand.
+
+PulseView 0.4.2 runs under Xvfb on the exported ``.sr`` (it reads the ``.pvs`` beside it);
+its libsigrokdecode log (``-l 5``) shows which decoder instances it made, the channel map
+each got, and that each ran over every sample of the file. sigrok-cli then decodes the
+same ``.sr`` with PulseView's channel map and finds the simulator's transactions.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageGrab
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.acquisition.pulseview import gvariant, ini_bytes, ini_key, ini_value
+from nicrig.acquisition.sim.rig import Recording
+from nicrig.acquisition.srzip import read_sr
+
+from nicrig.cli import main
+from tests.conftest import simulate_set
+from tests.sigrok_run import run_sigrok
+
+PULSEVIEW = shutil.which("pulseview")
+XVFB = shutil.which("Xvfb")
+needs_pulseview = pytest.mark.skipif(PULSEVIEW is None or XVFB is None,
+                                     reason="PulseView or Xvfb not installed (Debian packages pulseview, xvfb)")
+
+#: libsigrokdecode's log lines (0.5.3, log level 4+) that the test reads.
+DECODING = re.compile(r"srd: Decoding: abs start sample (\d+), abs end sample (\d+) .*instance (\S+)\.$")
+DONE = re.compile(r"srd: Done, handled all samples \(abs cur (\d+) / abs end (\d+)\)\.")
+CHANNEL_MAP = re.compile(r"srd:  - PD ch idx \d+ \((\w+)\) = input data ch idx (-?\d+)")
+
+
+@pytest.fixture
+def x_display() -> Iterator[str]:
+    """A private Xvfb server; its display name. Stopped (and killed if need be) at the end."""
+    read_fd, write_fd = os.pipe()
+    xvfb = subprocess.Popen([XVFB, "-displayfd", str(write_fd), "-screen", "0", "1000x740x24", "-nolisten", "tcp"],
+                            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write_fd)
+    try:
+        ready, _, _ = select.select([read_fd], [], [], 60)
+        number = os.read(read_fd, 16).decode().strip() if ready else ""
+        if not number:
+            pytest.fail("Xvfb did not report a display within 60 s")
+        yield f":{number}"
+    finally:
+        os.close(read_fd)
+        _stop(xvfb)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+
+
+def run_pulseview(sr: Path, display: str, home: Path, decoders: Path, bottom_instances: int,
+                  screenshot: Path | None = None, timeout: float = 120.0) -> str:
+    """Open ``sr`` in PulseView until ``bottom_instances`` decoders finished every sample; return its log.
+
+    PulseView finds the ``.pvs`` by itself. Its settings live in ``home`` (nothing of the
+    user's), decoders come from ``decoders``. With ``screenshot`` the screen is saved once
+    decoding is done. PulseView is stopped at the end whatever happened.
+    """
+    total = len(read_sr(sr).samples)
+    env = dict(os.environ, DISPLAY=display, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+               XDG_DATA_HOME=str(home / ".local" / "share"), SIGROKDECODE_DIR=str(decoders))
+    env.pop("QT_QPA_PLATFORM", None)
+    log_path = sr.with_suffix(".pulseview.log")
+    with open(log_path, "w") as log:
+        pv = subprocess.Popen([PULSEVIEW, "-c", "-D", "-l", "5", str(sr)], env=env, stdout=log,
+                              stderr=subprocess.STDOUT, cwd=sr.parent)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = log_path.read_text(errors="replace")
+            done = [m for m in DONE.finditer(text) if int(m[1]) == int(m[2]) == total]
+            if len(done) >= bottom_instances:
+                break
+            if pv.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"PulseView (exit {pv.poll()}) did not finish decoding {sr.name} "
+                            f"({len(done)} of {bottom_instances} decoders done):\n{text[-3000:]}")
+            time.sleep(0.2)
+        if screenshot is not None:
+            time.sleep(2.0)  # PulseView repaints the annotations from a timer after decoding
+            ImageGrab.grab(xdisplay=display).save(screenshot)
+    finally:
+        _stop(pv)
+    return log_path.read_text(errors="replace")
+
+
+def channel_maps(log: str) -> dict[str, list[dict[str, int]]]:
+    """Per decoder id, the channel map (PD channel id -> .sr channel index, -1 unconnected) of each instance."""
+    maps: dict[str, list[dict[str, int]]] = {}
+    current: dict[str, int] | None = None
+    for line in log.splitlines():
+        m = re.match(r"srd: Setting channels for instance (\w+)-\d+ ", line)
+        if m:
+            current = {}
+            maps.setdefault(m[1], []).append(current)
+        elif current is not None and (m := CHANNEL_MAP.match(line)):
+            current[m[1]] = int(m[2])
+    return maps
+
+
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def pvs_channel_maps(pvs: Path) -> dict[str, dict[str, str]]:
+    """Per decode signal name, the channel map (decoder channel id -> .sr channel name) a setup file assigns."""
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.optionxform = str  # keys are case-sensitive
+    cfg.read(pvs)
+    maps = {}
+    for section in (s for s in cfg.sections() if s.startswith("decode_signal")):
+        sec = cfg[section]
+        maps[sec["name"]] = {sec[f"channel{i}\\name"]: sec[f"channel{i}\\assigned_signal_name"]
+                             for i in range(int(sec["channels"])) if f"channel{i}\\assigned_signal_name" in sec}
+    return maps
+
+
+@pytest.fixture(scope="module")
+def latency_set(tmp_path_factory) -> Path:
+    """One request and response on 32-bit 33 MHz PCI, AD and C/BE# recorded: every decoder has work."""
+    return simulate_set(tmp_path_factory.mktemp("pv"), "lat", nic="sk9843", bus="pci32-33",
+                        recording=Recording(with_ad=True), kind="latency", size_bytes=64, count=1)
+
+
+@pytest.fixture
+def decoders(tmp_path) -> Path:
+    folder = tmp_path / "decoders"
+    assert main(["decoders", "install", "--dir", str(folder)]) == 0
+    return folder
+
+
+@needs_pulseview
+@pytest.mark.sigrok
+def test_pulseview_opens_the_pci_export_decoded(latency_set, tmp_path, x_display, decoders, capsys):
+    sr = tmp_path / "send.sr"
+    assert main(["export", str(latency_set), "--source", "send_pci", "-o", str(sr), "--pulseview"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {sr.with_suffix('.pvs')}" in out and f"pulseview {sr}" in out and "decoders install" in out
+    names = read_sr(sr).channels
+    assert "C/BE#[0]" in names and not any(n.startswith("CBE") for n in names)  # the PCI decoder's own names
+
+    log = run_pulseview(sr, x_display, tmp_path / "home", decoders, bottom_instances=2,
+                        screenshot=tmp_path / "pulseview-pci.png")
+    total = len(read_sr(sr).samples)
+    runs = {m[3]: (int(m[1]), int(m[2])) for m in (DECODING.search(line) for line in log.splitlines()) if m}
+    assert runs == {"pci-1": (0, total), "irq-1": (0, total)}
+    assert "Traceback" not in log and "rror" not in "".join(line for line in log.splitlines() if "srd:" in line)
+
+    # PulseView found by name every .sr channel the setup assigns (its mux numbers them in decoder order)
+    setup = pvs_channel_maps(sr.with_suffix(".pvs"))
+    want = {"frame": "FRAME#", "irdy": "IRDY#", "trdy": "TRDY#", "devsel": "DEVSEL#", "stop": "STOP#",
+            "par": "PAR", "inta": "INTA#", **{f"ad{i}": f"AD[{i}]" for i in range(32)},
+            **{f"cbe{i}": f"C/BE#[{i}]" for i in range(4)}}
+    assert want.items() <= setup["PCI"].items() and setup["IRQ"] == {"irq": "INTA#"}
+    maps = channel_maps(log)
+    pci, irq = maps["pci"][0], maps["irq"][0]
+    assert {k for k, v in pci.items() if v >= 0} == set(setup["PCI"])
+    assert sorted(v for v in pci.values() if v >= 0) == list(range(len(setup["PCI"])))
+    assert pci["clk"] == -1 and pci["ad32"] == -1  # a state capture: no CLK; a 32-bit bus
+    assert irq == {"irq": 0}
+
+    # sigrok-cli, given the setup's channel map by the .sr's names, finds the simulator's transactions
+    mapping = ":".join(f"{k}={v}" for k, v in setup["PCI"].items())
+    records = run_sigrok(sr, [f"pci:{mapping}:clock=state"], binary="pci=records", decoders_dir=decoders)
+    records.check()
+    found = records.json_lines()
+    with CaptureSet.open(latency_set) as cs:
+        truth = cs.read_table("truth/send_pci/transactions")
+    assert len(found) == len(truth) > 0
+    assert [r["address"] for r in found] == [int(a) for a in truth["address"]]
+    assert [r["bytes"] for r in found] == [int(b) for b in truth["bytes"]]
+
+    shot = np.asarray(Image.open(tmp_path / "pulseview-pci.png"))
+    assert len(np.unique(shot.reshape(-1, shot.shape[-1]), axis=0)) > 50  # a drawn window, not a blank screen
+
+
+@needs_pulseview
+def test_pulseview_opens_the_probe_export_with_stacked_decoders(latency_set, tmp_path, x_display, decoders):
+    sr = tmp_path / "probe.sr"
+    assert main(["export", str(latency_set), "--source", "probe", "-o", str(sr), "--pulseview"]) == 0
+    log = run_pulseview(sr, x_display, tmp_path / "home", decoders, bottom_instances=3)
+    total = len(read_sr(sr).samples)
+    runs = sorted(m[3] for m in (DECODING.search(line) for line in log.splitlines())
+                  if m and int(m[2]) == total)
+    assert runs == ["gmii-1", "gmii-1", "linkactivity-1"]  # a session per decode signal
+    assert log.count("Stacking ethernet-1 onto gmii-1.") == 2
+    setup = pvs_channel_maps(sr.with_suffix(".pvs"))
+    for direction, en, er, d in (("tx", "TX_EN", "TX_ER", "TXD"), ("rx", "RX_DV", "RX_ER", "RXD")):
+        assert setup[f"GMII/Ethernet {direction}"] == {"en": en, "er": er, **{f"d{i}": f"{d}[{i}]" for i in range(8)}}
+    assert setup["Link activity"] == {"act": "LINK_ACT"}
+    for instance in channel_maps(log)["gmii"]:  # PulseView found all ten by name; CLK unused (state capture)
+        assert {k for k, v in instance.items() if v >= 0} == {"en", "er", *(f"d{i}" for i in range(8))}
+    assert "Traceback" not in log
+
+
+def test_setup_values_are_written_as_qsettings_writes_them():
+    assert gvariant("state", "auto") == ("s", b"state\0")
+    assert gvariant("0x10", 0) == ("x", (16).to_bytes(8, "little" if np.little_endian else "big"))
+    assert gvariant(1e9, 1.0)[0] == "d" and len(gvariant(1e9, 1.0)[1]) == 8
+    assert ini_bytes(b"tx\0") == "@ByteArray(tx\\x0)"
+    assert ini_bytes(b"\0a") == "@ByteArray(\\x0\\x61)"  # a hex digit after an escape is escaped too
+    assert ini_value("0x0+0x10;0x20+0x8") == '"0x0+0x10;0x20+0x8"'  # ';' would start a comment
+    assert ini_value('say "hi"\\') == 'say \\"hi\\"\\\\'
+    assert ini_key("decode_signals") == ("General", "decode_signals")
+    assert ini_key("decode_signal0/channel3/name") == ("decode_signal0", "channel3\\name")
+    assert ini_key("C/BE#[0]/enabled") == ("C", "BE%23%5B0%5D\\enabled")
+    assert ini_key("General/enabled") == ("%General", "enabled")
+
+
+def test_pulseview_setup_errors_and_decoder_hint(latency_set, tmp_path, decoders, capsys, monkeypatch):
+    from nicrig.acquisition.capture import SourceSpec, pack_bits
+
+    plain = tmp_path / "plain.h5"
+    with CaptureSet.create(plain) as cs:
+        cs.add_source(SourceSpec("s", ["A", "B"], "timing", samplerate_hz=1e6)).append(pack_bits(np.ones((8, 2))))
+    capsys.readouterr()
+    assert main(["export", str(plain), "-o", str(tmp_path / "p.sr"), "--pulseview"]) == 2
+    assert "records no bus kind or protocol roles" in capsys.readouterr().err
+    assert main(["export", str(latency_set), "--source", "send_pci", "-o", str(tmp_path / "t.vcd"),
+                 "--pulseview"]) == 2
+    assert "give -o FILE.sr" in capsys.readouterr().err
+    assert main(["export", str(latency_set), "--source", "send_pci", "-o", str(tmp_path / "c.sr"), "--pulseview",
+                 "--channels", "IRDY#,TRDY#,INTA#"]) == 0
+    out = capsys.readouterr().out
+    assert "no pci decoder in the PulseView setup: channel(s) FRAME#, DEVSEL# not exported" in out
+    assert "decoders IRQ (1 of its channels mapped)" in out
+    assert stat.S_IMODE((tmp_path / "c.pvs").stat().st_mode) == 0o666 & ~umask()  # not mkstemp's 0600
+    assert not list(tmp_path.glob("*.partial"))
+    monkeypatch.setenv("SIGROKDECODE_DIR", str(decoders))
+    assert main(["export", str(latency_set), "--source", "send_pci", "-o", str(tmp_path / "c.sr"), "--pulseview",
+                 "--channels", "FRAME#,IRDY#,TRDY#,DEVSEL#"]) == 0
+    assert f"PulseView finds nicrig's decoders in {decoders}" in capsys.readouterr().out
