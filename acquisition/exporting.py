@@ -119,10 +119,13 @@ def run(args: argparse.Namespace) -> int:
             if fmt == "sr":
                 if args.split_vectors:
                     raise UsageError("--split-vectors applies to VCD output only")
-                signals = _pulseview_signals(src, chans) if args.pulseview else None
+                stacks = _stacks_with_pcap_start(src, sample0_epoch(str(cs.attrs.get("created_utc", "")),
+                                                                    int(src.times_ps(0, 1)[0])))
+                signals = _pulseview_signals(src, stacks, chans) if args.pulseview else None
                 _export_sr(src, chans, out, args.strict or args.pulseview, progress)
                 if signals is not None:
                     _write_pulseview_setup(out, signals, src.vectors)
+                _print_pcap_commands(out, stacks, chans)
             else:
                 if args.pulseview:
                     raise UsageError("--pulseview writes a .sr and its PulseView setup: give -o FILE.sr")
@@ -185,14 +188,55 @@ def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: An
     print(f"wrote {out}: source {src.name!r}, {total:,} samples, {len(chans)} channels at {rate / 1e6:g} MHz")
 
 
-def _pulseview_signals(src: Any, chans: list[str]) -> list[Any]:
+def sample0_epoch(created_utc: str, t0_ps: int) -> str | None:
+    """When sample 0 was taken, as decimal seconds since 1970-01-01 UTC to the ns; None without a creation time.
+
+    A capture set records its creation time (``created_utc``, ISO 8601, to the second)
+    and each sample's time on the set's timeline (``t0_ps`` for sample 0): the sample's
+    wall-clock time is their sum. This is what the ethernet decoder's ``pcap_start``
+    takes, so that pcap timestamps are the capture's own time, not 1970.
+    """
+    from datetime import datetime
+
+    try:
+        created = datetime.fromisoformat(created_utc)
+    except ValueError:
+        return None
+    if created.tzinfo is None:
+        return None
+    ns = int(created.timestamp()) * 10 ** 9 + t0_ps // 1000
+    return f"{ns // 10 ** 9}.{ns % 10 ** 9:09d}"
+
+
+def _stacks_with_pcap_start(src: Any, epoch: str | None) -> list[Any]:
+    """The source's decoder stacks, each ``ethernet`` decoder told the wall-clock time of sample 0."""
+    from nicrig.decoders.spec import auto_stacks
+
+    stacks = auto_stacks(src)
+    if epoch is not None:
+        for call in (c for st in stacks for c in st.calls if c.id == "ethernet"):
+            call.options["pcap_start"] = epoch
+    return stacks
+
+
+def _print_pcap_commands(sr: Path, stacks: list[Any], chans: list[str]) -> None:
+    """The sigrok-cli line that writes each Ethernet stack's frames as a pcap with the capture's times."""
+    have = set(chans)
+    for st in stacks:
+        if st.output != "ethernet" or not set(st.calls[0].channels.values()) <= have:
+            continue
+        direction = st.calls[0].options.get("direction", "")
+        pcap = sr.with_name(f"{sr.stem}-{direction}.pcap" if direction else f"{sr.stem}.pcap")
+        print(f"  pcap of the {direction or 'decoded'} frames, stamped with the capture's time: sigrok-cli -i {sr} "
+              f"-P '{st.text()}' -B ethernet=pcap > {pcap}")
+
+
+def _pulseview_signals(src: Any, stacks: list[Any], chans: list[str]) -> list[Any]:
     """The decode signals of the ``.pvs`` for ``chans`` of ``src``; a source nicrig knows no stack for is an error."""
     from nicrig.acquisition.pulseview import decode_signals
-    from nicrig.decoders.spec import auto_stacks
 
     from nicrig.errors import UsageError
 
-    stacks = auto_stacks(src)
     if not stacks:
         raise UsageError(f"--pulseview: source {src.name!r} records no bus kind or protocol roles, so nicrig knows "
                          "no decoders for it (import it with conventional channel names, or add decoders in "

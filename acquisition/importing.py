@@ -1,6 +1,7 @@
 """``nicrig import FILE -o SET.h5``: bring a VCD, sigrok session (.sr) or CSV capture into a capture set.
 
-The file becomes one source (``--source``, default: the file's stem) of a new capture
+The file becomes one source (``--source``, default: the source name a VCD exported by
+nicrig records, else the file's stem) of a new capture
 set, or of an existing one with ``--append``. Samples are streamed a block at a time, so
 a multi-gigabyte VCD never sits in memory expanded. Channel names that follow nicrig's
 conventions (``FRAME#``, ``frame_n``, ``AD[31:0]``, ``C/BE#``, ``TX_EN``, ``RXD``...) give the
@@ -34,7 +35,9 @@ VECTOR_ROLES = {"ad", "cbe", "txd", "rxd"}
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="capture to import: .vcd, .sr (sigrok session) or .csv")
     p.add_argument("-o", "--output", required=True, metavar="SET.h5", help="capture set to write (or extend)")
-    p.add_argument("--source", metavar="NAME", help="name of the new source (default: the file's stem)")
+    p.add_argument("--source", metavar="NAME",
+                   help="name of the new source (default: the name recorded by nicrig's VCD export, else the "
+                        "file's stem)")
     p.add_argument("--append", action="store_true", help="add the source to an existing capture set")
     p.add_argument("--format", choices=["vcd", "sr", "csv"], help="input format (default: from the extension)")
     p.add_argument("--sample-rate", metavar="HZ",
@@ -148,15 +151,7 @@ def run(args: argparse.Namespace) -> int:
     rate = parse_rate(args.sample_rate) if args.sample_rate is not None else None
     if args.clock and rate is not None:
         raise UsageError("--clock (state mode) and --sample-rate (timing mode) exclude each other")
-    name = args.source or source_name_from(path)
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
-        raise UsageError(f"source name {name!r}: use letters, digits, '_', '.', '-' (give --source NAME)")
     out = Path(args.output)
-    if args.append:
-        with CaptureSet.open(out) as cs:
-            if name in cs.source_names:
-                raise UsageError(f"{out}: already has a source {name!r}: give another --source NAME")
-
     bar = _progress_bar(f"reading {path.name}")
     task = None
 
@@ -172,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         bar[0].start()
     try:
         reader, instrument = _reader(fmt, path, args, rate, progress if bar else None)
+        exported = (getattr(reader, "meta", None) or {}).get("source") if getattr(reader, "restored", False) else None
+        name = _source_name(args.source or exported or source_name_from(path), out, args.append)
         blocks = reader.blocks()
         first = next(blocks, None)  # errors in the file surface here, before anything is written
         if first is None:
@@ -220,6 +217,21 @@ def run(args: argparse.Namespace) -> int:
             bar[0].stop()
     _report(path, out, summary, notes)
     return 0
+
+
+def _source_name(name: str, out: Path, append: bool) -> str:
+    """``name`` checked as a new source's name (of ``out`` when appending); errors say to give ``--source``."""
+    from nicrig.acquisition.capture import CaptureSet
+
+    from nicrig.errors import UsageError
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
+        raise UsageError(f"source name {name!r}: use letters, digits, '_', '.', '-' (give --source NAME)")
+    if append:
+        with CaptureSet.open(out) as cs:
+            if name in cs.source_names:
+                raise UsageError(f"{out}: already has a source {name!r}: give another --source NAME")
+    return name
 
 
 def _reader(fmt: str, path: Path, args: argparse.Namespace, rate: float | None, progress: Any) -> tuple[Any, dict]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from nicrig.acquisition.vcd import VcdReader, write_vcd
 
 from nicrig.cli import main
 from nicrig.errors import FormatError, UsageError
+from tests.sigrok_run import DECODERS_DIR
 
 SIGROK = shutil.which("sigrok-cli")
 VCD2FST = shutil.which("vcd2fst")  # from the gtkwave package; optional
@@ -771,7 +774,6 @@ def test_csv_logic_block_streaming(tmp_path, monkeypatch):
 @pytest.mark.parametrize("umask", [0o022, 0o027])
 def test_exports_get_the_permissions_any_new_file_gets(tmp_path, umask, capsys):
     """0666 less the umask, like the capture sets and any file a plain open() makes (mkstemp alone gives 0600)."""
-    import os
     import stat
 
     make_set(tmp_path / "a.h5", n=200)
@@ -785,3 +787,57 @@ def test_exports_get_the_permissions_any_new_file_gets(tmp_path, umask, capsys):
     for name in ("t.sr", "s.vcd", "b.h5"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
     assert not list(tmp_path.glob(".*.partial"))
+
+
+@pytest.mark.parametrize("source", ["tim", "st"])
+def test_vcd_round_trip_keeps_the_source_name(tmp_path, source):
+    """Without --source, nicrig's own VCD comes back under the exported source's name, not the file's."""
+    make_set(tmp_path / "a.h5", n=300)
+    assert cli("export", tmp_path / "a.h5", "--source", source, "-o", tmp_path / "renamed file.vcd") == 0
+    assert cli("import", tmp_path / "renamed file.vcd", "-o", tmp_path / "b.h5") == 0
+    assert cli("import", tmp_path / "renamed file.vcd", "-o", tmp_path / "b.h5", "--append", "--source", "again") == 0
+    with CaptureSet.open(tmp_path / "a.h5") as a, CaptureSet.open(tmp_path / "b.h5") as b:
+        assert b.source_names == sorted(["again", source])
+        assert_same_source(a.source(source), b.source(source))  # rate, trigger, offset, roles, bus, times
+    assert cli("import", tmp_path / "renamed file.vcd", "-o", tmp_path / "b.h5", "--append") == 2  # name taken
+
+
+def test_sample0_epoch_adds_the_timeline_to_the_creation_time():
+    from nicrig.acquisition.exporting import sample0_epoch
+
+    assert sample0_epoch("2026-11-26T12:00:00+00:00", 0) == "1795694400.000000000"
+    assert sample0_epoch("2026-11-26T12:00:00+00:00", -7_616_001) == "1795694399.999992383"
+    assert sample0_epoch("2026-11-26T12:00:00+00:00", 2_500_000_000_123) == "1795694402.500000000"
+    assert sample0_epoch("", 0) is None and sample0_epoch("2026-11-26T12:00:00", 0) is None  # no zone: unknown
+
+
+@needs_sigrok
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+def test_pcap_times_are_the_captures_own_time(tmp_path, capsys):
+    """The export prints the sigrok-cli line; its pcap's frame times are the set's creation time plus the timeline."""
+    from datetime import datetime
+
+    from nicrig.acquisition.sim.rig import Recording
+    from tests.conftest import simulate_set
+
+    path = simulate_set(tmp_path, "lat", nic="sk9843", bus="pci32-33", recording=Recording(), kind="latency",
+                        size_bytes=64, count=1)
+    capsys.readouterr()
+    assert cli("export", path, "--source", "probe", "-o", tmp_path / "probe.sr") == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "pcap of the rx frames" in ln)
+    command = line.split(": ", 1)[1]
+    assert command.startswith("sigrok-cli -i ") and command.endswith("> " + str(tmp_path / "probe-rx.pcap"))
+    args = shlex.split(command.rsplit(" > ", 1)[0])
+    pcap = subprocess.run(args, capture_output=True, env={**os.environ, "SIGROKDECODE_DIR": str(DECODERS_DIR)},
+                          check=True).stdout
+    (tmp_path / "rx.pcap").write_bytes(pcap)
+    out = subprocess.run(["tshark", "-r", str(tmp_path / "rx.pcap"), "-T", "fields", "-e", "frame.time_epoch"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    with CaptureSet.open(path) as cs:
+        created = datetime.fromisoformat(str(cs.attrs["created_utc"])).timestamp()
+        rx = cs.read_table("truth/probe/frames")
+        rx = rx[rx["direction"] == b"rx"]
+        want = [created + int(t) / 1e12 for t in cs.source("probe").times_ps()[rx["ss"]]]
+    assert len(out) == len(want) > 0
+    assert all(abs(float(got) - w) < 2e-6 for got, w in zip(out, want)), (out, want)  # microsecond pcap
+    assert datetime.fromtimestamp(float(out[0])).year == datetime.fromtimestamp(created).year  # not 1970

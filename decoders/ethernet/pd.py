@@ -96,6 +96,14 @@ def ones_sum(data):
     return total
 
 
+def epoch_ns(text):
+    ''''1764158400.000123456' (seconds since the epoch, decimal) -> integer ns; None if it is not such a number.'''
+    whole, _, frac = str(text).strip().partition('.')
+    if not whole.isdigit() or (frac and not frac.isdigit()):
+        return None
+    return int(whole) * 10 ** 9 + int((frac + '000000000')[:9])
+
+
 def fmt_ns(ns):
     if ns is None or ns < 0:
         return '?'
@@ -128,6 +136,8 @@ class Decoder(srd.Decoder):
         {'id': 'link_rate', 'desc': 'Link rate in bit/s (PAUSE quanta to time)', 'default': 1e9},
         {'id': 'pcap_resolution', 'desc': 'pcap timestamp resolution',
             'default': 'us', 'values': ('us', 'ns')},
+        {'id': 'pcap_start', 'desc': 'pcap time of sample 0: seconds since 1970-01-01 UTC '
+            '(decimal, to the ns; nicrig export prints it)', 'default': '0'},
     )
     annotations = (
         ('dst', 'Destination address'),
@@ -181,6 +191,10 @@ class Decoder(srd.Decoder):
         if not self.link_rate > 0:
             self.link_rate = 1e9
         self.pcap_ns = self.options['pcap_resolution'] == 'ns'
+        self.pcap_start_ns = epoch_ns(self.options['pcap_start'])
+        if self.pcap_start_ns is None:
+            raise ValueError('option pcap_start=%r: give seconds since 1970-01-01 UTC, e.g. 1764158400.5'
+                             % (self.options['pcap_start'],))
 
     def decode(self, ss, es, data):
         try:
@@ -504,10 +518,10 @@ class Decoder(srd.Decoder):
             magic = 0xA1B23C4D if self.pcap_ns else 0xA1B2C3D4
             out += struct.pack('<IHHiIII', magic, 2, 4, 0, 0, PCAP_SNAPLEN, 1)
         scale = 10 ** 9 if self.pcap_ns else 10 ** 6
-        ticks = 0
+        ns = self.pcap_start_ns
         if self.samplerate:
-            ticks = (int(self.f_ss) * scale) // int(self.samplerate)
-        secs, frac = divmod(ticks, scale)
+            ns += (int(self.f_ss) * 10 ** 9) // int(self.samplerate)
+        secs, frac = divmod(ns * scale // 10 ** 9, scale)
         caplen = min(len(pkt), PCAP_SNAPLEN)
         out += struct.pack('<IIII', secs & 0xFFFFFFFF, frac, caplen, len(pkt)) + pkt[:caplen]
         self.put(self.f_ss, self.f_es, self.out_binary, [B_PCAP, out])
