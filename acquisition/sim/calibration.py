@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -67,11 +67,20 @@ class Row:
     measured: float
     note: str = ""
     tolerance: float = TOLERANCE
+    seed_high: float | None = None
 
     @property
     def error(self) -> float:
-        """Relative error of the measurement (NaN when nothing was measured)."""
-        return (self.measured - self.seed) / self.seed if math.isfinite(self.measured) else math.nan
+        """Relative error of the measurement (NaN when nothing was measured).
+
+        A seed range (``seed`` to ``seed_high``, as "20-21 us") counts from its nearer end, 0 inside it.
+        """
+        if not math.isfinite(self.measured):
+            return math.nan
+        if self.seed_high is not None and self.seed <= self.measured <= self.seed_high:
+            return 0.0
+        ref = self.seed_high if self.seed_high is not None and self.measured > self.seed_high else self.seed
+        return (self.measured - ref) / ref
 
     @property
     def covered(self) -> bool:
@@ -83,7 +92,8 @@ class Row:
 
     def as_dict(self) -> dict[str, object]:
         return {"config": self.config, "quantity": self.quantity, "source": self.source, "unit": self.unit,
-                "seed": self.seed, "measured": None if not math.isfinite(self.measured) else self.measured,
+                "seed": self.seed, "seed_high": self.seed_high,
+                "measured": None if not math.isfinite(self.measured) else self.measured,
                 "error": None if not math.isfinite(self.error) else self.error, "covered": self.covered,
                 "ok": self.ok, "note": self.note}
 
@@ -95,9 +105,11 @@ class Sizes:
     saturated_packets: int = 900
     wire_speed_packets: int = 700
     trace_packets: int = 8
+    #: long enough for several PAUSE cycles (0: not measured)
+    pause_packets: int = 1600
 
 
-REDUCED = Sizes(saturated_packets=400, wire_speed_packets=220, trace_packets=4)
+REDUCED = Sizes(saturated_packets=400, wire_speed_packets=220, trace_packets=4, pause_packets=0)
 
 CONFIGS = {
     "sk-370dle-32": Config("SuperMicro 370DLE", "supermicro-370dle", "pci32-33", "sk9843"),
@@ -127,6 +139,17 @@ THROUGHPUT_SECTIONS = {
 }
 #: Rows whose figures the model is not held to, and why (a sentence each).
 EXPLAINED = {
+    ("intel-370dle-64", "DMA of the 64-byte request"):
+        "The 0.25 us read off fig. 4.7 needs one first-data wait for the 14 data phases; the ~4.7 us busy per "
+        "sent frame of fig. 4.8 needs three on every read: one bridge latency cannot give both, and the model "
+        "keeps the one that moves more data.",
+    ("intel-370dle-64", "frames received per interrupt"):
+        "At the seed's ~12 us spacing the modelled receiver is saturated; its interrupt service does the stack's "
+        "work too and so takes ~20 frames a service, where Linux leaves that work to the softirq after the "
+        "service: outside the model.",
+    ("intel-370dle-64", "period of the PAUSE gaps"):
+        "The model's receiver returns descriptors once a service, so its PAUSE period comes in whole service "
+        "cycles (~520 us; two here); the seed's ~900 us needs the softirq split the model lacks.",
     ("sk-p4dp8", "max throughput, 1472 B"):
         "The seed's SK-9843s on this board were much later revisions (§7.1.2) whose differences it does not "
         "describe; the model has only the earlier card.",
@@ -137,15 +160,6 @@ EXPLAINED = {
 
 def _cite(sections: str) -> str:
     return f"{HUGHES_JONES}, {sections}"
-
-
-@dataclass
-class Measured:
-    """A decoded capture set measured with ``analysis.bus``."""
-
-    timeline: bus.BusTimeline
-    payload_bytes: int
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 def _measure(path: Path) -> bus.BusTimeline:
@@ -165,18 +179,20 @@ def _run(folder: Path, name: str, cfg: Config, scenario: Scenario) -> bus.BusTim
     return timeline
 
 
-def steady_receive_period_us(timeline: bus.BusTimeline) -> float:
-    """Mean time between received frames' DMA on the receiving bus over the last half of a saturated stream.
+def receive_service_period_us(activity: bus.BusActivity) -> float:
+    """Receiving host's time per frame in a saturated stream: first frame's DMA to the last service's end.
 
-    Once the receiver's ring and FIFO are full it takes frames at its own
-    pace, which is what the seed's throughput plateau shows.
+    With more offered than the host can take, its CPU is busy from the
+    first frame to the end of the service that handles the last one
+    (frames it had no room for are lost on the way), so this is the
+    receiver's own pace, which the seed's throughput plateau shows
+    (§3.2) and what the application would measure.
     """
-    assert timeline.recv is not None
-    starts = np.array([t.start_ns for t in timeline.recv.activity.of_role("receive")])
-    if starts.size < 8:
+    receives = activity.of_role("receive")
+    ends = [activity.clusters[i.update_cluster].end_ns for i in activity.interrupts if i.update_cluster >= 0]
+    if len(receives) < 8 or not ends:
         return math.nan
-    half = starts[starts.size // 2:]
-    return float((half[-1] - half[0]) / (half.size - 1) / 1000)
+    return float((max(ends) - receives[0].start_ns) / len(receives) / 1000)
 
 
 def wire_rate_mbps(payload_bytes: int, period_us: float) -> float:
@@ -191,7 +207,8 @@ def _spread(s: bus.Spread) -> float:
 def _throughput_rows(key: str, cfg: Config, folder: Path, sizes: Sizes) -> Iterator[Row]:
     tl = _run(folder, f"{key}-sat", cfg, Scenario(kind="stream", size_bytes=1472, count=sizes.saturated_packets,
                                                    spacing_us=0.0))
-    period = steady_receive_period_us(tl)
+    assert tl.recv is not None
+    period = receive_service_period_us(tl.recv.activity)
     quantity = "max throughput, 1472 B"
     yield Row(key, quantity, _cite(THROUGHPUT_SECTIONS[key]), "Mbit/s", MAX_THROUGHPUT_MBPS[key],
               wire_rate_mbps(1472, period), EXPLAINED.get((key, quantity), ""))
@@ -200,7 +217,7 @@ def _throughput_rows(key: str, cfg: Config, folder: Path, sizes: Sizes) -> Itera
                   _cite("§4.1.2"), "us", 17.0, period)
     if key == "sk-370dle-32":
         yield Row(key, "smallest spacing without loss, 1472 B (receive period at saturation)",
-                  _cite("§4.1.2"), "us", 20.5, period)
+                  _cite("§4.1.2"), "us", 20.0, period, seed_high=21.0)
 
 
 def _trace_rows_sk(key: str, cfg: Config, folder: Path, sizes: Sizes) -> Iterator[Row]:
@@ -208,7 +225,9 @@ def _trace_rows_sk(key: str, cfg: Config, folder: Path, sizes: Sizes) -> Iterato
                                                      spacing_us=40.0))
     paths = [p for p in tl.paths_out if math.isfinite(p.first_word_to_first_word_us)]
     assert tl.send is not None
-    yield Row(key, "send DMA of a 1400-byte frame", _cite("§4.1.3"), "us", 3.0, _spread(tl.send.dma.fetch_us))
+    fetches = tl.send.activity.of_role("fetch")
+    yield Row(key, "send DMA of a 1400-byte frame (first word to last)", _cite("§4.1.3"), "us", 3.0,
+              float(np.median([(t.end_ns - t.data_start_ns) / 1000 for t in fetches])))
     yield Row(key, "first word on send PCI to first word on receive PCI", _cite("§4.1.3"), "us", 23.0,
               float(np.median([p.first_word_to_first_word_us for p in paths])))
     yield Row(key, "frame on the medium, 1400 B", _cite("§4.1.3"), "us", 11.6,
@@ -224,9 +243,10 @@ def _request_rows_intel(key: str, cfg: Config, folder: Path, sizes: Sizes) -> It
     requests = [p for p in tl.paths_out if math.isfinite(p.csr_setup_us)]
     yield Row(key, "CSR setup before sending the request", _cite("§4.2.3"), "us", 1.75,
               float(np.median([p.csr_setup_us for p in requests])))
-    fetch = [t for t in tl.send.activity.of_role("fetch")]
-    yield Row(key, "DMA of the 64-byte request", _cite("§4.2.3"), "us", 0.25,
-              float(np.median([(t.end_ns - t.data_start_ns) / 1000 for t in fetch])))
+    fetch = tl.send.activity.of_role("fetch")
+    quantity = "DMA of the 64-byte request"
+    yield Row(key, quantity, _cite("§4.2.3"), "us", 0.25,
+              float(np.median([(t.end_ns - t.data_start_ns) / 1000 for t in fetch])), EXPLAINED[(key, quantity)])
     assert tl.send.interrupts is not None and tl.recv.interrupts is not None
     for side, hb in (("send", tl.send), ("receive", tl.recv)):
         assert hb.interrupts is not None
@@ -245,24 +265,48 @@ def _wire_speed_rows(key: str, cfg: Config, folder: Path, sizes: Sizes) -> Itera
         "intel-p4dp6": ("§6.2.3", 6.2, 50, 3.0, 25),
     }[key]
     sec, s_us, s_pct, r_us, r_pct = figures
-    yield Row(key, "send PCI busy per 1400-byte frame at 11 us spacing", _cite(sec), "us", s_us, send)
-    yield Row(key, "send PCI usage (busy per frame / 11 us spacing, as the seed divides)", _cite(sec), "%",
-              s_pct, 100 * send / 11.0)
+    # §4.2.3 and §5.2.3 divide by the 11 us transmit spacing; §6.2.3 speaks of "wire speed".
+    at_wire = key == "intel-p4dp6"
+    assert tl.wire_out is not None
+    period = tl.wire_out.period_us.median if at_wire else 11.0
+    seed_period = bus.frame_time_on_wire_ns(1400 + 46) / 1000 + 12 * 8 / 1000 if at_wire else 11.0
+    per = "frame period on the wire" if at_wire else "11 us spacing"
+    yield Row(key, f"send PCI busy per 1400-byte frame at {'wire speed' if at_wire else '11 us spacing'}",
+              _cite(sec), "us", s_us, send)
+    yield Row(key, f"send PCI usage (busy per frame / {per})", _cite(sec), "%", s_pct, 100 * send / period,
+              usage_note(s_us, s_pct, seed_period))
     yield Row(key, "receive PCI busy per frame", _cite(sec), "us", r_us, recv)
-    yield Row(key, "receive PCI usage (busy per frame / 11 us)", _cite(sec), "%", r_pct, 100 * recv / 11.0)
+    yield Row(key, f"receive PCI usage (busy per frame / {per})", _cite(sec), "%", r_pct, 100 * recv / period,
+              usage_note(r_us, r_pct, seed_period))
     if key == "intel-370dle-64":
         assert tl.send.interrupts is not None and tl.recv.interrupts is not None
         yield Row(key, "frames sent per interrupt", _cite("§4.2.1"), "frames", 33,
                   tl.send.interrupts.sent_per_interrupt)
-        yield Row(key, "frames received per interrupt", _cite("§4.2.1"), "frames", 10,
-                  tl.recv.interrupts.received_per_interrupt)
-        assert tl.pause is not None
-        yield Row(key, "period of the PAUSE gaps", _cite("§4.2.3"), "us", 900, _spread(tl.pause.period_us))
+        quantity = "frames received per interrupt"
+        yield Row(key, quantity, _cite("§4.2.1"), "frames", 10, tl.recv.interrupts.received_per_interrupt,
+                  EXPLAINED[(key, quantity)])
+        period = math.nan
+        if sizes.pause_packets:
+            long = _run(folder, f"{key}-pause", cfg, Scenario(kind="stream", size_bytes=1400,
+                                                              count=sizes.pause_packets, spacing_us=11.0))
+            assert long.pause is not None
+            period = _spread(long.pause.period_us)
+        quantity = "period of the PAUSE gaps"
+        yield Row(key, quantity, _cite("§4.2.3"), "us", 900, period, EXPLAINED[(key, quantity)])
     if key == "intel-p4dp6":
         yield Row(key, "receive DMA of a 1400-byte frame", _cite("§6.2.3"), "us", 2.9,
                   _spread(tl.recv.dma.receive_us))
         sends = tl.send.csr.send_setup_us
         yield Row(key, "PCI busy setting up the CSRs for a send", _cite("§6.2.3"), "us", 2.0, _spread(sends))
+
+
+def usage_note(busy_us: float, pct: float, period_us: float) -> str:
+    """Why a usage row is not held to the tolerance: the seed's percentage disagrees with its own time."""
+    own = 100 * busy_us / period_us
+    if abs(own - pct) / pct <= TOLERANCE:
+        return ""
+    return (f"The seed's own {busy_us:g} us per {period_us:.3g} us frame period is {own:.0f}%, not its "
+            f"~{pct:g}%; the row above holds the model to the time.")
 
 
 #: What is measured on which configuration, in the order of the seed's sections.

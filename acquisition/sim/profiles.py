@@ -33,6 +33,7 @@ class BusProfile:
     host_read_disconnect_bytes: int
     host_write_disconnect_bytes: int
     arbitration_clocks: int
+    host_retry_clocks: int = 4
 
     @property
     def period_ps(self) -> float:
@@ -91,6 +92,11 @@ class NicProfile:
     pause_quanta: int
     send_xon: bool
     rx_dma_master_wait_every: int
+    internal_ns_per_byte: float = 0.0
+    rx_service_limit: int = 0
+    csr_recovery_ns: float = 0.0
+    csr_read_latency_ns: float = 0.0
+    dma_read_burst_bytes: int = 0
 
     def check(self) -> None:
         _check_source(self.name, self.source)
@@ -103,14 +109,20 @@ class NicProfile:
                     raise UsageError(f"nic {self.name}: register {reg} outside BAR0 (size {self.bar0[1]:#x})")
         if not 1 <= self.devsel <= 3:
             raise UsageError(f"nic {self.name}: devsel must be 1 (fast), 2 (medium) or 3 (slow)")
-        if self.dma_burst_bytes < 8 or self.dma_burst_bytes % 8:
-            raise UsageError(f"nic {self.name}: dma_burst_bytes must be a positive multiple of 8")
+        for f in ("dma_burst_bytes", "dma_read_burst_bytes"):
+            v = getattr(self, f)
+            if (v or f == "dma_burst_bytes") and (v < 8 or v % 8):
+                raise UsageError(f"nic {self.name}: {f} must be a positive multiple of 8")
         if not 0 < self.fc_low_water_bytes < self.fc_high_water_bytes <= self.rx_fifo_bytes:
             raise UsageError(f"nic {self.name}: need 0 < fc_low_water < fc_high_water <= rx_fifo_bytes")
         if not 0 <= self.pause_quanta <= 0xFFFF:
             raise UsageError(f"nic {self.name}: pause_quanta must fit 16 bits")
         if self.tx_ring < 2 or self.rx_ring < 2:
             raise UsageError(f"nic {self.name}: rings need at least 2 descriptors")
+        if min(self.internal_ns_per_byte, self.rx_service_limit, self.csr_recovery_ns,
+               self.csr_read_latency_ns) < 0:
+            raise UsageError(f"nic {self.name}: internal_ns_per_byte, rx_service_limit, csr_recovery_ns and "
+                             "csr_read_latency_ns must not be negative")
         for f in ("tx_int_delay_us", "rx_int_delay_us", "tx_abs_int_delay_us", "rx_abs_int_delay_us"):
             if not 0 <= getattr(self, f) < 1e6:
                 raise UsageError(f"nic {self.name}: {f} must be 0 (off) to under a second")
@@ -123,7 +135,7 @@ class NicProfile:
 
 #: Fields of a bus profile that describe the host bridge rather than the bus, which a host may override.
 BRIDGE_FIELDS = ("host_read_initial_wait_clocks", "host_write_initial_wait_clocks", "host_read_disconnect_bytes",
-                 "host_write_disconnect_bytes")
+                 "host_write_disconnect_bytes", "host_retry_clocks")
 
 
 @dataclass(frozen=True)
