@@ -30,10 +30,10 @@ CASES = {
                             dict(kind="latency", size_bytes=64, count=4, seed=11)),
 }
 DIGESTS = {
-    "intel-stream-11us": "e0b9bae81cbf647bf194b2cf4ececfb721539bf0eb0e05c4447328726e19f396",
-    "sk-latency-ad-32": "30671a7335386e2415a1650f1bfa94889e5e58ecdc35cc82a747e0ac819f2872",
-    "alteon-stream-timing": "ffa63021f829a0d2a0d68117d1fcd8498f8a6c95097ad78276b116d1da28ad4c",
-    "intel-p4dp6-latency": "76e6e6d889d243b1e8ef7ccc65ce46663a6a7d0a63a425d3fbbf84f63f986239",
+    "intel-stream-11us": "d9aef4429c8e8d063cdcda49c1e2d66c6a63b4615d7e52bcb79b4fc857a667f6",
+    "sk-latency-ad-32": "ef3e827f46d84bdb19a5dd9e72e36504c1f4c1a6d9db98ab631c984b5ce7a8f2",
+    "alteon-stream-timing": "0ef276fa2d2d3f09880caff6e40b31b67b43885b114c64a08e59917e191c514d",
+    "intel-p4dp6-latency": "e2557c21ab6ec0914597c2a6b9c1139f2080bab8abe26fccea11bf3619df701f",
 }
 
 
