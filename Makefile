@@ -74,13 +74,21 @@ demo: sysdeps $(STAMP)
 	@echo "--- udpmon between two local endpoints: a daemon on loopback, then latency and stream runs:"
 	@set -e; \
 	port=$$($(PY) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
-	$(NICRIG) udpmon serve --port $$port 2> $(DEMO_OUT)/udpmon-serve.log & daemon=$$!; \
+	trace=""; if [ "$$(id -u)" = 0 ]; then trace="--allow-trace"; fi; \
+	$(NICRIG) udpmon serve --port $$port $$trace 2> $(DEMO_OUT)/udpmon-serve.log & daemon=$$!; \
 	trap 'kill $$daemon 2>/dev/null; wait $$daemon 2>/dev/null || true' EXIT; \
 	for i in $$(seq 50); do $(PY) -c "import socket; socket.create_connection(('127.0.0.1', $$port), 1)" 2>/dev/null && break; sleep 0.1; done; \
 	echo "$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 -o $(DEMO_OUT)/udpmon-latency.h5"; \
 	$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 -o $(DEMO_OUT)/udpmon-latency.h5; \
 	echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5"; \
-	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5
+	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5; \
+	if [ -n "$$trace" ]; then \
+	  echo "--- the host probe: the same stream with both ends' kernel events recorded (interrupts, softirqs, NAPI polls, system calls):"; \
+	  echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 1472 --spacing-us 0,20,40 --count 1000 --rounds 1 --trace-host -o $(DEMO_OUT)/udpmon-traced.h5"; \
+	  $(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 1472 --spacing-us 0,20,40 --count 1000 --rounds 1 --trace-host -o $(DEMO_OUT)/udpmon-traced.h5; \
+	  $(NICRIG) trace show $(DEMO_OUT)/udpmon-traced.h5; \
+	  $(NICRIG) trace export $(DEMO_OUT)/udpmon-traced.h5 -o $(DEMO_OUT)/udpmon-traced.perfetto-trace; \
+	else echo "--- the host probe needs root: run make demo as root to see a traced run"; fi
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (after 'nicrig decoders install', 'pulseview $(DEMO_OUT)/latency-send_pci.sr' opens it decoded)"
 	@echo "--- the GUI: a 64-byte request and its 1400-byte response, Intel PRO/1000 on 64-bit 66 MHz PCI (seed 002 fig. 4.7):"
 	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --request-size 64 --count 3 -o $(DEMO_OUT)/fig47.h5
@@ -96,14 +104,18 @@ demo: sysdeps $(STAMP)
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-latency.png --view latency --size 1200x800; \
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-histograms.png --view histograms --size 1200x800; \
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-stream.h5 --screenshot $(DEMO_OUT)/gui-stream.png --view stream --size 1000x900; \
+	  if [ -f $(DEMO_OUT)/udpmon-traced.h5 ]; then \
+	    $(NICRIG) gui $(DEMO_OUT)/udpmon-traced.h5 --screenshot $(DEMO_OUT)/gui-hostprobe.png --view timeline --size 1400x1000; \
+	  fi; \
 	fi
 	@echo "--- the report: latency slope and intercept, throughput against spacing, bus timelines, expected against observed:"
-	$(NICRIG) report $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5 -o $(DEMO_OUT)/report.html
+	$(NICRIG) report $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 $$(ls $(DEMO_OUT)/udpmon-traced.h5 2>/dev/null) $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5 -o $(DEMO_OUT)/report.html
 
 bench: sysdeps $(STAMP)
 	$(PY) bench/sim.py
 	$(PY) bench/udpmon.py
 	$(PY) bench/udpmon_tcp.py
+	$(PY) bench/hostprobe.py
 	$(PY) bench/decode.py
 	$(PY) bench/gui.py
 

@@ -173,6 +173,18 @@ class Document:
                 hi.append(float(lane.boxes.reach()[-1]) + self.session.offset(lane.source))
         return (min(lo), max(hi)) if lo else (0.0, 1.0)
 
+    def packets_view_ns(self, span_ns: float = 400_000.0) -> tuple[float, float] | None:
+        """Where a traced run's packets start (the first packet sent, 50 us before to ``span_ns`` after), on
+        the view's time: the first view of a file with no bus sources."""
+        sent = self.packets.get("stream/sent")
+        if sent is not None and (sent["t_ns"] >= 0).any():
+            t = float(sent["t_ns"][sent["t_ns"] >= 0].min() - self.base_ns)
+        elif "latency/rtt" in self.packets and len(self.packets["latency/rtt"]):
+            t = float(self.packets["latency/rtt"]["t_ns"].min() - self.base_ns)
+        else:
+            return None
+        return t - 50_000.0, t + span_ns
+
     def table_shifted(self, name: str) -> np.ndarray:
         """A decoded table with its times moved by its source's deskew (for analysis of the aligned view)."""
         table = self.tables[name].copy()

@@ -442,10 +442,13 @@ def host_lanes(trace, base_ns: int) -> list[Lane]:
         a, b = paired(s_entry, s_exit)
         soft = (s_entry[a], s_exit[b])
         polls = of("napi:napi_poll")
-        # a poll's event comes at its end: draw it from the start of the NET_RX run it ran in
+        # a poll's event comes at its end: draw it from the end of the poll before it in the same NET_RX run,
+        # or from the run's start
         runs = soft[0][soft[0]["vector"] == 3]
         k = np.searchsorted(runs["time_ns"], polls["time_ns"], side="right") - 1
-        poll_start = np.where(k >= 0, runs["time_ns"][np.maximum(k, 0)], polls["time_ns"])
+        run_start = np.where(k >= 0, runs["time_ns"][np.maximum(k, 0)], polls["time_ns"])
+        before = np.concatenate(([np.iinfo(np.int64).min], polls["time_ns"][:-1]))
+        poll_start = np.maximum(run_start, before)
 
         def irq_label(i: int, rows=irq) -> list[str]:
             return [f"IRQ {int(rows[0]['irq'][i])} {_s(rows[0]['device'][i])} "

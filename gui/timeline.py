@@ -268,8 +268,12 @@ class Timeline(QtWidgets.QWidget):
 
     def first_view(self) -> tuple[float, float]:
         """The whole capture when every source can be drawn at once (small, or its overview cached);
-        otherwise the stretch from the start that raw samples draw, while the overview builds."""
+        otherwise the stretch from the start that raw samples draw, while the overview builds. A traced udpmon
+        run without bus sources: its first packets (:meth:`Document.packets_view_ns`)."""
         lo, hi = self.doc.extent_ns()
+        packets = None if self.doc.data else self.doc.packets_view_ns()
+        if packets is not None:  # a traced udpmon run: its first packets, with the hosts' events around them
+            return packets
         span = hi - lo
         for data in self.doc.data.values():
             if data.pyramid.complete or data.source.num_samples < 2:

@@ -33,7 +33,7 @@ def _read(path: Path):
 
 
 def _slices(trace) -> dict[str, list[tuple[int, int, str]]]:
-    """Track name -> (begin ns, end ns, name) of its slices, from begin/end pairs in order."""
+    """Track name -> (begin ns, end ns, name) of its slices, from begin/end pairs in order (instants: begin = end)."""
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
     names = {p.track_descriptor.uuid: p.track_descriptor.name for p in trace.packet if p.HasField("track_descriptor")}
@@ -43,7 +43,9 @@ def _slices(trace) -> dict[str, list[tuple[int, int, str]]]:
         if not p.HasField("track_event"):
             continue
         ev = p.track_event
-        if ev.type == TrackEvent.TYPE_SLICE_BEGIN:
+        if ev.type == TrackEvent.TYPE_INSTANT:
+            out.setdefault(names[ev.track_uuid], []).append((p.timestamp, p.timestamp, ev.name))
+        elif ev.type == TrackEvent.TYPE_SLICE_BEGIN:
             assert ev.track_uuid not in open_at, "a slice began on a track with one still open"
             open_at[ev.track_uuid] = (p.timestamp, ev.name)
         else:

@@ -180,3 +180,22 @@ def test_gui_draws_host_lanes_beside_the_packets(traced_stream, tmp_path):
                        capture_output=True, text=True, timeout=300, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
     assert r.returncode == 0, r.stderr
     assert png.stat().st_size > 20000
+
+
+def test_perfetto_export_holds_every_packet(traced_stream, tmp_path):
+    from test_hostprobe_export import _read, _slices
+
+    hosts, out, _ = traced_stream
+    pf = tmp_path / "run.perfetto-trace"
+    r = subprocess.run([sys.executable, "-m", "nicrig", "trace", "export", str(out), "-o", str(pf)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    slices = _slices(_read(pf))
+    with ResultsFile.open(out) as rf:
+        sent, received = rf.read_table("stream/sent"), rf.read_table("stream/received")
+        local = hp.read(rf, "local")
+    assert len(slices["sent (engine)"]) == int((sent["t_ns"] >= 0).sum())
+    assert len(slices["received (far engine)"]) == len(received)
+    # packets keep their CLOCK_MONOTONIC times: the view's zero is the near host's trace start
+    assert sorted(t for t, _, _ in slices["sent (engine)"]) == sorted(sent["t_ns"][sent["t_ns"] >= 0].tolist())
+    assert local.start_ns <= min(t for t, _, _ in slices["sent (engine)"])

@@ -104,7 +104,8 @@ def _export(args: argparse.Namespace) -> int:
         json.dump({"file": str(out), **counts}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(f"wrote {out}: {counts['slices']} slices on {counts['tracks']} tracks; time 0 of the view is "
+        print(f"wrote {out}: {counts['slices']} slices and {counts['instants']} instants on {counts['tracks']} "
+              f"tracks; time 0 of the view is "
               f"{counts['zero_ns']} ns in the trace (open it at ui.perfetto.dev)")
     return 0
 

@@ -9,7 +9,7 @@ with the message classes of the ``perfetto`` package:
 * one process track per group (a capture set's source, a host, udpmon's
   packets), one child track per lane (``cpu0 softirq``, ``PCI transactions``);
 * one slice per box, named by its short label with the full label as a
-  debug annotation; boxes of a lane that overlap without nesting (calls of
+  debug annotation (udpmon's packets: instant events); boxes of a lane that overlap without nesting (calls of
   two threads) go to extra tracks ``<lane> (2)``..., so every slice is kept;
 * timestamps in ns: the view's time plus ``zero_ns`` (the first host trace's
   CLOCK_MONOTONIC at the view's zero, so host events keep their own times;
@@ -23,9 +23,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+from nicrig.gui.lanes import STYLE_NAMES
 
 #: Perfetto's sequence id for our packets (any non-zero number, one writer).
 SEQUENCE_ID = 1
+#: Boxes of this style (udpmon's packets) are instants.
+PACKET_STYLE = STYLE_NAMES.index("packet")
 
 
 def sub_tracks(t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
@@ -62,7 +65,7 @@ def write_trace(doc: Any, out: BinaryIO) -> dict[str, int]:
     zero_ns = int(doc.base_ns) if doc.base_ns else int(-min(earliest, 0.0))
     builder = StreamingTraceProtoBuilder(out)
     uuids: dict[str, int] = {}
-    counts = {"tracks": 0, "slices": 0, "zero_ns": zero_ns}
+    counts = {"tracks": 0, "slices": 0, "instants": 0, "zero_ns": zero_ns}
 
     def track(name: str, parent: int | None) -> int:
         uuid = len(uuids) + 1
@@ -81,23 +84,26 @@ def write_trace(doc: Any, out: BinaryIO) -> dict[str, int]:
         if group not in groups:
             groups[group] = track(group, None)
         order = np.argsort(t0, kind="stable")
-        sub = sub_tracks(t0[order], t1[order])
+        instant = boxes.style[order] == PACKET_STYLE  # a packet is a moment, not a span
+        sub = np.where(instant, 0, sub_tracks(t0[order], np.where(instant, t0[order], t1[order])))
         tracks = [track(title if k == 0 else f"{title} ({k + 1})", groups[group]) for k in range(int(sub.max()) + 1)]
         for j, i in enumerate(order):
             labels = boxes.labels(int(i))
-            for kind, t in ((TrackEvent.TYPE_SLICE_BEGIN, t0[i]), (TrackEvent.TYPE_SLICE_END, max(t1[i], t0[i]))):
+            steps = ((TrackEvent.TYPE_INSTANT, t0[i]),) if instant[j] else (
+                (TrackEvent.TYPE_SLICE_BEGIN, t0[i]), (TrackEvent.TYPE_SLICE_END, max(t1[i], t0[i])))
+            for kind, t in steps:
                 p = builder.create_packet()
                 p.timestamp = int(round(t)) + zero_ns
                 p.trusted_packet_sequence_id = SEQUENCE_ID
                 p.track_event.type = kind
                 p.track_event.track_uuid = tracks[sub[j]]
-                if kind == TrackEvent.TYPE_SLICE_BEGIN:
+                if kind != TrackEvent.TYPE_SLICE_END:
                     p.track_event.name = labels[1] if len(labels) > 1 else labels[0]
                     note = p.track_event.debug_annotations.add()
                     note.name = "event"
                     note.string_value = labels[0]
                 builder.write_packet(p)
-            counts["slices"] += 1
+            counts["instants" if instant[j] else "slices"] += 1
     return counts
 
 
