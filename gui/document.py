@@ -173,6 +173,10 @@ class Document:
                 hi.append(float(lane.boxes.reach()[-1]) + self.session.offset(lane.source))
         return (min(lo), max(hi)) if lo else (0.0, 1.0)
 
+    def host_shift_ns(self, trace: hp.HostTrace) -> float:
+        """View time minus a host's CLOCK_MONOTONIC: its clock offset, the view's base and its deskew."""
+        return trace.clock_offset_ns - self.base_ns + self.session.offset(f"host:{trace.host}")
+
     def packets_view_ns(self, span_ns: float = 400_000.0) -> tuple[float, float] | None:
         """Where a traced run's packets start (the first packet sent, 50 us before to ``span_ns`` after), on
         the view's time: the first view of a file with no bus sources."""

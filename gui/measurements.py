@@ -1,4 +1,5 @@
-"""The measurements panel: bus-level timing of the range between the cursors, from ``nicrig.analysis.bus``.
+"""The measurements panel: bus-level timing of the range between the cursors, from ``nicrig.analysis.bus``,
+and the host probe's kernel-event figures of each traced host there, from ``nicrig.analysis.hostprobe``.
 
 The arithmetic (CSR setup, DMA duration, send bus -> wire -> receive bus
 propagation, PAUSE gaps, interrupt latency) belongs to the analysis package;
@@ -10,6 +11,7 @@ put on the timeline as a named marker.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,6 +25,7 @@ from PySide6 import QtWidgets
 from nicrig.errors import UsageError
 
 if TYPE_CHECKING:
+    from nicrig.acquisition.hostprobe.events import HostTrace
     from nicrig.gui.app import MainWindow
 
 
@@ -95,11 +98,39 @@ def path_measurements(p: bus.FramePath, rig: Rig, way: str) -> list[Measurement]
             _span("  sending software -> receiving service", p.send_csr_start_ns, p.recv_service_end_ns, "")]
 
 
+def host_measurements(trace: HostTrace, t0_ns: float, t1_ns: float, shift_ns: float) -> list[Measurement]:
+    """The host probe's measurements (``nicrig.analysis.hostprobe``) of one host's events in the view's
+    ``[t0_ns, t1_ns]``; ``shift_ns``: view time minus the host's CLOCK_MONOTONIC (base, offset, deskew)."""
+    from nicrig.analysis import hostprobe
+
+    a, b = int(t0_ns - shift_ns), int(t1_ns - shift_ns)
+    cut = dataclasses.replace(trace, events=hostprobe.within(trace.events, a, b), start_ns=a, end_ns=b)
+    span = (b - a) / 1e9
+    runs = hostprobe.softirq_spans(cut, hostprobe.NET_RX)
+    ps = hostprobe.poll_stats(hostprobe.polls(cut))
+    _, raised = hostprobe.trigger_delays(cut)
+    median, p90, n = hostprobe.quantiles_us(raised)
+    cpus = max(len(trace.losses), 1)
+    out = [Measurement(f"host {trace.host}: kernel events", ""),
+           Measurement("  hard IRQs per s", f"{len(cut.of('irq:irq_handler_entry')) / span:.4g}" if span else "-"),
+           Measurement("  NET_RX softirq runs per s", f"{len(runs) / span:.4g}" if span else "-"),
+           Measurement("  NAPI polls, frames per poll (most)",
+                       f"{ps.polls}, {ps.mean_frames:.3g} ({ps.max_frames} of {ps.budget})"),
+           Measurement("  CPU in NET_RX", f"{100 * hostprobe.busy_share(runs, a, b, cpus):.3g} %"),
+           Measurement("  raise -> NET_RX median, p90", f"{median:.3g} us, {p90:.3g} us ({n})" if n else "-")]
+    out += [Measurement(f"  dropped: {reason}", str(count)) for reason, count in hostprobe.drops(cut).items()]
+    return out
+
+
 def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: float, t1_ns: float,
-                  max_paths: int = 6) -> list[Measurement]:
-    """Bus-level measurements (``nicrig.analysis.bus``) of the decoded tables in ``[t0_ns, t1_ns]``."""
+                  max_paths: int = 6, hosts: list[tuple[HostTrace, float]] = ()) -> list[Measurement]:
+    """Bus-level measurements (``nicrig.analysis.bus``) of the decoded tables in ``[t0_ns, t1_ns]``, and the
+    host probe's of each (trace, view minus CLOCK_MONOTONIC) in ``hosts``."""
     rig = rig_roles(sources, tables)
+    host_rows = [m for trace, shift in hosts for m in host_measurements(trace, t0_ns, t1_ns, shift)]
     if rig.send is None and rig.probe is None:
+        if host_rows:
+            return host_rows
         raise UsageError("nothing to measure: no decoded PCI or Ethernet table (decode the capture set first)")
     cut = tables_in_range(tables, t0_ns, t1_ns)
 
@@ -137,7 +168,7 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
             if math.isfinite(f.gap_us):
                 out.append(Measurement(f"  PAUSE {f.quanta} quanta ({f.direction})", f"gap {f.gap_us:.4g} us",
                                        f.t_ns, f.t_ns + f.gap_us * 1000, rig.probe or "", "PAUSE gap"))
-    return out
+    return out + host_rows
 
 
 def phase_boxes(results: list[Measurement], source: str) -> Boxes:
@@ -191,7 +222,8 @@ class MeasurementsPanel(QtWidgets.QWidget):
             return None
         tables = {name.split("/", 1)[1]: doc.table_shifted(name) for name in doc.tables}
         sources = doc.source_order()
-        job = Job("measuring", lambda progress: measure_range(tables, sources, t0_ns, t1_ns), self)
+        hosts = [(t, doc.host_shift_ns(t)) for t in doc.traces]
+        job = Job("measuring", lambda progress: measure_range(tables, sources, t0_ns, t1_ns, hosts=hosts), self)
         self.note.setText(f"measuring {t0_ns / 1000:.3f} .. {t1_ns / 1000:.3f} us ...")
         return self.window_.start_job(job, on_done=self.show_results)
 

@@ -199,3 +199,21 @@ def test_perfetto_export_holds_every_packet(traced_stream, tmp_path):
     # packets keep their CLOCK_MONOTONIC times: the view's zero is the near host's trace start
     assert sorted(t for t, _, _ in slices["sent (engine)"]) == sorted(sent["t_ns"][sent["t_ns"] >= 0].tolist())
     assert local.start_ns <= min(t for t, _, _ in slices["sent (engine)"])
+
+
+def test_gui_measures_the_hosts_between_the_cursors(traced_stream):
+    from nicrig.gui.document import Document
+    from nicrig.gui.measurements import measure_range
+
+    hosts, out, _ = traced_stream
+    doc = Document(out)
+    try:
+        t0, t1 = doc.extent_ns()
+        found = measure_range({}, [], t0, t1, hosts=[(t, doc.host_shift_ns(t)) for t in doc.traces])
+    finally:
+        doc.close()
+    text = {m.name.strip(): m.value for m in found}
+    assert "host local: kernel events" in text and "host remote: kernel events" in text
+    polls, rest = text["NAPI polls, frames per poll (most)"].split(", ", 1)
+    assert int(polls) > 0 and 1 <= float(rest.split()[0]) <= 64
+    assert text["CPU in NET_RX"].endswith("%")
