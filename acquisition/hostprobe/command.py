@@ -131,9 +131,9 @@ def _record(args: argparse.Namespace) -> int:
         code = 0
         previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM ends the recording as Ctrl-C does
         with events.HostCapture(args.host, spec) as cap:
-            print(f"nicrig: recording {len(spec.events)} kernel events in tracefs instance "
-                  f"{cap.instance} (Ctrl-C stops)", file=sys.stderr, flush=True)
-            try:
+            try:  # from the line saying so on, Ctrl-C or SIGTERM stops early and keeps what was recorded
+                print(f"nicrig: recording {len(spec.events)} kernel events in tracefs instance "
+                      f"{cap.instance} (Ctrl-C stops)", file=sys.stderr, flush=True)
                 if child is not None:
                     os.kill(child.pid, signal.SIGCONT)
                     code = child.wait()
