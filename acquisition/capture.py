@@ -32,8 +32,20 @@ from typing import Any, Literal
 import h5py
 import numpy as np
 
+from nicrig.acquisition import limits
+
 from nicrig.errors import FormatError, UsageError
-from nicrig.h5file import STORAGE, NicrigFile, to_json
+from nicrig.h5file import (
+    STORAGE,
+    NicrigFile,
+    attr_int,
+    attr_json,
+    attr_real,
+    attr_text,
+    is_mapping_of,
+    reading,
+    to_json,
+)
 
 FORMAT_NAME = "nicrig-capture-set"
 FORMAT_VERSION = 1
@@ -126,56 +138,90 @@ class SourceSpec:
                 raise UsageError(f"source {self.name!r}: role {role!r} names unknown channel {target!r}")
 
 
+def _channel_names(owner: str, value: Any) -> list[str]:
+    """The ``channels`` attribute: a non-empty 1-D array of distinct names (at most limits.MAX_CHANNELS)."""
+    if not isinstance(value, np.ndarray) or value.ndim != 1 or not value.size:
+        raise FormatError(f"{owner}: attribute 'channels' is not a list of channel names")
+    if value.size > limits.MAX_CHANNELS:
+        raise FormatError(f"{owner}: {value.size:,} channels; a source holds at most {limits.MAX_CHANNELS:,}")
+    names = [c.decode("utf-8", "replace") if isinstance(c, bytes) else c for c in value.tolist()]
+    if not all(isinstance(c, str) and c for c in names):
+        raise FormatError(f"{owner}: attribute 'channels' holds other than channel names")
+    if len(set(names)) != len(names):
+        raise FormatError(f"{owner}: attribute 'channels' names a channel twice")
+    return names
+
+
 class Source:
-    """One source of an open capture set; reads are lazy (only the chunks asked for)."""
+    """One source of an open capture set; reads are lazy (only the chunks asked for).
+
+    Its attributes are checked once, here, against their types and ranges
+    (docs/formats.md): a damaged or hand-edited source is a FormatError naming
+    the file, the source and the attribute, never a wrong answer later.
+    """
 
     def __init__(self, group: h5py.Group):
         self._g = group
         self.name: str = group.name.rsplit("/", 1)[-1]
-        a = group.attrs
-        missing = [k for k in ("mode", "channels", "trigger_sample", "offset_ps") if k not in a]
-        if missing:
-            raise FormatError(f"source {self.name!r} is malformed: no attribute(s) {', '.join(missing)}")
-        try:
-            self.mode: Mode = str(a["mode"])  # type: ignore[assignment]
-            self.channels: list[str] = [str(c) for c in a["channels"]]
-            self.trigger_sample = int(a["trigger_sample"])
-            self.offset_ps = int(a["offset_ps"])
-            self.samplerate_hz: float | None = float(a["samplerate_hz"]) if "samplerate_hz" in a else None
-            self.roles: dict[str, str] = json.loads(a.get("roles", "{}"))
-            self.vectors: dict[str, list[str]] = json.loads(a.get("vectors", "{}"))
-            self.bus: dict[str, Any] = json.loads(a.get("bus", "{}"))
-            self.instrument: dict[str, Any] = json.loads(a.get("instrument", "{}"))
-            self.notes = str(a.get("notes", ""))
-            self._samples: h5py.Dataset = group["samples"]
-            if not isinstance(self._samples, h5py.Dataset):
-                raise TypeError("'samples' is not a dataset")
-        except (KeyError, ValueError, TypeError) as exc:
-            raise FormatError(f"source {self.name!r} is malformed: {exc}") from None
-        self._timestamps: h5py.Dataset | None = group.get("timestamps_ps")
+        self.path = str(group.file.filename)
+        self._owner = owner = f"{self.path}: source {self.name!r}"
+        with reading(self.path, f"source {self.name!r}"):
+            a = group.attrs
+            missing = [k for k in ("mode", "channels", "trigger_sample", "offset_ps") if k not in a]
+            if missing:
+                raise FormatError(f"{owner} is malformed: no attribute(s) {', '.join(missing)}")
+            self.mode: Mode = attr_text(owner, a, "mode")  # type: ignore[assignment]
+            self.channels: list[str] = _channel_names(owner, a["channels"])
+            self.trigger_sample = attr_int(owner, a, "trigger_sample", 0, limits.MAX_TIME_PS)
+            self.offset_ps = attr_int(owner, a, "offset_ps", -limits.MAX_TIME_PS, limits.MAX_TIME_PS)
+            self.samplerate_hz: float | None = attr_real(owner, a, "samplerate_hz", limits.MIN_SAMPLE_RATE_HZ,
+                                                         limits.MAX_SAMPLE_RATE_HZ)
+            self.roles: dict[str, str] = attr_json(owner, a, "roles", is_mapping_of(str))
+            self.vectors: dict[str, list[str]] = attr_json(owner, a, "vectors", is_mapping_of(list))
+            self.bus: dict[str, Any] = attr_json(owner, a, "bus", lambda v: isinstance(v, dict))
+            self.instrument: dict[str, Any] = attr_json(owner, a, "instrument", lambda v: isinstance(v, dict))
+            self.notes = attr_text(owner, a, "notes", "")
+            samples = group.get("samples")
+            if samples is None:
+                raise FormatError(f"{owner} is malformed: no 'samples' dataset")
+            if not isinstance(samples, h5py.Dataset):
+                raise FormatError(f"{owner} is malformed: 'samples' is not a dataset")
+            self._samples: h5py.Dataset = samples
+            self._timestamps: h5py.Dataset | None = group.get("timestamps_ps")
         self._index = {c: i for i, c in enumerate(self.channels)}
+        strays = sorted({c for bits in self.vectors.values() for c in bits if c not in self._index})
+        if strays:
+            raise FormatError(f"{owner}: its vectors name channels it does not have: {', '.join(map(str, strays[:5]))}")
         self._check()
+
+    def _read(self, ds: h5py.Dataset, selection: Any, what: str) -> np.ndarray:
+        """``ds[selection]``; damage (a failed checksum, broken metadata) becomes a FormatError naming the rows."""
+        with reading(self.path, f"source {self.name!r} {what}"):
+            return ds[selection]
 
     def _check(self) -> None:
         unit = unitsize_for(len(self.channels))
         shape = self._samples.shape
+        if self._timestamps is not None and (not isinstance(self._timestamps, h5py.Dataset)
+                                             or self._timestamps.dtype.kind != "i"):
+            raise FormatError(f"{self._owner}: timestamps_ps is not an integer dataset")
         if len(shape) != 2 or shape[1] != unit or self._samples.dtype != np.uint8:
             raise FormatError(
-                f"source {self.name!r}: samples must be uint8 (N, {unit}) for {len(self.channels)} channels, "
+                f"{self._owner}: samples must be uint8 (N, {unit}) for {len(self.channels)} channels, "
                 f"found {self._samples.dtype} {shape}"
             )
         if self.mode == "state":
             if self._timestamps is None:
-                raise FormatError(f"source {self.name!r}: state mode without timestamps_ps")
+                raise FormatError(f"{self._owner}: state mode without timestamps_ps")
             if self._timestamps.shape != (shape[0],):
                 raise FormatError(
-                    f"source {self.name!r}: {self._timestamps.shape[0]} timestamps for {shape[0]} samples"
+                    f"{self._owner}: {self._timestamps.size} timestamps for {shape[0]} samples"
                 )
         elif self.mode == "timing":
             if not self.samplerate_hz or self.samplerate_hz <= 0:
-                raise FormatError(f"source {self.name!r}: timing mode without a positive samplerate_hz")
+                raise FormatError(f"{self._owner}: timing mode without a positive samplerate_hz")
         else:
-            raise FormatError(f"source {self.name!r}: unknown mode {self.mode!r}")
+            raise FormatError(f"{self._owner}: unknown mode {self.mode!r}")
 
     def refresh(self) -> None:
         """Re-read the datasets' sizes (a reader of a file being written in SWMR mode)."""
@@ -222,20 +268,20 @@ class Source:
     def read_packed(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Packed samples ``[start, stop)`` as ``(n, unitsize)`` uint8, read lazily."""
         s, e = self._span(start, stop)
-        return self._samples[s:e]
+        return self._read(self._samples, np.s_[s:e], f"samples {s}..{e}")
 
     def iter_packed(self, start: int | None = None, stop: int | None = None,
                     block: int = 1 << 20) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(first_sample, packed_block)`` over ``[start, stop)`` a block at a time."""
         s, e = self._span(start, stop)
         for b in range(s, e, block):
-            yield b, self._samples[b:min(b + block, e)]
+            yield b, self._read(self._samples, np.s_[b:min(b + block, e)], f"samples {b}..{min(b + block, e)}")
 
     def read_channel(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """One channel's values ``[start, stop)`` as a uint8 array of 0/1."""
         bit = self.channel_index(name)
         s, e = self._span(start, stop)
-        col = self._samples[s:e, bit // 8]
+        col = self._read(self._samples, np.s_[s:e, bit // 8], f"samples {s}..{e}")
         return (col >> (bit % 8)) & 1
 
     def read_vector(self, name: str, start: int | None = None, stop: int | None = None) -> np.ndarray:
@@ -254,7 +300,7 @@ class Source:
     def _local_ps(self, start: int, stop: int) -> np.ndarray:
         if self.mode == "state":
             assert self._timestamps is not None
-            return self._timestamps[start:stop].astype(np.int64)
+            return self._read(self._timestamps, np.s_[start:stop], f"timestamps {start}..{stop}").astype(np.int64)
         idx = np.arange(start, stop, dtype=np.float64)
         return np.rint(idx * (1e12 / self.samplerate_hz)).astype(np.int64)  # type: ignore[operator]
 
@@ -288,7 +334,8 @@ class Source:
         sorted_idx = idx[order]
         for b in np.unique(sorted_idx // block):
             lo, hi = np.searchsorted(sorted_idx, [b * block, (b + 1) * block])
-            chunk = self._timestamps[b * block:min((b + 1) * block, self.num_samples)]
+            hi_b = min((b + 1) * block, self.num_samples)
+            chunk = self._read(self._timestamps, np.s_[b * block:hi_b], f"timestamps {b * block}..{hi_b}")
             out[order[lo:hi]] = chunk[sorted_idx[lo:hi] - b * block]
         return out + base
 
@@ -313,7 +360,7 @@ class Source:
         lo, hi = 0, self.num_samples
         while lo < hi:
             mid = (lo + hi) // 2
-            if int(self._timestamps[mid]) < local:
+            if int(self._read(self._timestamps, mid, f"timestamp {mid}")) < local:
                 lo = mid + 1
             else:
                 hi = mid
@@ -411,19 +458,18 @@ class CaptureSet(NicrigFile):
         if not isinstance(self._h5.get("sources"), h5py.Group):
             raise FormatError(f"{self.path}: a capture set without a 'sources' group")
         for name in self.source_names:
-            try:
-                self.source(name)
-            except FormatError as exc:
-                raise FormatError(f"{self.path}: {exc}") from None
+            self.source(name)
 
     # -- sources ----------------------------------------------------------------------------
     @property
     def source_names(self) -> list[str]:
-        return list(self._h5["sources"].keys())
+        with reading(self.path, "its list of sources"):
+            return list(self._h5["sources"].keys())
 
     def source(self, name: str) -> Source:
-        grp = self._h5["sources"].get(name)
-        if grp is None:
+        with reading(self.path, f"source {name!r}"):
+            grp = self._h5["sources"].get(name)
+        if not isinstance(grp, h5py.Group):
             raise UsageError(f"{self.path}: no source {name!r} (sources: {', '.join(self.source_names) or 'none'})")
         return Source(grp)
 

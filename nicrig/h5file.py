@@ -10,8 +10,10 @@ units, written atomically (under a temporary name, then moved).
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
@@ -35,6 +37,100 @@ KINDS: dict[str, str] = {"nicrig-capture-set": "a capture set", "nicrig-results"
 
 F = TypeVar("F", bound="NicrigFile")
 
+#: What h5py raises when HDF5 cannot read what a file holds: damaged metadata, a missing object, or a
+#: chunk whose Fletcher32 checksum fails ("filter returned failure during read").
+HDF5_ERRORS = (OSError, RuntimeError, KeyError)
+
+
+def damage_message(path: Path | str, what: str, exc: BaseException) -> str:
+    """One line naming the file, what could not be read, and why (a failed checksum said in words)."""
+    detail = " ".join(str(exc).split()).strip("'\"")
+    if "filter returned failure" in detail or "checksum" in detail.lower():
+        why = "its checksum fails: the stored bytes changed since nicrig wrote them"
+    else:
+        why = detail or type(exc).__name__
+    return f"{path}: {what} cannot be read: damaged file ({why}); nicrig verify {path} says where"
+
+
+@contextmanager
+def reading(path: Path | str, what: str) -> Iterator[None]:
+    """Turn an HDF5 read failure inside the block into a :class:`FormatError` naming ``path`` and ``what``.
+
+    Only h5py calls belong inside: their errors mean the file, never nicrig.
+    """
+    try:
+        yield
+    except HDF5_ERRORS as exc:
+        raise FormatError(damage_message(path, what, exc)) from None
+
+
+# -- typed attribute checks: every attribute a nicrig file kind reads is checked once, when the file is opened
+def attr_text(owner: str, attrs: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    """A string attribute (HDF5 variable- or fixed-length); a missing one is ``default`` or an error."""
+    if key not in attrs:
+        if default is None:
+            raise FormatError(f"{owner}: no attribute {key!r}")
+        return default
+    value = attrs[key]
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            raise FormatError(f"{owner}: attribute {key!r} is not text") from None
+    if not isinstance(value, str):
+        raise FormatError(f"{owner}: attribute {key!r} is {_shown(value)}, not text")
+    return value
+
+
+def attr_int(owner: str, attrs: Mapping[str, Any], key: str, lo: int, hi: int, default: int | None = None) -> int:
+    """A whole-number attribute in ``[lo, hi]``."""
+    if key not in attrs:
+        if default is None:
+            raise FormatError(f"{owner}: no attribute {key!r}")
+        return default
+    value = attrs[key]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise FormatError(f"{owner}: attribute {key!r} is {_shown(value)}, not a whole number")
+    if not lo <= int(value) <= hi:
+        raise FormatError(f"{owner}: attribute {key!r} is {int(value)}, outside {lo}..{hi}")
+    return int(value)
+
+
+def attr_real(owner: str, attrs: Mapping[str, Any], key: str, lo: float, hi: float) -> float | None:
+    """A finite real attribute in ``[lo, hi]``, or None when absent."""
+    if key not in attrs:
+        return None
+    value = attrs[key]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise FormatError(f"{owner}: attribute {key!r} is {_shown(value)}, not a number")
+    v = float(value)
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise FormatError(f"{owner}: attribute {key!r} is {v:g}, outside {lo:g}..{hi:g}")
+    return v
+
+
+def attr_json(owner: str, attrs: Mapping[str, Any], key: str, check: Callable[[Any], bool] = lambda v: True,
+              default: str = "{}") -> Any:
+    """A JSON attribute whose value passes ``check`` (its type and shape)."""
+    text = attr_text(owner, attrs, key, default)
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise FormatError(f"{owner}: attribute {key!r} is not JSON ({exc})") from None
+    if not check(value):
+        raise FormatError(f"{owner}: attribute {key!r} holds {_shown(value)}, not what nicrig writes there")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def is_mapping_of(kind: type) -> Callable[[Any], bool]:
+    """A check for :func:`attr_json`: a JSON object whose values are all ``kind``."""
+    return lambda v: isinstance(v, dict) and all(isinstance(x, kind) for x in v.values())
+
 
 def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
@@ -43,17 +139,18 @@ def to_json(value: Any) -> str:
 def check_format(h5: h5py.File | h5py.Group, path: Path | str, name: str, version: int) -> None:
     """Raise :class:`FormatError` unless ``h5`` (a file, or the group of a nested one) is a file of kind ``name``
     this nicrig can read."""
-    found = h5.attrs.get("format")
-    if found is None:
+    if "format" not in h5.attrs:
         raise FormatError(f"{path}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
-    found = found.decode() if isinstance(found, bytes) else str(found)
+    found = attr_text(str(path), h5.attrs, "format")
     if found != name:
         raise FormatError(f"{path}: is {KINDS.get(found, repr(found))}, not {KINDS.get(name, name)}")
-    v = int(h5.attrs.get("format_version", -1))
-    if v > version:
-        raise FormatError(f"{path}: format version {v} is newer than this nicrig reads ({version}); upgrade nicrig")
+    v = attr_int(str(path), h5.attrs, "format_version", -2**63, 2**63 - 1)
     if v < 1:
         raise FormatError(f"{path}: bad format_version {v}")
+    if v > version:
+        raise FormatError(f"{path}: format version {v} is newer than this nicrig reads ({version}); upgrade nicrig")
+    for key in ("nicrig_version", "created_utc", "notes"):
+        attr_text(str(path), h5.attrs, key, "")
 
 
 def open_h5(p: Path, mode: str, what: str, swmr: bool = False) -> h5py.File:
@@ -78,12 +175,12 @@ def open_any(path: str | os.PathLike[str]) -> NicrigFile:
     import importlib
 
     p = Path(path)
-    with open_h5(p, "r", "a nicrig file") as h5:
-        found = h5.attrs.get("format")
-    name = found.decode() if isinstance(found, bytes) else str(found)
+    with open_h5(p, "r", "a nicrig file") as h5, reading(p, "its format attribute"):
+        if "format" not in h5.attrs:
+            raise FormatError(f"{p}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
+        name = attr_text(str(p), h5.attrs, "format")
     if name not in _CLASSES:
-        raise FormatError(f"{p}: an HDF5 file, but not a nicrig file (format {name!r})" if found is not None
-                          else f"{p}: an HDF5 file, but not a nicrig file (no 'format' attribute)")
+        raise FormatError(f"{p}: an HDF5 file, but not a nicrig file (format {name!r})")
     module, cls = _CLASSES[name]
     return getattr(importlib.import_module(module), cls).open(p)
 
@@ -157,8 +254,9 @@ class NicrigFile:
 
     def has_nested(self, group: str) -> bool:
         """Whether group ``group`` of this file holds a nicrig file of its own (see :meth:`nested`)."""
-        g = self._h5.get(group)
-        return isinstance(g, h5py.Group) and "format" in g.attrs
+        with reading(self.path, f"group {group}"):
+            g = self._h5.get(group)
+            return isinstance(g, h5py.Group) and "format" in g.attrs
 
     def nested(self, cls: type[F], group: str, *, create: bool = False, notes: str = "") -> F:
         """The file of kind ``cls`` kept in group ``group`` of this one, laid out as a file of that kind with its
@@ -170,12 +268,13 @@ class NicrigFile:
             f = cls(self._h5.create_group(group), self.path, owner=self)
             f._stamp(notes)
             return f
-        g = self._h5.get(group)
-        if not isinstance(g, h5py.Group):
-            raise FormatError(f"{self.path}: no group {group!r} holding {cls.kind()}")
-        check_format(g, f"{self.path} (group {group})", cls.FORMAT_NAME, cls.FORMAT_VERSION)
-        f = cls(g, self.path, owner=self)
-        f._validate()
+        with reading(self.path, f"group {group}"):
+            g = self._h5.get(group)
+            if not isinstance(g, h5py.Group):
+                raise FormatError(f"{self.path}: no group {group!r} holding {cls.kind()}")
+            check_format(g, f"{self.path} (group {group})", cls.FORMAT_NAME, cls.FORMAT_VERSION)
+            f = cls(g, self.path, owner=self)
+            f._validate()
         return f
 
     @classmethod
@@ -186,9 +285,10 @@ class NicrigFile:
             raise UsageError("SWMR reading is read-only: open with mode 'r'")
         h5 = open_h5(p, mode, cls.kind(), swmr)
         try:
-            check_format(h5, p, cls.FORMAT_NAME, cls.FORMAT_VERSION)
-            f = cls(h5, p)
-            f._validate()
+            with reading(p, "its metadata"):
+                check_format(h5, p, cls.FORMAT_NAME, cls.FORMAT_VERSION)
+                f = cls(h5, p)
+                f._validate()
         except BaseException:
             h5.close()
             raise
@@ -234,7 +334,7 @@ class NicrigFile:
     # -- attributes -------------------------------------------------------------------------
     @property
     def notes(self) -> str:
-        return str(self._h5.attrs.get("notes", ""))
+        return attr_text(str(self.path), self._h5.attrs, "notes", "")
 
     @property
     def attrs(self) -> h5py.AttributeManager:
@@ -279,26 +379,29 @@ class NicrigFile:
 
     def read_table(self, path: str) -> np.ndarray:
         """A table as a structured array (string columns as ``bytes``)."""
-        ds = self._h5.get(path)
-        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
-            raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
-        return ds[()]
+        with reading(self.path, f"table {path}"):
+            ds = self._h5.get(path)
+            if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
+                raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
+            return ds[()]
 
     def table_attrs(self, path: str) -> dict[str, Any]:
-        ds = self._h5[path]
-        return {k: ds.attrs[k] for k in ds.attrs}
+        with reading(self.path, f"the attributes of table {path}"):
+            ds = self._h5[path]
+            return {k: ds.attrs[k] for k in ds.attrs}
 
     def table_info(self, path: str) -> dict[str, Any]:
         """Rows, column names and dtypes, and attributes of a table, without reading its rows."""
-        ds = self._h5.get(path)
-        if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
-            raise UsageError(f"{self.path}: no table {path!r}")
-        return {
-            "rows": int(ds.shape[0]) if ds.shape else 1,
-            "columns": list(ds.dtype.names),
-            "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
-            "attrs": {k: ds.attrs[k] for k in ds.attrs},
-        }
+        with reading(self.path, f"table {path}"):
+            ds = self._h5.get(path)
+            if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
+                raise UsageError(f"{self.path}: no table {path!r}")
+            return {
+                "rows": int(ds.shape[0]) if ds.shape else 1,
+                "columns": list(ds.dtype.names),
+                "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
+                "attrs": {k: ds.attrs[k] for k in ds.attrs},
+            }
 
     def checksum_coverage(self) -> dict[str, Any]:
         """How many datasets the file has, and which lack a Fletcher32 checksum (written before nicrig added it)."""
@@ -311,7 +414,8 @@ class NicrigFile:
                 if not obj.fletcher32:
                     unchecked.append(name)
 
-        self._h5.visititems(visit)
+        with reading(self.path, "its list of datasets"):
+            self._h5.visititems(visit)
         return {"datasets": len(datasets), "unchecked": sorted(unchecked)}
 
     def table_names(self) -> list[str]:
@@ -324,5 +428,6 @@ class NicrigFile:
                     and not any(part.startswith(".") for part in name.split("/"))):
                 names.append(name)
 
-        self._h5.visititems(visit)
+        with reading(self.path, "its list of tables"):
+            self._h5.visititems(visit)
         return sorted(names)

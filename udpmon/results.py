@@ -30,7 +30,7 @@ from nicrig.analysis.latency import LatencyEstimate, LineFit, estimate, frames_p
 from nicrig.analysis.throughput import point_rates
 
 from nicrig.errors import FormatError
-from nicrig.h5file import NicrigFile, open_any, to_json
+from nicrig.h5file import NicrigFile, attr_int, attr_json, attr_real, attr_text, open_any, to_json
 
 #: The group of a capture set written by ``nicrig simulate`` that holds the simulated run's results.
 RESULTS_GROUP = "results"
@@ -75,6 +75,12 @@ HOSTS_DTYPE = np.dtype([("host", "S6"), ("address", "S46"), ("port", "<i4"), ("i
                         ("given_as", "S64")])
 
 
+#: Real-valued table attributes the analysis reads: (lowest, highest, NaN allowed for "unknown").
+_TABLE_REALS = {"bin_width_us": (1e-6, 1e9, False), "link_mbps": (1e-6, 1e9, True)}
+#: Whole-number table attributes the analysis reads: (lowest, highest).
+_TABLE_INTS = {"mtu": (1, 1 << 20), "wire_overhead_bytes": (0, 1 << 16), "at_size_bytes": (-1, 1 << 31)}
+
+
 class ResultsFile(NicrigFile):
     """An open udpmon results file (see :class:`nicrig.h5file.NicrigFile` for opening and tables)."""
 
@@ -83,6 +89,32 @@ class ResultsFile(NicrigFile):
     #: rounds (round, position, time of every singleton; latency/visits, latency/modes, latency/fit_mode; stream
     #: rates with uncertainties). Versions 1 and 2 read as before.
     FORMAT_VERSION = 3
+
+    def _validate(self) -> None:
+        """The run's attributes, checked once against their types (docs/formats.md, "udpmon results")."""
+        owner, a = str(self.path), self.attrs
+        attr_text(owner, a, "kind", "")
+        attr_text(owner, a, "peer", "")
+        attr_json(owner, a, "command", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "[]")
+        for key in ("settings", "local_host", "remote"):
+            attr_json(owner, a, key, lambda v: isinstance(v, dict))
+        if "simulation" in a:
+            attr_json(owner, a, "simulation", lambda v: isinstance(v, dict))
+        for name in self.table_names():
+            self.table_attrs(name)
+
+    def table_attrs(self, path: str) -> dict[str, Any]:
+        """A table's attributes, those the analysis reads checked against their types and ranges."""
+        attrs = super().table_attrs(path)
+        owner = f"{self.path}: table {path}"
+        for key, (lo, hi, nan_ok) in _TABLE_REALS.items():
+            if key in attrs and not (nan_ok and isinstance(attrs[key], (float, np.floating))
+                                     and math.isnan(attrs[key])):
+                attr_real(owner, attrs, key, lo, hi)
+        for key, (lo, hi) in _TABLE_INTS.items():
+            if key in attrs:
+                attr_int(owner, attrs, key, lo, hi)
+        return attrs
 
     def set_run(self, kind: str, *, peer: str, argv: Sequence[str], settings: dict[str, Any],
                 remote: dict[str, Any], simulation: dict[str, Any] | None = None) -> None:
@@ -105,8 +137,9 @@ class ResultsFile(NicrigFile):
     @property
     def simulation(self) -> dict[str, Any] | None:
         """What the simulated rig modelled, or None for a run between real hosts."""
-        text = self.attrs.get("simulation")
-        return json.loads(text) if text is not None else None
+        if "simulation" not in self.attrs:
+            return None
+        return attr_json(str(self.path), self.attrs, "simulation", lambda v: isinstance(v, dict))
 
     def write_counters(self, rows: list[tuple[int, str, str, dict[str, Any]]], prefix: str = "") -> None:
         """Host counters: (point, host label, "before"|"after"|"delta", counters), at ``prefix`` + ``counters``."""
