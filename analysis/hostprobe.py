@@ -6,8 +6,10 @@ From a host trace (:class:`nicrig.acquisition.hostprobe.events.HostTrace`):
   the metrics Geist et al. tuned interrupt coalescence by;
 * the delay from a hard interrupt (or, without one, from the softirq raise)
   to the NET_RX softirq that polls the device;
-* per packet: from the engine's send call to the device's transmit, and from
-  the stack's receive to the engine's next return from its receive call;
+* per packet: from the engine's send call to the device's transmit, from one
+  stage of the stack to the next for the same socket buffer (matched by its
+  address), and from the stack's receive to the engine's next
+  return from its receive call;
 * drops with the kernel's reason (``skb:kfree_skb``);
 * per stream point (one size and spacing): interrupts and NET_RX softirqs
   per packet and the share of CPU time in NET_RX, the curves Hughes-Jones
@@ -178,6 +180,29 @@ def receive_to_return(trace: HostTrace, device: str | None, payload_bytes: int |
     k = np.searchsorted(t_exit, rx, side="left")
     ok = k < len(t_exit)
     return t_exit[k[ok]] - rx[ok]
+
+
+def same_skb_delays(trace: HostTrace, first: str, then: str, payload_bytes: int | None = None,
+                    within_ns: int = 10_000_000) -> np.ndarray:
+    """ns from each socket buffer's ``first`` event to its ``then`` event (``net:net_dev_xmit`` to
+    ``net:netif_receive_skb``, ``net:netif_rx`` to ``net:netif_receive_skb``...), the same buffer known by its
+    address: for each ``then`` (of one UDP payload size when given), the latest ``first`` of that address
+    before it, at most ``within_ns`` earlier (addresses are reused as buffers are freed) and no shorter (a
+    transmitted buffer still holds the link header the receive side has pulled off)."""
+    a, b = trace.of(first), trace.of(then)
+    if payload_bytes is not None:
+        b = b[b["len"] == payload_bytes + UDP_IP_BYTES]
+    rows = np.concatenate([a, b])
+    is_first = np.concatenate([np.ones(len(a), bool), np.zeros(len(b), bool)])
+    # by buffer, then time, a buffer's first event before its then-event at the same instant
+    order = np.lexsort((~is_first, rows["time_ns"], rows["skbaddr"]))
+    rows, is_first = rows[order], is_first[order]
+    last = np.maximum.accumulate(np.where(is_first, np.arange(len(rows)), -1)) if len(rows) else np.zeros(0, int)
+    at = np.flatnonzero(~is_first & (last >= 0))
+    j = last[at]
+    delay = rows["time_ns"][at] - rows["time_ns"][j]
+    same = (rows["skbaddr"][j] == rows["skbaddr"][at]) & (rows["len"][j] >= rows["len"][at])
+    return delay[same & (delay <= within_ns)]
 
 
 def drops(trace: HostTrace, t0_ns: int | None = None, t1_ns: int | None = None) -> dict[str, int]:

@@ -1076,6 +1076,7 @@ def _host_probe_row(t: Any, device: str | None) -> tuple[list[Any], list[Any]]:
              frames / mine if mine else None, ps.polls, ps.mean_frames, ps.max_frames, ps.budget, ps.empty]
     delays = [t.host, *hostprobe.quantiles_us(irq_d), *hostprobe.quantiles_us(raise_d),
               *hostprobe.quantiles_us(hostprobe.send_to_transmit(t, device)),
+              *hostprobe.quantiles_us(hostprobe.same_skb_delays(t, "net:net_dev_xmit", "net:netif_receive_skb")),
               *hostprobe.quantiles_us(hostprobe.receive_to_return(t, device))]
     return rates, delays
 
@@ -1112,11 +1113,15 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
     sec.tables.append(Table(
         "Delays: interrupt to poll, and along each packet's path (us)",
         ["host", "IRQ to NET_RX median", "p90", "n", "raise to NET_RX median", "p90", "n",
-         "send call to device transmit median", "p90", "n", "stack receive to application return median", "p90",
-         "n"], [d for _, d in rows],
+         "send call to device transmit median", "p90", "n", "device transmit to stack receive (same skb) median",
+         "p90", "n", "stack receive to application return median", "p90", "n"], [d for _, d in rows],
         f"{src} (irq_handler_entry, softirq_raise/entry, raw_syscalls of the recorded threads, net_dev_xmit, "
-        "netif_receive_skb)", decimals={c: 2 for c in ("IRQ to NET_RX median", "p90", "raise to NET_RX median",
+        "netif_receive_skb; the same skb: its address)",
+        note="device transmit to stack receive: a socket buffer seen leaving one device and entering the stack "
+             "again on this host (loopback, veth between namespaces; on a real NIC pair the two ends are "
+             "different hosts and buffers, and the column is empty)", decimals={c: 2 for c in ("IRQ to NET_RX median", "p90", "raise to NET_RX median",
                                                           "send call to device transmit median",
+                                                          "device transmit to stack receive (same skb) median",
                                                           "stack receive to application return median")}))
     drop_rows = [[t.host, reason, count] for t in traces for reason, count in hostprobe.drops(t).items()]
     sec.tables.append(Table("Packets the kernel dropped, by reason", ["host", "reason", "packets"], drop_rows,

@@ -217,3 +217,16 @@ def test_gui_measures_the_hosts_between_the_cursors(traced_stream):
     polls, rest = text["NAPI polls, frames per poll (most)"].split(", ", 1)
     assert int(polls) > 0 and 1 <= float(rest.split()[0]) <= 64
     assert text["CPU in NET_RX"].endswith("%")
+
+
+def test_same_socket_buffer_followed_from_veth_transmit_to_receive(traced_stream):
+    from nicrig.analysis import hostprobe
+
+    hosts, out, _ = traced_stream
+    with ResultsFile.open(out) as rf:
+        remote = hp.read(rf, "remote")
+        received = rf.read_table("stream/received")
+    # one kernel: the datagram's buffer leaves a's veth and enters the stack on b's, same address and length
+    delays = hostprobe.same_skb_delays(remote, "net:net_dev_xmit", "net:netif_receive_skb", 1000)
+    assert len(delays) >= len(received) and (delays >= 0).all()
+    assert np.median(delays) < 1e6  # veth hands a buffer over within the same softirq pass, not milliseconds
