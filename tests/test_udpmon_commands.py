@@ -98,6 +98,21 @@ def test_latency_between_two_hosts(served, tmp_path):
     assert remote_delta["udp"]["InDatagrams"] >= 6 * 50
 
 
+def test_busy_poll_latency_spins_on_both_ends_and_says_so(served, tmp_path):
+    hosts, secret, port = served
+    out = tmp_path / "lat.h5"
+    r = nicrig(hosts.a, "udpmon", "latency", hosts.b.address, "--port", str(port), "--secret-file", str(secret),
+               "--sizes", "64,1400", "--count", "40", "--busy-poll", "-o", str(out), "--json")
+    summary = json.loads(r.stdout)
+    assert all(s["count"] == 40 for s in summary["sizes"])
+    assert summary["wait"]["local"]["busy_poll"] and summary["wait"]["remote"]["busy_poll"]
+    assert "so_busy_poll_us" in summary["wait"]["remote"]["socket"]
+    with ResultsFile.open(out) as rf:
+        attrs = rf.table_attrs("latency/sizes")
+    assert (attrs["wait_local"], attrs["wait_remote"]) == ("busy-poll", "busy-poll")
+    assert json.loads(attrs["wait_remote_detail"])["busy_poll"] is True
+
+
 def test_stream_between_two_hosts(served, tmp_path):
     hosts, secret, port = served
     out = tmp_path / "bw.h5"

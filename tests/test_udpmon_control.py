@@ -33,6 +33,7 @@ from nicrig.errors import NicrigError
 from nicrig.udpmon import daemon as D
 from nicrig.udpmon import protocol as P
 from nicrig.udpmon.client import Controller
+from nicrig.udpmon.engine import RECEIVE_BUFFER_BYTES
 
 SECRET = b"correct horse battery staple 0123456789"
 
@@ -418,6 +419,25 @@ def test_a_request_ended_by_a_signal_leaves_the_channel_in_step() -> None:
         del channel.recv_binary
         assert c.status()["state"] == "idle"
         assert c.counters("lo") == {"iface": "lo"}
+
+
+def test_busy_poll_is_asked_of_the_far_end_within_its_caps() -> None:
+    engine = FakeEngine()
+    with running(engine=engine) as (d, _), connect(d) as c:
+        c.start_responder(test_id=1, max_response_bytes=64, max_rate_pps=1000, duration_s=5, busy_poll=True)
+        stats, _ = c.stop()
+        c.start_receiver(test_id=2, max_packets=10, idle_timeout_ms=1000, duration_s=5)
+        plain, _ = c.stop()
+    assert [kw["busy_poll"] for _, kw in engine.calls] == [True, False]
+    assert stats["wait"]["busy_poll"] is True and "so_busy_poll_us" in stats["wait"]["socket"]
+    assert plain["wait"]["busy_poll"] is False and "socket" not in plain["wait"]
+    # a receiver's buffer is sized for a descheduled reader (16 MiB asked; the kernel doubles what it grants)
+    assert plain["wait"]["rcvbuf_bytes"] >= (2 * RECEIVE_BUFFER_BYTES if os.geteuid() == 0 else 1)
+    with running(engine=FakeEngine(), allow_busy_poll=False) as (d, _), connect(d) as c:
+        with pytest.raises(P.LimitError, match="--no-busy-poll"):
+            c.start_responder(test_id=1, max_response_bytes=64, max_rate_pps=1000, duration_s=5, busy_poll=True)
+        c.start_responder(test_id=1, max_response_bytes=64, max_rate_pps=1000, duration_s=5)  # blocking is fine
+        c.stop()
 
 
 def test_busy_second_controller() -> None:

@@ -493,15 +493,22 @@ set_timestamping(int fd, int hw)
 }
 
 /* Software (ts[0]) and raw hardware (ts[2]) RX timestamps of a message, ns,
- * -1 when absent. */
+ * -1 when absent; *ovfl gets the SO_RXQ_OVFL counter (datagrams the socket
+ * dropped before this one, socket(7)) when the message carries it. */
 static void
-parse_timestamps(struct msghdr *mh, int64_t *sw, int64_t *hw)
+parse_timestamps(struct msghdr *mh, int64_t *sw, int64_t *hw, long long *ovfl)
 {
     *sw = -1;
     *hw = -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
         if (c->cmsg_level != SOL_SOCKET)
             continue;
+        if (c->cmsg_type == SO_RXQ_OVFL && c->cmsg_len >= CMSG_LEN(sizeof(uint32_t))) {
+            uint32_t d;
+            memcpy(&d, CMSG_DATA(c), sizeof d);
+            *ovfl = d;
+            continue;
+        }
         int64_t v[6];
         int got = 0;
 #ifdef SO_TIMESTAMPING_NEW
@@ -574,6 +581,18 @@ static int wait_readable(gil_t *g, int fd, int stop_fd, int64_t until, int64_t n
     return pfd[0].revents ? WAIT_READY : WAIT_AGAIN;
 }
 
+/* 1 when the stop pipe is readable; looked at (a ppoll() that does not wait)
+ * only once *next_check has passed, then again STOP_CHECK_NS later, so a
+ * loop that does not sleep in ppoll() pays for it once per STOP_CHECK_NS. */
+static int
+stop_requested(gil_t *g, int stop_fd, int64_t now, int64_t *next_check)
+{
+    if (stop_fd < 0 || now < *next_check)
+        return 0;
+    *next_check = now + STOP_CHECK_NS;
+    return wait_readable(g, stop_fd, -1, now, now) == WAIT_READY;
+}
+
 
 PyDoc_STRVAR(set_timestamping_doc,
 "set_timestamping(fd, hw) -> None\n\n"
@@ -592,9 +611,9 @@ py_set_timestamping(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(receive_doc,
 "receive(fd, max_packets, test_id, first_timeout_ns, idle_timeout_ns, stop_fd, hw,\n"
-"        max_bytes, keep_bytes, check_signals)\n"
+"        max_bytes, keep_bytes, check_signals, busy_poll)\n"
 "-> (seq u32, kernel_ns i64, hw_ns i64, user_ns i64, size i32, payload|None,\n"
-"    n, foreign, truncated, kernel_drops, stop_reason)\n\n"
+"    n, foreign, truncated, kernel_drops, stop_reason, rxq_ovfl)\n\n"
 "Reads datagrams with recvmmsg (batches of 64, max_bytes read of each; size is\n"
 "the true length, truncated counts accepted ones longer than max_bytes) until\n"
 "max_packets are accepted, stop_fd is readable (stop_reason 2), or no accepted\n"
@@ -602,7 +621,11 @@ PyDoc_STRVAR(receive_doc,
 "(after it) (stop_reason 1). Accepted = nicrig magic and test_id; anything\n"
 "else is counted as foreign. user_ns: CLOCK_MONOTONIC when the recvmmsg call\n"
 "that delivered the datagram returned. payload: the first keep_bytes of each\n"
-"accepted datagram (zero padded) when keep_bytes > 0.");
+"accepted datagram (zero padded) when keep_bytes > 0. busy_poll: recvmmsg\n"
+"(MSG_DONTWAIT) in a spin instead of sleeping in ppoll() (one CPU at 100 %%).\n"
+"rxq_ovfl: the socket's SO_RXQ_OVFL drop counter carried by the last\n"
+"datagram read (0 when none carried it: the kernel stamps it once nonzero;\n"
+"-1 when the kernel does not offer it).");
 
 static PyObject *
 receive(PyObject *self, PyObject *args)
@@ -611,9 +634,9 @@ receive(PyObject *self, PyObject *args)
     Py_ssize_t max_packets, max_bytes, keep_bytes;
     unsigned int test_id;
     long long first_timeout, idle_timeout;
-    int check;
-    if (!PyArg_ParseTuple(args, "inILLipnnp", &fd, &max_packets, &test_id, &first_timeout,
-                          &idle_timeout, &stop_fd, &hw, &max_bytes, &keep_bytes, &check))
+    int check, busy;
+    if (!PyArg_ParseTuple(args, "inILLipnnpp", &fd, &max_packets, &test_id, &first_timeout,
+                          &idle_timeout, &stop_fd, &hw, &max_bytes, &keep_bytes, &check, &busy))
         return NULL;
     if (max_packets < 0 || first_timeout < 0 || idle_timeout < 0 || max_bytes < HDR_BYTES ||
         max_bytes > MAX_DGRAM || keep_bytes < 0 || keep_bytes > max_bytes) {
@@ -622,6 +645,11 @@ receive(PyObject *self, PyObject *args)
     }
     if (set_timestamping(fd, hw) < 0)
         return PyErr_SetFromErrno(PyExc_OSError);
+    int one = 1;
+    /* the kernel stamps the counter on a datagram only once it is nonzero */
+    long long ovfl = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one) < 0)
+        ovfl = -1; /* not offered */
 
     PyObject *seq_o = new_array(max_packets, 4), *kern_o = new_array(max_packets, 8),
              *hw_o = new_array(max_packets, 8), *user_o = new_array(max_packets, 8),
@@ -652,6 +680,7 @@ receive(PyObject *self, PyObject *args)
     gil_t g;
     loop_begin(&g, check);
     int64_t deadline = mono_ns() + first_timeout;
+    int64_t next_stop_check = 0;
     while (n < max_packets) {
         int64_t now = mono_ns();
         if (now >= deadline) {
@@ -663,18 +692,27 @@ receive(PyObject *self, PyObject *args)
                 goto interrupted;
             now = mono_ns();
         }
-        int64_t until = deadline < g.slice_end ? deadline : g.slice_end;
-        int w = wait_readable(&g, fd, stop_fd, until, now);
-        if (w == WAIT_ERROR) {
-            fatal = errno;
-            break;
+        if (busy) {
+            /* spinning: the stop pipe is looked at every STOP_CHECK_NS, not per try */
+            if (stop_requested(&g, stop_fd, now, &next_stop_check)) {
+                reason = STOP_FD;
+                break;
+            }
         }
-        if (w == WAIT_STOP) {
-            reason = STOP_FD;
-            break;
+        else {
+            int64_t until = deadline < g.slice_end ? deadline : g.slice_end;
+            int w = wait_readable(&g, fd, stop_fd, until, now);
+            if (w == WAIT_ERROR) {
+                fatal = errno;
+                break;
+            }
+            if (w == WAIT_STOP) {
+                reason = STOP_FD;
+                break;
+            }
+            if (w == WAIT_AGAIN)
+                continue;
         }
-        if (w == WAIT_AGAIN)
-            continue;
         for (int d = 0; d < DRAIN_BATCHES && n < max_packets; d++) {
             unsigned int want = (unsigned int)(max_packets - n < BATCH ? max_packets - n : BATCH);
             for (unsigned int j = 0; j < want; j++) {
@@ -692,6 +730,8 @@ receive(PyObject *self, PyObject *args)
                     g.slice_end = g.check ? 0 : INT64_MAX;
                 else if (!is_eagain(errno) && !transient_send_error(errno))
                     fatal = errno; /* pending ICMP errors etc. are ignored */
+                else if (busy && d == 0)
+                    cpu_relax();
                 break;
             }
             int64_t tu = mono_ns();
@@ -711,7 +751,7 @@ receive(PyObject *self, PyObject *args)
                 seqs[n] = seq;
                 sizes[n] = (int32_t)(len > INT32_MAX ? INT32_MAX : len);
                 user[n] = tu;
-                parse_timestamps(&msgs[j].msg_hdr, &kern[n], &hwts[n]);
+                parse_timestamps(&msgs[j].msg_hdr, &kern[n], &hwts[n], &ovfl);
                 if (pay) {
                     uint8_t *dst = pay + (size_t)n * (size_t)keep_bytes;
                     size_t c = have < (size_t)keep_bytes ? have : (size_t)keep_bytes;
@@ -740,8 +780,8 @@ receive(PyObject *self, PyObject *args)
         PyByteArray_Resize(size_o, n * 4) < 0 ||
         (pay_o && PyByteArray_Resize(pay_o, n * keep_bytes) < 0))
         goto done;
-    result = Py_BuildValue("OOOOOOnnnLi", seq_o, kern_o, hw_o, user_o, size_o,
-                           pay_o ? pay_o : Py_None, n, foreign, truncated, drops, reason);
+    result = Py_BuildValue("OOOOOOnnnLiL", seq_o, kern_o, hw_o, user_o, size_o,
+                           pay_o ? pay_o : Py_None, n, foreign, truncated, drops, reason, ovfl);
     goto done;
 
 interrupted:
@@ -956,7 +996,7 @@ src_port(const struct sockaddr_storage *src)
 PyDoc_STRVAR(respond_doc,
 "respond(fd, test_id, stop_fd, max_response_bytes, family, peer_addr, peer_port,\n"
 "        rate_pps, burst, first_timeout_ns, idle_timeout_ns, max_duration_ns, seed,\n"
-"        check_signals)\n"
+"        check_signals, busy_poll)\n"
 "-> (answered, refused_peer, refused_invalid, refused_rate, send_errors,\n"
 "    peer_port, stop_reason)\n\n"
 "Answers each REQUEST of test_id from the peer (peer_addr: 4 or 16 bytes;\n"
@@ -966,7 +1006,9 @@ PyDoc_STRVAR(respond_doc,
 "(refused_peer), invalid ones (short, magic, test_id, kind) refused_invalid,\n"
 "those over the token bucket (rate_pps, burst) refused_rate. Stops on stop_fd\n"
 "(2), no valid request for first_timeout_ns / idle_timeout_ns (1), or after\n"
-"max_duration_ns when >= 0 (3).");
+"max_duration_ns when >= 0 (3). busy_poll: recvmmsg(MSG_DONTWAIT) in a spin\n"
+"(one CPU at 100 %%) instead of a blocking receive, so no wake-up is in the\n"
+"round trip.");
 
 static PyObject *
 respond(PyObject *self, PyObject *args)
@@ -978,10 +1020,10 @@ respond(PyObject *self, PyObject *args)
     double rate, burst;
     long long first_timeout, idle_timeout, max_duration;
     unsigned long long seed;
-    int check;
-    if (!PyArg_ParseTuple(args, "iIiniy#iddLLLKp", &fd, &test_id, &stop_fd, &max_resp, &family,
+    int check, busy;
+    if (!PyArg_ParseTuple(args, "iIiniy#iddLLLKpp", &fd, &test_id, &stop_fd, &max_resp, &family,
                           &addr, &addr_len, &peer_port_i, &rate, &burst, &first_timeout,
-                          &idle_timeout, &max_duration, &seed, &check))
+                          &idle_timeout, &max_duration, &seed, &check, &busy))
         return NULL;
     if (max_resp < HDR_BYTES || max_resp > MAX_UDP || !(rate > 0) || !(burst >= 1) ||
         first_timeout < 0 || idle_timeout < 0 || peer_port_i < 0 || peer_port_i > 65535 ||
@@ -1046,13 +1088,9 @@ respond(PyObject *self, PyObject *args)
         /* The stop pipe is looked at every STOP_CHECK_NS, not per request: a
          * request costs one blocking recvmmsg and one sendto, as in the
          * simplest responder, and no ppoll() wake-up of its own. */
-        if (stop_fd >= 0 && now >= next_stop_check) {
-            int w = wait_readable(&g, stop_fd, -1, now, now);
-            if (w == WAIT_READY) {
-                reason = STOP_FD;
-                break;
-            }
-            next_stop_check = now + STOP_CHECK_NS;
+        if (stop_requested(&g, stop_fd, now, &next_stop_check)) {
+            reason = STOP_FD;
+            break;
         }
         for (int d = 0; d < DRAIN_BATCHES; d++) {
             for (int j = 0; j < BATCH; j++) {
@@ -1070,12 +1108,14 @@ respond(PyObject *self, PyObject *args)
              * receive inside the round trip. Once that request is answered,
              * the later calls drain whatever queued up meanwhile. */
             int vlen = d == 0 ? 1 : BATCH;
-            int r = recvmmsg(fd, msgs, (unsigned int)vlen, d == 0 ? 0 : MSG_DONTWAIT, NULL);
+            int r = recvmmsg(fd, msgs, (unsigned int)vlen, d == 0 && !busy ? 0 : MSG_DONTWAIT, NULL);
             if (r < 0) {
                 if (errno == EINTR)
                     g.slice_end = g.check ? 0 : INT64_MAX;
                 else if (!is_eagain(errno) && !transient_send_error(errno))
                     fatal = errno;
+                else if (busy && d == 0)
+                    cpu_relax();
                 break;
             }
             for (int j = 0; j < r; j++) {

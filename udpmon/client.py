@@ -275,22 +275,26 @@ class Controller:
 
     def start_responder(self, *, test_id: int, max_response_bytes: int, max_rate_pps: int, duration_s: float,
                         udp_port: int = 0, idle_timeout_ms: int | None = None, seed: int | None = None,
-                        peer_udp_port: int | None = None) -> int:
+                        peer_udp_port: int | None = None, busy_poll: bool = False) -> int:
         """Start a responder on the far host; returns the UDP port to send requests to.
 
-        It answers only this controller's IP (and with ``peer_udp_port`` only that source port).
+        It answers only this controller's IP (and with ``peer_udp_port`` only that source port);
+        with ``busy_poll`` it spins instead of sleeping in the kernel (LimitError where the daemon
+        does not spin).
         """
         return self._start({"type": "start_responder", "udp_port": udp_port, "test_id": test_id,
                             "max_response_bytes": max_response_bytes, "max_rate_pps": max_rate_pps,
                             "duration_s": duration_s, "idle_timeout_ms": idle_timeout_ms, "seed": seed,
-                            "peer_udp_port": peer_udp_port}, "udp_port")
+                            "peer_udp_port": peer_udp_port, "busy_poll": busy_poll or None}, "udp_port")
 
     def start_receiver(self, *, test_id: int, max_packets: int, idle_timeout_ms: int, duration_s: float,
-                       udp_port: int = 0, hw_timestamps: bool = False, peer_udp_port: int | None = None) -> int:
-        """Start a receiver on the far host; returns the UDP port to send the stream to."""
+                       udp_port: int = 0, hw_timestamps: bool = False, peer_udp_port: int | None = None,
+                       busy_poll: bool = False) -> int:
+        """Start a receiver on the far host; returns the UDP port to send the stream to (``busy_poll``: it spins)."""
         return self._start({"type": "start_receiver", "udp_port": udp_port, "test_id": test_id,
                             "max_packets": max_packets, "idle_timeout_ms": idle_timeout_ms, "duration_s": duration_s,
-                            "hw_timestamps": hw_timestamps, "peer_udp_port": peer_udp_port}, "udp_port")
+                            "hw_timestamps": hw_timestamps, "peer_udp_port": peer_udp_port,
+                            "busy_poll": busy_poll or None}, "udp_port")
 
     def start_sender(self, *, test_id: int, count: int, size_bytes: int, spacing_ns: int, peer_udp_port: int,
                      duration_s: float, start_delay_ms: int | None = None, seed: int | None = None,

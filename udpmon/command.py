@@ -615,13 +615,17 @@ def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int
     progress = _progress(len(plan), "latency")
     rate_cap = int(run.limits.get("max_rate_pps", 200_000))
     far_end = run.remotes[0]
+    # how each end waits for datagrams (spin or sleep; socket busy polling granted): recorded with the results
+    wait: dict[str, dict[str, Any]] = {"local": {"busy_poll": bool(args.busy_poll)}, "remote": {}}
     for i, v in enumerate(plan):
         size, count = sizes[v.item], counts[v.round]
         test_id = secrets.randbits(32)
         with run.udp_socket() as sock:
+            if args.busy_poll:
+                wait["local"]["socket"] = engine.socket_busy_poll(sock)
             udp_port = run.ctl.start_responder(
                 test_id=test_id, max_response_bytes=size, max_rate_pps=rate_cap, udp_port=args.udp_port,
-                peer_udp_port=sock.getsockname()[1],
+                peer_udp_port=sock.getsockname()[1], busy_poll=args.busy_poll,
                 duration_s=far_end.duration_s(count * (args.timeout_ms + args.gap_us / 1000) / 1000))
             sock.connect((run.address, udp_port))
             start = engine.monotonic_ns()
@@ -632,6 +636,7 @@ def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int
             end = engine.monotonic_ns()
         remote, _ = run.ctl.stop()
         far = remote.get("engine", {})
+        wait["remote"] = remote.get("wait", {"busy_poll": False})
         visits.append(LatencyVisit(
             round=v.round, position=v.position, size_bytes=size, start_ns=start, end_ns=end, rtt_ns=lat.rtt_ns,
             timeouts=lat.timeouts, stale=lat.stale, foreign=lat.foreign, errors=lat.errors,
@@ -640,12 +645,13 @@ def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int
         progress(i + 1)
     deltas = run.record_counters(run.next_point(), before, run.snapshot())
     if run.results is not None:
-        est = write_latency(run.results, visits, mtu=mtu, bin_us=args.bin_us, gap_ns=gap_ns, prefix=run.prefix)
+        est = write_latency(run.results, visits, mtu=mtu, bin_us=args.bin_us, gap_ns=gap_ns, prefix=run.prefix,
+                            wait=wait)
     else:
         est = measured_latency(visits, mtu, gap_ns)[2]
     return {
         **latency_summary(est),
-        "order": est.order, "order_seed": args.order_seed,
+        "order": est.order, "order_seed": args.order_seed, "wait": wait,
         "readings": latency.readings(est, loopback=_loopback(run)),
         "cpu_busy_percent": {"local": _busy(deltas["local"]), "remote": _busy(deltas["remote"])},
         "table": sizes_table(est),

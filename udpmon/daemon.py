@@ -7,10 +7,12 @@ gets one reply (or ``{"type":"error","code":..,"message":..}``):
 ====================  =====================================================  =========================
 request               fields                                                 reply
 ====================  =====================================================  =========================
-``start_responder``   test_id, max_response_bytes, max_rate_pps, duration_s,  ``ready`` {udp_port, limits}
-                      udp_port=0, idle_timeout_ms?, seed?, peer_udp_port?
-``start_receiver``    test_id, max_packets, idle_timeout_ms, duration_s,      ``ready`` {udp_port, limits}
-                      udp_port=0, hw_timestamps=false, peer_udp_port?
+``start_responder``   test_id, max_response_bytes, max_rate_pps, duration_s,  ``ready`` {udp_port, limits,
+                      udp_port=0, idle_timeout_ms?, seed?, peer_udp_port?,    wait}
+                      busy_poll=false
+``start_receiver``    test_id, max_packets, idle_timeout_ms, duration_s,      ``ready`` {udp_port, limits,
+                      udp_port=0, hw_timestamps=false, peer_udp_port?,        wait}
+                      busy_poll=false
 ``start_sender``      test_id, count, size_bytes, spacing_ns, peer_udp_port,   ``ready`` {udp_port, limits}
                       duration_s, start_delay_ms=2, seed?, udp_port=0
 ``start_tcp_sink``    connections, duration_s, idle_timeout_ms                 ``ready`` {tcp_port, limits}
@@ -200,6 +202,7 @@ class Config:
     stop_timeout_s: float = 10.0       # time the engine gets to return after a stop
     startups: admission.Startups = field(default_factory=admission.Startups)
     allow_tuning: bool = False         # controllers may change the MTU and coalescing toward them
+    allow_busy_poll: bool = True       # controllers may have the responder and receiver spin (one core)
     allow_trace: bool = False          # controllers may record this host's kernel trace events
 
 
@@ -324,6 +327,7 @@ class _Test:
         self.params = params
         self.sock = sock
         # what the controller is told: the UDP or TCP port the test listens on (the connector has none)
+        self.wait: dict[str, Any] = {}
         self.ports: dict[str, int] = {} if sock is None else {
             "tcp_port" if sock.type == socket.SOCK_STREAM else "udp_port": sock.getsockname()[1]}
         self.result: Any = None
@@ -396,6 +400,7 @@ class _Session:
         self.test: _Test | None = None
         self.tuner: ifsettings.Tuner | None = None
         self.trace: Any = None  # a HostCapture while the controller traces this host
+        self._wait: dict[str, Any] = {}  # how the next test waits for datagrams: spin, socket busy poll, buffer
         self.tests_run = 0
         self.opened = opened
 
@@ -572,7 +577,7 @@ class _Session:
     def _start_responder(self, msg: dict[str, Any]) -> dict[str, Any]:
         lim = self.cfg.limits
         _check_fields(msg, {"udp_port", "test_id", "max_response_bytes", "max_rate_pps", "duration_s",
-                            "idle_timeout_ms", "seed", "peer_udp_port"})
+                            "idle_timeout_ms", "seed", "peer_udp_port", "busy_poll"})
         p = {
             "udp_port": _udp_port(msg, "udp_port", 0),
             "test_id": _integer(msg, "test_id", lo=0, hi=0xFFFFFFFF),
@@ -583,6 +588,7 @@ class _Session:
             "duration_s": _seconds(msg, "duration_s", cap=lim.max_duration_s, option="--max-duration-s"),
             "seed": _integer(msg, "seed", lo=0, hi=0xFFFFFFFF, default=1),
             "peer_udp_port": _udp_port(msg, "peer_udp_port", None),
+            "busy_poll": self._busy_poll(msg),
         }
         idle_ms = _integer(msg, "idle_timeout_ms", lo=1, hi=2**40, default=None,
                            cap=int(lim.max_duration_s * 1000), option="--max-duration-s")
@@ -592,13 +598,15 @@ class _Session:
         # valid request of that ip unless the controller named it.
         kwargs = {"test_id": p["test_id"], "max_response_bytes": p["max_response_bytes"],
                   "peer": (self.peer_ip, p["peer_udp_port"]), "max_rate_pps": p["max_rate_pps"],
-                  "idle_timeout_ns": idle_ns, "max_duration_ns": int(p["duration_s"] * 1e9), "seed": p["seed"]}
-        return self._start("responder", "respond", p, kwargs, lambda: self._udp_socket(p["udp_port"], None))
+                  "idle_timeout_ns": idle_ns, "max_duration_ns": int(p["duration_s"] * 1e9), "seed": p["seed"],
+                  "busy_poll": p["busy_poll"]}
+        return self._start("responder", "respond", p, kwargs,
+                           lambda: self._udp_socket(p["udp_port"], None, busy_poll=p["busy_poll"]))
 
     def _start_receiver(self, msg: dict[str, Any]) -> dict[str, Any]:
         lim = self.cfg.limits
         _check_fields(msg, {"udp_port", "test_id", "max_packets", "idle_timeout_ms", "duration_s",
-                            "hw_timestamps", "peer_udp_port"})
+                            "hw_timestamps", "peer_udp_port", "busy_poll"})
         hw = _value(msg, "hw_timestamps", False)
         if not isinstance(hw, bool):
             raise P.RequestError(f"start_receiver: hw_timestamps must be true or false, not {P.show(hw)}")
@@ -612,11 +620,14 @@ class _Session:
             "duration_s": _seconds(msg, "duration_s", cap=lim.max_duration_s, option="--max-duration-s"),
             "hw_timestamps": hw,
             "peer_udp_port": _udp_port(msg, "peer_udp_port", None),
+            "busy_poll": self._busy_poll(msg),
         }
         kwargs = {"max_packets": p["max_packets"], "test_id": p["test_id"],
-                  "idle_timeout_ns": p["idle_timeout_ms"] * 1_000_000, "hw_timestamps": hw}
+                  "idle_timeout_ns": p["idle_timeout_ms"] * 1_000_000, "hw_timestamps": hw,
+                  "busy_poll": p["busy_poll"]}
         return self._start("receiver", "receive", p, kwargs,
-                           lambda: self._udp_socket(p["udp_port"], p["peer_udp_port"]))
+                           lambda: self._udp_socket(p["udp_port"], p["peer_udp_port"], busy_poll=p["busy_poll"],
+                                                    receiver=True))
 
     def _start_sender(self, msg: dict[str, Any]) -> dict[str, Any]:
         lim = self.cfg.limits
@@ -643,6 +654,16 @@ class _Session:
                   "test_id": p["test_id"], "start_delay_ns": p["start_delay_ms"] * 1_000_000, "seed": p["seed"]}
         # connected: the stream can go nowhere but the controller's (ip, peer_udp_port)
         return self._start("sender", "send", p, kwargs, lambda: self._udp_socket(p["udp_port"], p["peer_udp_port"]))
+
+    def _busy_poll(self, msg: dict[str, Any]) -> bool:
+        """The test's ``busy_poll`` flag; LimitError where this daemon does not spin."""
+        spin = _value(msg, "busy_poll", False)
+        if not isinstance(spin, bool):
+            raise P.RequestError(f"{msg['type']}: busy_poll must be true or false, not {P.show(spin)}")
+        if spin and not self.cfg.allow_busy_poll:
+            raise P.LimitError("this daemon does not spin (it was started with nicrig udpmon serve --no-busy-poll): "
+                               "run without --busy-poll, or restart the daemon without --no-busy-poll")
+        return spin
 
     def _connections(self, msg: dict[str, Any]) -> int:
         return _integer(msg, "connections", lo=1, hi=2**20, cap=self.cfg.limits.max_connections,
@@ -797,8 +818,10 @@ class _Session:
         except (ImportError, AttributeError) as exc:
             raise P.DaemonError(f"the traffic engine is not available on the daemon host "
                                 f"({type(exc).__name__}: {exc}); build it with pip install -e .") from None
+        self._wait = {"busy_poll": bool(params.get("busy_poll", False))}
         sock = open_socket()
         test = _Test(role, fn, sock, kwargs, params, params["duration_s"])
+        test.wait = self._wait
         self.daemon._track(test)
         self.test = test
         self.tests_run += 1
@@ -813,17 +836,29 @@ class _Session:
             test._run(lambda *_, **__: None, {})  # releases the socket and pipe, marks it done
             self.test = None
             raise
-        return {"type": "ready", "role": role, **test.ports, "limits": self._limits_dict()}
+        return {"type": "ready", "role": role, **test.ports, "limits": self._limits_dict(), "wait": test.wait}
 
-    def _udp_socket(self, port: int, peer_port: int | None) -> socket.socket:
+    def _udp_socket(self, port: int, peer_port: int | None, *, busy_poll: bool = False,
+                    receiver: bool = False) -> socket.socket:
         """A UDP socket on the address the controller reached (never a wildcard).
 
         With ``peer_port`` it is connected to the controller's (ip, peer_port): the kernel drops the rest.
+        ``busy_poll`` asks for socket busy polling as well (what was granted goes into the test's ``wait``);
+        A ``receiver``'s buffer is :data:`nicrig.udpmon.engine.RECEIVE_BUFFER_BYTES`.
         """
         local = self.conn.getsockname()
         host = _unmap(str(local[0]))
         v6 = ":" in host
-        sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
+        from nicrig.udpmon import engine
+
+        try:
+            sock = engine.open_udp(family=socket.AF_INET6 if v6 else socket.AF_INET,
+                                   rcvbuf=engine.RECEIVE_BUFFER_BYTES if receiver else None)
+        except OSError as exc:
+            raise P.RequestError(f"cannot open a UDP socket on {host}: {exc.strerror or exc}") from None
+        self._wait["rcvbuf_bytes"] = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        if busy_poll:
+            self._wait["socket"] = engine.socket_busy_poll(sock)
         try:
             sock.bind((host, port, 0, local[3]) if v6 and len(local) > 3 else (host, port))
             if peer_port is not None:
@@ -862,7 +897,7 @@ class _Session:
             "role": test.role, "test_id": test.params.get("test_id"), **test.ports,
             "controller": self.peer_ip, "params": test.params, "limits": self._limits_dict(),
             "started_unix_ns": test.started_unix_ns, "elapsed_s": round(test.elapsed_s(), 9),
-            "stop_reason": test.stop_reason, "engine": scalars,
+            "stop_reason": test.stop_reason, "engine": scalars, "wait": test.wait,
         }
         self.channel.send({"type": "results", "stats": P.jsonable(stats), "arrays": [d for d, _ in wire]},
                           timeout=30.0)
@@ -1378,6 +1413,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-timeout-s", type=float, default=Config.idle_timeout_s, metavar="S",
                         help="drop a controller silent this long outside a test "
                              f"(default {Config.idle_timeout_s:g})")
+    parser.add_argument("--no-busy-poll", action="store_true",
+                        help="refuse tests that ask the responder or receiver to spin (latency --busy-poll); "
+                             "otherwise such a test takes one CPU of this host for its length")
     startups = admission.Startups()
     parser.add_argument("--max-startups", metavar="START:RATE:FULL",
                         default=f"{startups.start}:{startups.rate_percent}:{startups.full}",
@@ -1419,6 +1457,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
                     max_trace_bytes=int(args.max_trace_mb * (1 << 20)))
     return Config(bind=bind, port=args.port, secret=secret, limits=limits, idle_timeout_s=args.idle_timeout_s,
                   allow_tuning=args.allow_tuning, allow_trace=args.allow_trace, startups=startups,
+                  allow_busy_poll=not args.no_busy_poll,
                   handshake_timeout_s=args.handshake_timeout_s)
 
 
@@ -1433,7 +1472,8 @@ def serve(args: argparse.Namespace) -> int:
                f"{lim.max_rate_pps} pps, {lim.max_duration_s:g} s, {lim.max_packets} packets, "
                f"{lim.max_connections} connections, {lim.max_connection_rate} connections/s"
                f"{'; interface tuning allowed' if config.allow_tuning else ''}"
-               f"{'; kernel tracing allowed' if config.allow_trace else ''}; admission: max startups "
+               f"{'; kernel tracing allowed' if config.allow_trace else ''}"
+               f"{'; no busy polling' if not config.allow_busy_poll else ''}; admission: max startups "
                f"{st.start}:{st.rate_percent}:{st.full}, {st.per_source} per source, handshake "
                f"{config.handshake_timeout_s:g} s)")
     if config.secret is None and not is_loopback(host):

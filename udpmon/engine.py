@@ -47,7 +47,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from nicrig.udpmon import _engine
@@ -105,6 +105,10 @@ class Received:
     the kernel dropped at this socket since it was created (receive buffer
     full; SO_MEMINFO, read at the end; -1 when unknown). ``stopped_by`` is
     ``"count"`` (max_packets reached), ``"idle"`` (a timeout) or ``"stop"``.
+    ``rxq_ovfl`` is the same drop counter as the kernel stamped it on the last
+    datagram read (SO_RXQ_OVFL, socket(7)): drops before that datagram, so
+    ``kernel_drops - rxq_ovfl`` were dropped after it; 0 when none had been
+    dropped (the kernel stamps it once nonzero), -1 when it does not offer it.
     """
 
     seq: np.ndarray
@@ -117,6 +121,7 @@ class Received:
     truncated: int
     kernel_drops: int
     stopped_by: str
+    rxq_ovfl: int = 0
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -284,6 +289,44 @@ def _set_buffer(sock: socket.socket, opt: int, force_opt: int, size: int) -> Non
         sock.setsockopt(socket.SOL_SOCKET, opt, size)
 
 
+# socket(7) option numbers (asm-generic/socket.h), for Pythons whose socket module lacks them
+SO_BUSY_POLL = getattr(socket, "SO_BUSY_POLL", 46)
+SO_PREFER_BUSY_POLL = 69
+SO_BUSY_POLL_BUDGET = 70
+BUSY_POLL_US = 50      # how long one receive may busy-poll the device queue (the kernel's busy_read default)
+BUSY_POLL_BUDGET = 64  # packets per busy poll (the kernel's default NAPI budget)
+# A stream receiver's socket buffer: 16 MiB holds ~60 ms of 1472-byte datagrams at 10 Gbit/s, so a
+# receiver the scheduler keeps off its CPU for a few ms loses nothing (SO_RCVBUFFORCE as root;
+# otherwise the kernel caps it at net.core.rmem_max).
+RECEIVE_BUFFER_BYTES = 16 << 20
+
+
+def socket_busy_poll(sock: socket.socket, usecs: int = BUSY_POLL_US) -> dict[str, Any]:
+    """Ask the kernel to busy-poll the NIC's queue when this socket's receive finds nothing; what it granted.
+
+    SO_BUSY_POLL (``usecs`` per receive), SO_PREFER_BUSY_POLL and
+    SO_BUSY_POLL_BUDGET (socket(7)): raising the first above
+    ``net.core.busy_read`` and setting the others need CAP_NET_ADMIN. Each
+    option is read back; a refused one is named with the kernel's reason.
+    It acts only where the receive path has a NAPI context to poll (a NIC
+    driver; not loopback). Returns ``{"so_busy_poll_us": int | None,
+    "so_prefer_busy_poll": int | None, "so_busy_poll_budget": int | None,
+    "refused": {option: reason}}``.
+    """
+    out: dict[str, Any] = {"refused": {}}
+    for name, opt, value in (("so_busy_poll_us", SO_BUSY_POLL, usecs), ("so_prefer_busy_poll", SO_PREFER_BUSY_POLL, 1),
+                             ("so_busy_poll_budget", SO_BUSY_POLL_BUDGET, BUSY_POLL_BUDGET)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, value)
+        except OSError as exc:
+            out["refused"][name] = exc.strerror or str(exc)
+        try:
+            out[name] = sock.getsockopt(socket.SOL_SOCKET, opt)
+        except OSError:
+            out[name] = None
+    return out
+
+
 def open_udp(
     *,
     bind: tuple[str, int] | None = None,
@@ -394,6 +437,7 @@ def receive(
     hw_timestamps: bool = False,
     keep_bytes: int = 0,
     max_bytes: int = MAX_READ_BYTES,
+    busy_poll: bool = False,
 ) -> Received:
     """Receive the datagrams of test ``test_id`` on a bound UDP socket.
 
@@ -410,7 +454,9 @@ def receive(
     one either way); ``keep_bytes`` (<= max_bytes) of each are kept in
     ``Received.payload``. Enables SO_TIMESTAMPING on the socket (see
     :func:`enable_timestamps`). All result arrays are preallocated for
-    ``max_packets``: about 32 + keep_bytes bytes each.
+    ``max_packets``: about 32 + keep_bytes bytes each. With ``busy_poll``
+    the loop spins on ``recvmmsg(MSG_DONTWAIT)`` (one CPU at 100 %) instead
+    of sleeping in ``ppoll()``.
     """
     fd = _udp_fd(sock, "receive", need="bound")
     max_packets = _int("max_packets", max_packets, 0, 2**32)
@@ -424,9 +470,9 @@ def receive(
         raise ValueError(f"receive: max_packets * (32 + keep_bytes) is over 16 GiB "
                          f"({max_packets} x {32 + keep_bytes})")
     sfd = _stop_fd(stop_fd)
-    (seq, kern, hw, user, size, payload, n, foreign, truncated, drops, reason) = _engine.receive(
+    (seq, kern, hw, user, size, payload, n, foreign, truncated, drops, reason, ovfl) = _engine.receive(
         fd, max_packets, test_id, first, idle_timeout_ns, sfd, bool(hw_timestamps), max_bytes, keep_bytes,
-        _main(),
+        _main(), bool(busy_poll),
     )
     return Received(
         seq=np.frombuffer(seq, dtype=np.uint32),
@@ -439,6 +485,7 @@ def receive(
         truncated=truncated,
         kernel_drops=drops,
         stopped_by=_STOP_REASONS[reason],
+        rxq_ovfl=ovfl,
     )
 
 
@@ -524,6 +571,7 @@ def respond(
     burst: int | None = None,
     max_duration_ns: int | None = None,
     seed: int = 1,
+    busy_poll: bool = False,
 ) -> RespondStats:
     """Answer the latency requests of one peer on a bound, unconnected socket (the server).
 
@@ -545,6 +593,10 @@ def respond(
     the peer came for ``first_timeout_ns`` (before the first; default
     ``idle_timeout_ns``) or ``idle_timeout_ns`` (``"idle"``), or after
     ``max_duration_ns`` (``"duration"``) when given.
+
+    Waiting: a blocking ``recvmmsg`` (the thread sleeps; its wake-up is in
+    the round trip) or, with ``busy_poll``, ``recvmmsg(MSG_DONTWAIT)`` in a
+    spin (one CPU at 100 %).
     """
     fd = _udp_fd(sock, "respond", need="unconnected")
     test_id = _int("test_id", test_id, 0, 2**32 - 1)
@@ -563,7 +615,7 @@ def respond(
     sfd = _stop_fd(stop_fd)
     answered, r_peer, r_invalid, r_rate, send_errors, learned, reason = _engine.respond(
         fd, test_id, sfd, max_response_bytes, int(sock.family), addr, port, rate, float(burst_n),
-        first, idle_timeout_ns, duration, _seed(seed), _main(),
+        first, idle_timeout_ns, duration, _seed(seed), _main(), bool(busy_poll),
     )
     return RespondStats(
         answered=answered,

@@ -173,7 +173,7 @@ def udp_trial(outs: list[Remote], ins: list[Remote], *, size_bytes: int, spacing
     try:
         in_socks = {}
         for r in ins:
-            sock = engine.open_udp(bind=(r.local_ip, 0), family=r.family)
+            sock = engine.open_udp(bind=(r.local_ip, 0), family=r.family, rcvbuf=engine.RECEIVE_BUFFER_BYTES)
             socks.append(sock)
             engine.enable_timestamps(sock)
             in_socks[r.label] = sock

@@ -278,9 +278,12 @@ def measured_latency(visits: Sequence[LatencyVisit], mtu: int, gap_ns: int = 0
 
 
 def write_latency(rf: ResultsFile, visits: Sequence[LatencyVisit], *, mtu: int, bin_us: float, gap_ns: int = 0,
-                  prefix: str = "") -> LatencyEstimate:
+                  prefix: str = "", wait: dict[str, dict[str, Any]] | None = None) -> LatencyEstimate:
     """Store every round trip and visit, and what :func:`nicrig.analysis.latency.estimate` derives from them:
-    per-size statistics and histograms, the modes, and the lines on each statistic. Returns the estimate."""
+    per-size statistics and histograms, the modes, and the lines on each statistic. Returns the estimate.
+
+    ``wait`` says how each end ("local", "remote") waited for datagrams: ``busy_poll`` (spinning) and
+    what the kernel granted of socket busy polling; it becomes the sizes table's ``wait_*`` attributes."""
     rtt, table, est = measured_latency(visits, mtu, gap_ns)
     rf.write_table(f"{prefix}latency/rtt", rtt, units={"rtt_ns": "ns", "t_ns": "ns, CLOCK_MONOTONIC (interpolated)",
                                                        "size_bytes": "byte"},
@@ -294,7 +297,10 @@ def write_latency(rf: ResultsFile, visits: Sequence[LatencyVisit], *, mtu: int, 
                    description="statistics per response size, and the per-round values the lines go through, "
                                "from latency/rtt",
                    attrs={"statistic": est.statistic, "reason": est.reason, "order": est.order,
-                          "rounds": est.rounds, "interval": est.interval_method})
+                          "rounds": est.rounds, "interval": est.interval_method,
+                          **{f"wait_{end}": "busy-poll" if w.get("busy_poll") else "blocking"
+                             for end, w in (wait or {}).items()},
+                          **{f"wait_{end}_detail": json.dumps(w, sort_keys=True) for end, w in (wait or {}).items()}})
     hist = []
     for size in est.sizes:
         ok = rtt["rtt_ns"][(rtt["size_bytes"] == size) & (rtt["rtt_ns"] >= 0)] / 1000.0
