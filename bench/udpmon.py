@@ -170,7 +170,7 @@ def _start_nicrig(procs: Procs):
     p, log = procs.start(procs.on("server", [sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", HOST,
                                              "--port", "0", "--max-rate-pps", "2000000", "--max-packets", "4000000"]),
                          "nicrig-serve")
-    line = _wait_for(log, r"listening on 127\.0\.0\.1:(\d+)", p, "nicrig udpmon serve")
+    line = _wait_for(log, r"listening on 127\.0\.0\.1:(\d+)", p, "nicrig udpmon serve", timeout_s=120)
     ctl = Controller(HOST, int(line.rsplit(":", 1)[1]))
     ctl.connect()
     return ctl
