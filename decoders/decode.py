@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
     def report(result: batch.FileResult) -> None:
         if result.error is not None:
-            print(f"nicrig: error: {result.path}: {result.error}", file=sys.stderr)
+            named = result.error.startswith(f"{result.path}:")  # errors from reading the file name it already
+            print(f"nicrig: error: {'' if named else result.path + ': '}{result.error}", file=sys.stderr)
         elif not args.json:
             for name in result.written.keys() | result.skipped.keys():
                 written, skipped = result.written.get(name, {}), result.skipped.get(name, [])

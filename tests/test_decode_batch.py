@@ -77,10 +77,19 @@ def test_chunked_decode_equals_a_single_pass(stream, single_pass, tmp_path, work
 def test_dask_cluster_gives_the_same_tables(stream, single_pass, tmp_path):
     distributed = pytest.importorskip("distributed", reason="Dask distributed is installed by make test")
     path = _copy(stream, tmp_path / "dask.h5")
+    damaged = _copy(stream, tmp_path / "damaged.h5")  # a flipped bit in a stored chunk: its checksum fails
+    with h5py.File(damaged, "r") as h5:
+        chunk = h5["sources/send_pci/samples"].id.get_chunk_info(0)
+    raw = bytearray(damaged.read_bytes())
+    raw[chunk.byte_offset + chunk.size // 2] ^= 0x04
+    damaged.write_bytes(bytes(raw))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
-        r = subprocess.run([sys.executable, "-m", "nicrig", "decode", str(path), "--scheduler", lc.scheduler_address,
-                            "--chunk-samples", "3000", "--json"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+        r = subprocess.run([sys.executable, "-m", "nicrig", "decode", str(damaged), str(path), "--scheduler",
+                            lc.scheduler_address, "--chunk-samples", "3000", "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr  # the damaged file failed alone, the other was decoded
+    assert "Traceback" not in r.stderr and f"nicrig: error: {damaged}: source 'send_pci' samples" in r.stderr
+    assert "checksum fails" in r.stderr
     assert _tables(path) == single_pass
 
 
