@@ -87,6 +87,7 @@ def _pick_source(cs: Any, name: str | None) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.capture import CaptureSet
+    from nicrig.progress import Progress
 
     from nicrig.errors import UsageError
 
@@ -102,20 +103,8 @@ def run(args: argparse.Namespace) -> int:
         chans = select_channels(src, args.channels)
         if src.num_samples == 0:
             raise UsageError(f"source {src.name!r} has no samples to export")
-        bar = None
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress
-
-            bar = Progress(console=Console(stderr=True), transient=True)
-            task = bar.add_task(f"writing {out.name}", total=src.num_samples)
-            bar.start()
-
-        def progress(done: int, total: int) -> None:
-            if bar is not None:
-                bar.update(task, completed=done)
-
-        try:
+        with Progress() as bar:
+            progress = bar.task(f"export: writing {out.name}", src.num_samples, "samples")
             if fmt == "sr":
                 if args.split_vectors:
                     raise UsageError("--split-vectors applies to VCD output only")
@@ -146,9 +135,6 @@ def run(args: argparse.Namespace) -> int:
                 if s["renamed"]:
                     shown = ", ".join(f"{o!r} as {r}" for r, o in list(s["renamed"].items())[:6])
                     print(f"  note: renamed for VCD: {shown} (nicrig's import restores the names)")
-        finally:
-            if bar is not None:
-                bar.stop()
     return 0
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,18 +119,10 @@ def sanitize_channels(names: list[str]) -> tuple[list[str], list[str]]:
 
 
 # -- the command ------------------------------------------------------------------------------------
-def _progress_bar(label: str) -> Any:
-    if not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import Progress
-
-    return Progress(console=Console(stderr=True), transient=True), label
-
-
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.capture import CaptureSet, SourceSpec, vectors_from_names
     from nicrig.acquisition.csv_logic import parse_rate
+    from nicrig.progress import Progress
 
     from nicrig.errors import FormatError, UsageError
 
@@ -152,21 +143,9 @@ def run(args: argparse.Namespace) -> int:
     if args.clock and rate is not None:
         raise UsageError("--clock (state mode) and --sample-rate (timing mode) exclude each other")
     out = Path(args.output)
-    bar = _progress_bar(f"reading {path.name}")
-    task = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal task
-        if bar is None:
-            return
-        if task is None:
-            task = bar[0].add_task(bar[1], total=total)
-        bar[0].update(task, completed=done, total=total)
-
-    if bar is not None:
-        bar[0].start()
-    try:
-        reader, instrument = _reader(fmt, path, args, rate, progress if bar else None)
+    with Progress() as bar:
+        progress = bar.task(f"import: reading {path.name}", unit="bytes")
+        reader, instrument = _reader(fmt, path, args, rate, progress)
         exported = (getattr(reader, "meta", None) or {}).get("source") if getattr(reader, "restored", False) else None
         name = _source_name(args.source or exported or source_name_from(path), out, args.append)
         blocks = reader.blocks()
@@ -212,9 +191,6 @@ def run(args: argparse.Namespace) -> int:
                 if args.append and name in cs.source_names:
                     cs.remove_source(name)  # leave the existing set as it was
                 raise
-    finally:
-        if bar is not None:
-            bar[0].stop()
     _report(path, out, summary, notes)
     return 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,30 +239,16 @@ def _link(options: Any, runs: list[tuple[Any, Any]], kind: str, loopback: bool) 
     return None if loopback else 1e9
 
 
-def _progress(files: list[str]) -> Iterator[str]:
-    """The files one by one, with a progress bar on a terminal (none when stderr is a pipe or file)."""
-    if not sys.stderr.isatty():
-        yield from files
-        return
-    from rich.progress import Progress
-
-    with Progress(transient=True) as bar:
-        task = bar.add_task("analysing", total=len(files))
-        for name in files:
-            bar.update(task, description=f"analysing {Path(name).name}")
-            yield name
-            bar.advance(task)
-
-
-def build(args: argparse.Namespace) -> tuple[Any, int]:
-    """The report for ``args.files``, and how many files could not be analysed."""
+def build(args: argparse.Namespace, progress: Callable[[int], None] = lambda done: None) -> tuple[Any, int]:
+    """The report for ``args.files``, and how many files could not be analysed; ``progress(files_done)``."""
     from nicrig.analysis import report
     from nicrig.errors import NicrigError
     from nicrig.h5file import open_any
 
     options = _options(args)
     sections, problems, inputs, pooled = [], [], [], Pooled()
-    for name in _progress(args.files):
+    for done, name in enumerate(args.files):
+        progress(done)
         path = Path(name)
         try:
             with open_any(path) as f:
@@ -280,6 +266,7 @@ def build(args: argparse.Namespace) -> tuple[Any, int]:
             continue
         sections += [*found, *([traced] if traced is not None else [])]
         inputs.append({"path": str(path), "kind": kind})
+    progress(len(args.files))
     if pooled.loads:
         sections.append(report.cpu_section(pooled.host_loads()))
     if pooled.suites:
@@ -306,12 +293,16 @@ def _write(text: str, output: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from nicrig.analysis import render
     from nicrig.errors import UsageError
+    from nicrig.progress import Progress
 
     fmt = args.format or {".json": "json", ".csv": "csv"}.get(Path(args.output).suffix.lower(), "html")
-    rep, failed = build(args)
-    if failed == len(args.files):
-        raise UsageError("no file could be analysed")
-    _write(render.RENDERERS[fmt](rep), args.output)
+    with Progress() as bar:
+        rep, failed = build(args, bar.task("report: analysing", len(args.files), "files"))
+        if failed == len(args.files):
+            raise UsageError("no file could be analysed")
+        bar.task(f"report: rendering {fmt.upper()}")(0)
+        text = render.RENDERERS[fmt](rep)
+    _write(text, args.output)
     if args.output != "-":
         print(f"wrote {args.output}: {len(rep.sections)} sections from {len(args.files) - failed} of "
               f"{len(args.files)} files", file=sys.stderr)

@@ -37,24 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nicrig.decoders import batch
+    from nicrig.progress import Progress
 
     from nicrig.errors import UsageError
 
     if args.workers < 0:
         raise UsageError("--workers must be >= 0")
     workers = args.workers or batch.default_workers()
-    bar = task = None
-    if sys.stderr.isatty() and not args.json:
-        from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
-
-        bar = Progress("[progress.description]{task.description}", BarColumn(), TaskProgressColumn(),
-                       TimeRemainingColumn(), transient=True)
-        bar.start()
-        task = bar.add_task("decoding", total=None)
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.update(task, completed=done, total=total)
 
     def report(result: batch.FileResult) -> None:
         if result.error is not None:
@@ -70,14 +59,12 @@ def run(args: argparse.Namespace) -> int:
                 for output in skipped:
                     print(f"{result.path}: decoded/{name}/{output}: up to date (--force decodes again)")
 
-    try:
+    with Progress() as progress:
+        update = progress.task("decode", unit="samples")
         results = batch.decode_files(args.files, sources=args.source, stacks=args.stacks, engine=args.engine,
                                      force=args.force, workers=workers, scheduler=args.scheduler,
                                      chunk_samples=args.chunk_samples or batch.DEFAULT_CHUNK_SAMPLES,
-                                     progress=progress, on_file=report)
-    finally:
-        if bar is not None:
-            bar.stop()
+                                     progress=update, on_file=report)
     if args.json:
         print(batch.summary_json(results))
     failed = sum(r.error is not None for r in results)

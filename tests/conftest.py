@@ -14,6 +14,11 @@ from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
 
+# Commands run by tests write their progress lines (nicrig.progress) only where a test asks for them
+# (tests/test_progress.py): on a loaded machine a slow run would otherwise add lines to the stderr that
+# tests of error messages read.
+os.environ.setdefault("NICRIG_PROGRESS_S", "3600")
+
 
 def run_unprivileged(argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` as an ordinary user: as root, as ``nobody`` with every capability dropped.

@@ -231,9 +231,11 @@ class Run:
         from nicrig.udpmon.counters import egress_interface
         from nicrig.udpmon.flows import Remote
         from nicrig.udpmon.protocol import load_secret
+        from nicrig.progress import Progress
 
         self.args, self.kind = args, kind
         self.stack = ExitStack()
+        self.progress = self.stack.enter_context(Progress())
         self.prefix = ""  # where this step's tables go: "" or "sweep/step<k>/"
         self.counter_rows: list[tuple[int, str, str, dict[str, Any]]] = []
         self.load_rows: list[tuple[int, str, float, dict[str, Any]]] = []
@@ -392,23 +394,6 @@ class Run:
         self.stack.close()
 
 
-def _progress(total: int, label: str) -> Any:
-    """A rich progress bar on a terminal, nothing otherwise; call with the number done."""
-    if not sys.stderr.isatty():
-        return lambda done: None
-    from rich.progress import Progress
-
-    bar = Progress(transient=True)
-    bar.start()
-    task = bar.add_task(label, total=total)
-
-    def update(done: int) -> None:
-        bar.update(task, completed=done)
-        if done >= total:
-            bar.stop()
-    return update
-
-
 def _busy(delta: dict[str, Any]) -> float:
     try:
         return float(delta["cpu"]["total"]["busy_percent"])
@@ -498,7 +483,7 @@ def _sweep(run: Run, kind: Kind, plan: Any, sweeper: Any, results: list[tuple[di
     import numpy as np
     from nicrig.udpmon import sweep as W
 
-    progress = _progress(len(plan.steps), "sweep")
+    progress = run.progress.task("udpmon sweep", len(plan.steps), "steps")
     with W.signals_interrupt():
         try:
             for i, step in enumerate(plan.steps):
@@ -612,7 +597,7 @@ def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int
     gap_ns = int(args.gap_us * 1000)
     visits: list[LatencyVisit] = []
     before = run.snapshot()
-    progress = _progress(len(plan), "latency")
+    progress = run.progress.task("udpmon latency", len(plan), "visits (a size in a round)")
     rate_cap = int(run.limits.get("max_rate_pps", 200_000))
     far_end = run.remotes[0]
     # how each end waits for datagrams (spin or sleep; socket busy polling granted): recorded with the results
@@ -779,7 +764,7 @@ def _stream_body(run: Run, args: argparse.Namespace, points: list[tuple[int, flo
     plan = schedule.plan(len(points), args.rounds, args.order, run.order_rng)
     link = _stream_link_bps(run)
     measured, rows = [], []
-    progress = _progress(len(plan), "stream")
+    progress = run.progress.task("udpmon stream", len(plan), "streams")
     for k, v in enumerate(plan):
         size, spacing = points[v.item]
         p = _stream_point(run, k, v, size, spacing, args)
@@ -876,7 +861,7 @@ def _suite_body(run: Run, args: argparse.Namespace, tests: list[Any], opts: Any,
     from nicrig.udpmon import suite as S
 
     link, source = _link_rate(run, args)
-    progress = _progress(len(tests), "suite")
+    progress = run.progress.task("udpmon suite", len(tests), "tests")
     outcomes = []
     for i, test in enumerate(tests):
         outcomes.append(S.run_test(test, run.remote("peer"), run.remote("third"), link_mbps=link, mtu=mtu,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 
@@ -115,6 +114,7 @@ def scenario_of(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.sim import profiles
     from nicrig.acquisition.sim.rig import Recording, simulate
+    from nicrig.progress import Progress
 
     from nicrig.errors import UsageError
 
@@ -138,20 +138,15 @@ def run(args: argparse.Namespace) -> int:
     settings = {"count": args.count, "order": args.order, "order_seed": args.order_seed, "nic": nic.name,
                 "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count}
 
-    if sys.stderr.isatty():
-        from rich.progress import Progress
+    with Progress() as bar:
+        tasks: dict[str, Any] = {}
 
-        with Progress(transient=True) as bar:
-            tasks: dict[str, Any] = {}
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.task(f"simulate: writing {name}", total, "clocks")
+            tasks[name](done)
 
-            def progress(name: str, done: int, total: int) -> None:
-                if name not in tasks:
-                    tasks[name] = bar.add_task(f"writing {name}", total=total)
-                bar.update(tasks[name], completed=done)
-
-            result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings)
-    else:
-        result = simulate(scenario, bus, nic, host, args.output, recording, settings=settings)
+        result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings)
 
     summary = _summary(result, args.output)
     if args.json:
