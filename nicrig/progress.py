@@ -12,6 +12,7 @@ short runs print nothing) while the work goes on, even within one long step.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -76,7 +77,13 @@ class Progress:
             self._bar.start()
         elif self.interval > 0:
             self._ticker = threading.Thread(target=self._tick, name="nicrig-progress", daemon=True)
-            self._ticker.start()
+            # The ticker is born with every signal blocked, so the kernel delivers Ctrl+C and SIGTERM to the
+            # main thread: there they interrupt the blocking call (a paced send, a socket read) at once.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+            try:
+                self._ticker.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
