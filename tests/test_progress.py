@@ -89,14 +89,16 @@ def files(tmp_path_factory) -> dict[str, Path]:
             "lat": folder / "lat.h5"}
 
 
-def test_simulate_decode_import_and_report_show_progress_off_a_terminal(files):
+def test_simulate_decode_export_import_and_report_show_progress_off_a_terminal(files):
     r = nicrig("simulate", "--scenario", "latency", "--size", "1400", "--count", "2", "-o", str(files["cap"]))
     lines = progress_lines(r.stderr, "simulate: writing send_pci")
     assert lines and lines[-1]["unit"] == "clocks" and lines[-1]["share"] == "100"
     r = nicrig("decode", str(files["cap"]))
     lines = progress_lines(r.stderr, "decode")
     assert lines and lines[-1]["unit"] == "samples" and lines[-1]["done"] == lines[-1]["total"]
-    nicrig("export", str(files["cap"]), "--source", "send_pci", "-o", str(files["vcd"]))
+    r = nicrig("export", str(files["cap"]), "--source", "send_pci", "-o", str(files["vcd"]))
+    lines = progress_lines(r.stderr, f"export: writing {files['vcd'].name}")
+    assert lines and lines[-1]["unit"] == "samples" and lines[-1]["share"] == "100"
     r = nicrig("import", str(files["vcd"]), "-o", str(files["imported"]))
     lines = progress_lines(r.stderr, f"import: reading {files['vcd'].name}")
     assert lines and lines[-1]["unit"] == "bytes" and lines[-1]["share"] == "100"
