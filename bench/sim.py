@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,7 @@ def main() -> int:
     ap.add_argument("--with-ad", action="store_true", help="record AD/C/BE#/PAR too (wider samples)")
     args = ap.parse_args()
 
+    load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -89,6 +91,8 @@ def main() -> int:
         t_floor = _store_only(Path(rows[0][4]["output"]), floor_path)
         rows.append(("storage only (11 us sources)", rows[0][1], t_floor, floor_path.stat().st_size, None))
 
+    print(f"machine: {os.cpu_count()} CPUs; load average before the run: "
+          f"{' '.join(f'{v:.2f}' for v in load_before)}, after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"{'run':36s} {'samples':>12s} {'seconds':>8s} {'Msamples/s':>11s} {'MB':>7s}")
     for name, n, t, size, _ in rows:
         print(f"{name:36s} {n:12,d} {t:8.2f} {n / t / 1e6:11.2f} {size / 1e6:7.1f}")
