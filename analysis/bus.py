@@ -71,12 +71,16 @@ This is exact for one-way traffic and request-response but for rare meetings
 of a fetch's descriptor and a writeback; under heavy traffic both ways at
 once, record AD and C/BE# (``nicrig simulate --with-ad``).
 
-Register accesses are grouped into runs (``csr_gap_ns`` of idle bus at most
-between them, cut where a fetch or an interrupt service begins). The
-driver's send sequence, learnt from the runs that stood alone before
-fetches on both buses, is cut out where it ran into other accesses, and the
-fetches take the send runs in order. ``docs/analysis.md`` says more, and
-what the tests check.
+Register accesses are attributed to the driver's sequences (send setup,
+interrupt service, its update) by what the bus shows, not by idle gaps
+(under load DMA fills them): who mastered a transaction (GNT#), retries
+belonging to the access that completes (PCI 3.0 3.3.3.2.2), the access
+that cleared INTA# opening a service, the doorbell a fetch answers closing
+a send. The sequences are learnt per capture from both buses
+(:func:`driver_sequences`); without clear evidence the accesses fall back
+to runs (``csr_gap_ns`` of idle bus at most between them, cut where a fetch
+or a service begins). ``docs/analysis.md`` says more, and what the tests
+check.
 """
 
 from __future__ import annotations
@@ -542,8 +546,191 @@ def _split_at(runs: list[Run], keys: list[tuple[Any, ...]], signature: tuple[Any
 
 
 @dataclass(frozen=True)
+class _Access:
+    """One register access that completed (rows of the pci table: the target's retries, then the completion).
+
+    A retried transaction is no access: the master must repeat it (PCI 3.0
+    3.3.3.2.2), so the retries belong to the access that finally completes,
+    and how many there were (they depend on timing) is no part of the
+    access's identity: its ``key`` is that of the completed transaction.
+    """
+
+    rows: tuple[int, ...]
+    start_ns: float
+    end_ns: float
+    key: tuple[Any, ...]
+
+
+def _completed_accesses(pci: np.ndarray, keys: list[tuple[Any, ...]]) -> list[_Access]:
+    """The host's register accesses in time order (``pci`` sorted by time), each with the retries before it."""
+    out: list[_Access] = []
+    pending: list[int] = []
+    for i in np.flatnonzero(pci["kind"] == b"csr").tolist():
+        pending.append(i)
+        if pci["termination"][i] != b"retry":
+            out.append(_Access(tuple(pending), float(pci["t_ns"][pending[0]]), float(pci["t_end_ns"][i]), keys[i]))
+            pending = []
+    if pending:  # retried until the capture ended
+        out.append(_Access(tuple(pending), float(pci["t_ns"][pending[0]]), float(pci["t_end_ns"][pending[-1]]),
+                           keys[pending[-1]]))
+    return out
+
+
+@dataclass
+class DriverSequences:
+    """The driver's register sequences, as seen on a bus (each a tuple of access keys, learnt per capture).
+
+    ``send``: the setup before each frame, ending with the doorbell the NIC
+    answers by fetching; ``service``: the interrupt service's first accesses,
+    starting with the one that clears INTA#; ``update``: its later ones.
+    """
+
+    send: tuple[tuple[Any, ...], ...]
+    service: tuple[tuple[Any, ...], ...]
+    update: tuple[tuple[Any, ...], ...]
+
+
+@dataclass
+class _Evidence:
+    """What a bus shows of the driver's sequences, to be pooled over buses running the same NIC and driver.
+
+    Segments of the access sequence between the places the bus marks: a
+    service starts at the access that clears INTA# (PCI 3.0 2.2.6: the
+    device deasserts INTA# once the driver has served the cause), and a send
+    ends at the access the NIC answers by fetching. ``sends``: segments
+    ending at a doorbell, not starting a service; ``services``: segments
+    starting a service, ending elsewhere; ``both``: starting a service and
+    ending at a doorbell; ``gaps``: per service segment, the bus idle time
+    (other transactions' time taken out) between its consecutive accesses;
+    ``streams``: per bus, every access's key, where services start, and how
+    many frames the NIC fetched.
+    """
+
+    sends: Counter[tuple[Any, ...]] = field(default_factory=Counter)
+    services: Counter[tuple[Any, ...]] = field(default_factory=Counter)
+    both: list[tuple[Any, ...]] = field(default_factory=list)
+    gaps: dict[tuple[Any, ...], list[list[float]]] = field(default_factory=dict)
+    streams: list[tuple[tuple[tuple[Any, ...], ...], frozenset[int], int]] = field(default_factory=list)
+
+    def __add__(self, other: _Evidence) -> _Evidence:
+        gaps = {k: self.gaps.get(k, []) + other.gaps.get(k, []) for k in {*self.gaps, *other.gaps}}
+        return _Evidence(self.sends + other.sends, self.services + other.services, self.both + other.both, gaps,
+                         self.streams + other.streams)
+
+
+def _anchors(accesses: list[_Access], irq: np.ndarray, fetch_starts: np.ndarray, doorbell_ns: float
+             ) -> tuple[dict[int, int], set[int]]:
+    """Which access cleared each interrupt (access index -> interrupt number), and which accesses the NIC answered
+    with a fetch within ``doorbell_ns`` (the last access ending before the fetch began)."""
+    completed = np.array([float(a.end_ns) for a in accesses])
+    begun = np.array([a.start_ns for a in accesses])
+    cleared: dict[int, int] = {}
+    for n, (a, d) in enumerate(zip(irq["t_ns"].astype(float), irq["t_end_ns"].astype(float))):
+        k = int(np.searchsorted(begun, d, "right")) - 1  # the access in progress (or last begun) when INTA# rose
+        if k >= 0 and completed[k] >= a and k not in cleared:
+            cleared[k] = n
+    rang = set()
+    for f in fetch_starts:
+        k = int(np.searchsorted(completed, f, "right")) - 1
+        if k >= 0 and f - completed[k] <= doorbell_ns:
+            rang.add(k)
+    return cleared, rang
+
+
+def _evidence(accesses: list[_Access], cleared: dict[int, int], rang: set[int], busy: np.ndarray,
+              fetches: int) -> _Evidence:
+    """Cut the accesses at the anchors and count what lies between (see :class:`_Evidence`)."""
+    ev = _Evidence(streams=[(tuple(a.key for a in accesses), frozenset(cleared), fetches)])
+    start = 0
+    n = len(accesses)
+    for k in range(n + 1):
+        end_here = k == n or k + 1 in cleared or k in rang
+        if k < n and not end_here:
+            continue
+        seg = list(range(start, min(k + 1, n)))
+        start = k + 1
+        if not seg:
+            continue
+        keys = tuple(accesses[i].key for i in seg)
+        service, doorbell = seg[0] in cleared, seg[-1] in rang
+        if doorbell and not service:
+            ev.sends[keys] += 1
+        elif service and not doorbell:
+            ev.services[keys] += 1
+            ev.gaps.setdefault(keys, []).append([
+                accesses[j].start_ns - accesses[i].end_ns
+                - (busy[accesses[j].rows[0]] - busy[accesses[i].rows[-1] + 1]) for i, j in zip(seg, seg[1:])])
+        elif service and doorbell:
+            ev.both.append(keys)
+    return ev
+
+
+def _commonest(seen: Counter[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """The commonest sequence, when it is clearly so: seen at least twice and at least half the time."""
+    if not seen:
+        return None
+    keys, count = seen.most_common(1)[0]
+    return keys if count >= 2 and 2 * count >= sum(seen.values()) else None
+
+
+def _send_by_count(ev: _Evidence, service: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The send setup as what is left of the accesses once the services are taken out: every frame the NIC
+    fetched had one, so the rest falls into as many equal setups as there were fetches (a run the services
+    did not interrupt into a whole number of them). None where the count does not divide so."""
+    runs: list[tuple[tuple[Any, ...], ...]] = []
+    fetched = 0
+    for keys, starts, fetches in ev.streams:
+        fetched += fetches
+        run: list[tuple[Any, ...]] = []
+        i = 0
+        while i < len(keys):
+            if i in starts and keys[i:i + len(service)] == service:
+                runs.append(tuple(run))
+                run, i = [], i + len(service)
+            else:
+                run.append(keys[i])
+                i += 1
+        runs.append(tuple(run))
+    rest = sum(len(r) for r in runs)
+    if fetched == 0 or rest % fetched:
+        return None
+    size = rest // fetched
+    chunks = Counter(r[k:k + size] for r in runs if len(r) % size == 0 for k in range(0, len(r), size))
+    return _commonest(chunks)
+
+
+def driver_sequences(ev: _Evidence) -> DriverSequences | None:
+    """The driver's send, service and update sequences from the evidence of one or more buses; None when the
+    capture does not show them clearly (too few sends or services standing alone).
+
+    The service is the commonest run of accesses from one that cleared INTA#
+    to the next place the bus marks; the send, what the services leave,
+    shared out over the frames fetched (or else the commonest run that
+    ended at a doorbell).
+    """
+    service = _commonest(ev.services)
+    send = _send_by_count(ev, service) if service is not None else None
+    send = send or _commonest(ev.sends)
+    if send is None and service is not None:
+        send = _commonest(Counter(b[len(service):] for b in ev.both if b[:len(service)] == service
+                                  and len(b) > len(service)))
+    if service is None and send is not None:
+        service = _commonest(Counter(b[:-len(send)] for b in ev.both if b[-len(send):] == send and len(b) > len(send)))
+    if send is None or service is None:
+        return None
+    if len(service) == 1:
+        return DriverSequences(send, service, ())
+    # The service's first accesses and its later ones are apart by the CPU's work between them: where the
+    # bus was idle longest, as a rule (the median over the services seen).
+    gaps = np.array(ev.gaps.get(service, []), dtype=np.float64).reshape(-1, len(service) - 1)
+    cut = 1 + int(np.argmax(np.median(gaps, axis=0))) if gaps.size else 1
+    return DriverSequences(send, service[:cut], service[cut:])
+
+
+@dataclass(frozen=True)
 class _Layout:
-    """A bus's tables in time order, its transfers, and its register runs before they are labelled."""
+    """A bus's tables in time order, its transfers, its register accesses and runs before they are labelled, and
+    what they show of the driver's sequences."""
 
     pci: np.ndarray
     irq: np.ndarray
@@ -552,6 +739,9 @@ class _Layout:
     runs: list[Run]
     keys: list[tuple[Any, ...]]
     sends_seen: Counter[tuple[Any, ...]]
+    accesses: list[_Access]
+    cleared: dict[int, int]
+    evidence: _Evidence
 
 
 def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | None, frames_out: np.ndarray | None,
@@ -563,8 +753,73 @@ def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | Non
     fetch_starts = np.array([t.start_ns for t in transfers if t.role == "fetch"])
     runs, whole = _clusters(pci, csr_gap_ns, np.concatenate([fetch_starts, clearing[np.isfinite(clearing)]]))
     keys = _access_keys(pci)
+    accesses = _completed_accesses(pci, keys)
+    cleared, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
+    busy = np.cumsum(np.concatenate([[0.0], (pci["t_end_ns"] - pci["t_ns"]).astype(np.float64)]))
     return _Layout(pci, irq, transfers, clearing, runs, keys,
-                   _send_sequences(runs, whole, keys, fetch_starts, doorbell_ns))
+                   _send_sequences(runs, whole, keys, fetch_starts, doorbell_ns), accesses, cleared,
+                   _evidence(accesses, cleared, rang, busy, len(fetch_starts)))
+
+
+def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:
+    """Label a bus's register accesses with the driver's sequences: at each access that cleared INTA# the
+    service's first accesses (then its update), elsewhere a send setup or an update where its keys match, the
+    rest ``other``; each fetch takes the send setups in order, first come first fetched."""
+    pci, accesses, transfers = lay.pci, lay.accesses, lay.transfers
+    keys = [a.key for a in accesses]
+
+    def matches(seq: tuple[tuple[Any, ...], ...], i: int) -> bool:
+        return bool(seq) and tuple(keys[i:i + len(seq)]) == seq
+
+    spans: list[tuple[str, int, int, int]] = []  # role, first access, end (exclusive), interrupt
+    i, n = 0, len(accesses)
+    while i < n:
+        if i in lay.cleared and matches(seqs.service, i):
+            spans.append(("interrupt", i, i + len(seqs.service), lay.cleared[i]))
+            i += len(seqs.service)
+            if matches(seqs.update, i):
+                spans.append(("update", i, i + len(seqs.update), spans[-1][3]))
+                i += len(seqs.update)
+        elif matches(seqs.send, i):
+            spans.append(("send", i, i + len(seqs.send), -1))
+            i += len(seqs.send)
+        elif matches(seqs.update, i):
+            spans.append(("update", i, i + len(seqs.update), -1))
+            i += len(seqs.update)
+        else:
+            if spans and spans[-1][0] == "other" and spans[-1][2] == i:
+                spans[-1] = ("other", spans[-1][1], i + 1, -1)
+            else:
+                spans.append(("other", i, i + 1, -1))
+            i += 1
+    retry = pci["termination"] == b"retry"
+    linked_transfer = [-1] * len(spans)
+    floor = -math.inf
+    for t, tr in enumerate(transfers):
+        if tr.role != "fetch":
+            continue
+        waiting = [k for k, (role, a, b, _) in enumerate(spans) if role == "send" and linked_transfer[k] < 0
+                   and accesses[a].start_ns > floor and accesses[b - 1].end_ns <= tr.start_ns]
+        if waiting:
+            linked_transfer[waiting[0]] = t
+            floor = accesses[spans[waiting[0]][1]].start_ns
+    clusters = []
+    for k, (role, a, b, it) in enumerate(spans):
+        rows = tuple(r for acc in accesses[a:b] for r in acc.rows)
+        clusters.append(CsrCluster(role, rows, accesses[a].start_ns, accesses[b - 1].end_ns,
+                                   int((~retry[list(rows)]).sum()), int(retry[list(rows)].sum()),
+                                   linked_transfer[k], it))
+    service = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "interrupt"}
+    update = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "update" and c.interrupt >= 0}
+    cause_ends = np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")])
+    interrupts = []
+    previous_deassert = -math.inf
+    for n_irq, (a, d) in enumerate(zip(lay.irq["t_ns"].astype(float), lay.irq["t_end_ns"].astype(float))):
+        window = (cause_ends > previous_deassert) & (cause_ends <= a)
+        interrupts.append(Interrupt(a, d, float(cause_ends[window][0]) if window.any() else math.nan,
+                                    service.get(n_irq, -1), update.get(n_irq, -1)))
+        previous_deassert = d
+    return BusActivity(clock_period_ns(pci), tuple(transfers), tuple(clusters), tuple(interrupts))
 
 
 def bus_activity(pci: np.ndarray, irq: np.ndarray | None = None, frames_in: np.ndarray | None = None,
@@ -579,7 +834,8 @@ def bus_activity(pci: np.ndarray, irq: np.ndarray | None = None, frames_in: np.n
     probe (then only the decoded commands tell transfers apart).
     """
     lay = _layout(pci, irq, frames_in, frames_out, dma_gap_ns, csr_gap_ns, doorbell_ns, descriptor_max_bytes)
-    return _activity(lay, _majority(lay.sends_seen), doorbell_ns)
+    seqs = driver_sequences(lay.evidence)
+    return _labelled(lay, seqs) if seqs is not None else _activity(lay, _majority(lay.sends_seen), doorbell_ns)
 
 
 def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: float) -> BusActivity:
@@ -1112,9 +1368,15 @@ def bus_timeline(send_pci: np.ndarray | None, send_irq: np.ndarray | None, recv_
     sides = ((send_pci, send_irq, back, out), (recv_pci, recv_irq, out, back))
     layouts = [_layout(pci, irq, f_in, f_out, **settings) if pci is not None else None  # type: ignore[arg-type]
                for pci, irq, f_in, f_out in sides]
-    # Both hosts run the same NIC and driver: their doorbells together show its send sequence.
-    signature = _majority(sum((lay.sends_seen for lay in layouts if lay is not None), Counter()))
-    send, recv = (host_bus(_activity(lay, signature, settings["doorbell_ns"]), lay.pci, irq, *span(lay.pci))
+    # Both hosts run the same NIC and driver: their buses together show its register sequences.
+    present = [lay for lay in layouts if lay is not None]
+    seqs = driver_sequences(sum((lay.evidence for lay in present), _Evidence()))
+    signature = _majority(sum((lay.sends_seen for lay in present), Counter()))
+
+    def activity(lay: _Layout) -> BusActivity:
+        return _labelled(lay, seqs) if seqs is not None else _activity(lay, signature, settings["doorbell_ns"])
+
+    send, recv = (host_bus(activity(lay), lay.pci, irq, *span(lay.pci))
                   if lay is not None else None for lay, (_, irq, _, _) in zip(layouts, sides))
     paths_out: tuple[FramePath, ...] = ()
     paths_in: tuple[FramePath, ...] = ()

@@ -66,7 +66,7 @@ def cell_texts(t: Table) -> list[list[str]]:
                 texts.append(number(v, ci95=finite(row[col[t.uncertainty[c]]])))
             elif c in t.uncertainty.values():
                 texts.append(number(v, ci95=finite(v)))
-            elif c in t.decimals:
+            elif c in t.decimals and not isinstance(v, int):  # a count in a column of times stays whole
                 texts.append(number(v, decimals=t.decimals[c]))
             elif c in t.settings:
                 texts.append(setting(v))

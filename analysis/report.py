@@ -794,18 +794,24 @@ TIMELINE_COLUMNS = ["frame", "frame length (bytes)", "sender's CSR setup (us)", 
 
 
 def _timeline_table(title: str, paths: Sequence[bus.FramePath], src: str) -> Table:
-    """The first frames one by one, then one median row per frame length (frames of different lengths take
-    different times on the bus and the wire), each saying how many frames it is the median of."""
+    """The first frames one by one, then per frame length (frames of different lengths take different times on
+    the bus and the wire) a row of medians and a row saying how many frames each median is of: a phase the
+    analysis could not find for a frame (NaN) is left out of its median, and its count says so."""
     rows: list[list[Any]] = [_row(p) for p in paths[:TIMELINE_ROWS]]
     lengths = sorted({p.length_bytes for p in paths})
     for length in lengths:
         mine = [p for p in paths if p.length_bytes == length]
-        med = np.nanmedian(np.array([_row(p)[2:] for p in mine], dtype=np.float64), axis=0)
-        rows.append([f"median of {len(mine)}", length, *med.tolist()])
+        values = np.array([_row(p)[2:] for p in mine], dtype=np.float64)
+        known = np.isfinite(values).sum(axis=0)
+        with np.errstate(all="ignore"):
+            med = np.array([np.median(col[np.isfinite(col)]) if n else math.nan for col, n in zip(values.T, known)])
+        rows.append([f"median of {len(mine)} frames", length, *med.tolist()])
+        rows.append(["frames each median is of", length, *known.tolist()])
     shown = min(TIMELINE_ROWS, len(paths))
     return Table(title, TIMELINE_COLUMNS, rows, src,
-                 excerpt=(f"first {shown} of {len(paths):,} frames, then the median of each frame length"
-                          if shown < len(paths) else "every frame, then the median of each frame length"),
+                 excerpt=(f"first {shown} of {len(paths):,} frames, then the median of each frame length and how "
+                          "many frames each is of" if shown < len(paths)
+                          else "every frame, then the median of each frame length and how many frames each is of"),
                  decimals={c: NS_DECIMALS for c in TIMELINE_COLUMNS[2:]},
                  note="'the INTA# that announced it': the first interrupt after the frame's DMA; with coalescence "
                       "a frame waits for the timer a DMA before it started, or for the next interrupt when it "

@@ -168,10 +168,12 @@ BEST_LINK = 5  # "link allows (Mbit/s)"
 def test_capture_section_has_the_bus_timeline(report_json):
     sec = _section(report_json, "Bus-level timeline")
     steps = _table(sec, "Frames from send_pci to recv_pci")
-    assert len(steps["rows"]) == 3 + 1  # three requests, and the median row of their one frame length
-    assert steps["rows"][-1][:2] == ["median of 3", 110] and steps["excerpt"].startswith("every frame")
+    assert len(steps["rows"]) == 3 + 2  # three requests, the median row of their one frame length, its counts
+    assert steps["rows"][-2][:2] == ["median of 3 frames", 110] and steps["excerpt"].startswith("every frame")
     cols = steps["columns"]
-    on_wire = steps["rows"][-1][cols.index("on the wire (us)")]
+    assert steps["rows"][-1][:2] == ["frames each median is of", 110]
+    assert steps["rows"][-1][cols.index("on the wire (us)")] == 3
+    on_wire = steps["rows"][-2][cols.index("on the wire (us)")]
     assert on_wire == pytest.approx((110 + 8) * 8 / 1000)  # a 64-byte request is a 110-byte frame
     measures = _table(sec, "Bus measurements")
     quantity = {r[0]: r[1:] for r in measures["rows"]}

@@ -17,6 +17,7 @@ import io
 import json
 import math
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import numpy as np
@@ -237,7 +238,7 @@ def test_a_frames_wait_for_its_interrupt_beside_the_timer_is_explained_in_both_t
     """Issue 15: the per-frame 'receiver's DMA -> INTA#' median 241.5 us beside a coalescence of 65.55 us."""
     paths = [frame(k, 1518, wait_us=241.5) for k in range(30)]
     t = report._timeline_table("Frames", paths, "cap.h5")
-    median = dict(zip(t.columns, render.cell_texts(t)[-1]))
+    median = dict(zip(t.columns, render.cell_texts(t)[-2]))
     said = " ".join(report._interrupt_text("recv_pci", interrupts(65.55, 20, 6.0), paths))
     column = "receiver's DMA end -> the INTA# that announced it (us)"
     assert column in t.columns and "the INTA# that announced it" in t.note
@@ -250,10 +251,23 @@ def test_frames_of_two_lengths_get_a_median_row_each_with_whole_lengths() -> Non
     paths = [frame(k, 86 if k % 2 else 1518) for k in range(30)]
     t = report._timeline_table("Frames", paths, "cap.h5")
     texts = render.cell_texts(t)
-    assert [r[:2] for r in texts[-2:]] == [["median of 15", "86"], ["median of 15", "1518"]]
-    assert t.excerpt == "first 8 of 30 frames, then the median of each frame length"
+    assert [r[:2] for r in texts[-4:]] == [["median of 15 frames", "86"], ["frames each median is of", "86"],
+                                           ["median of 15 frames", "1518"], ["frames each median is of", "1518"]]
+    assert t.excerpt == ("first 8 of 30 frames, then the median of each frame length and how many frames each "
+                         "is of")
     on_wire = t.columns.index("on the wire (us)")
-    assert texts[-1][on_wire] == "12.208" and texts[-2][on_wire] == "0.752"  # (length + 8) x 8 ns, to the ns
+    assert texts[-2][on_wire] == "12.208" and texts[-4][on_wire] == "0.752"  # (length + 8) x 8 ns, to the ns
+    assert texts[-1][on_wire] == "15"
+
+
+def test_a_median_says_how_many_frames_had_the_phase() -> None:
+    """Issue 13: a CSR setup found for 34 of 300 frames was shown as the "median of 300"."""
+    paths = [frame(k, 1518) for k in range(30)]
+    paths = [p if k % 3 == 0 else replace(p, send_csr_start_ns=math.nan) for k, p in enumerate(paths)]
+    t = report._timeline_table("Frames", paths, "cap.h5")
+    counts = dict(zip(t.columns, t.rows[-1]))
+    assert t.rows[-1][0] == "frames each median is of"
+    assert counts["sender's CSR setup (us)"] == 10 and counts["on the wire (us)"] == 30
 
 
 def test_the_timeline_figure_is_on_the_captures_own_time_axis(monkeypatch) -> None:

@@ -1,0 +1,127 @@
+"""Phases under load (issue 13, point 9): CSR setup, interrupt service and DMA from the decoded tables equal the
+simulator's truth in every NIC and host profile, at spacings from idle to a saturated bus, with PAUSE cycles.
+
+Each capture is simulated, decoded by the builtin engine and analysed by
+``nicrig.analysis.bus`` from ``decoded/`` only (control lines: no addresses).
+The truth is the model's own record of every transaction: the driver's
+register sequences are told apart there by their addresses (the profiles'
+``tx_csr``, ``isr_entry_csr`` and ``isr_exit_csr``), which the analysis never
+sees. Every phase event of the truth must be found, starting where the truth
+says and lasting as long within 1%, and no other event be called that phase.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.acquisition.sim import profiles
+from nicrig.acquisition.sim.model import Scenario
+from nicrig.acquisition.sim.rig import simulate
+from nicrig.analysis import bus
+from nicrig.decoders.batch import decode_file
+
+#: The analysis's name for each of the driver's register sequences.
+ROLES = {"send": "send", "service": "interrupt", "update": "update"}
+#: (NIC, bus, host, scenario, spacing us, count): every NIC and host profile; an idle, a busy and a saturated
+#: bus (spacing 0: the sender's CPU and bus as fast as they go); 3-frame responses; an Intel NIC whose small
+#: receive FIFO makes its host send PAUSE.
+GRID = [
+    ("sk9843", "pci32-33", "supermicro-370dle", "stream", 10.0, 40),
+    ("sk9843", "pci32-33", "supermicro-p4dp6", "stream", 0.0, 40),
+    ("sk9843", "pci64-66", "ibm-das", "latency", 0.0, 4),
+    ("intel-pro1000", "pci64-66", "supermicro-p4dp6", "stream", 0.0, 40),
+    ("intel-pro1000", "pcix64-133", "supermicro-p4dp8-g2", "stream", 12.0, 40),
+    ("intel-pause", "pci64-66", "supermicro-370dle", "stream", 11.0, 120),
+    ("alteon-acenic", "pci64-33", "supermicro-370dle", "stream", 0.0, 40),
+    ("alteon-acenic", "pci64-33", "ibm-das", "latency", 0.0, 4),
+    ("generic", "pci32-33", "ibm-das", "stream", 0.0, 40),
+    ("generic", "pcix64-133", "supermicro-p4dp8-g2", "stream", 40.0, 30),
+]
+
+
+def _nic(name: str, folder: Path) -> profiles.NicProfile:
+    if name != "intel-pause":
+        return profiles.load("nic", name)
+    text = (Path(profiles.__file__).resolve().parents[2] / "data" / "profiles" / "nic" / "intel-pro1000.toml")
+    lines = []
+    small = {"name": '"intel-pause"', "rx_ring": 16, "rx_fifo_bytes": 16384, "fc_high_water_bytes": 8192,
+             "fc_low_water_bytes": 4096, "pause_quanta": 1000}
+    for line in text.read_text().splitlines():
+        key = line.split("=")[0].strip()
+        lines.append(f"{key} = {small[key]}" if key in small else line)
+    out = folder / "intel-pause.toml"
+    out.write_text("\n".join(lines) + "\n")
+    return profiles.load("nic", str(out))
+
+
+def truth_phases(table: np.ndarray, nic: dict) -> dict[str, list[tuple[float, float]]]:
+    """(start, end) ns of each of the driver's register sequences on one bus, told apart by their addresses,
+    each from its first attempt (a retry the target answered first included) to its last access's end."""
+    csr = table[table["kind"] == b"csr"]
+    wanted = {phase: [nic["bar0"][0] + int(a.split(":")[1], 16) for a in nic[key]]
+              for phase, key in (("send", "tx_csr"), ("service", "isr_entry_csr"), ("update", "isr_exit_csr"))}
+    done = np.flatnonzero(csr["termination"] != b"retry")
+    out: dict[str, list[tuple[float, float]]] = {p: [] for p in wanted}
+    i = 0
+    while i < len(done):
+        for phase in sorted(wanted, key=lambda p: -len(wanted[p])):
+            seq = wanted[phase]
+            if list(csr["address"][done[i:i + len(seq)]]) == seq:
+                first = done[i - 1] + 1 if i else 0
+                out[phase].append((csr["t_start_ps"][first] / 1000, csr["t_end_ps"][done[i + len(seq) - 1]] / 1000))
+                i += len(seq)
+                break
+        else:
+            raise AssertionError(f"an access at {csr['t_start_ps'][done[i]]} ps is in no driver sequence")
+    return out
+
+
+def truth_dma(table: np.ndarray, first: bytes, rest: bytes) -> list[float]:
+    """Duration (us) of each frame's DMA in truth: from a transfer's first transaction (purpose ``first``) to
+    the last of those that follow it."""
+    t = table[np.isin(table["purpose"], (first, rest))]
+    starts = np.flatnonzero((t["purpose"] == first) & np.concatenate([[True], t["purpose"][:-1] != first]))
+    return [(t["t_end_ps"][b - 1] - t["t_start_ps"][a]) / 1e6 for a, b in zip(starts, list(starts[1:]) + [len(t)])]
+
+
+@pytest.mark.parametrize("nic, bus_name, host, kind, spacing_us, count", GRID,
+                         ids=[f"{n}-{b}-{h}-{k}-{s:g}us" for n, b, h, k, s, _ in GRID])
+def test_phases_equal_the_truth(tmp_path, nic, bus_name, host, kind, spacing_us, count):
+    path = tmp_path / "cap.h5"
+    scenario = Scenario(kind=kind, size_bytes=1472 if kind == "stream" else 3000, count=count,
+                        spacing_us=spacing_us)
+    simulate(scenario, profiles.load("bus", bus_name), _nic(nic, tmp_path), profiles.load("host", host), path)
+    decode_file(path)
+    with CaptureSet.open(path) as cs:
+        t = {n: cs.read_table(n) for n in cs.table_names() if n.startswith(("decoded/", "truth/"))}
+        sim = json.loads(cs.attrs["simulation"])
+    timeline = bus.bus_timeline(t["decoded/send_pci/pci"], t["decoded/send_pci/irq"], t["decoded/recv_pci/pci"],
+                                t["decoded/recv_pci/irq"], t["decoded/probe/ethernet"])
+    if nic == "intel-pause":
+        assert timeline.pause.xoff >= 2  # the load this case is for
+    for side, hb in (("send", timeline.send), ("recv", timeline.recv)):
+        truth = truth_phases(t[f"truth/{side}_pci/transactions"], sim["nic"])
+        for phase, events in truth.items():
+            found = hb.activity.clusters_of_role(ROLES[phase])
+            assert len(found) == len(events), f"{side} {phase}: {len(found)} found, {len(events)} in truth"
+            for c, (a, b) in zip(found, events):
+                assert c.start_ns == pytest.approx(a, abs=1), f"{side} {phase} at {a} ns"
+                assert c.duration_ns == pytest.approx(b - a, rel=0.01, abs=1), f"{side} {phase} at {a} ns"
+        # the statistics say how many events they are of, and are the truth's
+        for phase, stat in (("send", hb.csr.send_setup_us), ("service", hb.csr.service_us),
+                            ("update", hb.csr.update_us)):
+            want = [(b - a) / 1000 for a, b in truth[phase]]
+            assert stat.count == len(want)
+            if want:  # decoded times are whole ns: a PCI-X access of 3 clocks lasts 22 or 23 of them
+                assert stat.median == pytest.approx(float(np.median(want)), rel=0.01, abs=0.001)
+        table = t[f"truth/{side}_pci/transactions"]
+        for role, stat, first, rest in (("fetch", hb.dma.fetch_us, b"tx_desc_fetch", b"tx_data"),
+                                        ("receive", hb.dma.receive_us, b"rx_data", b"rx_desc_writeback")):
+            want = truth_dma(table, first, rest)
+            assert stat.count == len(want), f"{side} {role}"
+            if want:
+                assert stat.median == pytest.approx(float(np.median(want)), rel=0.01, abs=0.001), f"{side} {role}"
