@@ -98,6 +98,8 @@ DMA_GAP_NS = 500.0
 CSR_GAP_NS = 700.0
 #: A fetch starting within this after a run of CSR accesses answers it (the NIC's doorbell reaction).
 DOORBELL_NS = 3000.0
+#: The percentile of a service's idle gaps that marks where its first accesses end and its update begins.
+SERVICE_GAP_PERCENTILE = 90
 #: Transactions up to this size can be descriptors (legacy e1000 16 bytes; others 32).
 DESCRIPTOR_MAX_BYTES = 32
 #: Ethernet MAC control (802.3 Annex 31A), the EtherType of PAUSE frames.
@@ -692,7 +694,7 @@ def _send_by_count(ev: _Evidence, service: tuple[Any, ...]) -> tuple[Any, ...] |
                 i += 1
         runs.append(tuple(run))
     rest = sum(len(r) for r in runs)
-    if fetched == 0 or rest % fetched:
+    if fetched == 0 or rest == 0 or rest % fetched:
         return None
     size = rest // fetched
     chunks = Counter(r[k:k + size] for r in runs if len(r) % size == 0 for k in range(0, len(r), size))
@@ -720,10 +722,12 @@ def driver_sequences(ev: _Evidence) -> DriverSequences | None:
         return None
     if len(service) == 1:
         return DriverSequences(send, service, ())
-    # The service's first accesses and its later ones are apart by the CPU's work between them: where the
-    # bus was idle longest, as a rule (the median over the services seen).
+    # The service's first accesses and its later ones are apart by the CPU's work between them, which grows
+    # with the frames a service handles: where the bus was idle longest in the busier services (the 90th
+    # percentile over the services seen; a posted write lets the CPU go on at once, so an idle service's
+    # gaps tell little).
     gaps = np.array(ev.gaps.get(service, []), dtype=np.float64).reshape(-1, len(service) - 1)
-    cut = 1 + int(np.argmax(np.median(gaps, axis=0))) if gaps.size else 1
+    cut = 1 + int(np.argmax(np.percentile(gaps, SERVICE_GAP_PERCENTILE, axis=0))) if gaps.size else 1
     return DriverSequences(send, service[:cut], service[cut:])
 
 
