@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
@@ -18,6 +19,11 @@ from nicrig.acquisition.sim.rig import Recording, simulate
 # (tests/test_progress.py): on a loaded machine a slow run would otherwise add lines to the stderr that
 # tests of error messages read.
 os.environ.setdefault("NICRIG_PROGRESS_S", "3600")
+
+# Property tests judge behaviour, not speed: hypothesis' default 200 ms deadline per example fails
+# correct code on a loaded 2-core machine (CI shares it).
+settings.register_profile("nicrig", deadline=None)
+settings.load_profile("nicrig")
 
 
 def run_unprivileged(argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess[str]:
