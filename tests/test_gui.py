@@ -408,13 +408,16 @@ def _open_at(qtbot, path: Path, view: tuple[float, float], build: bool = True) -
     return w
 
 
-def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtbot, fresh: Path,
+def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtbot, tmp_path: Path,
                                                                             monkeypatch) -> None:
     """A capture never opened before (no cached overview): while the overview is not built the probe lanes are
     drawn from raw samples, once it is built they are repainted from it without a zoom, and the picture is
     the one a window opening the cached overview paints."""
     from nicrig.gui import overview
     from nicrig.gui.overview import RAW_SAMPLES_PER_PIXEL
+
+    # Four exchanges: a probe long enough that the whole capture holds more samples than raw drawing takes.
+    fresh = simulate_set(tmp_path, "four", kind="latency", size_bytes=1400, request_bytes=64, count=4)
 
     assert not any(folder.exists() for folder in overview.cache_paths(fresh))
     monkeypatch.setattr(MainWindow, "build_overviews", lambda self: None)  # "during": nothing built yet
