@@ -373,7 +373,7 @@ def write_tables(plan: _FilePlan, engine: str) -> None:
             joined = np.concatenate([parts[i] for i in sorted(parts)])
             # In job order, then by start and end: ties keep their order, whichever job finished first.
             table = joined[np.lexsort((joined["es"], joined["ss"]))]
-            cs.write_table(f"decoded/{name}/{output}", table, units=tables.UNITS,
+            cs.write_table(f"decoded/{name}/{output}", table, units=tables.units_of(table.dtype.names),
                            description=f"{output} decoder records for source {name}",
                            attrs=_attrs(group, engine))
             plan.result.written[name][output] = len(table)

@@ -45,6 +45,11 @@ UNITS = {"ss": "sample", "es": "sample", "t_ns": "ns", "t_end_ns": "ns", "bytes"
          "master_wait_clocks": "clock", "target_wait_clocks": "clock", "pause_quanta": "512 bit times"}
 
 
+def units_of(columns: Sequence[str]) -> dict[str, str]:
+    """The ``units`` attribute of a decoded table with these columns: its own columns that have a unit."""
+    return {c: UNITS[c] for c in columns if c in UNITS}
+
+
 def _value(record: dict[str, Any], column: str, default: Any) -> Any:
     if column == "pfc_quanta":
         q = record.get("pfc")

@@ -49,7 +49,8 @@ def test_the_readme_examples_run_in_order_and_each_finds_its_input(tmp_path):
             continue
         r = subprocess.run([sys.executable, "-m", "nicrig", *argv], cwd=tmp_path, capture_output=True, text=True,
                            timeout=600)
-        assert r.returncode == 0, f"nicrig {' '.join(argv)}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+        assert r.returncode == 0, \
+            f"nicrig {' '.join(argv)}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
         outputs[" ".join(argv)] = r.stdout
     events = next(out for cmd, out in outputs.items() if cmd.startswith("events stream.h5")).splitlines()
     assert len(events) > 1 and "0x8808" in events[1], events  # the stream example makes PAUSE frames
