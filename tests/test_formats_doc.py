@@ -15,7 +15,8 @@ that says "optional" names what a file may lack. So a change of the files needs 
 change of the doc.
 
 Files: simulated capture sets of both scenarios, decoded by ``nicrig decode``, with the
-udpmon results the simulator writes into them. Checked: every group, dataset, column and
+udpmon results the simulator writes into them, and the results files of ``nicrig udpmon
+latency``, ``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback. Checked: every group, dataset, column and
 attribute in them is documented; every documented one of the paths these files have exists
 in one of them; each table's ``units`` names only its own columns.
 """
@@ -23,7 +24,12 @@ in one of them; each table's ``units`` names only its own columns.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,11 +119,12 @@ class Found:
 
 def walk(path: Path, schema: Schema, found: Found) -> None:
     with h5py.File(path, "r") as f:
+        file_kind = "results" if f.attrs.get("format") == "nicrig-results" else "capture"
         objects: list[tuple[str, h5py.HLObject]] = [("/", f)]
         f.visititems(lambda name, obj: objects.append(("/" + name, obj)))
         for name, obj in objects:
-            kind, inner = "capture", name
-            if name == "/results" or name.startswith("/results/"):
+            kind, inner = file_kind, name
+            if file_kind == "capture" and (name == "/results" or name.startswith("/results/")):
                 kind, inner = "results", name[len("/results"):] or "/"
             key = f"{kind}:{inner}"
             is_table = isinstance(obj, h5py.Dataset) and obj.dtype.names is not None
@@ -153,14 +160,48 @@ def walk(path: Path, schema: Schema, found: Found) -> None:
                     found.undocumented.append(f"{path.name}: {key}: attributes {sorted(missing)} not documented")
 
 
+#: Host traces of this host where the kernel lets us trace (root, tracefs): the host probe's groups.
+TRACE = ["--trace-host", "local"] if os.geteuid() == 0 and Path("/sys/kernel/tracing/events").is_dir() else []
+#: udpmon runs against a daemon on loopback, small: one of each kind (kind, arguments after the host).
+UDPMON_RUNS = {
+    "latency": ["127.0.0.1", "--sizes", "64,1472", "--count", "20", *TRACE],
+    "stream": ["127.0.0.1", "--sizes", "1472", "--spacing-us", "20", "--count", "200", "--rounds", "1"],
+    "suite": ["--peer", "127.0.0.1", "--tests", "udp-send-1472", "--trial-s", "0.2", "--max-trials", "2"],
+    "aggregate": ["127.0.0.1", "--count", "200"],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> list[Path]:
+    """Simulated sets of both scenarios, decoded, and a results file of each udpmon command (run at once)."""
     tmp = tmp_path_factory.mktemp("formats")
-    lat = simulate_set(tmp, "lat", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True), kind="latency",
-                       size_bytes=64, count=2)
-    stream = simulate_set(tmp, "stream", kind="stream", size_bytes=1400, spacing_us=11, count=20)
-    assert main(["decode", str(lat), str(stream)]) == 0
-    return [lat, stream]
+    port = _free_port()
+    daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--port", str(port)],
+                              stderr=subprocess.DEVNULL)
+    try:
+        lat = simulate_set(tmp, "lat", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True),
+                           kind="latency", size_bytes=64, count=2)
+        stream = simulate_set(tmp, "stream", kind="stream", size_bytes=1400, spacing_us=11, count=20)
+        assert main(["decode", str(lat), str(stream)]) == 0
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                assert daemon.poll() is None, "the udpmon daemon exited"
+                time.sleep(0.1)
+        for kind, args in UDPMON_RUNS.items():  # one after the other: a daemon serves one controller at a time
+            assert main(["udpmon", kind, *args, "--port", str(port), "-o", str(tmp / f"udpmon-{kind}.h5")]) == 0
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+    return [lat, stream] + [tmp / f"udpmon-{kind}.h5" for kind in UDPMON_RUNS]
 
 
 def undocumented(files: list[Path], schema: Schema) -> list[str]:
@@ -185,6 +226,12 @@ def test_everything_formats_md_documents_for_these_files_exists(files):
     found = Found()
     for path in files:
         walk(path, schema, found)
+    covered = {pat for what, pat in found.seen if what == "columns"}
+    assert {"capture:/truth/<source>/transactions", "capture:/decoded/<source>/pci", "results:/latency/rtt",
+            "results:/stream/points", "results:/suite/tests", "results:/aggregate/total", "results:/hosts",
+            "results:/counters", "results:/load"} <= covered
+    if TRACE:
+        assert "results:/host_trace/<host>/events" in covered
     absent = []
     for what in ("attributes", "columns", "datasets"):
         for pat, names in getattr(schema, what).items():
