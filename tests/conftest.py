@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -92,3 +96,25 @@ def as_written_before_checksums(path: Path) -> None:
     with h5py.File(path, "r") as src, h5py.File(tmp, "w", libver=("v110", "latest")) as dst:
         copy(src, dst)
     os.replace(tmp, path)
+
+
+@contextmanager
+def udpmon_daemon_on_loopback() -> Iterator[int]:
+    """A ``nicrig udpmon serve`` on 127.0.0.1 (no secret), started and stopped around the block; its port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # the daemon's imports take seconds on a loaded machine
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                assert daemon.poll() is None, "the udpmon daemon exited"
+                time.sleep(0.1)
+        yield port
+    finally:
+        daemon.terminate()
+        daemon.wait(10)

@@ -10,15 +10,13 @@ import csv
 import io
 import json
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import simulate_set
+from conftest import simulate_set, udpmon_daemon_on_loopback
 from nicrig.acquisition.sim.rig import Recording
 from nicrig.udpmon.results import ResultsFile
 
@@ -34,27 +32,12 @@ def nicrig(*args: str, check: bool = True, timeout: float = 300) -> subprocess.C
 def files(tmp_path_factory) -> dict[str, Path]:
     """Real udpmon latency and stream results over loopback, and a decoded capture set of the simulated rig."""
     folder = tmp_path_factory.mktemp("report")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                assert daemon.poll() is None, "the daemon exited"
-                time.sleep(0.1)
+    with udpmon_daemon_on_loopback() as port:
         out = {"lat": folder / "lat.h5", "stream": folder / "stream.h5"}
         nicrig("udpmon", "latency", "127.0.0.1", "--port", str(port), "--sizes", "64:3000:256", "--count", "40",
                "-o", str(out["lat"]))
         nicrig("udpmon", "stream", "127.0.0.1", "--port", str(port), "--sizes", "64,1472",
                "--spacing-us", "0,20,40", "--count", "400", "-o", str(out["stream"]))
-    finally:
-        daemon.terminate()
-        daemon.wait(10)
     out["cap"] = simulate_set(folder, "cap", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True),
                               kind="latency", size_bytes=1400, count=3)
     nicrig("decode", str(out["cap"]))

@@ -26,10 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +34,7 @@ import pytest
 from nicrig.acquisition.sim.rig import Recording
 
 from nicrig.cli import main
-from tests.conftest import simulate_set
+from tests.conftest import simulate_set, udpmon_daemon_on_loopback
 
 FORMATS = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
 MARKER = re.compile(r"<!-- schema: (attributes|columns|datasets|tables) (\S+) -->")
@@ -171,36 +167,17 @@ UDPMON_RUNS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> list[Path]:
     """Simulated sets of both scenarios, decoded, and a results file of each udpmon command (run at once)."""
     tmp = tmp_path_factory.mktemp("formats")
-    port = _free_port()
-    daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--port", str(port)],
-                              stderr=subprocess.DEVNULL)
-    try:
-        lat = simulate_set(tmp, "lat", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True),
-                           kind="latency", size_bytes=64, count=2)
-        stream = simulate_set(tmp, "stream", kind="stream", size_bytes=1400, spacing_us=11, count=20)
-        assert main(["decode", str(lat), str(stream)]) == 0
-        for _ in range(600):
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                assert daemon.poll() is None, "the udpmon daemon exited"
-                time.sleep(0.1)
+    lat = simulate_set(tmp, "lat", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True),
+                       kind="latency", size_bytes=64, count=2)
+    stream = simulate_set(tmp, "stream", kind="stream", size_bytes=1400, spacing_us=11, count=20)
+    assert main(["decode", str(lat), str(stream)]) == 0
+    with udpmon_daemon_on_loopback() as port:
         for kind, args in UDPMON_RUNS.items():  # one after the other: a daemon serves one controller at a time
             assert main(["udpmon", kind, *args, "--port", str(port), "-o", str(tmp / f"udpmon-{kind}.h5")]) == 0
-    finally:
-        daemon.terminate()
-        daemon.wait(30)
     return [lat, stream] + [tmp / f"udpmon-{kind}.h5" for kind in UDPMON_RUNS]
 
 
