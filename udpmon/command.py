@@ -718,6 +718,7 @@ def _stream_point(run: Run, point: int, visit: Any, size: int, spacing_us: float
         kernel_ns=arrays.get("kernel_ns", np.full(seq.size, -1, np.int64)), user_ns=arrays.get("user_ns"),
         hw_ns=arrays.get("hw_ns"), received_size=arrays.get("size"),
         foreign=int(engine_stats.get("foreign", 0)), kernel_drops=int(engine_stats.get("kernel_drops", -1)),
+        rxq_ovfl=int(engine_stats.get("rxq_ovfl", -1)),
         local_cpu_busy_pct=_busy(deltas["local"]), remote_cpu_busy_pct=_busy(deltas["remote"]),
         local_interrupts=_interrupts(deltas["local"]), remote_interrupts=_interrupts(deltas["remote"]))
 

@@ -328,7 +328,7 @@ def write_latency(rf: ResultsFile, visits: Sequence[LatencyVisit], *, mtu: int, 
 POINT_DTYPE = np.dtype([
     ("point", "<i4"), ("round", "<i4"), ("position", "<i4"), ("size_bytes", "<i4"), ("spacing_us", "<f8"),
     ("sent", "<i8"), ("received", "<i8"), ("lost", "<i8"), ("out_of_order", "<i8"), ("duplicates", "<i8"),
-    ("foreign", "<i8"), ("kernel_drops", "<i8"), ("max_lost_run", "<i8"), ("send_time_us", "<f8"),
+    ("foreign", "<i8"), ("kernel_drops", "<i8"), ("rxq_ovfl", "<i8"), ("max_lost_run", "<i8"), ("send_time_us", "<f8"),
     ("recv_time_us", "<f8"), ("send_rate_mbps", "<f8"), ("user_rate_mbps", "<f8"), ("user_rate_ci95_mbps", "<f8"),
     ("wire_rate_mbps", "<f8"), ("local_cpu_busy_pct", "<f8"), ("remote_cpu_busy_pct", "<f8"),
     ("local_interrupts", "<i8"), ("remote_interrupts", "<i8"),
@@ -384,6 +384,7 @@ class StreamPoint:
     received_size: np.ndarray | None = None
     foreign: int = 0
     kernel_drops: int = -1
+    rxq_ovfl: int = -1  # the receive socket's SO_RXQ_OVFL as its last datagram carried it; -1 unknown
     local_cpu_busy_pct: float = math.nan
     remote_cpu_busy_pct: float = math.nan
     local_interrupts: int = -1
@@ -406,7 +407,7 @@ def point_row(p: StreamPoint, *, link_rate_bps: float | None, mtu: int, wire_ove
         "point": p.point, "round": p.round, "position": p.position, "size_bytes": p.size_bytes,
         "spacing_us": p.spacing_us, "sent": len(ok_sent), "received": s.received, "lost": s.lost,
         "out_of_order": s.out_of_order, "duplicates": s.duplicates, "foreign": p.foreign,
-        "kernel_drops": p.kernel_drops, "max_lost_run": int(max(s.lost_runs, default=0)),
+        "kernel_drops": p.kernel_drops, "rxq_ovfl": p.rxq_ovfl, "max_lost_run": int(max(s.lost_runs, default=0)),
         "send_time_us": send_ns / 1000, "recv_time_us": recv_ns / 1000,
         "send_rate_mbps": sequence.rate_bps(p.size_bytes, len(ok_sent) - 1, send_ns) / 1e6 if send_ns > 0
         else math.nan,
