@@ -39,7 +39,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), if it is one of ours."""
+    word = next((token for token in argv if not token.startswith("-")), None)
+    return word if word in SUBCOMMANDS else None
+
+
+def build_parser(command: str | None) -> argparse.ArgumentParser:
+    """The parser, with the options of ``command`` only: importing every subcommand's module (SciPy, Qt,
+    the simulator) cost seconds on every run, ``nicrig --help`` included."""
     parser = argparse.ArgumentParser(
         prog="nicrig",
         description="Hardware-in-the-loop PCI/link analysis rig: traffic, capture, decode, explain.",
@@ -49,12 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        importlib.import_module(module).add_arguments(p)
+        if name == command:
+            importlib.import_module(module).add_arguments(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(chosen_command(argv))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
