@@ -76,10 +76,11 @@ def cell_texts(t: Table) -> list[list[str]]:
     return out
 
 
-def item_text(value: Any, ci95: Any) -> str:
+def item_text(value: Any, ci95: Any, decimals: int | None = None) -> str:
+    """An item's value: at the precision of its uncertainty, else of its measurement's resolution, if known."""
     if ci95 is not None and finite(ci95) is not None:
         return measured(finite(value), finite(ci95))
-    return number(value)
+    return number(value, decimals=decimals)
 
 
 def _environment() -> jinja2.Environment:

@@ -60,6 +60,8 @@ class Item:
     source: str
     expected: Any = None
     ci95: Any = None
+    #: decimals of a value without an uncertainty, its measurement's resolution (times from ns tables: 3 in us)
+    decimals: int | None = None
 
 
 @dataclass
@@ -793,18 +795,28 @@ TIMELINE_COLUMNS = ["frame", "frame length (bytes)", "sender's CSR setup (us)", 
                     "sender's CSR -> receiver's service (us)"]
 
 
+def _by_length(paths: Sequence[bus.FramePath]) -> dict[int, list[bus.FramePath]]:
+    """The frames of each length, shortest first."""
+    return {n: [p for p in paths if p.length_bytes == n] for n in sorted({p.length_bytes for p in paths})}
+
+
+def _step_medians(paths: Sequence[bus.FramePath]) -> tuple[np.ndarray, np.ndarray]:
+    """Per step of the timeline (its columns after frame and length): the median (us) over the frames in which
+    the step was seen, and how many frames those are. The table's median rows and the sentences use these."""
+    values = np.array([_row(p)[2:] for p in paths], dtype=np.float64).reshape(len(paths), len(TIMELINE_COLUMNS) - 2)
+    seen = np.isfinite(values)
+    med = np.array([np.median(values[seen[:, k], k]) if seen[:, k].any() else math.nan
+                    for k in range(values.shape[1])])
+    return med, seen.sum(axis=0)
+
+
 def _timeline_table(title: str, paths: Sequence[bus.FramePath], src: str) -> Table:
     """The first frames one by one, then per frame length (frames of different lengths take different times on
     the bus and the wire) a row of medians and a row saying how many frames each median is of: a phase the
     analysis could not find for a frame (NaN) is left out of its median, and its count says so."""
     rows: list[list[Any]] = [_row(p) for p in paths[:TIMELINE_ROWS]]
-    lengths = sorted({p.length_bytes for p in paths})
-    for length in lengths:
-        mine = [p for p in paths if p.length_bytes == length]
-        values = np.array([_row(p)[2:] for p in mine], dtype=np.float64)
-        known = np.isfinite(values).sum(axis=0)
-        with np.errstate(all="ignore"):
-            med = np.array([np.median(col[np.isfinite(col)]) if n else math.nan for col, n in zip(values.T, known)])
+    for length, mine in _by_length(paths).items():
+        med, known = _step_medians(mine)
         rows.append([f"median of {len(mine)} frames", length, *med.tolist()])
         rows.append(["frames each median is of", length, *known.tolist()])
     shown = min(TIMELINE_ROWS, len(paths))
@@ -951,9 +963,9 @@ def _wire_and_pause(sec: Section, tl: bus.BusTimeline, ethernet: np.ndarray | No
         return
     sec.items += [Item("PAUSE frames (XOFF)", p.xoff, "", src_eth), Item("XON (PAUSE 0)", p.xon, "", src_eth),
                   Item("quanta", ", ".join(map(str, p.quanta)), "x 512 bit times", src_eth),
-                  Item("PAUSE period, median", p.period_us.median, "us", src_eth),
-                  Item("gap they left, median", p.gap_us.median, "us", src_eth),
-                  Item("usual gap between data frames", p.usual_gap_us, "us", src_eth)]
+                  Item("PAUSE period, median", p.period_us.median, "us", src_eth, decimals=NS_DECIMALS),
+                  Item("gap they left, median", p.gap_us.median, "us", src_eth, decimals=NS_DECIMALS),
+                  Item("usual gap between data frames", p.usual_gap_us, "us", src_eth, decimals=NS_DECIMALS)]
     shown = p.frames[:PAUSE_ROWS]
     sec.tables.append(Table("PAUSE frames", ["time (us)", "sent by", "quanta", "asks (us)", "gap left (us)",
                                              "XON after (us)"],
@@ -1020,19 +1032,22 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
     p = tl.pause
     if p is not None and p.xoff:
         text.append(f"Flow control: the receiver sent {p.xoff} PAUSE frames (quanta {', '.join(map(str, p.quanta))}), "
-                    f"one every {number(p.period_us.median)} us (median); each left a gap of "
-                    f"{number(p.gap_us.median)} us in the stream, against {number(p.usual_gap_us)} us otherwise "
+                    f"one every {number(p.period_us.median, decimals=NS_DECIMALS)} us (median); each left a gap of "
+                    f"{number(p.gap_us.median, decimals=NS_DECIMALS)} us in the stream, against "
+                    f"{number(p.usual_gap_us, decimals=NS_DECIMALS)} us otherwise "
                     f"({HUGHES_JONES}, §4.2.3: gaps every ~900 us).")
-    for length in sorted({q.length_bytes for q in tl.paths_out}):
-        mine = [q for q in tl.paths_out if q.length_bytes == length and math.isfinite(q.software_to_service_us)]
-        if not mine:
+    service, words = (TIMELINE_COLUMNS.index(c) - 2 for c in ("sender's CSR -> receiver's service (us)",
+                                                               "first word -> first word (us)"))
+    for length, frames in _by_length(tl.paths_out).items():
+        med, seen = _step_medians(frames)  # the numbers of the timeline table's median row
+        if not seen[service]:
             continue
-        one_way = float(np.median([q.software_to_service_us for q in mine]))
-        f2f = [q.first_word_to_first_word_us for q in mine if math.isfinite(q.first_word_to_first_word_us)]
+        one_way = float(med[service])
         text.append(f"{length}-byte frames from {send_s} to {recv_s}: from the sending driver's first CSR access to "
-                    f"the receiving service's, {number(one_way, decimals=NS_DECIMALS)} us (median of {len(mine)})"
-                    + (f"; first word to first word {number(float(np.median(f2f)), decimals=NS_DECIMALS)} us "
-                       f"(median of {len(f2f)})" if f2f else "")
+                    f"the receiving service's, {number(one_way, decimals=NS_DECIMALS)} us (median of "
+                    f"{seen[service]})"
+                    + (f"; first word to first word {number(float(med[words]), decimals=NS_DECIMALS)} us "
+                       f"(median of {seen[words]})" if seen[words] else "")
                     + f" ({HUGHES_JONES}, §4.1.3: 36 and 23 us for 1400 bytes).")
         if options.rtt_intercept_us is not None:
             sw = bus.host_software_time_us(options.rtt_intercept_us, one_way)

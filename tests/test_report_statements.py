@@ -401,3 +401,54 @@ def test_a_simulated_results_file_is_reported_as_simulated(tmp_path) -> None:
     assert json.loads(render.to_json(rep))["sections"][0]["simulated"] == sec.simulated
     assert '<p class="simulated"><b>Simulated:</b> no real hosts measured' in render.to_html(rep)
     assert any(t.startswith("The intercept,") for t in sec.text)  # read as any run would be
+
+
+def test_the_one_way_sentence_prints_the_timeline_tables_median_row() -> None:
+    """Frames where the receiving service was not seen (a capture that ends first) must not move the sentence's
+    first-word median away from the table's: both take each step over the frames in which it was seen."""
+    import dataclasses
+
+    paths = [frame(k, 1446, wait_us=20.0 + k) for k in range(30)]
+    # the last 6 frames' service falls after the capture: their first word -> first word is still measured
+    paths[24:] = [dataclasses.replace(p, recv_service_start_ns=math.nan, recv_service_end_ns=math.nan,
+                                      recv_first_word_ns=p.recv_first_word_ns + 4000.0 * i)
+                  for i, p in enumerate(paths[24:], 1)]
+    assert math.isnan(paths[-1].software_to_service_us) and math.isfinite(paths[-1].first_word_to_first_word_us)
+    t = report._timeline_table("Frames", paths, "cap.h5")
+    median, counts = (dict(zip(t.columns, row)) for row in render.cell_texts(t)[-2:])
+    assert median["frame"] == "median of 30 frames" and counts["frame"] == "frames each median is of"
+    assert counts["sender's CSR -> receiver's service (us)"] == "24"
+    tl = bus.BusTimeline(None, None, None, None, tuple(paths), (), None)
+    said = next(s for s in report._interpret_capture(tl, report.Options(), "send_pci", "recv_pci")
+                if s.startswith("1446-byte frames"))
+    service = median["sender's CSR -> receiver's service (us)"]
+    assert f"{service} us (median of 24)" in said
+    assert f"first word to first word {median['first word -> first word (us)']} us (median of 30)" in said
+
+
+def test_pause_gaps_are_stated_to_the_ns_their_tables_resolve() -> None:
+    """Times from decoded tables are whole ns: 0.096 us, never '0.09600 us'."""
+    ethernet_rows = []
+    t = 0
+    for k in range(40):
+        if k % 10 == 9:
+            ethernet_rows.append((t, t + 672, b"rx", 64, 1664))
+            t += 109_304
+        else:
+            ethernet_rows.append((t, t + 11_632, b"tx", 1446, -1))
+            t += 11_632 + 96
+    cols = {name: i for i, name in enumerate(("t_ns", "t_end_ns", "direction", "length", "pause_quanta"))}
+    from nicrig.decoders.tables import SCHEMAS
+
+    table = np.zeros(len(ethernet_rows), dtype=[(n, ty) for n, ty, _ in SCHEMAS["ethernet"]])
+    for name, i in cols.items():
+        table[name] = [r[i] for r in ethernet_rows]
+    table["fcs_ok"] = True
+    table["ethertype"] = np.where(table["pause_quanta"] >= 0, 0x8808, 0x0800)
+    table["pause_ns"] = np.where(table["pause_quanta"] >= 0, table["pause_quanta"] * 512.0, -1.0)
+    sec = report.capture_section("cap.h5", {"probe/ethernet": table}, {}, report.Options())
+    said = next(s for s in sec.text if s.startswith("Flow control"))
+    items = {i.label: render.item_text(i.value, i.ci95, i.decimals) for i in sec.items}
+    assert f"against {items['usual gap between data frames']} us otherwise" in said
+    assert items["usual gap between data frames"] == "0.096"
+    assert f"a gap of {items['gap they left, median']} us" in said and f"every {items['PAUSE period, median']} us" in said
