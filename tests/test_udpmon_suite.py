@@ -302,7 +302,7 @@ def test_suite_between_three_hosts(three_served, tmp_path) -> None:
                "--third", f"{hosts.c.address}:{ports['c']}", "--secret-file", str(secret),
                "--trial-s", "0.1", "--max-trials", "2", "--connections", "1,2", "--link-mbps", "1000", "-o", str(out))
     lines = r.stdout.splitlines()
-    assert lines[0].startswith(f"seed 000 microbenchmarks on {hosts.a.address} ({hosts.a.interface})")
+    assert lines[0].startswith(f"Pai, Rixner and Kim 2004 microbenchmarks on {hosts.a.address} ({hosts.a.interface})")
     for t in S.TESTS:
         assert any(t.title in line for line in lines), t.title
     with ResultsFile.open(out) as rf:

@@ -173,12 +173,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          "ascending)")
     st.add_argument("--wire-overhead", type=int, default=66,
                     help="framing bytes per packet for the wire rate: 66 = preamble+SFD 8, gap 12, Ethernet 18, "
-                         "IPv4+UDP 28 (seed 002 used 60)")
+                         "IPv4+UDP 28 (Hughes-Jones et al. 2003 used 60)")
     st.add_argument("--idle-timeout-ms", type=float, default=500,
                     help="the receiver stops this long after the last packet (default 500)")
     st.add_argument("--hw-timestamps", action="store_true", help="ask for NIC hardware receive timestamps")
     st.add_argument("--bin-us", type=float, default=1.0, help="spacing histogram bin width (default 1 us)")
-    su = sub.add_parser("suite", help="seed 000's ten NIC microbenchmarks, each searched for its highest "
+    su = sub.add_parser("suite", help="Pai, Rixner and Kim 2004's ten NIC microbenchmarks, each searched for its highest "
                                       "loss-free rate, against the theoretical maxima")
     su.add_argument("--peer", required=True, help="the daemon this host sends to, receives from and connects with "
                                                   "(HOST or HOST:PORT)")
@@ -374,7 +374,7 @@ class Run:
             self.results.write_counters(self.counter_rows, prefix=self.prefix)
             self.results.write_table(f"{self.prefix}load", load_table(self.load_rows),
                                      description="per point and host: CPU time, interface megabytes, kilo-packets "
-                                                 "and kilo-interrupts (seed 004's CPU model), and the throughput")
+                                                 "and kilo-interrupts (the CPU model of Geist et al.), and the throughput")
         self.counter_rows, self.load_rows, self.points = [], [], 0
 
     def finish(self, settings: dict[str, Any]) -> None:
@@ -886,7 +886,7 @@ def _suite_lines(r: dict[str, Any]) -> list[str]:
     from nicrig.udpmon import suite as S
 
     third = f", third {r['third']['address']}" if r["third"] else ""
-    head = (f"seed 000 microbenchmarks on {r['local']['address']} ({r['local']['interface']}): peer "
+    head = (f"Pai, Rixner and Kim 2004 microbenchmarks on {r['local']['address']} ({r['local']['interface']}): peer "
             f"{r['peer']['address']}{third}; link {r['link_mbps']:g} Mbit/s ({r['link_source']}), MTU {r['mtu']}")
     return [head, *S.format_table(r["outcomes"])]
 

@@ -244,7 +244,7 @@ def run_test(test: Test, peer: F.Remote, third: F.Remote | None, *, link_mbps: f
     this host and ``remotes`` and returns (point, flows)."""
     top = theoretical(test, link_mbps, mtu)
     if test.kind == "udp-3way" and third is None:
-        return Outcome(test, top, (), None, "", "not run: the 3-way test needs --third HOST (seed 000 sends to "
+        return Outcome(test, top, (), None, "", "not run: the 3-way test needs --third HOST (Pai, Rixner and Kim 2004 send to "
                                                 "one host while receiving from another)")
     trials: list[Trial] = []
     unit = test.unit
