@@ -18,8 +18,9 @@ REFERENCES = {
                   "Gigabit Ethernet NICs and Server Quality Motherboards\", 2003.",
     PAI: "V. S. Pai, S. Rixner, H. Kim, \"Isolating the Performance Impacts of Network Interface Cards through "
          "Microbenchmarks\", Rice University Technical Report EE0401, 2004 (SIGMETRICS 2004).",
-    FENG: "W. Feng et al., a case study of the Intel 10-Gigabit Ethernet adapter in local-, storage-, system- and "
-          "wide-area networks, 2003.",
+    FENG: "W. Feng, J. Hurwitz, H. Newman, S. Ravot, R. L. Cottrell, O. Martin, F. Coccetti, C. Jin, X. Wei, S. Low, "
+          "\"Optimizing 10-Gigabit Ethernet for Networks of Workstations, Clusters, and Grids: A Case Study\", "
+          "Proceedings of the ACM/IEEE Conference on Supercomputing (SC2003), 2003.",
     GEIST: "R. Geist, J. Martin, J. Westall, V. Yalla, \"Performance Tuning of Gigabit Network Interfaces\" "
            "(slides), Clemson University.",
 }
