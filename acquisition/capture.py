@@ -3,7 +3,8 @@
 A capture set holds several *sources* (``send_pci``, ``recv_pci``, ``probe``, ...)
 recorded by one or more instruments, each on its own time base, plus tables:
 ``truth/`` (ground truth written by the simulated rig) and ``decoded/``
-(tables written by the decoders). The layout is documented in
+(tables written by the decoders, into the set's companion file
+``X.derived.h5``, :mod:`nicrig.companion`: never into the capture). The layout is documented in
 ``docs/formats.md`` precisely enough to read it with bare h5py; this module is
 the one reader and writer.
 
@@ -450,6 +451,7 @@ class CaptureSet(NicrigFile):
     FORMAT_NAME = FORMAT_NAME
     FORMAT_VERSION = FORMAT_VERSION
     NOT_TABLES = ("sources",)
+    COMPANION = True
 
     def _init_layout(self) -> None:
         self._h5.create_group("sources")
@@ -501,11 +503,6 @@ class CaptureSet(NicrigFile):
             g.create_dataset("timestamps_ps", shape=(0,), maxshape=(None,), dtype=np.int64,
                              chunks=(chunk_samples,), **STORAGE)
         return SourceWriter(g)
-
-    def remove_source(self, name: str) -> None:
-        """Delete source ``name`` (e.g. an import that failed half-way into an existing set)."""
-        self.source(name)
-        del self._h5["sources"][name]
 
     def writer(self, name: str) -> SourceWriter:
         """Reopen an existing source for appending (file opened ``r+`` or being created)."""

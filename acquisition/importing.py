@@ -172,25 +172,20 @@ def run(args: argparse.Namespace) -> int:
                           roles=roles, instrument=instrument, notes="")
         spec.validate()
         if args.append:
-            cs = CaptureSet.open(out, "r+")
+            cs = CaptureSet.amend(out)  # a copy, replacing the set only once the import is complete
         else:
             cs = CaptureSet.create(out, notes=f"imported from {path.name}")
-        with cs:
-            try:
-                w = cs.add_source(spec)
-                w.append(*first)
-                for packed, stamps in blocks:
-                    w.append(packed, stamps)
-                notes = reader.summary_notes() + rename_notes + role_notes
-                instrument.update(_stats(reader))
-                # the notes and counts are known only now
-                w.set_notes("; ".join(notes))
-                w.set_instrument(instrument)
-                summary = w.describe()
-            except BaseException:
-                if args.append and name in cs.source_names:
-                    cs.remove_source(name)  # leave the existing set as it was
-                raise
+        with cs:  # an error abandons the new file or the copy: an existing set stays as it was
+            w = cs.add_source(spec)
+            w.append(*first)
+            for packed, stamps in blocks:
+                w.append(packed, stamps)
+            notes = reader.summary_notes() + rename_notes + role_notes
+            instrument.update(_stats(reader))
+            # the notes and counts are known only now
+            w.set_notes("; ".join(notes))
+            w.set_instrument(instrument)
+            summary = w.describe()
     _report(path, out, summary, notes)
     return 0
 

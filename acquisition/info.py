@@ -3,7 +3,9 @@
 Prints the file's format and version, its notes, each source (mode, sample
 rate or clock, samples, duration, channels and vectors, roles, bus) and the
 tables under ``truth/`` and ``decoded/`` (and any other table) with their row
-counts and columns, and whether every dataset carries a Fletcher32 checksum.
+counts and columns (derived tables from the set's companion file
+``X.derived.h5``, :mod:`nicrig.companion`), whether every dataset carries a
+Fletcher32 checksum, and whether the file's writer closed it.
 ``--json`` prints the same as one JSON document; each source is
 :meth:`nicrig.acquisition.capture.Source.describe`.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -51,6 +54,9 @@ def describe(cs: Any) -> dict[str, Any]:
         "sources": [cs.source(name).describe() for name in getattr(cs, "source_names", [])],
         "tables": [_table(cs, path) for path in cs.table_names()],
         "checksums": cs.checksum_coverage(),
+        "unclosed": cs.unclosed,
+        "companion": str(cs.companion_path) if cs.companion_path else None,
+        "companion_note": cs.companion_note,
     }
     for key in ("kind", "peer"):
         if key in a:
@@ -65,6 +71,7 @@ def _table(cs: Any, path: str) -> dict[str, Any]:
     units = _json_attr(info["attrs"].get("units"))
     return {
         "path": path,
+        "file": cs.table_location(path),
         "rows": info["rows"],
         "columns": info["columns"],
         "dtypes": info["dtypes"],
@@ -152,6 +159,12 @@ def render(info: dict[str, Any]) -> str:
     if info["notes"]:
         out.append(f"  notes    {info['notes']}")
     out.append(f"  checksum {_checksums(info['checksums'])}")
+    if info["unclosed"]:
+        out.append("  NOT CLOSED by its writer (killed, or still writing): it holds what was flushed before")
+    if info["companion"]:
+        out.append(f"  derived  {info['companion']} (decoded tables, GUI session)")
+    if info["companion_note"]:
+        out.append(f"  derived  {info['companion_note']}")
     if "kind" in info:
         out.append(f"  run      udpmon {info['kind']} against {info.get('peer', '?')}")
     out.append("")
@@ -176,7 +189,8 @@ def render(info: dict[str, Any]) -> str:
         out.append("  (none)")
     for t in info["tables"]:
         cols = ", ".join(f"{c} [{t['units'][c]}]" if c in t["units"] else c for c in t["columns"])
-        out.append(f"  {t['path']}  {t['rows']} rows")
+        where = f"  (in {t['file']})" if info["companion"] and t["file"] != Path(info["file"]).name else ""
+        out.append(f"  {t['path']}  {t['rows']} rows{where}")
         out.append(f"    columns   {cols}")
         if t["description"]:
             out.append(f"    about     {t['description']}")

@@ -148,7 +148,7 @@ def _deskew(args: argparse.Namespace) -> int:
     from nicrig.acquisition.capture import CaptureSet
     from nicrig.acquisition.instruments import deskew
 
-    with CaptureSet.open(args.capture, "r" if args.dry_run else "r+") as cs:
+    with (CaptureSet.open if args.dry_run else CaptureSet.amend)(args.capture) as cs:
         result: dict[str, Any] = (deskew.measure if args.dry_run else deskew.apply)(cs, args.signal, args.reference)
     if args.save:
         deskew.save(args.save, result)

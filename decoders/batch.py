@@ -13,9 +13,9 @@ pass (``tests/test_decode_batch.py`` checks it on captures whose naive cut
 points fall inside transactions).
 
 Workers only read capture sets; the calling process writes each file's tables
-once all of that file's jobs are in, atomically (see
-:meth:`nicrig.h5file.NicrigFile.write_table`), with Ctrl-C held back while it
-writes. A table already decoded by the same decoder versions with the same
+once all of that file's jobs are in, into the capture's companion file
+(:mod:`nicrig.companion`: the capture itself is never opened for writing),
+replaced atomically, with Ctrl-C held back while it writes. A table already decoded by the same decoder versions with the same
 stack is skipped unless ``force``.
 """
 
@@ -366,16 +366,17 @@ class _CtrlC:
 
 
 def write_tables(plan: _FilePlan, engine: str) -> None:
-    path = plan.result.path
-    with _sigint_held(), CaptureSet.open(path, "r+") as cs:
+    with CaptureSet.open(plan.result.path) as cs:
+        derived = cs.derived_update()
+    with _sigint_held(), derived as update:
         for (name, output), group in plan.groups.items():
             parts = plan.parts[(name, output)]
             joined = np.concatenate([parts[i] for i in sorted(parts)])
             # In job order, then by start and end: ties keep their order, whichever job finished first.
             table = joined[np.lexsort((joined["es"], joined["ss"]))]
-            cs.write_table(f"decoded/{name}/{output}", table, units=tables.units_of(table.dtype.names),
-                           description=f"{output} decoder records for source {name}",
-                           attrs=_attrs(group, engine))
+            update.write_table(f"decoded/{name}/{output}", table, units=tables.units_of(table.dtype.names),
+                               description=f"{output} decoder records for source {name}",
+                               attrs=_attrs(group, engine))
             plan.result.written[name][output] = len(table)
 
 

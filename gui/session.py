@@ -1,9 +1,11 @@
 """The GUI session of a capture set: per-source deskew, named markers, cursors, lanes shown and their order.
 
-Saved with the file, as the JSON root attribute ``gui_session`` (readers of the
-format ignore attributes they do not know, ``docs/formats.md``). When the
-capture set cannot be written (read-only file or folder) the session goes to
-``FILE.h5.session.json`` beside it instead, so nothing the user set is lost.
+Saved as the JSON root attribute ``gui_session`` of the capture set's companion
+file ``FILE.derived.h5`` (:mod:`nicrig.companion`: replaced atomically, the
+capture itself is never opened for writing); capture sets written before
+companions hold it as a root attribute of their own, which is still read. When
+the folder cannot be written the session goes to ``FILE.h5.session.json``
+beside it instead (or, when that fails too, an error says so).
 The deskew here is added to each source's recorded ``offset_ps`` on the
 timeline; the samples and decoded tables in the file are left as recorded.
 """
@@ -12,14 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import h5py
-
-from nicrig.errors import FormatError, UsageError
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.companion import companion_path
+from nicrig.errors import FormatError, NicrigError, UsageError
 
 ATTR = "gui_session"
 VERSION = 1
@@ -102,10 +103,10 @@ def load(path: Path) -> tuple[Session, str]:
     """The session saved with ``path`` (or beside it), and a note for the status bar; default when none."""
     text = None
     try:
-        with h5py.File(path, "r") as h5:
-            raw = h5.attrs.get(ATTR)
+        with CaptureSet.open(path) as cs:
+            raw = cs.root_attr(ATTR)
             text = raw.decode() if isinstance(raw, bytes) else raw
-    except OSError:
+    except NicrigError:
         text = None
     if text is None and sidecar(path).is_file():
         text = sidecar(path).read_text(encoding="utf-8")
@@ -118,15 +119,15 @@ def load(path: Path) -> tuple[Session, str]:
 
 
 def save(path: Path, s: Session) -> Path:
-    """Write the session into the capture set (closed by the caller), else beside it; return where it went."""
+    """Write the session into the capture set's companion, else beside it; return where it went."""
     try:
-        if not os.access(path, os.W_OK):
-            raise PermissionError(path)
-        with h5py.File(path, "r+") as h5:
-            h5.attrs[ATTR] = to_json(s)
+        with CaptureSet.open(path) as cs:
+            derived = cs.derived_update()
+        with derived as update:
+            update.root_attrs[ATTR] = to_json(s)
         sidecar(path).unlink(missing_ok=True)
-        return path
-    except OSError:
+        return companion_path(path)
+    except (OSError, NicrigError):
         try:
             sidecar(path).write_text(to_json(s), encoding="utf-8")
         except OSError as exc:

@@ -5,6 +5,16 @@ and udpmon results (``nicrig.udpmon.results``). Each is a subclass of
 :class:`NicrigFile` naming its format; both are documented in
 ``docs/formats.md``. Tables are compound datasets whose columns carry their
 units, written atomically (under a temporary name, then moved).
+
+Writers hold files in HDF5's single-writer/multiple-reader (SWMR) mode from
+the moment they open them: HDF5 then orders its writes so that the file on
+disk is consistent at every instant, and a writer killed outright leaves a
+file that opens in SWMR read mode with everything it had flushed (a killed
+ordinary writer leaves one HDF5 refuses to open, "already open for write").
+:func:`open_h5` falls back to that mode by itself, so such a file is read
+like any other, and :attr:`NicrigFile.unclosed` says it was not closed.
+Derived tables of a capture set go to a companion file
+(:mod:`nicrig.companion`), never into the capture.
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -20,6 +32,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 import h5py
 import numpy as np
+from h5py import h5f, h5p
 
 from nicrig import __version__
 from nicrig.atomic import partial_path
@@ -31,6 +44,9 @@ COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
 #: checksum on each chunk, so that a damaged chunk fails to read instead of reading as other
 #: values (``nicrig verify`` reads every chunk to find such damage).
 STORAGE = {**COMPRESSION, "fletcher32": True}
+
+#: HDF5 file format bounds: the 1.10 format, which SWMR and the superblock's status flags need.
+LIBVER = ("v110", "latest")
 
 #: Every nicrig file kind: format name -> what to call such a file in messages.
 KINDS: dict[str, str] = {"nicrig-capture-set": "a capture set", "nicrig-results": "a udpmon results file"}
@@ -153,15 +169,56 @@ def check_format(h5: h5py.File | h5py.Group, path: Path | str, name: str, versio
         attr_text(str(path), h5.attrs, key, "")
 
 
+def fsync_path(path: Path) -> None:
+    """Flush a file's (or a folder's entries') data to the disk: a rename after it survives power loss."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _swmr_writer(p: Path) -> h5py.File:
+    """``p`` (a file nicrig created) opened for writing in SWMR mode: consistent on disk at every instant."""
+    fapl = h5p.create(h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5f.LIBVER_V110, h5f.LIBVER_LATEST)
+    return h5py.File(h5f.open(os.fsencode(p), h5f.ACC_RDWR | h5f.ACC_SWMR_WRITE, fapl=fapl))
+
+
+def _leftovers(p: Path) -> str:
+    """A hint naming partial files an interrupted writer of ``p`` left beside it."""
+    left = sorted(q.name for q in p.parent.glob(f".{p.name}.*.partial")) if p.parent.is_dir() else []
+    if not left:
+        return ""
+    return (f" (a writer of it was interrupted and left {', '.join(left)} beside it: nicrig reads that file as "
+            f"it is; rename it to {p.name} to keep it)")
+
+
 def open_h5(p: Path, mode: str, what: str, swmr: bool = False) -> h5py.File:
+    """Open ``p`` with a one-line :class:`FormatError` for every failure.
+
+    Read-only opening of a file whose writer was killed (HDF5: "already open
+    for write") falls back to SWMR reading, which sees what that writer had
+    flushed; the returned file then has ``swmr_mode`` set.
+    """
     if not p.exists():
-        raise FormatError(f"{p}: no such file")
+        raise FormatError(f"{p}: no such file{_leftovers(p)}")
     if p.is_dir():
         raise FormatError(f"{p}: is a folder, not {what}")
     try:
-        return h5py.File(p, mode, swmr=swmr) if swmr else h5py.File(p, mode)
+        if mode == "r+":
+            return h5py.File(p, "r+")
+        try:
+            return h5py.File(p, "r", swmr=swmr)
+        except OSError as exc:
+            if swmr or "already open for write" not in str(exc):
+                raise
+            return h5py.File(p, "r", swmr=True)
     except OSError as exc:
         detail = " ".join(str(exc).split())  # HDF5 messages can span lines; ours is one line
+        if "already open for write" in detail:
+            raise FormatError(f"{p}: not closed by its writer (killed, or still writing): nicrig reads it "
+                              "but does not write to it") from None
         raise FormatError(f"{p}: not a readable HDF5 file (truncated, corrupt or foreign): {detail}") from None
 
 
@@ -186,18 +243,27 @@ def open_any(path: str | os.PathLike[str]) -> NicrigFile:
 
 
 class NicrigFile:
-    """An open nicrig HDF5 file. Use :meth:`create` or :meth:`open`, preferably as a context manager.
+    """An open nicrig HDF5 file. Use :meth:`create`, :meth:`open` or :meth:`amend`, preferably as a context manager.
 
     Files made by :meth:`create` with ``atomic=True`` (the default) are written
     under a temporary name in the target's folder and renamed into place only
     when closed without an error, so a failed or interrupted run never leaves a
-    half-written file where the user expects a good one.
+    half-written file where the user expects a good one. Every writer holds
+    its file in SWMR mode (see the module's docstring), so a writer killed
+    outright leaves a file nicrig still reads, with what had been flushed.
+
+    A kind with ``COMPANION`` (capture sets) reads its derived tables from
+    its companion file too (:mod:`nicrig.companion`): :meth:`table_names`,
+    :meth:`read_table`, :meth:`table_info` and :meth:`table_attrs` see the
+    tables of both, the companion's first.
     """
 
     FORMAT_NAME: ClassVar[str]  # a key of KINDS
     FORMAT_VERSION: ClassVar[int]
     #: Top-level groups that hold no tables (a capture set's samples).
     NOT_TABLES: ClassVar[tuple[str, ...]] = ()
+    #: Whether derived tables of this kind live in a companion file beside it.
+    COMPANION: ClassVar[bool] = False
 
     @classmethod
     def kind(cls) -> str:
@@ -210,6 +276,12 @@ class NicrigFile:
         self._final_path = final_path
         # a file kept in a group of another (:meth:`nested`) belongs to that one: closing is the owner's business
         self._owner = owner
+        self._publish_on_swmr = False
+        self._derived: h5py.File | None = None
+        #: why a companion beside the file is not used ("" when none is, or it is)
+        self.companion_note = ""
+        #: the file's writer did not close it (killed, or still writing): it holds what was flushed
+        self.unclosed = False
 
     # -- the subclass's part of the layout --------------------------------------------------
     def _init_layout(self) -> None:
@@ -220,26 +292,32 @@ class NicrigFile:
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
+    def _partial_beside(cls, final: Path) -> Path:
+        folder = final.parent if str(final.parent) else Path(".")
+        if folder.is_dir() and not os.access(folder, os.W_OK):
+            raise UsageError(f"{final}: folder {folder} is not writable")
+        return partial_path(final)
+
+    @classmethod
     def create(cls: type[F], path: str | os.PathLike[str], *, notes: str = "", overwrite: bool = True,
                atomic: bool = True) -> F:
+        """A new, empty file of this kind, written under a temporary name beside ``path``.
+
+        ``atomic``: renamed to ``path`` when closed without an error. Not
+        atomic (an acquisition that readers follow as it grows): renamed by
+        :meth:`start_swmr`, from when on a kill keeps what was flushed.
+        """
         final = Path(path)
         if final.exists() and not overwrite:
             raise UsageError(f"{final}: exists (use another name or allow overwriting)")
-        folder = final.parent if str(final.parent) else Path(".")
-        if not folder.is_dir():
-            raise UsageError(f"{final}: folder {folder} does not exist")
-        if not os.access(folder, os.W_OK):
-            raise UsageError(f"{final}: folder {folder} is not writable")
-        target = final
-        if atomic:
-            target = partial_path(final)
+        target = cls._partial_beside(final)
         try:
-            h5 = h5py.File(target, "w", libver=("v110", "latest"))
+            h5 = h5py.File(target, "w", libver=LIBVER)
         except OSError as exc:
-            if atomic:
-                target.unlink(missing_ok=True)
+            target.unlink(missing_ok=True)
             raise UsageError(f"{final}: cannot write: {exc}") from None
-        f = cls(h5, target, final if atomic else None)
+        f = cls(h5, target, final)
+        f._publish_on_swmr = not atomic
         f._stamp(notes)
         return f
 
@@ -249,6 +327,7 @@ class NicrigFile:
         self._h5.attrs["format_version"] = np.int64(self.FORMAT_VERSION)
         self._h5.attrs["nicrig_version"] = __version__
         self._h5.attrs["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._h5.attrs["capture_id"] = uuid.uuid4().hex
         self._h5.attrs["notes"] = notes
         self._init_layout()
 
@@ -279,44 +358,100 @@ class NicrigFile:
 
     @classmethod
     def open(cls: type[F], path: str | os.PathLike[str], mode: Literal["r", "r+"] = "r", *, swmr: bool = False) -> F:
-        """Open and validate; ``swmr=True`` (read-only) follows a file another process is writing in SWMR mode."""
+        """Open and validate; ``swmr=True`` (read-only) follows a file another process is writing in SWMR mode.
+
+        ``r+`` writes in place (metadata of an acquisition's own file); to add
+        data to a finished capture use :meth:`amend`, derived tables go to
+        the companion (:func:`nicrig.companion.update`).
+        """
         p = Path(path)
         if swmr and mode != "r":
             raise UsageError("SWMR reading is read-only: open with mode 'r'")
         h5 = open_h5(p, mode, cls.kind(), swmr)
+        f = None
         try:
             with reading(p, "its metadata"):
                 check_format(h5, p, cls.FORMAT_NAME, cls.FORMAT_VERSION)
                 f = cls(h5, p)
+                f.unclosed = mode == "r" and not swmr and h5.swmr_mode
                 f._validate()
+                if cls.COMPANION and mode == "r":
+                    from nicrig import companion
+
+                    f._derived, f.companion_note = companion.open_for(p, f.identity)
         except BaseException:
+            if f is not None and f._derived is not None:
+                f._derived.close()
             h5.close()
             raise
         return f
 
-    def start_swmr(self) -> None:
-        """Enter HDF5 single-writer/multiple-reader mode, so readers can watch datasets grow.
+    @classmethod
+    def amend(cls: type[F], path: str | os.PathLike[str]) -> F:
+        """A copy of the file at ``path`` to add to, which replaces it atomically when closed without an error.
 
-        From here until :meth:`close` the writer may only append to datasets
-        that exist (``SourceWriter.append`` flushes each block for readers):
-        no new groups, datasets, tables or attributes. Readers open the file
-        with ``open(path, swmr=True)`` and call ``refresh()`` to see new rows.
+        For adding raw data to a finished file (``nicrig import --append``): a
+        kill at any instant leaves the file as it was or as amended, never half.
         """
-        self._h5.swmr_mode = True
+        final = Path(path)
+        cls.open(final).close()  # validated, with its one-line errors
+        tmp = cls._partial_beside(final)
+        try:
+            shutil.copyfile(final, tmp)
+            f = cls(open_h5(tmp, "r+", cls.kind()), tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return f
+
+    def start_swmr(self) -> None:
+        """Enter HDF5 single-writer/multiple-reader mode, so readers can follow datasets as they grow.
+
+        From here until :meth:`close` the writer only appends to datasets that
+        exist (``SourceWriter.append`` flushes each block): no new groups,
+        datasets, tables or attributes (HDF5 cannot create objects crash-safely
+        in this mode). The file is closed and reopened with SWMR writing set in
+        the same superblock write as the open itself, so there is no instant at
+        which a kill leaves it unreadable; a file created not ``atomic`` gets
+        its final name here. Readers open it with ``open(path, swmr=True)`` and
+        call ``refresh()`` to see new rows; a writer killed from here on leaves
+        a file nicrig reads with every block flushed before the kill.
+        """
+        self._h5.close()
+        if self._publish_on_swmr and self._final_path is not None:
+            fsync_path(self.path)
+            os.replace(self.path, self._final_path)
+            self.path, self._final_path = self._final_path, None
+        self._h5 = _swmr_writer(self.path)
+
+    @property
+    def identity(self) -> str:
+        """What names this file to its companion (:func:`nicrig.companion.capture_identity`)."""
+        from nicrig import companion
+
+        return companion.capture_identity(self._h5.attrs)
 
     def close(self) -> None:
-        """Close the file; an atomic file is renamed into place."""
+        """Close the file; an atomic file is flushed to the disk and renamed into place."""
+        if self._derived is not None:
+            self._derived.close()
+            self._derived = None
         if self._owner is not None or not self._h5.id.valid:
             return
         self._h5.close()
         if self._final_path is not None:
+            fsync_path(self.path)
             os.replace(self.path, self._final_path)
+            fsync_path(self._final_path.parent if str(self._final_path.parent) else Path("."))
             self.path, self._final_path = self._final_path, None
 
     def abandon(self) -> None:
         """Close and delete a file being created atomically (after an error)."""
         if self._owner is not None:
             return
+        if self._derived is not None:
+            self._derived.close()
+            self._derived = None
         if self._h5.id.valid:
             self._h5.close()
         if self._final_path is not None:
@@ -340,6 +475,7 @@ class NicrigFile:
     def attrs(self) -> h5py.AttributeManager:
         return self._h5.attrs
 
+    # -- tables -----------------------------------------------------------------------------
     def group(self, path: str, *, create: bool = False) -> h5py.Group | None:
         """The HDF5 group at ``path`` (made when ``create``), or None: for a layout's arrays and group attributes."""
         if create:
@@ -347,7 +483,6 @@ class NicrigFile:
         grp = self._h5.get(path)
         return grp if isinstance(grp, h5py.Group) else None
 
-    # -- tables -----------------------------------------------------------------------------
     def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
                     description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
         """Store a structured array as a compressed compound dataset at ``path`` (``truth/frames``...).
@@ -376,32 +511,56 @@ class NicrigFile:
         if name in grp:
             del grp[name]
         grp.move(tmp, name)
+        self._h5.file.flush()  # on disk now: a kill from here on keeps it
+
+    def derived_update(self) -> Any:
+        """``with f.derived_update() as u: u.write_table(...)``: tables into the companion, replaced atomically."""
+        from nicrig import companion
+
+        return companion.update(self._final_path or self.path, self.identity)
+
+    @property
+    def companion_path(self) -> Path | None:
+        """The companion file whose tables this file shows, or None."""
+        return Path(self._derived.filename) if self._derived is not None else None
+
+    def _table(self, path: str) -> h5py.Dataset | None:
+        for h5 in (self._derived, self._h5):
+            ds = h5.get(path) if h5 is not None else None
+            if isinstance(ds, h5py.Dataset) and ds.dtype.names is not None:
+                return ds
+        return None
+
+    def table_location(self, path: str) -> str:
+        """Which file holds table ``path``: this one's name or its companion's."""
+        ds = self._table(path)
+        return Path(ds.file.filename).name if ds is not None else ""
 
     def read_table(self, path: str) -> np.ndarray:
         """A table as a structured array (string columns as ``bytes``)."""
+        ds = self._table(path)
+        if ds is None:
+            raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
         with reading(self.path, f"table {path}"):
-            ds = self._h5.get(path)
-            if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
-                raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
             return ds[()]
 
     def table_attrs(self, path: str) -> dict[str, Any]:
-        with reading(self.path, f"the attributes of table {path}"):
-            ds = self._h5[path]
-            return {k: ds.attrs[k] for k in ds.attrs}
+        ds = self._table(path)
+        if ds is None:
+            raise UsageError(f"{self.path}: no table {path!r}")
+        return {k: ds.attrs[k] for k in ds.attrs}
 
     def table_info(self, path: str) -> dict[str, Any]:
         """Rows, column names and dtypes, and attributes of a table, without reading its rows."""
-        with reading(self.path, f"table {path}"):
-            ds = self._h5.get(path)
-            if not isinstance(ds, h5py.Dataset) or ds.dtype.names is None:
-                raise UsageError(f"{self.path}: no table {path!r}")
-            return {
-                "rows": int(ds.shape[0]) if ds.shape else 1,
-                "columns": list(ds.dtype.names),
-                "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
-                "attrs": {k: ds.attrs[k] for k in ds.attrs},
-            }
+        ds = self._table(path)
+        if ds is None:
+            raise UsageError(f"{self.path}: no table {path!r}")
+        return {
+            "rows": int(ds.shape[0]) if ds.shape else 1,
+            "columns": list(ds.dtype.names),
+            "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
+            "attrs": {k: ds.attrs[k] for k in ds.attrs},
+        }
 
     def checksum_coverage(self) -> dict[str, Any]:
         """How many datasets the file has, and which lack a Fletcher32 checksum (written before nicrig added it)."""
@@ -419,15 +578,24 @@ class NicrigFile:
         return {"datasets": len(datasets), "unchecked": sorted(unchecked)}
 
     def table_names(self) -> list[str]:
-        """Every table; leftovers of a killed writer (``.name.partial``) are not tables."""
-        names: list[str] = []
+        """Every table, of the file and its companion; leftovers of a killed writer (``.name.partial``) are not."""
+        names: set[str] = set()
 
         def visit(name: str, obj: Any) -> None:
             if (isinstance(obj, h5py.Dataset) and obj.dtype.names is not None
                     and not name.startswith(tuple(f"{g}/" for g in self.NOT_TABLES))
                     and not any(part.startswith(".") for part in name.split("/"))):
-                names.append(name)
+                names.add(name)
 
         with reading(self.path, "its list of tables"):
-            self._h5.visititems(visit)
+            for h5 in (self._h5, self._derived):
+                if h5 is not None:
+                    h5.visititems(visit)
         return sorted(names)
+
+    def root_attr(self, name: str) -> Any:
+        """A root attribute of the companion (a derived one: ``gui_session``), else of the file, else None."""
+        for h5 in (self._derived, self._h5):
+            if h5 is not None and name in h5.attrs:
+                return h5.attrs[name]
+        return None

@@ -11,6 +11,9 @@ shows as an object that cannot be opened. Datasets written before nicrig
 checksummed its data are read too, but damage in them can go unseen: they are
 listed as unchecked.
 
+A capture set's companion file of derived tables (``X.derived.h5``,
+:mod:`nicrig.companion`) is checked with it.
+
 Exit status: 0 every file clean, 1 damage found, 2 a file could not be opened
 at all (not HDF5, truncated beyond its superblock, missing).
 """
@@ -174,7 +177,8 @@ def check_file(path: str | Path, progress: Callable[[int, int], None] | None = N
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="capture sets or results files (.h5) to check")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="capture sets (with their derived-table companions) or results files (.h5) to check")
     p.add_argument("--json", action="store_true", help="print the findings as one JSON document")
 
 
@@ -197,8 +201,16 @@ def run(args: argparse.Namespace) -> int:
         from rich.progress import Progress
 
         bar = Progress(console=Console(stderr=True), transient=True)
-    results: list[FileCheck] = []
+    from nicrig.companion import companion_path
+
+    paths: list[str] = []
     for path in args.files:
+        paths.append(path)
+        companion = companion_path(Path(path))
+        if companion.is_file() and str(companion) not in args.files:
+            paths.append(str(companion))
+    results: list[FileCheck] = []
+    for path in paths:
         if bar is not None:
             task = bar.add_task(f"verifying {Path(path).name}", total=None)
             bar.start()

@@ -68,21 +68,25 @@ def simulate_set(folder: Path, name: str, *, nic: str = "intel-pro1000", bus: st
     return out
 
 
-def as_written_before_checksums(path: Path) -> None:
-    """Rewrite ``path`` as nicrig wrote capture sets and results files before Fletcher32 (and before
-    derived tables moved out of the capture): the same groups, attributes and data, every dataset
-    gzip level 1 + shuffle without a checksum, empty tables contiguous."""
+def as_written_by_older_nicrig(path: Path) -> None:
+    """Rewrite ``path`` as nicrig wrote capture sets and results files before Fletcher32 and derived-table
+    companions: the same groups, attributes and data, every dataset gzip level 1 + shuffle without a
+    checksum, empty tables contiguous, no ``capture_id``, and the companion's tables (``decoded/``) and
+    root attributes (``gui_session``) inside the file, the companion removed."""
     import h5py
+    from nicrig.companion import companion_path
 
-    def copy(src: h5py.Group, dst: h5py.Group) -> None:
+    gzip = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+
+    def copy(src: h5py.Group, dst: h5py.Group, skip: frozenset[str] = frozenset()) -> None:
         for k, v in src.attrs.items():
-            dst.attrs[k] = v
+            if k not in skip:
+                dst.attrs[k] = v
         for name, obj in src.items():
             if isinstance(obj, h5py.Group):
-                copy(obj, dst.create_group(name))
+                copy(obj, dst.require_group(name))
                 continue
             data = obj[()]
-            gzip = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
             if obj.name.startswith("/sources/"):      # samples and timestamps: growable, chunked
                 ds = dst.create_dataset(name, data=data, chunks=obj.chunks, maxshape=obj.maxshape, **gzip)
             elif len(data):                            # a table with rows
@@ -93,8 +97,12 @@ def as_written_before_checksums(path: Path) -> None:
                 ds.attrs[k] = v
 
     tmp = path.with_name(path.name + ".old")
+    derived = companion_path(path)
     with h5py.File(path, "r") as src, h5py.File(tmp, "w", libver=("v110", "latest")) as dst:
-        copy(src, dst)
+        copy(src, dst, frozenset({"capture_id"}))
+        if derived.is_file():
+            with h5py.File(derived, "r") as d:
+                copy(d, dst, frozenset(d.attrs) - {"gui_session"})
     os.replace(tmp, path)
 
 
@@ -118,3 +126,15 @@ def udpmon_daemon_on_loopback() -> Iterator[int]:
     finally:
         daemon.terminate()
         daemon.wait(10)
+
+    derived.unlink(missing_ok=True)
+
+
+def copy_capture(src: Path, dst: Path) -> Path:
+    """Copy a capture set with its companion file of derived tables (``nicrig.companion``), when it has one."""
+    from nicrig.companion import companion_path
+
+    shutil.copy(src, dst)
+    if companion_path(src).exists():
+        shutil.copy(companion_path(src), companion_path(dst))
+    return dst

@@ -641,7 +641,13 @@ def test_create_writes_a_partial_then_renames(tmp_path):
 def test_create_not_atomic_and_no_overwrite(tmp_path):
     p = tmp_path / "direct.h5"
     cs = CaptureSet.create(p, atomic=False)
+    cs.add_source(SourceSpec("s", ["A"], mode="state"))
+    assert not p.exists()                 # set up under a temporary name: a kill here leaves no unreadable file
+    cs.start_swmr()                       # named when samples start to arrive, readers follow it from here
     assert p.exists() and os.listdir(tmp_path) == ["direct.h5"]
+    cs.writer("s").append(np.ones((4, 1), np.uint8), np.arange(4))
+    with CaptureSet.open(p, swmr=True) as reader:
+        assert reader.source("s").num_samples == 4
     cs.close()
     with pytest.raises(UsageError, match="exists"):
         CaptureSet.create(p, overwrite=False)

@@ -7,7 +7,6 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,7 @@ from nicrig.udpmon.results import (
 from nicrig.cli import main
 
 pytest.importorskip("pytestqt", reason="pytest-qt is not installed")
-from conftest import simulate_set
+from conftest import copy_capture, simulate_set
 from nicrig.gui.app import MainWindow, export_widget
 from nicrig.gui.lanes import format_ns
 from PySide6 import QtCore, QtWidgets
@@ -43,9 +42,7 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def fresh(capture: Path, tmp_path: Path) -> Path:
     """A private copy of the capture (tests that save sessions or decode must not share the file)."""
-    out = tmp_path / capture.name
-    shutil.copy(capture, out)
-    return out
+    return copy_capture(capture, tmp_path / capture.name)
 
 
 @pytest.fixture

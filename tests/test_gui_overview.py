@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nicrig.acquisition.capture import CaptureSet, SourceSpec, pack_bits
+from nicrig.companion import companion_path
 from nicrig.gui import overview, session
 from nicrig.gui.lanes import Boxes, box_drawing, channel_states
 from nicrig.gui.overview import BASE_BIN, BlockCache, Pyramid
@@ -150,11 +152,32 @@ def test_session_round_trip_in_the_file(tmp_path: Path) -> None:
     path = _capture(tmp_path / "sess.h5", _random_bits(100, 1, 0), state=True)
     s = session.Session(offsets_ns={"s": 12.5}, markers=[("CSR setup", 100.0)], hidden=["s/C0"], order=["s/"],
                         view_ns=(0.0, 1e4), cursors_ns=(1.0, 2.0))
-    assert session.save(path, s) == path
+    raw = path.read_bytes()
+    assert session.save(path, s) == companion_path(path)
+    assert path.read_bytes() == raw  # the capture is never written: the session goes to its companion
     back, note = session.load(path)
     assert back == s and note == "session restored"
     with CaptureSet.open(path) as cs:  # still a valid capture set
         assert cs.source_names == ["s"]
+    # saved again, replaced (not added to); decoded tables in the companion are kept
+    with CaptureSet.open(path) as cs, cs.derived_update() as update:
+        update.write_table("decoded/s/x", np.zeros(3, [("ss", "<i8")]))
+    s2 = session.Session(offsets_ns={"s": -1.0})
+    session.save(path, s2)
+    assert session.load(path)[0] == s2
+    with CaptureSet.open(path) as cs:
+        assert cs.table_names() == ["decoded/s/x"]
+
+
+def test_session_of_a_capture_set_written_before_companions(tmp_path: Path) -> None:
+    path = _capture(tmp_path / "old.h5", _random_bits(100, 1, 0), state=True)
+    s = session.Session(offsets_ns={"s": 3.0}, markers=[("M1", 7.0)])
+    with h5py.File(path, "r+") as h5:  # where nicrig kept it before
+        h5.attrs[session.ATTR] = session.to_json(s)
+    assert session.load(path) == (s, "session restored")
+    s.markers.append(("M2", 9.0))
+    session.save(path, s)  # now into the companion, which is read first
+    assert session.load(path) == (s, "session restored")
 
 
 @settings(max_examples=200, deadline=None)

@@ -545,15 +545,17 @@ def test_usage_errors(tmp_path, independent, capsys):
 
 
 def test_failed_append_leaves_the_set_as_it_was(tmp_path, monkeypatch, capsys):
-    """An error found after blocks were appended: the new source is removed, the others untouched."""
+    """An error found after blocks were appended: the set is as it was, byte for byte (the import went to a copy)."""
     make_set(tmp_path / "a.h5", n=20)
     p = tmp_path / "late.vcd"
     p.write_text(HEAD + "".join(f"#{10 * i}\n1!\nb{i % 16:b} \"\n#{10 * i + 5}\n0!\n" for i in range(1, 40)) + "b01")
     monkeypatch.setattr(vcd, "BLOCK_SAMPLES", 4)
+    before = (tmp_path / "a.h5").read_bytes()
     assert "late.vcd:202: file ends inside the value change 'b01'" in \
         cli_fails(capsys, "import", p, "-o", tmp_path / "a.h5", "--append", "--clock", "clk")
     with CaptureSet.open(tmp_path / "a.h5") as cs:
         assert cs.source_names == ["st", "tim"]
+    assert (tmp_path / "a.h5").read_bytes() == before and not list(tmp_path.glob(".a.h5*"))
     assert "truncated" in cli_fails(capsys, "import", p, "-o", tmp_path / "new.h5", "--clock", "clk")
     assert not (tmp_path / "new.h5").exists() and not list(tmp_path.glob(".new.h5*"))
 

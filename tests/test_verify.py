@@ -11,8 +11,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import as_written_before_checksums, simulate_set
+from conftest import as_written_by_older_nicrig, copy_capture, simulate_set
 from nicrig.acquisition.capture import CaptureSet, SourceSpec
+from nicrig.companion import companion_path
 from nicrig.decoders.batch import decode_files
 
 
@@ -55,7 +56,7 @@ def _flip_in_chunk(path: Path, dataset: str, index: int) -> tuple[int, int]:
 
 
 def test_every_dataset_carries_a_checksum(decoded):
-    found = _datasets(decoded)
+    found = {**_datasets(decoded), **_datasets(companion_path(decoded))}
     assert any(n.startswith("decoded/") for n in found) and any(n.startswith("truth/") for n in found)
     assert all(f for f, _, _ in found.values()), [n for n, (f, _, _) in found.items() if not f]
 
@@ -63,30 +64,33 @@ def test_every_dataset_carries_a_checksum(decoded):
 def test_clean_file_passes(decoded):
     r = nicrig("verify", decoded)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"{decoded}: ok" in r.stdout and "no checksum" not in r.stdout
+    derived = companion_path(decoded)
+    assert f"{decoded}: ok" in r.stdout and f"{derived}: ok" in r.stdout and "no checksum" not in r.stdout
     doc = json.loads(nicrig("verify", "--json", decoded).stdout)
-    (f,) = doc["files"]
-    assert f["status"] == "ok" and f["damage"] == [] and f["unchecked"] == []
-    assert f["datasets"] == len(_datasets(decoded)) and f["chunks"] > f["datasets"]
+    assert [f["path"] for f in doc["files"]] == [str(decoded), str(derived)]
+    for f, path in zip(doc["files"], (decoded, derived)):
+        assert f["status"] == "ok" and f["damage"] == [] and f["unchecked"] == []
+        assert f["datasets"] == len(_datasets(path)) and f["chunks"] >= f["datasets"]
 
 
 @pytest.mark.parametrize("dataset, unit", [("sources/send_pci/samples", "sample"),
                                            ("decoded/send_pci/pci", "row")])
 def test_flipped_bytes_in_a_chunk_are_named_by_dataset_and_rows(decoded, tmp_path, dataset, unit):
-    path = tmp_path / "cap.h5"
-    shutil.copy(decoded, path)
+    cap = copy_capture(decoded, tmp_path / "cap.h5")
+    path = companion_path(cap) if dataset.startswith("decoded/") else cap
     with h5py.File(path, "r") as h5:
         ds = h5[dataset]
         before = ds[()]
         chunks = ds.id.get_num_chunks()
     index = chunks // 2
     first, stop = _flip_in_chunk(path, dataset, index)
-    r = nicrig("verify", path)
+    r = nicrig("verify", cap)
     assert r.returncode == 1, r.stdout + r.stderr
     span = f"{unit}s {first}-{stop - 1}" if stop - first > 1 else f"{unit} {first}"
     assert f"{path}: DAMAGED" in r.stdout and f"{dataset}: {span} unreadable" in r.stdout, r.stdout
-    (f,) = json.loads(nicrig("verify", "--json", path).stdout)["files"]
-    assert f["status"] == "damaged"
+    files = json.loads(nicrig("verify", "--json", cap).stdout)["files"]
+    assert [f["status"] for f in files] == ["ok", "damaged"] if path != cap else ["damaged", "ok"]
+    (f,) = [f for f in files if f["path"] == str(path)]
     assert [(d["dataset"], d["unit"], d["first"], d["stop"]) for d in f["damage"]] == [(dataset, unit, first, stop)]
     # the checksum makes the damaged chunk fail to read; every other row still reads as written
     with h5py.File(path, "r") as h5:
@@ -110,16 +114,15 @@ def test_several_files_one_damaged_one_unreadable(decoded, tmp_path):
     r = nicrig("verify", "--json", decoded, bad, text)
     assert r.returncode == 2
     status = {Path(f["path"]).name: f["status"] for f in json.loads(r.stdout)["files"]}
-    assert status == {"cap.h5": "ok", "bad.h5": "damaged", "text.h5": "unreadable"}
+    assert status == {"cap.h5": "ok", "cap.derived.h5": "ok", "bad.h5": "damaged", "text.h5": "unreadable"}
     r = nicrig("verify", tmp_path / "missing.h5")
     assert r.returncode == 2 and "no such file" in r.stdout and "Traceback" not in r.stderr
 
 
 def test_files_without_checksums_open_and_say_so(decoded, tmp_path):
-    old = tmp_path / "old.h5"
-    shutil.copy(decoded, old)
-    as_written_before_checksums(old)
-    assert not any(f for f, _, _ in _datasets(old).values())
+    old = copy_capture(decoded, tmp_path / "old.h5")
+    as_written_by_older_nicrig(old)
+    assert not any(f for f, _, _ in _datasets(old).values()) and "decoded/send_pci/pci" in _datasets(old)
     with CaptureSet.open(old) as cs, CaptureSet.open(decoded) as new:
         assert cs.source_names == new.source_names
         assert np.array_equal(cs.source("send_pci").read_packed(), new.source("send_pci").read_packed())

@@ -290,7 +290,7 @@ def _run(outcome: Outcome, out: Path, timeout_s: float, while_armed: Callable[[]
 
 def _finish(outcome: Outcome, out: Path, deskew_signal: str | None, settings: dict[str, Any]) -> None:
     """Write what happened into the closed file: notes, offsets, the acquisition table and attribute."""
-    with CaptureSet.open(out, "r+") as cs:
+    with CaptureSet.amend(out) as cs:  # a copy, replacing the capture only once complete
         if deskew_signal is not None:
             try:
                 outcome.deskew = deskew.apply(cs, deskew_signal, prefer=[m.name for m in outcome.members])

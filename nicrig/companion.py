@@ -1,0 +1,170 @@
+"""Derived tables beside a capture set: ``X.h5`` -> ``X.derived.h5``, replaced whole and atomically.
+
+A capture may be impossible to take again, so nothing that derives from it
+(decoding, the GUI's session) opens it for writing. What they produce goes to
+a *companion* file beside it, which nicrig reads together with the capture
+(:class:`nicrig.h5file.NicrigFile` lists, reads and describes the tables of
+both as one file). The companion is never modified in place: an update copies
+the tables it keeps from the current companion into a new file in the same
+folder, adds the new ones, flushes it to disk (``fsync``) and renames it over
+the old one (``rename(2)`` is atomic), so a kill at any instant leaves either
+the old companion or the new one, each complete, and repeated updates do not
+grow anything: each is a fresh file holding exactly the current tables.
+
+A companion names its capture by the capture's ``capture_id`` (or, for a
+capture written before nicrig gave them one, its ``created_utc``): when the
+capture is replaced by another one of the same name, the old companion no
+longer matches and is ignored, then replaced by the next update.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from nicrig import __version__
+from nicrig.errors import UsageError
+from nicrig.atomic import partial_path
+from nicrig.h5file import LIBVER, STORAGE, fsync_path, to_json
+
+#: Root attributes every companion has, written afresh by each update; the others are kept.
+_OWN_ATTRS = ("format", "format_version", "nicrig_version", "updated_utc", "capture", "capture_file")
+FORMAT_NAME = "nicrig-derived"
+FORMAT_VERSION = 1
+SUFFIX = ".derived.h5"
+
+
+def companion_path(capture: Path) -> Path:
+    """``run.h5`` -> ``run.derived.h5`` (a name without ``.h5`` gets the suffix appended)."""
+    stem = capture.name[:-3] if capture.name.endswith(".h5") else capture.name
+    return capture.with_name(stem + SUFFIX)
+
+
+def capture_identity(attrs: h5py.AttributeManager) -> str:
+    """What a companion records to name its capture: its ``capture_id``, else its creation time."""
+    for key in ("capture_id", "created_utc"):
+        if key in attrs:
+            value = attrs[key]
+            return f"{key}:{value.decode() if isinstance(value, bytes) else value}"
+    return ""
+
+
+def open_for(capture: Path, identity: str) -> tuple[h5py.File | None, str]:
+    """The capture's companion opened read-only, or None; and a note when one exists but is not used."""
+    path = companion_path(capture)
+    if not path.is_file():
+        return None, ""
+    try:
+        h5 = h5py.File(path, "r")
+    except OSError as exc:
+        return None, f"{path.name}: unreadable, ignored ({' '.join(str(exc).split())}); decode again to replace it"
+    if h5.attrs.get("format") != FORMAT_NAME or h5.attrs.get("capture") != identity:
+        h5.close()
+        return None, f"{path.name}: belongs to another capture of this name, ignored (the next decode replaces it)"
+    return h5, ""
+
+
+@dataclass
+class Update:
+    """Tables and root attributes to put into a capture's companion (see :func:`update`)."""
+
+    tables: dict[str, tuple[np.ndarray, dict[str, Any]]] = field(default_factory=dict)
+    root_attrs: dict[str, Any] = field(default_factory=dict)
+
+    def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
+                    description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
+        """Add (or replace) table ``path`` (``decoded/send_pci/pci``...), as :meth:`NicrigFile.write_table`."""
+        if data.dtype.names is None:
+            raise UsageError(f"table {path}: needs a structured array")
+        meta = {"description": description, "units": to_json(dict(units or {}))}
+        for k, v in (attrs or {}).items():
+            meta[k] = v if isinstance(v, (int, float, str, np.generic)) else to_json(v)
+        self.tables[path] = (data, meta)
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """One updater of a folder's companions at a time (two decodes of one capture must not lose tables)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _tables(h5: h5py.File) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
+    """Every table of a companion with its attributes; one that cannot be read is left out (derived data:
+    decoding again makes it), so a damaged chunk is never carried into the next companion."""
+    found: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
+    names: list[str] = []
+    h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+    for name in names:
+        try:
+            ds = h5[name]
+            found[name] = (ds[()], {k: ds.attrs[k] for k in ds.attrs})
+        except (OSError, KeyError, ValueError):
+            continue
+    return found
+
+
+@contextmanager
+def update(capture: Path, identity: str) -> Iterator[Update]:
+    """Collect tables and attributes, then replace the capture's companion with one holding them too.
+
+    ``with update(path, identity) as u: u.write_table(...)``; nothing is
+    written if the block raises. The new companion holds the old one's tables
+    and attributes (when it belongs to this capture) except those replaced.
+    """
+    pending = Update()
+    yield pending
+    if not pending.tables and not pending.root_attrs:
+        return
+    target = companion_path(capture)
+    folder = target.parent
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{capture}: cannot write derived tables beside it: folder {folder} is not writable")
+    with _folder_lock(folder):
+        for stale in folder.glob(f".{target.name}.*.partial"):  # left by a killed update (we hold the lock)
+            stale.unlink(missing_ok=True)
+        tmp = partial_path(target)
+        try:
+            old, _ = open_for(capture, identity)
+            kept: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
+            kept_attrs: dict[str, Any] = {}
+            if old is not None:
+                with old:
+                    kept = _tables(old)
+                    kept_attrs = {k: v for k, v in old.attrs.items() if k not in _OWN_ATTRS}
+            with h5py.File(tmp, "w", libver=LIBVER) as new:
+                new.attrs["format"] = FORMAT_NAME
+                new.attrs["format_version"] = np.int64(FORMAT_VERSION)
+                new.attrs["nicrig_version"] = __version__
+                new.attrs["updated_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                new.attrs["capture"] = identity
+                new.attrs["capture_file"] = capture.name
+                for k, v in {**kept_attrs, **pending.root_attrs}.items():
+                    new.attrs[k] = v
+                for path, (data, meta) in sorted({**kept, **pending.tables}.items()):
+                    parent, _, leaf = path.rpartition("/")
+                    grp = new.require_group(parent) if parent else new
+                    ds = grp.create_dataset(leaf, data=data, chunks=True,
+                                            maxshape=(None,) if not len(data) else None, **STORAGE)
+                    for k, v in meta.items():
+                        ds.attrs[k] = v
+            fsync_path(tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        fsync_path(folder)
+
