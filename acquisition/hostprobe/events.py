@@ -29,7 +29,7 @@ import numpy as np
 from nicrig.acquisition.hostprobe import tracefs
 from nicrig.acquisition.hostprobe.recorder import SPOOL_HEADER, Recording, RecordSpec, RecordSummary
 from nicrig.errors import FormatError
-from nicrig.h5file import COMPRESSION, NicrigFile, to_json
+from nicrig.h5file import STORAGE, NicrigFile, to_json
 
 GROUP = "host_trace"
 #: Integer columns and the trace-event fields that fill them, first match wins (-1: the event has none).
@@ -249,8 +249,8 @@ def write(f: NicrigFile, trace: HostTrace) -> None:
             tmp = f".{name}.partial"  # moved into place whole, as tables are
             if tmp in grp:
                 del grp[tmp]
-            grp.create_dataset(tmp, data=data, chunks=True if len(data) else None,
-                               **(COMPRESSION if len(data) else {}))
+            grp.create_dataset(tmp, data=data, chunks=True,
+                               maxshape=None if len(data) else (None, *data.shape[1:]), **STORAGE)
             if name in grp:
                 del grp[name]
             grp.move(tmp, name)
