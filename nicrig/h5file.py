@@ -327,7 +327,8 @@ class NicrigFile:
         self._h5.attrs["format_version"] = np.int64(self.FORMAT_VERSION)
         self._h5.attrs["nicrig_version"] = __version__
         self._h5.attrs["created_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self._h5.attrs["capture_id"] = uuid.uuid4().hex
+        if self.COMPANION:  # names the file to its companion of derived tables
+            self._h5.attrs["capture_id"] = uuid.uuid4().hex
         self._h5.attrs["notes"] = notes
         self._init_layout()
 

@@ -104,6 +104,7 @@ def as_written_by_older_nicrig(path: Path) -> None:
             with h5py.File(derived, "r") as d:
                 copy(d, dst, frozenset(d.attrs) - {"gui_session"})
     os.replace(tmp, path)
+    derived.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -126,8 +127,6 @@ def udpmon_daemon_on_loopback() -> Iterator[int]:
     finally:
         daemon.terminate()
         daemon.wait(10)
-
-    derived.unlink(missing_ok=True)
 
 
 def copy_capture(src: Path, dst: Path) -> Path:

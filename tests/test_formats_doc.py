@@ -32,6 +32,7 @@ from pathlib import Path
 import h5py
 import pytest
 from nicrig.acquisition.sim.rig import Recording
+from nicrig.companion import companion_path
 
 from nicrig.cli import main
 from tests.conftest import simulate_set, udpmon_daemon_on_loopback
@@ -115,11 +116,14 @@ class Found:
 
 def walk(path: Path, schema: Schema, found: Found) -> None:
     with h5py.File(path, "r") as f:
-        file_kind = "results" if f.attrs.get("format") == "nicrig-results" else "capture"
+        fmt = f.attrs.get("format")
+        file_kind = {"nicrig-results": "results", "nicrig-derived": "derived"}.get(fmt, "capture")
         objects: list[tuple[str, h5py.HLObject]] = [("/", f)]
         f.visititems(lambda name, obj: objects.append(("/" + name, obj)))
         for name, obj in objects:
             kind, inner = file_kind, name
+            if file_kind == "derived" and name != "/":  # a companion's tables are its capture's, as read
+                kind = "capture"
             if file_kind == "capture" and (name == "/results" or name.startswith("/results/")):
                 kind, inner = "results", name[len("/results"):] or "/"
             key = f"{kind}:{inner}"
@@ -178,7 +182,8 @@ def files(tmp_path_factory) -> list[Path]:
     with udpmon_daemon_on_loopback() as port:
         for kind, args in UDPMON_RUNS.items():  # one after the other: a daemon serves one controller at a time
             assert main(["udpmon", kind, *args, "--port", str(port), "-o", str(tmp / f"udpmon-{kind}.h5")]) == 0
-    return [lat, stream] + [tmp / f"udpmon-{kind}.h5" for kind in UDPMON_RUNS]
+    return [lat, stream, companion_path(lat), companion_path(stream)] + [tmp / f"udpmon-{kind}.h5"
+                                                                        for kind in UDPMON_RUNS]
 
 
 def undocumented(files: list[Path], schema: Schema) -> list[str]:
