@@ -289,7 +289,7 @@ def _up_to_date(cs: CaptureSet, table: str, attrs: dict[str, Any]) -> bool:
     if table not in cs.table_names():
         return False
     have = cs.table_attrs(table)
-    return all(have.get(k) == attrs[k] for k in ("decoders", "decoder_versions"))
+    return all(have.get(k) == attrs[k] for k in ("decoders", "decoder_versions", "layout"))
 
 
 def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None, engine: str, force: bool,

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 import numpy as np
+from nicrig.decoders.tables import address_known
 from nicrig.errors import UsageError
 
 # Columns shown in hex, with their fewest digits: the PCI decoder writes 32-bit addresses with 8 digits
@@ -35,7 +36,10 @@ def column_values(table: np.ndarray, column: str) -> list[Any]:
         digits = np.full(len(table), HEX_DIGITS[column])
         if column == "address" and "dac" in (table.dtype.names or ()):
             digits[table["dac"]] = DAC_ADDRESS_DIGITS
-        return [hex_text(int(v), int(d)) for v, d in zip(col, digits)]
+        values = [hex_text(int(v), int(d)) for v, d in zip(col, digits)]
+        if column == "address":  # unsigned: unknown is has_address false, not a negative value
+            values = [v if k else None for v, k in zip(values, address_known(table))]
+        return values
     if col.dtype.kind == "S":
         return [v.decode("utf-8", "replace") for v in col]
     return col.tolist()
@@ -66,6 +70,8 @@ def matches(table: np.ndarray, column: str, text: str) -> np.ndarray:
             return col == float(text)
         except ValueError:
             raise UsageError(f"--where {column}={text}: {column} holds numbers") from None
+    if column == "address" and not text:
+        return ~address_known(table)
     return col == parse_int(column, text)
 
 

@@ -5,8 +5,10 @@ frame, interrupt or activity) is the single source of truth; this module only
 gives the keys fixed column types (``docs/decoders.md`` lists them) and adds
 the times on the set's common timeline, ``t_ns`` (start) and ``t_end_ns``,
 from the source's own time base, so tables of different sources line up.
-Unknown values (a field a decoder cannot see, e.g. the address when AD is not
-probed) are -1, or empty strings.
+Unknown values (a field a decoder cannot see) are -1, or empty strings; the
+PCI ``address`` is unsigned 64-bit (a dual address cycle reaches 2^64 - 1,
+PCI Local Bus Specification 3.0 §3.9), so its "unknown" (AD not probed) is
+``has_address`` false, with ``address`` 0.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ _TIMES: Schema = [("ss", "<i8", -1), ("es", "<i8", -1), ("t_ns", "<i8", 0), ("t_
 
 SCHEMAS: dict[str, Schema] = {
     "pci": _TIMES + [
-        ("command", "S32", b""), ("command_code", "<i2", -1), ("address", "<i8", -1), ("dac", "?", False),
+        ("command", "S32", b""), ("command_code", "<i2", -1), ("address", "<u8", 0), ("has_address", "?", False),
+        ("dac", "?", False),
         ("data_phases", "<i4", 0), ("bytes", "<i8", -1), ("termination", "S24", b""), ("kind", "S8", b""),
         ("master_wait_clocks", "<i4", 0), ("target_wait_clocks", "<i4", 0), ("devsel", "S12", b""),
         ("wide", "?", False), ("parity_error", "<i1", -1), ("stop", "?", False),
@@ -50,7 +53,21 @@ def units_of(columns: Sequence[str]) -> dict[str, str]:
     return {c: UNITS[c] for c in columns if c in UNITS}
 
 
+#: The tables' layout: raised when a column's type or meaning changes, so that ``nicrig decode`` remakes
+#: tables of an older layout (2: ``address`` unsigned, with ``has_address``).
+LAYOUT = 2
+
+
+def address_known(table: np.ndarray) -> np.ndarray:
+    """Per row of a PCI table, whether its address is known (tables of layout 1: ``address`` -1 when not)."""
+    if "has_address" in (table.dtype.names or ()):
+        return table["has_address"]
+    return table["address"] >= 0
+
+
 def _value(record: dict[str, Any], column: str, default: Any) -> Any:
+    if column == "has_address":
+        return record.get("address") is not None
     if column == "pfc_quanta":
         q = record.get("pfc")
         return ",".join(str(int(v)) for v in q).encode() if q else b""
@@ -86,4 +103,5 @@ def records_to_table(decoder_id: str, records: Sequence[dict[str, Any]], source:
 
 
 def table_attrs(stacks_text: list[str], engine: str, versions: dict[str, str]) -> dict[str, Any]:
-    return {"decoders": json.dumps(stacks_text), "engine": engine, "decoder_versions": json.dumps(versions)}
+    return {"decoders": json.dumps(stacks_text), "engine": engine, "decoder_versions": json.dumps(versions),
+            "layout": LAYOUT}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from nicrig.decoders.tables import address_known
 from nicrig.gui.overview import (
     RAW_SAMPLES_PER_PIXEL,
     RAW_SAMPLES_WHILE_BUILDING,
@@ -305,13 +306,14 @@ def pci_boxes(table: np.ndarray) -> Boxes:
     bad = np.isin(table["termination"], BAD_TERMINATIONS) | (table["parity_error"] == 1)
     style[bad] = STYLE_NAMES.index("warning")
     category = np.full(len(table), b"transaction", dtype="S12")
+    known = address_known(table)
 
     def labels(i: int) -> list[str]:
         r = table[i]
         kind = (_s(r["kind"]) or "unknown").upper()
         term = _s(r["termination"])
         cmd = _s(r["command"])
-        addr = f" {int(r['address']):#x}" if r["address"] >= 0 else ""
+        addr = f" {int(r['address']):#x}" if known[i] else ""
         nbytes = f" {int(r['bytes'])} B" if r["bytes"] >= 0 else ""
         dur = format_ns(float(r["t_end_ns"] - r["t_ns"]))
         flag = {"retry": "STOP# retry", "disconnect_with_data": "disconnect"}.get(term, term)
