@@ -509,8 +509,9 @@ class NicrigFile:
         except BaseException:
             del grp[tmp]
             raise
-        if name in grp:
-            del grp[name]
+        with reading(self.path, f"the table {path} it replaces"):  # the old table's metadata may be damaged
+            if name in grp:
+                del grp[name]
         grp.move(tmp, name)
         self._h5.file.flush()  # on disk now: a kill from here on keeps it
 

@@ -24,6 +24,7 @@ NOT_RUN = {
     "acquire": "needs the instrument server above (tests/test_acquire_cli.py)",
     "gui": "opens a window (tests/test_gui.py)",
     "udpmon": "needs two hosts (tests/test_udpmon_commands.py runs them on loopback)",
+    "trace": "exports the traced two-host run above (tests/test_hostprobe_*.py record and export as root)",
 }
 
 
