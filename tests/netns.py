@@ -25,6 +25,8 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -70,6 +72,17 @@ class Host:
         proc = subprocess.Popen(self.command(argv), **kwargs)
         self._children.append(proc)
         return proc
+
+    def wait_listening(self, port: int, server: subprocess.Popen) -> None:
+        """Return once ``server`` (started in this host) accepts TCP connections on ``port``: 10 s at most."""
+        probe = (f"import socket,sys\ntry:\n    socket.create_connection(({self.address!r}, {port}), 1).close()\n"
+                 f"except OSError:\n    sys.exit(1)\n")
+        for _ in range(100):
+            if self.run([sys.executable, "-c", probe]).returncode == 0:
+                return
+            assert server.poll() is None, "the server exited"
+            time.sleep(0.1)
+        raise AssertionError("the server never listened")
 
 
 @dataclass

@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -39,14 +38,8 @@ def _secret(folder) -> str:
 def _serve(host, port: int, secret: str, *extra: str):
     daemon = host.popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", host.address, "--port",
                          str(port), "--secret-file", secret, *extra])
-    probe = (f"import socket,sys\ntry:\n    socket.create_connection(({host.address!r}, {port}), 1).close()\n"
-             f"except OSError:\n    sys.exit(1)\n")
-    for _ in range(100):
-        if host.run([sys.executable, "-c", probe]).returncode == 0:
-            return daemon
-        assert daemon.poll() is None, "the daemon exited"
-        time.sleep(0.1)
-    raise AssertionError("the daemon never listened")
+    host.wait_listening(port, daemon)
+    return daemon
 
 
 @pytest.fixture(scope="module")

@@ -267,14 +267,8 @@ def serve(host, secret: Path, *extra: str, env: dict[str, str] | None = None) ->
     port = _free_port()
     proc = host.popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", host.address, "--port",
                        str(port), "--secret-file", str(secret), *extra], stderr=subprocess.DEVNULL, env=env)
-    probe = (f"import socket,sys\ntry:\n    socket.create_connection(({host.address!r}, {port}), 1).close()\n"
-             f"except OSError:\n    sys.exit(1)\n")
-    for _ in range(100):
-        if host.run([sys.executable, "-c", probe]).returncode == 0:
-            return port
-        assert proc.poll() is None, "the daemon exited"
-        time.sleep(0.1)
-    raise AssertionError("the daemon never listened")
+    host.wait_listening(port, proc)
+    return port
 
 
 @pytest.fixture
