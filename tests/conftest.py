@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +29,13 @@ os.environ.setdefault("NICRIG_PROGRESS_S", "3600")
 # correct code on a loaded 2-core machine (CI shares it).
 settings.register_profile("nicrig", deadline=None)
 settings.load_profile("nicrig")
+
+
+def as_from_a_shell() -> None:
+    """``preexec_fn`` for a command a test interrupts: it starts as a shell starts it, with SIGINT at its
+    default and no signal blocked, whatever the pytest worker that spawns it has inherited or left set."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def run_unprivileged(argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess[str]:

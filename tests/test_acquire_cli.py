@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import as_from_a_shell
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.instruments import rigconfig, session
 from sigrok_run import sigrok_cli_available
@@ -200,7 +201,7 @@ def test_ctrl_c_while_fetching_keeps_what_arrived(tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "nicrig", "acquire", resource, "--probe-map", "pci-control",
                                  "--source", "send_pci", "--sample-rate", "266.67MHz", "--record-length", "10000",
                                  "--batch-points", "1000", "--trigger", "FRAME#", "--io-timeout", "60", "-o", str(out)],
-                                stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the 5th block (batch 3, pod 1) hangs: 2 batches are in by then
             try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import simulate_set
+from conftest import as_from_a_shell, simulate_set
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim.rig import Recording
 from nicrig.decoders import batch, spec
@@ -156,7 +156,8 @@ def test_ctrl_c_keeps_finished_files_and_leaves_the_rest_whole(stream, single_pa
     batch.decode_files([second])
     before = _tables(second)
     proc = subprocess.Popen([sys.executable, "-u", "-m", "nicrig", "decode", str(first), str(second), "--force",
-                             "--engine", "sigrok"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--engine", "sigrok"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_shell)
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith(str(first)):

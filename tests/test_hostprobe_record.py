@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_unprivileged
+from conftest import as_from_a_shell, run_unprivileged
 from nicrig.acquisition.hostprobe import events as hp
 from nicrig.acquisition.hostprobe import tracefs
 from nicrig.h5file import open_any
@@ -117,7 +117,7 @@ def test_instance_removed_whatever_ends_the_command(tmp_path: Path, sig: signal.
     out = tmp_path / "k.h5"
     before = set(_instances())
     p = subprocess.Popen([*NICRIG, "trace", "record", "--duration", "60", "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
     try:
         assert "recording" in p.stderr.readline()  # tracing is on
         assert set(_instances()) - before

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import as_from_a_shell
 from hypothesis import given
 from hypothesis import strategies as st
 from netns import two_hosts  # noqa: F401  (fixture)
@@ -301,7 +302,7 @@ def test_interrupted_sweep_puts_every_setting_back(tuned, tmp_path, sig) -> None
     proc = hosts.a.popen([sys.executable, "-m", "nicrig", "udpmon", "stream", f"{hosts.b.address}:{port}",
                           "--secret-file", str(secret), "--sweep", "mtu=4000,4500,5000", "--sizes", "1000",
                           "--spacing-us", "100", "--count", "100000", "-o", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
     _until(lambda: mtu(hosts.b) == 4000 and mtu(hosts.a) == 4000)
     time.sleep(0.5)  # into the stream
     proc.send_signal(sig)  # ip netns exec execs the command: this is nicrig itself
