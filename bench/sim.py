@@ -9,11 +9,16 @@ Runs, in one go on this machine:
    timestamps) written through the capture-set writer from a ready bus pattern,
    i.e. storage alone, no model and no rendering.
 
-and prints samples/s, the goal (>= 10 M samples/s, issue 2) and the ratio of
-the two (how much of the time the model and renderers take). There is no
-peer that simulates a PCI bus and a link; sigrok's ``demo`` driver was tried
-as one and writes ~0.1 M samples/s to a session file, so it says nothing.
-Paste the table into docs/benchmarks.md.
+and prints samples/s, the goal (>= 10 M samples/s, issues 2 and 18) and the
+ratio of the two (how much of the time the model and renderers take). There is
+no peer that simulates a PCI bus and a link; sigrok's ``demo`` driver was
+tried as one and writes ~0.1 M samples/s to a session file, so it says nothing.
+
+``--baseline-python`` names the interpreter of another nicrig (an older
+checkout's venv, or a tree put first on ``PYTHONPATH`` by a wrapper script):
+the 11 us run is then made with both, alternately, in this one invocation,
+and the ratio of their times is printed, which a loaded machine distorts far
+less than either time alone. Paste the table into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -61,10 +66,11 @@ def _store_only(like: Path, out: Path) -> float:
     return time.perf_counter() - t
 
 
-def _simulate(tmp: Path, spacing_us: float, total_samples: float, with_ad: bool) -> tuple[int, float, Path, dict]:
+def _simulate(tmp: Path, spacing_us: float, total_samples: float, with_ad: bool,
+              python: str = sys.executable) -> tuple[int, float, Path, dict]:
     count = int(total_samples / SAMPLES_PER_US / spacing_us)
     out = tmp / f"bench-{spacing_us:g}.h5"
-    cmd = [sys.executable, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
+    cmd = [python, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
            "--bus", "pci64-66", "--size", "1400", "--spacing-us", str(spacing_us), "--count", str(count),
            "--rounds", "1", "--capture-count", "0", "-o", str(out), "--json", *(["--with-ad"] if with_ad else [])]
     seconds, r = _timed(cmd)
@@ -76,6 +82,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=float, default=50e6, help="total samples per run (default 50e6)")
     ap.add_argument("--with-ad", action="store_true", help="record AD/C/BE#/PAR too (wider samples)")
+    ap.add_argument("--baseline-python", metavar="PYTHON",
+                    help="also run the 11 us case with this interpreter's nicrig, alternately, and print the ratio")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each side of the comparison; the fastest counts")
     args = ap.parse_args()
 
     load_before = os.getloadavg()
@@ -105,7 +114,32 @@ def main() -> int:
     floor = rows[2][1] / rows[2][2]
     dense = rows[0][1] / rows[0][2]
     print(f"11 us simulate / storage only: {dense / floor:.2f} (time in the model and renderers: {1 - dense / floor:.0%})")
+    print(f"goal (issue 18 point 5, >= 10 M samples/s at 11 us spacing): "
+          f"{'met' if dense >= GOAL_SAMPLES_PER_S else 'not met'} ({dense / 1e6:.1f} M samples/s)")
+    if args.baseline_python:
+        _compare(args.baseline_python, args.samples, args.with_ad, args.repeat)
     return 0
+
+
+def _compare(baseline: str, total_samples: float, with_ad: bool, repeat: int) -> None:
+    """Time the 11 us run with this nicrig and with ``baseline``'s, alternately; print both and the ratio."""
+    best = {"this": float("inf"), "baseline": float("inf")}
+    counts = {}
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        for _ in range(max(1, repeat)):
+            for side, python in (("baseline", baseline), ("this", sys.executable)):
+                n, seconds, out, _ = _simulate(Path(tmp_name), 11.0, total_samples, with_ad, python)
+                out.unlink()
+                best[side] = min(best[side], seconds)
+                counts[side] = n
+    if counts["this"] != counts["baseline"]:
+        print(f"note: the two nicrigs wrote different sample counts ({counts['this']:,} and {counts['baseline']:,})")
+    print(f"\nside by side, 11 us spacing, best of {max(1, repeat)} (load average before: "
+          f"{' '.join(f'{v:.2f}' for v in load_before)}, after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}):")
+    for side in ("baseline", "this"):
+        print(f"  {side:8s} {best[side]:8.2f} s  {counts[side] / best[side] / 1e6:6.2f} M samples/s")
+    print(f"  this / baseline speed: {best['baseline'] / best['this']:.2f}x")
 
 
 if __name__ == "__main__":

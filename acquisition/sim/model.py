@@ -29,6 +29,7 @@ import math
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Generator, Literal
 
 import numpy as np
@@ -129,19 +130,24 @@ class BusRecord:
     purposes: list[str] = field(default_factory=list)
     interrupts: list[list[int]] = field(default_factory=list)  # [assert_clk, deassert_clk]
     free_clk: int = 0
+    period_ps: float = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.period_ps = self.profile.period_ps
 
     def clock_at_or_after(self, t_ps: float) -> int:
         """The first rising edge at or after ``t_ps``: exactly the inverse of :meth:`time_of`."""
-        clk = max(0, math.ceil((t_ps - self.phase_ps) / self.profile.period_ps))
-        while clk > 0 and self.time_of(clk - 1) >= t_ps:
+        phase, period = self.phase_ps, self.period_ps
+        clk = max(0, math.ceil((t_ps - phase) / period))
+        while clk > 0 and phase + round((clk - 1) * period) >= t_ps:
             clk -= 1
-        while self.time_of(clk) < t_ps:
+        while phase + round(clk * period) < t_ps:
             clk += 1
         return clk
 
     def time_of(self, clk: int) -> int:
         """Time (ps) of rising edge ``clk``."""
-        return self.phase_ps + round(clk * self.profile.period_ps)
+        return self.phase_ps + round(clk * self.period_ps)
 
 
 @dataclass
@@ -198,24 +204,97 @@ def is_last_fragment(frame: Frame) -> bool:
     return not frame.data[flags_at] & 0x20
 
 
-def _dma_chunks(address: int, payload: bytes, nic_burst: int, host_cut: int) -> list[tuple[int, bytes, bool]]:
-    """Split a DMA into bus transactions: (address, bytes, ended by the NIC itself).
+def _dma_spans(address: int, length: int, nic_burst: int, host_cut: int) -> list[tuple[int, int, bool]]:
+    """Split a DMA of ``length`` bytes at ``address`` into bus transactions: (byte offset into the transfer,
+    bytes, ended by the NIC itself).
 
     A transaction ends at the NIC's burst limit or the end of the data (normal
     completion), or earlier where the host bridge disconnects at a multiple of
     ``host_cut`` bytes of address (PCI 3.0 3.3.3.2.1, disconnect with data).
     """
     out = []
-    end = address + len(payload)
+    end = address + length
     burst_start = pos = address
     while pos < end:
         burst_end = min(burst_start + nic_burst, end)
         cut = min(burst_end, (pos // host_cut + 1) * host_cut)
-        out.append((pos, payload[pos - address:cut - address], cut == burst_end))
+        out.append((pos - address, cut - pos, cut == burst_end))
         pos = cut
         if cut == burst_end:
             burst_start = cut
     return out
+
+
+def bus_words(payload: bytes, width: int) -> np.ndarray:
+    """``payload`` as data phases of a ``width``-byte bus (little-endian, the last one zero-padded), uint64."""
+    n = max(1, -(-len(payload) // width))
+    padded = payload.ljust(n * width, b"\0")
+    return np.frombuffer(padded, dtype="<u8" if width == 8 else "<u4").astype(np.uint64)
+
+
+def byte_enables(length: int, width: int) -> np.ndarray:
+    """Byte enables (active high) of the data phases that carry ``length`` bytes on a ``width``-byte bus."""
+    n = max(1, -(-length // width))
+    be = np.full(n, (1 << width) - 1, dtype=np.uint8)
+    tail = length - (n - 1) * width
+    if tail < width:
+        be[-1] = (1 << tail) - 1
+    return be
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a``, read-only: shared by every transaction of one shape, so nothing may change it in place."""
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True, slots=True)
+class DmaBurst:
+    """One bus transaction of a DMA, all but its data: ``offset`` and ``length`` (bytes) within the
+    transfer, command, per-phase byte enables and wait states (clocks), termination, and the clocks it keeps
+    the bus busy (:func:`busy_clocks`) with a single or a dual address cycle (PCI 3.0 3.9)."""
+
+    offset: int
+    length: int
+    command: int
+    byte_enables: np.ndarray
+    target_waits: np.ndarray
+    master_waits: np.ndarray
+    termination: str
+    busy: int
+    busy_dac: int
+
+
+@lru_cache(maxsize=1024)
+def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int, nic_burst: int, host_cut: int,
+             initial_wait: int, master_wait_every: int) -> tuple[DmaBurst, ...]:
+    """The bus transactions of a NIC-mastered DMA of ``length`` bytes starting ``address_mod_cut`` bytes past
+    a multiple of ``host_cut`` (where the host bridge disconnects, PCI 3.0 3.3.3.2.1).
+
+    The host bridge as target inserts ``initial_wait`` clocks before the first data phase (memory latency
+    or its posting buffer); on writes the NIC inserts one master wait state every ``master_wait_every``
+    phases (0: none). A DMA repeats a few shapes endlessly (descriptors, frames of one size), so plans
+    are memoized: only the data differ from one transfer to the next.
+    """
+    width = width_bits // 8
+    plan = []
+    for offset, nbytes, nic_end in _dma_spans(address_mod_cut, length, nic_burst, host_cut):
+        be = byte_enables(nbytes, width)
+        tw = np.zeros(len(be), dtype=np.int64)
+        tw[0] = initial_wait
+        mw = np.zeros(len(be), dtype=np.int64)
+        if write and master_wait_every:
+            mw[master_wait_every::master_wait_every] = 1
+        cmd = CMD_MEMORY_WRITE if write else (CMD_MEMORY_READ_MULTIPLE if len(be) > 2 else CMD_MEMORY_READ)
+        shape = PciTransaction(start_clk=0, command=cmd, address=0, data=np.zeros(len(be), np.uint64),
+                               byte_enables=be, target_waits=tw, master_waits=mw, devsel=2, wide=width_bits == 64,
+                               master="nic", kind="dma",
+                               termination="normal" if nic_end else "disconnect_with_data")
+        busy = busy_clocks(shape, width_bits)
+        shape.address = 1 << 32
+        plan.append(DmaBurst(offset, nbytes, cmd, _frozen(be), _frozen(tw), _frozen(mw), shape.termination, busy,
+                             busy_clocks(shape, width_bits)))
+    return tuple(plan)
 
 
 class Link:
@@ -325,31 +404,24 @@ class Host:
                 and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
-    def transact(self, txn: PciTransaction, purpose: str) -> Process:
-        """Run ``txn`` on this host's bus as soon as the bus is free; resume at its end."""
+    def transact(self, txn: PciTransaction, purpose: str, busy: int | None = None) -> Process:
+        """Run ``txn`` on this host's bus as soon as the bus is free; resume at its end.
+
+        ``busy``: its :func:`busy_clocks`, when the caller knows them already.
+        """
         bus = self.bus
-        earliest = bus.clock_at_or_after(self.env.now)
+        now = self.env.now
+        earliest = bus.clock_at_or_after(now)
         if txn.master == "nic" and bus.free_clk <= earliest:
             earliest += bus.profile.arbitration_clocks
-        txn.start_clk = max(earliest, bus.free_clk)
-        busy = busy_clocks(txn, bus.profile.width_bits)
-        bus.free_clk = txn.start_clk + busy + TURNAROUND_CLOCKS
+        txn.start_clk = start = max(earliest, bus.free_clk)
+        if busy is None:
+            busy = busy_clocks(txn, bus.profile.width_bits)
+        bus.free_clk = start + busy + TURNAROUND_CLOCKS
         bus.transactions.append(txn)
         bus.purposes.append(purpose)
-        yield self.env.timeout(max(0, bus.time_of(txn.start_clk + busy) - self.env.now))
+        yield self.env.timeout(max(0, bus.time_of(start + busy) - now))
         return txn
-
-    def _words(self, payload: bytes) -> tuple[np.ndarray, np.ndarray]:
-        """Split bytes into data phases of the bus width with their byte enables (active high)."""
-        width = self.bus.profile.bytes_per_clock
-        n = max(1, -(-len(payload) // width))
-        padded = payload.ljust(n * width, b"\0")
-        words = np.frombuffer(padded, dtype="<u8" if width == 8 else "<u4").astype(np.uint64)
-        be = np.full(n, (1 << width) - 1, dtype=np.uint8)
-        tail = len(payload) - (n - 1) * width
-        if tail < width:
-            be[-1] = (1 << tail) - 1
-        return words, be
 
     def _csr_transaction(self, access: str) -> Process:
         """One register access on the bus (host bridge is master), after its STOP# retries.
@@ -430,28 +502,34 @@ class Host:
 
         The NIC bursts up to ``dma_burst_bytes``; the host bridge disconnects a
         burst (STOP# with TRDY#) where it crosses its prefetch/posting boundary,
-        and the NIC re-arbitrates for the rest.
+        and the NIC re-arbitrates for the rest (:func:`dma_plan`).
         """
         p = self.bus.profile
         nic_burst = self.nic.dma_read_burst_bytes if not write and self.nic.dma_read_burst_bytes else \
             self.nic.dma_burst_bytes
         host_cut = p.host_write_disconnect_bytes if write else p.host_read_disconnect_bytes
-        first = True
-        for chunk_addr, chunk, nic_end in _dma_chunks(address, payload, nic_burst, host_cut):
-            words, be = self._words(chunk)
-            tw = np.zeros(len(words), dtype=np.int64)
-            tw[0] = p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks
-            mw = np.zeros(len(words), dtype=np.int64)
-            if write and self.nic.rx_dma_master_wait_every:
-                mw[self.nic.rx_dma_master_wait_every::self.nic.rx_dma_master_wait_every] = 1
-            cmd = CMD_MEMORY_WRITE if write else (CMD_MEMORY_READ_MULTIPLE if len(words) > 2 else CMD_MEMORY_READ)
-            if not first:
-                yield self.env.timeout(round(self.nic.dma_burst_gap_clocks * p.period_ps))
-            first = False
+        plan = dma_plan(len(payload), address % host_cut, write=write, width_bits=p.width_bits, nic_burst=nic_burst,
+                        host_cut=host_cut,
+                        initial_wait=p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks,
+                        master_wait_every=self.nic.rx_dma_master_wait_every)
+        width = p.bytes_per_clock
+        # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
+        # phases are a slice of the whole transfer's.
+        words = bus_words(payload, width) if address % width == 0 else None
+        gap_ps = round(self.nic.dma_burst_gap_clocks * p.period_ps)
+        for i, burst in enumerate(plan):
+            if i:
+                yield self.env.timeout(gap_ps)
+            at = address + burst.offset
+            if words is None:
+                data = bus_words(payload[burst.offset:burst.offset + burst.length], width)
+            else:
+                data = words[burst.offset // width:burst.offset // width + len(burst.byte_enables)]
             yield from self.transact(PciTransaction(
-                start_clk=0, command=cmd, address=chunk_addr, data=words, byte_enables=be,
-                target_waits=tw, master_waits=mw, devsel=2, wide=p.width_bits == 64, master="nic", kind="dma",
-                termination="normal" if nic_end else "disconnect_with_data"), purpose)
+                start_clk=0, command=burst.command, address=at, data=data, byte_enables=burst.byte_enables,
+                target_waits=burst.target_waits, master_waits=burst.master_waits, devsel=2, wide=p.width_bits == 64,
+                master="nic", kind="dma", termination=burst.termination), purpose,
+                burst.busy_dac if at >= 1 << 32 else burst.busy)
 
     def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:
         """A legacy-layout descriptor: buffer address, length, command/status (e1000 style)."""
