@@ -10,7 +10,8 @@ from pathlib import Path
 from nicrig.analysis.citations import REFERENCES
 from nicrig.cli import SUBCOMMANDS, build_parser
 
-BARE_SEED = re.compile(r"\bseeds? ?0\d\d\b", re.IGNORECASE)
+#: "seed 002", also broken over two lines of a document (``seed\n002``), as a reflowed paragraph leaves it.
+BARE_SEED = re.compile(r"\bseeds?\s*0\d\d\b", re.IGNORECASE)
 
 
 def _helps(parser: argparse.ArgumentParser, path: str = "nicrig"):
