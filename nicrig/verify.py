@@ -14,6 +14,9 @@ listed as unchecked.
 A capture set's companion file of derived tables (``X.derived.h5``,
 :mod:`nicrig.companion`) is checked with it.
 
+Progress (chunks read) goes to standard error as for every long command
+(:mod:`nicrig.progress`: a bar on a terminal, else a line every few seconds).
+
 Exit status: 0 every file clean, 1 damage found, 2 a file could not be opened
 at all (not HDF5, truncated beyond its superblock, missing).
 """
@@ -195,13 +198,8 @@ def _render(found: FileCheck) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    bar = None
-    if sys.stderr.isatty() and not args.json:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        bar = Progress(console=Console(stderr=True), transient=True)
     from nicrig.companion import companion_path
+    from nicrig.progress import Progress
 
     paths: list[str] = []
     for path in args.files:
@@ -210,17 +208,12 @@ def run(args: argparse.Namespace) -> int:
         if companion.is_file() and str(companion) not in args.files:
             paths.append(str(companion))
     results: list[FileCheck] = []
-    for path in paths:
-        if bar is not None:
-            task = bar.add_task(f"verifying {Path(path).name}", total=None)
-            bar.start()
-            found = check_file(path, lambda done, total, task=task: bar.update(task, completed=done, total=total))
-            bar.stop()
-        else:
-            found = check_file(path)
-        results.append(found)
-        if not args.json:
-            print("\n".join(_render(found)), flush=True)
+    with Progress() as bar:
+        for path in paths:
+            found = check_file(path, bar.task(f"verify: {Path(path).name}", unit="chunks"))
+            results.append(found)
+            if not args.json:
+                print("\n".join(_render(found)), flush=True)
     if args.json:
         json.dump({"files": [r.as_dict() for r in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,8 +18,9 @@ from nicrig.companion import companion_path
 from nicrig.decoders.batch import decode_files
 
 
-def nicrig(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nicrig", *map(str, args)], capture_output=True, text=True)
+def nicrig(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nicrig", *map(str, args)], capture_output=True, text=True,
+                          env=env)
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +73,17 @@ def test_clean_file_passes(decoded):
     for f, path in zip(doc["files"], (decoded, derived)):
         assert f["status"] == "ok" and f["damage"] == [] and f["unchecked"] == []
         assert f["datasets"] == len(_datasets(path)) and f["chunks"] >= f["datasets"]
+
+
+def test_progress_off_a_terminal_counts_the_chunks_of_each_file(decoded):
+    """As every long command: with standard error a pipe, a line per step (``NICRIG_PROGRESS_S=0``)."""
+    r = nicrig("verify", "--json", decoded, env=dict(os.environ, NICRIG_PROGRESS_S="0"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)   # the data alone on standard output
+    for f in doc["files"]:
+        label = f"nicrig verify: {Path(f['path']).name}: "
+        last = [line for line in r.stderr.splitlines() if line.startswith(label)][-1]
+        assert last.startswith(f"{label}{f['chunks']:,} of {f['chunks']:,} chunks (100%), "), last
 
 
 @pytest.mark.parametrize("dataset, unit", [("sources/send_pci/samples", "sample"),
