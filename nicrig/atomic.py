@@ -31,6 +31,8 @@ def partial_path(final: Path) -> Path:
     folder = final.parent if str(final.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"{final}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{final}: folder {folder} is not writable")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=folder)
     except OSError as exc:

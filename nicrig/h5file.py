@@ -292,13 +292,6 @@ class NicrigFile:
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
-    def _partial_beside(cls, final: Path) -> Path:
-        folder = final.parent if str(final.parent) else Path(".")
-        if folder.is_dir() and not os.access(folder, os.W_OK):
-            raise UsageError(f"{final}: folder {folder} is not writable")
-        return partial_path(final)
-
-    @classmethod
     def create(cls: type[F], path: str | os.PathLike[str], *, notes: str = "", overwrite: bool = True,
                atomic: bool = True) -> F:
         """A new, empty file of this kind, written under a temporary name beside ``path``.
@@ -310,7 +303,7 @@ class NicrigFile:
         final = Path(path)
         if final.exists() and not overwrite:
             raise UsageError(f"{final}: exists (use another name or allow overwriting)")
-        target = cls._partial_beside(final)
+        target = partial_path(final)
         try:
             h5 = h5py.File(target, "w", libver=LIBVER)
         except OSError as exc:
@@ -396,7 +389,7 @@ class NicrigFile:
         """
         final = Path(path)
         cls.open(final).close()  # validated, with its one-line errors
-        tmp = cls._partial_beside(final)
+        tmp = partial_path(final)
         try:
             shutil.copyfile(final, tmp)
             f = cls(open_h5(tmp, "r+", cls.kind()), tmp, final)

@@ -667,6 +667,17 @@ def test_create_in_unwritable_folder(read_only_folder):
     assert list(read_only_folder.iterdir()) == []
 
 
+def test_other_outputs_name_an_unwritable_folder_too(read_only_folder):
+    """Reports, exports and Perfetto traces go through nicrig.atomic.replacing: the same one-line error."""
+    code = ("import sys\nfrom nicrig.atomic import replacing\nfrom nicrig.errors import UsageError\n"
+            "try:\n    with replacing(sys.argv[1]) as tmp:\n        tmp.write_text('x')\n"
+            "except UsageError as e:\n    print(e)\n    sys.exit(3)\n")
+    r = run_unprivileged([sys.executable, "-c", code, str(read_only_folder / "r.html")])
+    assert r.returncode == 3, r.stderr
+    assert r.stdout.strip() == f"{read_only_folder / 'r.html'}: folder {read_only_folder} is not writable"
+    assert list(read_only_folder.iterdir()) == []
+
+
 def test_create_when_the_temporary_file_cannot_be_made(tmp_path, monkeypatch):
     # what an unwritable folder looks like to root, or a full or read-only file system to anyone
     def refuse(*a, **k):

@@ -111,13 +111,11 @@ def export(path: Path, out: Path) -> dict[str, int]:
     """``nicrig trace export``: the timeline of a capture set or results file into ``out``."""
     from nicrig.gui.document import Document
 
+    from nicrig.atomic import replacing
+
     doc = Document(path)
-    partial = out.with_name(f".{out.name}.partial")  # moved into place whole
     try:
-        with open(partial, "wb") as f:
-            counts = write_trace(doc, f)
-        partial.replace(out)
-        return counts
+        with replacing(out) as tmp, open(tmp, "wb") as f:
+            return write_trace(doc, f)
     finally:
-        partial.unlink(missing_ok=True)
         doc.close()
