@@ -1,4 +1,5 @@
-"""The host probe's recording on the real kernel: tracefs instances, the mono clock, losses, restore after kills.
+"""The host probe's recording on the real kernel: tracefs instances, the mono clock, losses, restore after kills;
+a recorder that stops answering.
 
 Needs root (tracefs); every test skips without it, except the non-root refusal.
 """
@@ -158,3 +159,42 @@ def test_not_root_is_refused_with_exit_2(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert "needs root" in p.stderr and p.stderr.count("\n") == 1
     assert not Path("/tmp/never-written.h5").exists()
+
+
+def _guardian_stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """Make :class:`Recording` start ``body`` (a shell script) instead of the real guardian."""
+    from nicrig.acquisition.hostprobe import recorder
+
+    script = tmp_path / "guardian"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(recorder.sys, "executable", str(script))
+
+
+@root_only
+def test_a_guardian_that_never_answers_is_an_error_not_a_hang(tmp_path: Path, monkeypatch) -> None:
+    """It reads its standard input to the end and says nothing: start() gives up, closes the pipe, reaps it
+    (before, start() waited for it to exit while holding that pipe open: forever)."""
+    from nicrig.acquisition.hostprobe.recorder import Recording, RecordSpec
+    from nicrig.errors import NicrigError
+
+    _guardian_stand_in(tmp_path, monkeypatch, "cat >/dev/null")  # the shell keeps standard output open
+    rec = Recording(RecordSpec(events=("irq:irq_handler_entry",)), tmp_path / "spool")
+    with pytest.raises(NicrigError, match="could not start: the recorder did not answer"):
+        rec.start(timeout_s=0.5)
+    assert rec._proc is None
+
+
+@root_only
+def test_a_guardian_that_never_reports_is_an_error_not_a_traceback(tmp_path: Path, monkeypatch) -> None:
+    """Ready, then deaf to ``stop``: stop() kills it after its timeout and says so as a NicrigError."""
+    from nicrig.acquisition.hostprobe.recorder import Recording, RecordSpec
+    from nicrig.errors import NicrigError
+
+    _guardian_stand_in(tmp_path, monkeypatch,
+                       "echo '{\"ready\": \"nicrig-0\", \"start_ns\": 1}'; exec sleep 600")
+    rec = Recording(RecordSpec(events=("irq:irq_handler_entry",)), tmp_path / "spool")
+    rec.start(timeout_s=20)
+    with pytest.raises(NicrigError, match="tracing failed: the recorder did not answer"):
+        rec.stop(timeout_s=0.5)
+

@@ -251,7 +251,7 @@ class Recording:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
         first = _read_message(self._proc, timeout_s)
         if "ready" not in first:
-            self._proc.wait()
+            self.abort()  # a guardian that did not answer in time must not hold this process up
             raise NicrigError(f"kernel tracing could not start: {first.get('error', first)}")
         self.instance, self.start_ns = first["ready"], int(first["start_ns"])
 
@@ -276,7 +276,7 @@ class Recording:
         except BrokenPipeError:
             pass
         last = _read_message(proc, timeout_s)
-        proc.wait(timeout_s)
+        _reap(proc, timeout_s)
         if "summary" not in last:
             raise NicrigError(f"kernel tracing failed: {last.get('error', last)}")
         s = last["summary"]
@@ -292,10 +292,7 @@ class Recording:
                 proc.stdin.close()
             except OSError:
                 pass
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _reap(proc, 30.0)
 
     def __enter__(self) -> Recording:
         self.start()
@@ -303,6 +300,16 @@ class Recording:
 
     def __exit__(self, *exc: Any) -> None:
         self.abort()
+
+
+def _reap(proc: subprocess.Popen[str], timeout_s: float) -> None:
+    """Wait for the guardian to exit, killing it after ``timeout_s`` (its instance is then swept by the next
+    recording, :func:`tracefs.sweep_stale`)."""
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _read_message(proc: subprocess.Popen[str], timeout_s: float) -> dict[str, Any]:
