@@ -1,11 +1,13 @@
 """The host probe's recording on the real kernel: tracefs instances, the mono clock, losses, restore after kills;
-a recorder that stops answering.
+a recorder that stops answering; ``trace show``.
 
-Needs root (tracefs); every test skips without it, except the non-root refusal.
+Needs root (tracefs); every test skips without it, except the non-root refusal and ``trace show`` (hand-made
+traces).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -198,3 +200,34 @@ def test_a_guardian_that_never_reports_is_an_error_not_a_traceback(tmp_path: Pat
     with pytest.raises(NicrigError, match="tracing failed: the recorder did not answer"):
         rec.stop(timeout_s=0.5)
 
+
+def test_show_summarises_each_host_of_a_file(tmp_path: Path) -> None:
+    """``trace show`` of a file holding a (hand-made) host trace: the text line and the JSON document."""
+    from nicrig.acquisition.capture import CaptureSet
+
+    events = np.zeros(3, hp.EVENT_DTYPE)
+    events["time_ns"], events["event"] = [10, 20, 30], [0, 1, 0]
+    losses = np.zeros(2, hp.LOSSES_DTYPE)
+    losses["cpu"], losses["dropped_events"], losses["overrun"] = [0, 1], [0, 4], [1, 0]
+    trace = hp.HostTrace(host="local", events=events, event_names=["irq:irq_handler_entry", "irq:irq_handler_exit"],
+                         losses=losses, clock="mono", start_ns=0, end_ns=2_000_000_000, hostname="box")
+    out = tmp_path / "t.h5"
+    with CaptureSet.create(out) as cs:
+        hp.write(cs, trace)
+    p = subprocess.run([*NICRIG, "trace", "show", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == f"{out}: host local (box), clock mono, 2.000 s, 3 events, 5 lost"
+    p = subprocess.run([*NICRIG, "trace", "show", str(out), "--json"], capture_output=True, text=True, timeout=60)
+    doc = json.loads(p.stdout)
+    assert doc["file"] == str(out) and [h["host"] for h in doc["hosts"]] == ["local"]
+    assert doc["hosts"][0]["by_event"] == {"irq:irq_handler_entry": 2, "irq:irq_handler_exit": 1}
+    assert doc["hosts"][0]["lost_events"] == 5 and doc["hosts"][0]["span_s"] == 2.0
+
+
+def test_show_of_a_file_without_host_traces_is_an_error(tmp_path: Path) -> None:
+    from nicrig.acquisition.capture import CaptureSet
+
+    out = tmp_path / "empty.h5"
+    CaptureSet.create(out).close()
+    p = subprocess.run([*NICRIG, "trace", "show", str(out)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr == f"nicrig: error: {out}: holds no host trace\n"

@@ -5,7 +5,8 @@ records this host's kernel events (interrupts, softirqs, NAPI polls, device
 transmit and receive, socket buffer frees with drop reasons, and the system
 calls of COMMAND or of ``--pid`` threads) into a capture set's
 ``host_trace/<host>`` (docs/host-probe.md). ``nicrig trace show FILE``
-summarises the traces a capture set or results file holds.
+summarises the traces a capture set or results file holds, and ``nicrig trace
+export FILE -o OUT`` writes its aligned timeline as a Perfetto trace.
 
 Exit codes: 0 done (with COMMAND: the command's own exit code), 2 a problem
 with the input or with permission to trace (not root), 130 interrupted
@@ -198,8 +199,8 @@ def _show(args: argparse.Namespace) -> int:
         infos = [events.describe(events.read(f, h)) for h in events.hosts(f)]
     if not infos:
         raise UsageError(f"{args.file}: holds no host trace")
-    if args.json:
-        json.dump(infos, sys.stdout, indent=2)
+    if args.json:  # as record's summary, the file named once with its hosts' summaries
+        json.dump({"file": args.file, "hosts": infos}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         for info in infos:
