@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from nicrig.analysis.hostprobe import NET_RX, RECEIVE_CALLS, SEND_CALLS
 from nicrig.decoders.tables import address_known
 from nicrig.gui.overview import (
     RAW_SAMPLES_PER_PIXEL,
@@ -26,6 +27,9 @@ from nicrig.gui.overview import (
     runs,
     sample_period_ps,
 )
+
+if TYPE_CHECKING:
+    from nicrig.acquisition.hostprobe.events import HostTrace
 
 #: Box styles: name -> (fill colour, text colour). Warnings have their own colour everywhere.
 STYLES: dict[str, tuple[str, str]] = {
@@ -399,14 +403,13 @@ def decoded_lanes(source: str, decoder: str, table: np.ndarray) -> list[Lane]:
 
 # -- the host probe: kernel events per host and CPU, and udpmon's packets -------------------------
 
-#: System call names the syscall lane writes (x86-64 numbers; others show their number).
-SYSCALL_NAMES = {0: "read", 1: "write", 7: "poll", 23: "select", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
-                 47: "recvmsg", 232: "epoll_wait", 270: "pselect6", 271: "ppoll", 299: "recvmmsg",
-                 307: "sendmmsg", 230: "clock_nanosleep", 202: "futex"}
-
-
-#: Calls that move datagrams: the threads making them are the engine's.
-DATAGRAM_CALLS = {44, 45, 46, 47, 299, 307}
+#: System call names the syscall lane writes (x86-64 numbers, the analysis's send and receive calls and the
+#: waits an engine makes between them; others show their number).
+SYSCALL_NAMES = {**SEND_CALLS, **RECEIVE_CALLS, 7: "poll", 23: "select", 202: "futex", 230: "clock_nanosleep",
+                 232: "epoll_wait", 270: "pselect6", 271: "ppoll"}
+#: Calls that move datagrams (not read and write, which every program makes): the threads making them are the
+#: engine's.
+DATAGRAM_CALLS = {nr for nr, name in SYSCALL_NAMES.items() if name.startswith(("send", "recv"))}
 
 
 def paired(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -425,7 +428,7 @@ def _host_boxes(t: np.ndarray, t_end: np.ndarray, style: str, category: str,
                  np.full(len(t), category.encode(), dtype="S12"))
 
 
-def host_lanes(trace, base_ns: int) -> list[Lane]:
+def host_lanes(trace: HostTrace, base_ns: int) -> list[Lane]:
     """A host's lanes per CPU (hard interrupts, softirqs, NAPI polls with their frames) and per recorded thread
     (its system calls), at ``time + clock offset - base_ns`` (the view's ns). The source (deskew key) is
     ``host:<name>``."""
@@ -446,9 +449,9 @@ def host_lanes(trace, base_ns: int) -> list[Lane]:
         polls = of("napi:napi_poll")
         # a poll's event comes at its end: draw it from the end of the poll before it in the same NET_RX run,
         # or from the run's start
-        runs = soft[0][soft[0]["vector"] == 3]
-        k = np.searchsorted(runs["time_ns"], polls["time_ns"], side="right") - 1
-        run_start = np.where(k >= 0, runs["time_ns"][np.maximum(k, 0)], polls["time_ns"])
+        net_rx = soft[0][soft[0]["vector"] == NET_RX]
+        k = np.searchsorted(net_rx["time_ns"], polls["time_ns"], side="right") - 1
+        run_start = np.where(k >= 0, net_rx["time_ns"][np.maximum(k, 0)], polls["time_ns"])
         before = np.concatenate(([np.iinfo(np.int64).min], polls["time_ns"][:-1]))
         poll_start = np.maximum(run_start, before)
 
