@@ -279,8 +279,8 @@ def point_load(trace: HostTrace, device: str | None, payload_bytes: int, t0_ns: 
                      frames_per_poll=ps.mean_frames, net_rx_cpu_pct=100 * busy_share(spans, t0_ns, t1_ns, cpus))
 
 
-def quantiles_us(values_ns: np.ndarray) -> tuple[float, float, float]:
-    """(median, 90th percentile, count) of delays in microseconds (NaN when there are none)."""
+def quantiles_us(values_ns: np.ndarray) -> tuple[float, float, int]:
+    """(median us, 90th percentile us, count) of delays given in ns; the quantiles are NaN when there are none."""
     if not len(values_ns):
         return math.nan, math.nan, 0
     q = np.percentile(values_ns, [50, 90]) / 1000

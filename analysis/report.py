@@ -1057,8 +1057,6 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
     return text
 
 
-# -- references and correlation ------------------------------------------------------------------
-
 # -- the host probe: kernel trace events ------------------------------------------------------------
 
 HOST_PROBE_POINT_COLUMNS = ["point", "size (bytes)", "spacing (us)", "host", "packets", "interrupts per packet",
@@ -1140,10 +1138,11 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
         "netif_receive_skb; the same skb: its address)",
         note="device transmit to stack receive: a socket buffer seen leaving one device and entering the stack "
              "again on this host (loopback, veth between namespaces; on a real NIC pair the two ends are "
-             "different hosts and buffers, and the column is empty)", decimals={c: 2 for c in ("IRQ to NET_RX median", "p90", "raise to NET_RX median",
-                                                          "send call to device transmit median",
-                                                          "device transmit to stack receive (same skb) median",
-                                                          "stack receive to application return median")}))
+             "different hosts and buffers, and the column is empty)",
+        decimals={c: 2 for c in ("IRQ to NET_RX median", "p90", "raise to NET_RX median",
+                                 "send call to device transmit median",
+                                 "device transmit to stack receive (same skb) median",
+                                 "stack receive to application return median")}))
     drop_rows = [[t.host, reason, count] for t in traces for reason, count in hostprobe.drops(t).items()]
     sec.tables.append(Table("Packets the kernel dropped, by reason", ["host", "reason", "packets"], drop_rows,
                             f"{src} (skb:kfree_skb reason; names from the kernel's own table)",
@@ -1188,6 +1187,8 @@ def _host_probe_points(sec: Section, name: str, traces: Sequence[Any], devices: 
                             "Per host and size, over each point's span (the far host's on its own clock, shifted "
                             f"by the estimated offset) ({name}: host_trace, stream/sent)."))
 
+
+# -- references and correlation ------------------------------------------------------------------
 
 def reference_section(options: Options) -> Section:
     """Hughes-Jones et al.'s expected slopes and Pai et al.'s link maxima, computed; the given path's expected slope;
