@@ -479,30 +479,36 @@ class NicrigFile:
 
     def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
                     description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
-        """Store a structured array as a compressed compound dataset at ``path`` (``truth/frames``...).
-
-        The table is written under a temporary name and moved into place, so a
-        reader never sees a half-written table under the final name.
-        """
+        """Store a structured array as a compressed compound dataset at ``path`` (``truth/frames``...), whole
+        (:meth:`write_array`)."""
         if data.dtype.names is None:
             raise UsageError(f"table {path}: needs a structured array")
+        meta: dict[str, Any] = {"description": description, "units": to_json(dict(units or {}))}
+        for k, v in (attrs or {}).items():
+            meta[k] = v if isinstance(v, (int, float, str, np.generic)) else to_json(v)
+        self.write_array(path, data, meta)
+
+    def write_array(self, path: str, data: np.ndarray, attrs: Mapping[str, Any] | None = None) -> None:
+        """Store ``data`` (a table, or raw rows such as a host trace's sub-buffers) at ``path`` with ``attrs``.
+
+        The dataset is written under a temporary name and moved into place, so a
+        reader never sees a half-written one under the final name, then flushed.
+        """
         parent, _, name = path.rpartition("/")
         grp = self._h5.require_group(parent) if parent else self._h5
         tmp = f".{name}.partial"
         if tmp in grp:
             del grp[tmp]
-        # an empty table is chunked too (growable, so its chunk shape is legal): checksummed like the rest
-        ds = grp.create_dataset(tmp, data=data, chunks=True, maxshape=(None,) if not len(data) else None,
-                                **STORAGE)
+        # an empty dataset is chunked too (growable, so its chunk shape is legal): checksummed like the rest
+        ds = grp.create_dataset(tmp, data=data, chunks=True,
+                                maxshape=(None, *data.shape[1:]) if not len(data) else None, **STORAGE)
         try:
-            ds.attrs["description"] = description
-            ds.attrs["units"] = to_json(dict(units or {}))
             for k, v in (attrs or {}).items():
-                ds.attrs[k] = v if isinstance(v, (int, float, str, np.generic)) else to_json(v)
+                ds.attrs[k] = v
         except BaseException:
             del grp[tmp]
             raise
-        with reading(self.path, f"the table {path} it replaces"):  # the old table's metadata may be damaged
+        with reading(self.path, f"the dataset {path} it replaces"):  # the old one's metadata may be damaged
             if name in grp:
                 del grp[name]
         grp.move(tmp, name)

@@ -29,7 +29,7 @@ import numpy as np
 from nicrig.acquisition.hostprobe import tracefs
 from nicrig.acquisition.hostprobe.recorder import SPOOL_HEADER, Recording, RecordSpec, RecordSummary
 from nicrig.errors import FormatError
-from nicrig.h5file import STORAGE, NicrigFile, to_json
+from nicrig.h5file import NicrigFile, to_json
 
 GROUP = "host_trace"
 #: Integer columns and the trace-event fields that fill them, first match wins (-1: the event has none).
@@ -242,18 +242,11 @@ def write(f: NicrigFile, trace: HostTrace) -> None:
     f.write_table(f"{prefix}/losses", trace.losses,
                   description="the kernel's ring-buffer counters per CPU (per_cpu/cpuN/stats) and the "
                               "sub-buffers flagged as following lost events")
-    grp = f.group(prefix, create=True)
-    assert grp is not None
     if trace.raw is not None and trace.raw_cpu is not None:
-        for name, data in (("raw", trace.raw), ("raw_cpu", trace.raw_cpu)):
-            tmp = f".{name}.partial"  # moved into place whole, as tables are
-            if tmp in grp:
-                del grp[tmp]
-            grp.create_dataset(tmp, data=data, chunks=True,
-                               maxshape=None if len(data) else (None, *data.shape[1:]), **STORAGE)
-            if name in grp:
-                del grp[name]
-            grp.move(tmp, name)
+        f.write_array(f"{prefix}/raw", trace.raw)
+        f.write_array(f"{prefix}/raw_cpu", trace.raw_cpu)
+    grp = f.group(prefix)
+    assert grp is not None
     attrs = {"clock": trace.clock, "start_ns": trace.start_ns, "end_ns": trace.end_ns,
              "symbols": to_json({k: {str(v): s for v, s in t.items()} for k, t in trace.symbols.items()}),
              "pids": to_json(trace.pids), "truncated": trace.truncated, "hostname": trace.hostname,
