@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from nicrig.acquisition import limits
-from nicrig.acquisition.limits import MAX_SAMPLES
 
 from nicrig.errors import FormatError, UsageError
 
@@ -58,9 +57,8 @@ def parse_rate(text: str) -> float:
         value = -1.0
     if not (value > 0 and math.isfinite(value)):
         raise UsageError(f"bad sample rate {text!r}: give Hz, e.g. 100e6, 66.67MHz or 200k")
-    if not limits.MIN_SAMPLE_RATE_HZ <= value <= limits.MAX_SAMPLE_RATE_HZ:
-        raise UsageError(f"sample rate {text!r} is outside {limits.MIN_SAMPLE_RATE_HZ:g} Hz to "
-                         f"{limits.MAX_SAMPLE_RATE_HZ:g} Hz (nicrig keeps time in whole picoseconds)")
+    if not limits.rate_ok(value):
+        raise UsageError(f"sample rate {text!r} is outside {limits.RATE_RANGE}")
     return value
 
 
@@ -87,7 +85,7 @@ class CsvReader:
                  progress: Progress | None = None):
         self.path = Path(path)
         self.block_samples = int(block_samples or BLOCK_SAMPLES)
-        self.max_samples = int(max_samples or MAX_SAMPLES)
+        self.max_samples = int(max_samples or limits.MAX_SAMPLES)
         self.progress = progress
         self.notes: list[str] = []
         self.stats: dict[str, Any] = {}

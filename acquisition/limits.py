@@ -35,11 +35,20 @@ def check_channels(path: Path, count: int, what: str = "logic channels") -> None
         raise FormatError(f"{path}: declares {count:,} {what}; a source holds at most {MAX_CHANNELS:,}")
 
 
+#: What a refusal of a sample rate says the range is, and why.
+RATE_RANGE = (f"{MIN_SAMPLE_RATE_HZ:g} Hz to {MAX_SAMPLE_RATE_HZ:g} Hz "
+              "(nicrig keeps time in whole picoseconds)")
+
+
+def rate_ok(rate_hz: float) -> bool:
+    """Whether ``rate_hz`` (Hz) is finite and within [:data:`MIN_SAMPLE_RATE_HZ`, :data:`MAX_SAMPLE_RATE_HZ`]."""
+    return math.isfinite(rate_hz) and MIN_SAMPLE_RATE_HZ <= rate_hz <= MAX_SAMPLE_RATE_HZ
+
+
 def check_rate(path: Path, rate_hz: float, where: str = "sample rate") -> float:
-    """``rate_hz`` if it is finite and within [:data:`MIN_SAMPLE_RATE_HZ`, :data:`MAX_SAMPLE_RATE_HZ`]."""
-    if not (math.isfinite(rate_hz) and MIN_SAMPLE_RATE_HZ <= rate_hz <= MAX_SAMPLE_RATE_HZ):
-        raise FormatError(f"{path}: {where} {rate_hz:g} Hz is outside {MIN_SAMPLE_RATE_HZ:g} Hz to "
-                          f"{MAX_SAMPLE_RATE_HZ:g} Hz (nicrig keeps time in whole picoseconds)")
+    """``rate_hz`` if :func:`rate_ok`; else a FormatError naming the file."""
+    if not rate_ok(rate_hz):
+        raise FormatError(f"{path}: {where} {rate_hz:g} Hz is outside {RATE_RANGE}")
     return rate_hz
 
 

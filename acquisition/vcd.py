@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 
 from nicrig.acquisition import limits
-from nicrig.acquisition.limits import MAX_SAMPLES
 
 from nicrig.atomic import replacing
 from nicrig.errors import FormatError, UsageError
@@ -159,9 +158,8 @@ _META_FIELDS: dict[str, Callable[[Any], bool]] = {
     "version": lambda v: type(v) is int and 0 < v <= META_VERSION,
     "source": lambda v: v is None or isinstance(v, str),
     "mode": lambda v: v in ("timing", "state"),
-    "samplerate_hz": lambda v: v is None or (type(v) in (int, float) and math.isfinite(v)
-                                             and limits.MIN_SAMPLE_RATE_HZ <= v <= limits.MAX_SAMPLE_RATE_HZ),
-    "trigger_sample": lambda v: v is None or (type(v) is int and 0 <= v <= MAX_SAMPLES),
+    "samplerate_hz": lambda v: v is None or (type(v) in (int, float) and limits.rate_ok(v)),
+    "trigger_sample": lambda v: v is None or (type(v) is int and 0 <= v <= limits.MAX_SAMPLES),
     "offset_ps": lambda v: v is None or (type(v) is int and abs(v) <= limits.MAX_TIME_PS),
     "time_origin_ps": lambda v: v is None or (type(v) is int and abs(v) <= limits.MAX_TIME_PS),
     "clock": lambda v: v is None or isinstance(v, str),
@@ -304,8 +302,9 @@ def _name_variables(header: VcdHeader, scope_filter: str | None) -> tuple[list[_
                              f"{', '.join('.'.join(h) for h in hits)}; give more of its path")
         root = hits[0]
         variables = [v for v in variables if v.scope[: len(root)] == root]
-    logic = [v for v in variables if v.type not in _NON_LOGIC and v.size > 0]
-    skipped = [v for v in variables if not (v.type not in _NON_LOGIC and v.size > 0)]
+    is_logic = [v.type not in _NON_LOGIC and v.size > 0 for v in variables]
+    logic = [v for v, ok in zip(variables, is_logic) if ok]
+    skipped = [v for v, ok in zip(variables, is_logic) if not ok]
     if skipped:
         shown = ", ".join(f"{v.reference} ({v.type})" for v in skipped[:8])
         more = f" and {len(skipped) - 8} more" if len(skipped) > 8 else ""
@@ -441,17 +440,15 @@ class VcdReader:
         for opt, val in (("--x-as", x_as), ("--z-as", z_as)):
             if val not in ("0", "1", "hold"):
                 raise UsageError(f"{opt} must be 0, 1 or hold, not {val!r}")
-        if sample_rate_hz is not None and not (math.isfinite(sample_rate_hz) and limits.MIN_SAMPLE_RATE_HZ
-                                               <= sample_rate_hz <= limits.MAX_SAMPLE_RATE_HZ):
-            raise UsageError(f"the sample rate must be {limits.MIN_SAMPLE_RATE_HZ:g} to "
-                             f"{limits.MAX_SAMPLE_RATE_HZ:g} Hz, not {sample_rate_hz}")
+        if sample_rate_hz is not None and not limits.rate_ok(sample_rate_hz):
+            raise UsageError(f"sample rate {sample_rate_hz:g} Hz is outside {limits.RATE_RANGE}")
         self.path = Path(path)
         self.header = read_header(self.path)
         meta = self.header.meta or {}
         self.meta = meta
         self.x_as, self.z_as = x_as, z_as
         self.block_samples = int(block_samples or BLOCK_SAMPLES)
-        self.max_samples = int(max_samples or MAX_SAMPLES)
+        self.max_samples = int(max_samples or limits.MAX_SAMPLES)
         self.progress = progress
         self.notes: list[str] = list(self.header.notes)
         if clock is None and meta.get("mode") == "state" and meta.get("clock"):
