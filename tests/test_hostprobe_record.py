@@ -82,6 +82,26 @@ def test_command_recorded_on_the_monotonic_clock(tmp_path: Path) -> None:
 
 
 @root_only
+def test_pid_given_with_a_command_is_followed_too(tmp_path: Path) -> None:
+    """``--pid`` beside ``-- COMMAND``: both threads' system calls (the --pid was silently dropped before)."""
+    other = subprocess.Popen([sys.executable, "-c", "import os, time\nfor _ in range(400): os.getppid(); "
+                              "time.sleep(0.01)"])
+    out = tmp_path / "p.h5"
+    try:
+        p = subprocess.run([*NICRIG, "trace", "record", "--events", "syscalls", "--pid", str(other.pid), "-o",
+                            str(out), "--", sys.executable, "-c", "import time; time.sleep(1)"],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        other.kill()
+        other.wait()
+    assert p.returncode == 0, p.stderr
+    with open_any(out) as f:
+        trace = hp.read(f, "local")
+    assert len(trace.pids) == 2 and other.pid in trace.pids
+    assert set(trace.of("raw_syscalls:sys_enter")["pid"]) == set(trace.pids)
+
+
+@root_only
 def test_drops_carry_the_kernel_reason(tmp_path: Path) -> None:
     flood = ("import socket\n"
              "r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"

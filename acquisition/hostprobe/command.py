@@ -39,10 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("-o", "--output", required=True, metavar="FILE.h5", help="capture set to write")
     r.add_argument("--events", metavar="LIST",
                    help="comma-separated system:event names or groups (irq, napi, net, skb, syscalls); "
-                        "default: all of them")
+                        "default: every group, system calls only when there are threads to follow (-- COMMAND "
+                        "or --pid)")
     r.add_argument("--sched", action="store_true", help="also record sched:sched_switch (every CPU's switches)")
     r.add_argument("--pid", type=int, action="append", default=[], metavar="TID",
-                   help="thread whose system calls to record (repeatable; with -- COMMAND: the command)")
+                   help="thread whose system calls to record (repeatable; with -- COMMAND, the command's "
+                        "main thread is recorded too)")
     r.add_argument("--duration", type=float, metavar="S", help="record for S seconds (Ctrl-C stops early)")
     r.add_argument("--buffer-kb", type=int, default=4096, metavar="KB", help="ring buffer per CPU (default 4096)")
     r.add_argument("--max-mb", type=float, default=512, metavar="MB",
@@ -125,7 +127,7 @@ def _record(args: argparse.Namespace) -> int:
     out = CaptureSet.create(args.output, notes="host trace recorded by nicrig trace record")
     child = _held(cmd) if cmd else None
     try:
-        pids = [child.pid] if child else list(args.pid)
+        pids = ([child.pid] if child else []) + list(args.pid)
         spec = RecordSpec(events=choose_events(args.events, args.sched, bool(pids)), pids=tuple(pids),
                           buffer_kb=args.buffer_kb, max_bytes=int(args.max_mb * (1 << 20)),
                           max_seconds=(args.duration or 0) + 3600.0)
