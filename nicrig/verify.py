@@ -183,6 +183,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="capture sets (with their derived-table companions) or results files (.h5) to check")
     p.add_argument("--json", action="store_true", help="print the findings as one JSON document")
+    p.epilog = "exit status: 0 every file clean, 1 damage found, 2 a file could not be opened at all"
 
 
 def _render(found: FileCheck) -> list[str]:

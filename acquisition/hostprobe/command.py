@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="The timeline the GUI shows (deskew and clock offsets applied) as a Perfetto "
                                    "protobuf trace: a track per lane, a slice per event.")
     e.add_argument("file", metavar="FILE.h5", help="capture set or udpmon results file")
-    e.add_argument("-o", "--output", required=True, metavar="OUT.perfetto-trace")
+    e.add_argument("-o", "--output", required=True, metavar="OUT.perfetto-trace",
+                   help="the trace to write (under a temporary name, renamed into place when complete)")
     e.add_argument("--json", action="store_true", help="print what was written as JSON")
     s = sub.add_parser("show", help="summarise the host traces of a file")
     s.add_argument("file", metavar="FILE.h5")
