@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -269,6 +269,7 @@ class _Open:
     desc_bytes: int = 0
     data_row: int = -1
     end_ns: float = 0.0
+    next_address: int = -1
 
     def unfinished(self, descriptor: int) -> bool:
         """Whether more of this transfer is to come (a frame short of its bytes, a descriptor of its size)."""
@@ -276,16 +277,27 @@ class _Open:
             return self.need_bytes is not None
         return self.role == "writeback" and self.desc_bytes < descriptor
 
-    def take(self, row: int, nbytes: int, end_ns: float, direction: str, descriptor: int) -> bool:
-        """Add the transaction if it continues this transfer; False if it starts another."""
+    def take(self, row: int, nbytes: int, end_ns: float, direction: str, descriptor: int, address: int = -1,
+             span: int = 0) -> bool:
+        """Add the transaction if it continues this transfer; False if it starts another.
+
+        ``address`` (-1: AD not recorded) and ``span`` (data phases x bus word) place it in memory: a frame's
+        buffer is contiguous and a master resumes a burst its target cut short at the next data phase's
+        address (PCI 2.3 3.3.3.2), so data that does not follow on is not this frame's.
+        """
         if direction and self.direction and direction != self.direction:
             return False
         small = nbytes <= descriptor
+        elsewhere = address >= 0 and self.next_address >= 0 and address != self.next_address
+        if self.phase == "data" and elsewhere:
+            if self.role != "receive" or not small:
+                return False
+            self.phase = "desc"  # a receive's data is followed by its descriptor, written to the ring
         if self.phase == "desc" and small and self.desc_bytes + nbytes <= descriptor:
             self.desc_bytes += nbytes
         elif self.phase == "desc" and self.role == "fetch" and not small:
             self.phase = "data"
-            return self.take(row, nbytes, end_ns, direction, descriptor)
+            return self.take(row, nbytes, end_ns, direction, descriptor, address, span)
         elif self.phase == "data":
             if (self.rows and small and not direction and self.need_bytes is not None
                     and self.need_bytes - self.data_bytes > nbytes):
@@ -294,6 +306,7 @@ class _Open:
                 return False
             self.data_row = row if self.data_row < 0 else self.data_row
             self.data_bytes += nbytes
+            self.next_address = address + span if address >= 0 else -1
             if self.need_bytes is not None and self.data_bytes >= self.need_bytes:
                 self.phase = "desc" if self.role == "receive" else "done"
         else:
@@ -343,6 +356,10 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
     direction = _directions(pci)
     t0, t1 = pci["t_ns"].astype(np.float64), pci["t_end_ns"].astype(np.float64)
     descriptor = descriptor_bytes(nbytes[dma], descriptor_max)
+    known = pci["has_address"] if "has_address" in (pci.dtype.names or ()) else np.zeros(len(pci), bool)
+    address = np.where(known, pci["address"], 0).astype(np.int64)
+    address[~known] = -1
+    span = pci["data_phases"].astype(np.int64) * np.where(pci["wide"], 8, 4)
     linked = frames_in is not None and frames_out is not None
     empty = np.zeros(0, dtype=np.float64)
     in_end = frames_in["t_end_ns"].astype(np.float64) if frames_in is not None else empty
@@ -354,8 +371,13 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
     out: list[Transfer] = []
     cur: _Open | None = None
 
+    # receives whose frame is in memory but whose descriptor was not written back at once (indices in ``out``)
+    awaiting: list[int] = []
+
     def close(o: _Open) -> None:
         first_data = o.data_row if o.data_row >= 0 else o.rows[0]
+        if o.role == "receive" and o.phase == "desc" and o.desc_bytes == 0:
+            awaiting.append(len(out))
         out.append(Transfer(o.role, o.frame, tuple(o.rows), float(t0[o.rows[0]]), o.end_ns,
                             float(t0[first_data]), int(nbytes[o.rows].sum())))
 
@@ -364,15 +386,19 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         total, k = 0, j
         while k < dma.size and int(nbytes[dma[k]]) <= descriptor and total + int(nbytes[dma[k]]) <= descriptor:
             total += int(nbytes[dma[k]])
-            if k + 1 < dma.size and t0[dma[k + 1]] - t1[dma[k]] > gap_ns:
+            if k + 1 < dma.size and idle_between(int(dma[k]), int(dma[k + 1])) > gap_ns:
                 return False
             k += 1
         return k < dma.size and k > j and int(nbytes[dma[k]]) > descriptor
 
     # Bus time spent by other transactions does not count as a gap: a transfer the
-    # bus bridge broke up resumes after a CSR access or another transfer's burst.
+    # bus bridge broke up resumes after a CSR access, another transfer's burst or another master's.
     busy = np.cumsum(np.concatenate([[0.0], t1 - t0]))
     suspended: _Open | None = None
+
+    def idle_between(a: int, b: int) -> float:
+        """Idle bus time (ns) from the end of row ``a`` to the start of row ``b``, other rows' time taken out."""
+        return t0[b] - t1[a] - (busy[b] - busy[a + 1])
 
     def set_aside(o: _Open, held: _Open | None) -> _Open | None:
         """Keep ``o`` open if more of it may come (closing what was kept before), else close it."""
@@ -387,7 +413,7 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         return t0[i] - o.end_ns - (busy[i] - busy[o.rows[-1] + 1])
 
     for j, i in enumerate(dma):
-        args = (int(i), int(nbytes[i]), float(t1[i]), direction[i], descriptor)
+        args = (int(i), int(nbytes[i]), float(t1[i]), direction[i], descriptor, int(address[i]), int(span[i]))
         small = int(nbytes[i]) <= descriptor
         # a descriptor followed at once by data starts a fetch, unless a fetch broken off awaits its rest
         fetching = suspended is not None and suspended.role == "fetch" and suspended.phase != "done"
@@ -414,6 +440,16 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         else:
             rx_pending = wb_pending = direction[i] == "w"
             fetchable = direction[i] == "r"
+        if small and not next_is_data and not wb_pending and awaiting and direction[i] != "r":
+            # A descriptor alone is no fetch (a fetch reads the frame after its descriptor) and no sent
+            # frame awaits its writeback: it is the descriptor of the receive whose frame went before it,
+            # written back once the NIC's own data path has moved the frame (seed 002 4.1.1's SK-9843).
+            k = awaiting.pop(0)
+            late = out[k]
+            out[k] = replace(late, rows=late.rows + (int(i),), end_ns=float(t1[i]),
+                             bytes=late.bytes + int(nbytes[i]))
+            cur = None
+            continue
         role = _role(direction[i], small, next_is_data, rx_pending, wb_pending, fetchable)
         frame, need = -1, None
         if role == "receive" and linked:

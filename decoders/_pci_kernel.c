@@ -255,6 +255,8 @@ static int classify(const Kernel *k, const Txn *t)
                 return KIND_MSI;
             if (!k->bars_given && t->gnt_master == 0)
                 return KIND_CSR;
+            if (k->bars_given && t->gnt_master == 0)
+                return KIND_UNKNOWN;   /* neither the device's nor addressed to it: another agent's */
             if (k->cmds_mem >> code & 1)
                 return KIND_DMA;
         }

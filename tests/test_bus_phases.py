@@ -32,9 +32,7 @@ ROLES = {"send": "send", "service": "interrupt", "update": "update"}
 GRID = [
     ("sk9843", "pci32-33", "supermicro-370dle", "stream", 10.0, 40),
     ("sk9843", "pci32-33", "supermicro-p4dp6", "stream", 0.0, 40),
-    pytest.param("sk9843", "pci64-66", "ibm-das", "latency", 0.0, 4, marks=pytest.mark.xfail(
-        strict=True, reason="known: without AD, a request's data fetched right after a received fragment is taken "
-                            "for a receive (bus._transfers), fetch median 0.28 against 0.435 us; CSR phases exact")),
+    ("sk9843", "pci64-66", "ibm-das", "latency", 0.0, 4),
     ("intel-pro1000", "pci64-66", "supermicro-p4dp6", "stream", 0.0, 40),
     ("intel-pro1000", "pcix64-133", "supermicro-p4dp8-g2", "stream", 12.0, 40),
     ("intel-pause", "pci64-66", "supermicro-370dle", "stream", 11.0, 120),

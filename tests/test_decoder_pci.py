@@ -291,17 +291,24 @@ def test_gnt_classification_without_ad(tmp_path):
 
 def test_bar_msi_config_classification(tmp_path):
     bus = Bus()
+    # (command, address, mastered by the device (its GNT#), kind)
     cases = [
-        (0x7, 0xFE000100, "csr"), (0x6, 0xFE01FFFC, "csr"), (0x6, 0xFE020000, "dma"),
-        (0x7, 0x12345000, "dma"), (0xF, 0x00100000, "dma"), (0x7, 0xFEE00000, "msi"),
-        (0x6, 0xFEE00000, "dma"), (0x2, 0xE804, "csr"), (0x3, 0x3F8, "unknown"),
-        (0xA, 0x80000004, "config"), (0xB, 0x00010010, "config"), (0x0, 0x0, "unknown"),
+        (0x7, 0xFE000100, False, "csr"), (0x6, 0xFE01FFFC, False, "csr"), (0x6, 0xFE020000, True, "dma"),
+        (0x7, 0x12345000, True, "dma"), (0xF, 0x00100000, True, "dma"), (0x7, 0xFEE00000, True, "msi"),
+        (0x6, 0xFEE00000, True, "dma"), (0x2, 0xE804, False, "csr"), (0x3, 0x3F8, False, "unknown"),
+        (0xA, 0x80000004, False, "config"), (0xB, 0x00010010, False, "config"), (0x0, 0x0, False, "unknown"),
+        # neither the device's nor addressed to it: another bus master's DMA
+        (0x7, 0x20000000, False, "unknown"), (0xC, 0x00100000, False, "unknown"),
     ]
-    for code, addr, _ in cases:
-        bus.txn(code, addr, [0])
+    for code, addr, master, _ in cases:
+        bus.txn(code, addr, [0], master=master, gap=2)
     bus.idle(2)
     recs = decode(tmp_path, bus, bars="0xfe000000-0xfe01ffff;0xe800-0xe81f").records
-    assert [r["kind"] for r in recs] == [k for _, _, k in cases]
+    assert [r["kind"] for r in recs] == [k for *_, k in cases]
+    # Without GNT#, every memory access outside the BARs is taken for the device's DMA.
+    no_gnt = [c for c in CH32 if c != "GNT#"]
+    recs = decode(tmp_path, bus, no_gnt, name="nognt", bars="0xfe000000-0xfe01ffff;0xe800-0xe81f").records
+    assert [r["kind"] for r in recs][-2:] == ["dma", "dma"]
     # Without BARs, GNT# tells the host's accesses (csr) from the device's own (dma / msi).
     bus2 = Bus()
     bus2.txn(0x7, 0xFE000100, [0], master=False, gap=2)

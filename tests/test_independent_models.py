@@ -26,6 +26,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from kernel_conformance import check_capture
 
@@ -157,6 +158,94 @@ def test_pci_timing_mode_coarse_with_explicit_map(pci_sim):
     nicrig("decode", h5, "--source", "pci", "-P", stack)
     compare_pci(events(h5, "pci", "pci"), txns, 10)   # the edge is seen on the next 10 ns sample
     assert check_capture(h5, "pci", stacks=[stack])
+
+
+
+# -- a NIC sharing the bus: phases against the testbench's own log ----------------------------------------
+#: The NIC's BAR in pci_nic_tb.v; its REQ#/GNT# are the probed REQ_N/GNT_N, INTA# is INTA_N.
+NIC_STACK = ("pci:frame=FRAME_N:irdy=IRDY_N:trdy=TRDY_N:devsel=DEVSEL_N:stop=STOP_N:ad=AD:cbe=CBE_N:par=PAR"
+             ":req=REQ_N:gnt=GNT_N:bars=0xfd000000+0x20000:clock=state")
+#: The analysis's name for each of the testbench's phases.
+NIC_ROLES = {"send": "send", "service": "interrupt", "update": "update"}
+NIC_TRANSFERS = ("fetch", "receive", "writeback")
+TB_PERIOD_NS = 30
+
+
+def truth_cycles(path: Path) -> tuple[dict[str, list[tuple[int, int]]], list[tuple[int, str, str]]]:
+    """The testbench's log: per phase instance (``send:3``) its span in ns, from its first clock to the end of its
+    last; and every clock as (t_ns, phase, granted agent)."""
+    clocks = [(int(t), p, g) for t, p, g in (line.split() for line in path.read_text().splitlines())]
+    spans: dict[str, list[int]] = {}
+    for t, phase, _ in clocks:
+        if ":" in phase:
+            spans.setdefault(phase, [t, t])[1] = t
+    by_kind: dict[str, list[tuple[int, int]]] = {}
+    for name, (a, b) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+        by_kind.setdefault(name.split(":")[0], []).append((a, b + TB_PERIOD_NS))
+    return by_kind, clocks
+
+
+@pytest.fixture(scope="module")
+def nic_capture(tmp_path_factory):
+    """pci_nic_tb.v simulated, imported (state mode) and decoded with the NIC's GNT#, BAR and INTA#."""
+    work = tmp_path_factory.mktemp("pci_nic")
+    cycles = work / "cycles.txt"
+    vcd, out = simulate(HDL / "pci_nic_tb.v", work, plusargs=(f"+cycles={cycles}",))
+    h5 = work / "nic.h5"
+    nicrig("import", vcd, "-o", h5, "--clock", "CLK", "--source", "pci")
+    nicrig("decode", h5, "--source", "pci", "-P", NIC_STACK, "-P", "irq:irq=INTA_N:polarity=active-low")
+    end = log_lines(out, "END")[0]
+    return h5, truth_cycles(cycles), end
+
+
+def test_nic_testbench_covers_what_it_should(nic_capture):
+    """Arbitration, parking, a second master, interrupts, retries and disconnects are all in the capture."""
+    h5, (spans, clocks), end = nic_capture
+    from nicrig.acquisition.capture import CaptureSet
+    with CaptureSet.open(h5) as cs:
+        pci = cs.read_table("decoded/pci/pci")
+    assert int(end["sends"]) == len(spans["send"]) == 11 and int(end["interrupts"]) == len(spans["service"]) >= 11
+    assert any(p == "idle" and g == "hb" for _, p, g in clocks)            # the bus parked on the host bridge
+    assert {g for _, p, g in clocks if p == "other"} >= {"dsk"}
+    assert {g for *_, g in clocks} >= {"hb", "nic", "dsk", "-"}
+    # every transaction of the log decoded, the second master's as another agent's
+    runs = [p for k, (_, p, _) in enumerate(clocks) if p != "idle" and (k == 0 or clocks[k - 1][1] != p)]
+    assert len(pci) == len(runs)
+    assert (pci["kind"] == b"unknown").sum() == runs.count("other") > 50
+    assert set(pci["termination"].tolist()) >= {b"normal", b"retry", b"disconnect_with_data"}
+    assert (pci["parity_error"] == 0).all()
+    assert check_capture(h5, "pci", stacks=[NIC_STACK])                  # the kernel is the PD here too
+
+
+def test_nic_phases_equal_the_testbench_log(nic_capture):
+    """nicrig's phase analysis of the capture against the testbench's log: every CSR sequence and DMA transfer
+    found, starting where the log says and lasting as long within 1 %; the statistics say how many of them."""
+    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.analysis import bus
+
+    h5, (spans, _), end = nic_capture
+    with CaptureSet.open(h5) as cs:
+        pci, irq = cs.read_table("decoded/pci/pci"), cs.read_table("decoded/pci/irq")
+    assert len(irq) == int(end["interrupts"])
+    activity = bus.bus_activity(pci, irq)
+    for phase, role in NIC_ROLES.items():
+        found = activity.clusters_of_role(role)
+        want = spans[phase]
+        assert [round(c.start_ns) for c in found] == [a for a, _ in want], phase
+        for c, (a, b) in zip(found, want):
+            assert c.duration_ns == pytest.approx(b - a, rel=0.01), f"{phase} at {a} ns"
+    assert not activity.clusters_of_role("other")
+    for role in NIC_TRANSFERS:
+        found = activity.of_role(role)
+        assert [(round(t.start_ns), round(t.end_ns)) for t in found] == spans[role], role
+    # each service is the one its interrupt asked for: INTA# rose during its first access
+    assert [it.service_cluster >= 0 for it in activity.interrupts] == [True] * len(irq)
+    csr, dma = bus.csr_timing(activity), bus.dma_timing(activity, pci)
+    for stat, phase in ((csr.send_setup_us, "send"), (csr.service_us, "service"), (csr.update_us, "update"),
+                        (dma.fetch_us, "fetch"), (dma.receive_us, "receive")):
+        durations = [(b - a) / 1000 for a, b in spans[phase]]
+        assert stat.count == len(durations), phase
+        assert stat.median == pytest.approx(float(np.median(durations)), rel=0.01), phase
 
 
 # -- Ethernet / GMII ----------------------------------------------------------------------------------

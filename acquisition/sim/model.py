@@ -371,6 +371,8 @@ class Host:
         self.tx_fifo_freed = Signal(env)
         self.tx_completed = 0
         self.tx_next_slot = 0
+        # the previous frame's hand-off to the MAC: frames leave in ring order
+        self.tx_handed: simpy.Event | None = None
         # receive side
         self.rx_fifo_used = 0
         self.rx_pending: deque[Frame] = deque()
@@ -575,7 +577,8 @@ class Host:
             self.tx_fifo_used += len(frame.data)
             moved_by = env.now + self.internal_move_ps(len(frame.data) - 4)
             yield from self.dma(False, buf, frame.data[:-4], "tx_data")
-            env.process(self._transmit(frame, slot, buf, moved_by))
+            before, self.tx_handed = self.tx_handed, env.event()
+            env.process(self._transmit(frame, slot, buf, moved_by, before, self.tx_handed))
 
     def internal_move_ps(self, nbytes: int) -> int:
         """Time the NIC's own data path takes to move ``nbytes`` between its bus FIFO and its packet memory.
@@ -587,8 +590,14 @@ class Host:
         """
         return round(nbytes * self.nic.internal_ns_per_byte * PS_PER_NS)
 
-    def _transmit(self, frame: Frame, slot: int, buf: int, moved_by: int) -> Process:
+    def _transmit(self, frame: Frame, slot: int, buf: int, moved_by: int, before: simpy.Event | None,
+                  handed: simpy.Event) -> Process:
+        """Send a fetched frame once the NIC's data path has moved it, after the frame fetched before it: a
+        NIC transmits its ring in order (a short frame never overtakes a long one still being moved)."""
         yield self.env.timeout(max(0, moved_by - self.env.now) + round(self.nic.tx_mac_latency_ns * PS_PER_NS))
+        if before is not None:
+            yield before
+        handed.succeed()
         sent = self.env.event()
         self.tx_link.send_data(frame, sent.succeed)
         yield sent

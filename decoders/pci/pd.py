@@ -980,6 +980,9 @@ class Decoder(srd.Decoder):
                     return 'msi'
                 if not self.bars and txn.gnt_master is False:
                     return 'csr'
+                if self.bars and txn.gnt_master is False:
+                    # neither the device's nor addressed to it: another agent's traffic
+                    return 'unknown'
                 if code in CMDS_MEM:
                     return 'dma'
             return 'unknown'
