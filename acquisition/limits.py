@@ -52,14 +52,6 @@ def check_rate(path: Path, rate_hz: float, where: str = "sample rate") -> float:
     return rate_hz
 
 
-def check_time_ps(path: Path, time_ps: int, where: str) -> int:
-    """``time_ps`` if it fits nicrig's signed 64-bit picosecond timeline."""
-    if abs(time_ps) > MAX_TIME_PS:
-        raise FormatError(f"{path}: {where}: {time_ps:.3g} ps is beyond the {MAX_TIME_PS:.3g} ps "
-                          "(about 106 days) a timestamp can hold")
-    return time_ps
-
-
 def check_samples(path: Path, count: int) -> None:
     """Refuse more than :data:`MAX_SAMPLES` samples."""
     if count > MAX_SAMPLES:

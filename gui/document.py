@@ -75,11 +75,6 @@ class Document:
             t: self.cs.read_table(t) for t in ("stream/sent", "stream/received", "latency/rtt")
             if t in names and self.traces}
 
-    @property
-    def has_timeline(self) -> bool:
-        """Whether there is anything to draw on the timeline: sources or host traces."""
-        return bool(self.data or self.traces)
-
     def detach(self) -> None:
         """Close the file so that a writer may open it; the readers stay as they were until :meth:`reattach`."""
         self._kept = {n: d.pyramid for n, d in self.data.items()}

@@ -90,10 +90,6 @@ class HostTrace:
         """Events the kernel dropped or overwrote, over all CPUs."""
         return int(self.losses["dropped_events"].sum() + self.losses["overrun"].sum())
 
-    def to_reference_ns(self, t_ns: np.ndarray) -> np.ndarray:
-        """This host's CLOCK_MONOTONIC times on the reference host's clock (``t + offset``)."""
-        return np.asarray(t_ns, dtype=np.int64) + int(round(self.clock_offset_ns))
-
 
 def read_formats(base: Path, events: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     """The ring buffer's header_page and each event's format, as the kernel describes them."""
