@@ -621,6 +621,67 @@ static PyObject *Kernel_finish(Kernel *k, PyObject *unused)
     return out;
 }
 
+/* The state the records after an idle gap depend on besides the samples after it: the ethernet
+ * decoder's table of fragmented datagrams (the gmii decoder's own state is the same in every gap: no
+ * burst open). The batch planner cuts a source in gaps and compares this at each cut between the chunk
+ * that ends there and the one that starts there (decoders/batch.py). */
+static PyObject *Kernel_carried(Kernel *k, PyObject *unused)
+{
+    if (refuse_if_busy(k))
+        return NULL;
+    PyObject *table = PyTuple_New(k->ndatagrams);
+    if (!table)
+        return NULL;
+    for (int i = 0; i < k->ndatagrams; i++) {
+        const Datagram *g = &k->datagrams[i];
+        PyObject *t = Py_BuildValue("(kkIIIk)", (unsigned long)g->src, (unsigned long)g->dst, (unsigned)g->ident,
+                                    (unsigned)g->proto, (unsigned)g->kind, (unsigned long)g->seq);
+        if (!t) {
+            Py_DECREF(table);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(table, i, t);
+    }
+    return Py_BuildValue("(iN)", k->in_burst, table);
+}
+
+/* carry(state): start from what carried() gave at the same sample of another run (before the first feed). */
+static PyObject *Kernel_carry(Kernel *k, PyObject *arg)
+{
+    if (refuse_if_busy(k))
+        return NULL;
+    int in_burst;
+    PyObject *table;
+    if (k->started) {
+        PyErr_SetString(PyExc_RuntimeError, "carry() after feed()");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(arg, "pO!", &in_burst, &PyTuple_Type, &table))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(table);
+    if (in_burst || n > MAX_DATAGRAMS) {
+        PyErr_SetString(PyExc_ValueError, "carry(): a state taken inside a burst, or too many datagrams");
+        return NULL;
+    }
+    Datagram gs[MAX_DATAGRAMS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long src, dst, seq;
+        unsigned ident, proto, kind;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(table, i), "kkIIIk", &src, &dst, &ident, &proto, &kind, &seq))
+            return NULL;
+        if (src > 0xFFFFFFFFul || dst > 0xFFFFFFFFul || seq > 0xFFFFFFFFul || ident > 0xFFFF || proto > 0xFF ||
+            kind > 0xFFFF) {
+            PyErr_SetString(PyExc_ValueError, "carry(): a datagram field out of range");
+            return NULL;
+        }
+        gs[i] = (Datagram){(uint32_t)src, (uint32_t)dst, (uint16_t)ident, (uint16_t)kind, (uint8_t)proto,
+                           (uint32_t)seq};
+    }
+    memcpy(k->datagrams, gs, (size_t)n * sizeof(Datagram));
+    k->ndatagrams = (int)n;
+    Py_RETURN_NONE;
+}
+
 /* -- setting up ----------------------------------------------------------------------------------------------------- */
 
 static int bit_of(PyObject *bits, Py_ssize_t i, int unitsize, int optional, int *byte, uint8_t *mask, uint8_t *shift)
@@ -704,6 +765,8 @@ static void Kernel_dealloc(Kernel *k)
 static PyMethodDef Kernel_methods[] = {
     {"feed", (PyCFunction)Kernel_feed, METH_O, "feed(rows): the next block of packed sample rows"},
     {"finish", (PyCFunction)Kernel_finish, METH_NOARGS, "finish() -> the records since the last finish()"},
+    {"carried", (PyCFunction)Kernel_carried, METH_NOARGS, "carried() -> (in a burst, fragmented datagrams)"},
+    {"carry", (PyCFunction)Kernel_carry, METH_O, "carry(state): start from another run's carried() state"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,15 +2,31 @@
 
 The unit of work is a :class:`Job`: one stack over one span of one source.
 A long source is cut into chunks at *quiet points*, samples in the middle of
-a stretch of at least :data:`QUIET_CLOCKS` bus clocks in which none of the
-stack's lines moves and the bus is idle (PCI: FRAME# and IRDY# deasserted;
-GMII: EN and ER low; an interrupt or link-activity line deasserted), so no
-transaction or frame is in progress there. Each chunk is decoded from the
-quiet point *before* its start (one burst of warm-up, so that a decoder knows
-what the previous transaction, frame or gap was) to the quiet point after its
-end, and keeps the records that start inside it: the table equals a single
-pass (``tests/test_decode_batch.py`` checks it on captures whose naive cut
-points fall inside transactions).
+an idle stretch, where no transaction or frame is in progress:
+
+- PCI: at least :data:`QUIET_CLOCKS` bus clocks with FRAME# and IRDY#
+  deasserted (the bus's Idle state, PCI Local Bus Specification 3.0) and
+  none of the decoder's other lines moving;
+- GMII: EN and ER low (IEEE 802.3 Table 35-1, normal inter-frame; the data
+  lines may carry anything) for at least :data:`IFG_CLOCKS` clocks, the
+  minimum inter-frame gap (IEEE 802.3 §4.4.2: 96 bit times, 12 octets of
+  GMII) when a kernel that carries its state decodes the stack, so even a
+  saturated link is cut at every gap; :data:`QUIET_CLOCKS` for the PDs;
+- an interrupt line deasserted for :data:`QUIET_CLOCKS` clocks, a
+  link-activity line for :data:`IFG_CLOCKS` (it follows the frames).
+
+Each chunk is decoded from the quiet point *before* its start (one burst of
+warm-up, so that a decoder knows what the previous transaction, frame or gap
+was) to the quiet point after its end, and keeps the records that start
+inside it: the table equals a single pass (``tests/test_decode_batch.py``
+checks it on captures whose naive cut points fall inside transactions).
+What a record can depend on from further back (the ethernet decoder's table
+of fragmented datagrams, which gives a later IPv4 fragment the first one's
+sequence number) is checked at every cut when a kernel decodes the stack: the
+chunk before the cut reports the kernel's carried state there, the chunk
+after it the state it reached after its warm-up; where they differ, the
+chunk after the cut is decoded again from the cut with the state of the
+one before (:func:`reconcile`), so the table is still the single pass's.
 
 Workers only read capture sets; the calling process writes each file's tables
 once all of that file's jobs are in, into the capture's companion file
@@ -28,13 +44,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from nicrig.acquisition.capture import CaptureSet, Source
-from nicrig.decoders import DecodeError, builtin, catalog, sigrok_cli, spec, tables
+from nicrig.decoders import DecodeError, builtin, catalog, kernels, sigrok_cli, spec, tables
 from nicrig.decoders.runtime import typed_option
 
 from nicrig.errors import NicrigError, UsageError
@@ -43,6 +59,8 @@ from nicrig.errors import NicrigError, UsageError
 #: taken as idle: four times PCI's longest legal wait (16 clocks to the first
 #: data phase), longer than any stall inside a transaction or a frame.
 QUIET_CLOCKS = 64
+#: The minimum inter-frame gap in GMII clocks (IEEE 802.3 §4.4.2: 96 bit times, one octet a clock).
+IFG_CLOCKS = 12
 #: Sources shorter than this are decoded in one piece.
 DEFAULT_CHUNK_SAMPLES = 4 << 20
 #: ``builtin``: kernels where a stack has one, the PDs in-process otherwise; ``reference``: the PDs
@@ -50,14 +68,25 @@ DEFAULT_CHUNK_SAMPLES = 4 << 20
 ENGINES = ("builtin", "reference", "sigrok")
 Progress = Callable[[int, int], None]
 
-#: Decoder channel -> level it rests at while nothing is in progress, by decoder,
-#: from the decoder's options (its defaults included) where it has a polarity
-#: option. Decoders not listed are never split.
-_IDLE_LEVELS: dict[str, Callable[[dict[str, Any]], dict[str, int]]] = {
-    "pci": lambda o: {"frame": 1, "irdy": 1},
-    "gmii": lambda o: {"en": 0, "er": 0},
-    "irq": lambda o: {"irq": 0 if o["polarity"] == "active-high" else 1},
-    "linkactivity": lambda o: {"act": 1 if o["polarity"] == "active-low" else 0},
+
+@dataclass(frozen=True)
+class _Idle:
+    """When a decoder is idle: lines at resting levels for a number of clocks."""
+
+    levels: Callable[[dict[str, Any]], dict[str, int]]  # channel -> resting level, from the options
+    clocks: int              # the shortest idle stretch, in bus clocks
+    others_still: bool       # the decoder's other lines (its clock aside) must not move either
+    carried_clocks: int = 0  # the shortest stretch when a kernel that carries its state decodes it (0: clocks)
+
+
+#: Idle rules by decoder, from the decoder's options (its defaults included)
+#: where it has a polarity option. Decoders not listed are never split.
+_IDLE: dict[str, _Idle] = {
+    "pci": _Idle(lambda o: {"frame": 1, "irdy": 1}, QUIET_CLOCKS, True),
+    "gmii": _Idle(lambda o: {"en": 0, "er": 0}, QUIET_CLOCKS, False, IFG_CLOCKS),
+    "irq": _Idle(lambda o: {"irq": 0 if o["polarity"] == "active-high" else 1}, QUIET_CLOCKS, True),
+    # The line is the frame: at rest it is still, and the row it falls on already counts (a 12-clock gap).
+    "linkactivity": _Idle(lambda o: {"act": 1 if o["polarity"] == "active-low" else 0}, IFG_CLOCKS, False),
 }
 _NEVER_STILL = ("clk",)  # clocks toggle through idle time
 
@@ -73,6 +102,16 @@ class Job:
     start: int
     stop: int
     keep: tuple[int, int]
+    carry: Any = None  # the kernel's carried state at ``start`` (a rerun from a cut), or None
+
+
+@dataclass
+class Part:
+    """What a job gives back: its table, and the kernel's carried state at its keep bounds (None: none)."""
+
+    table: np.ndarray
+    carried_in: Any = None
+    carried_out: Any = None
 
 
 @dataclass
@@ -107,17 +146,23 @@ class _Quiet:
     samples: int           # the shortest quiet stretch
 
 
-def quiet_samples(source: Source) -> int:
-    """QUIET_CLOCKS in samples: one sample a clock in state mode, the rate ratio in timing mode."""
+def quiet_samples(source: Source, clocks: int = QUIET_CLOCKS) -> int:
+    """``clocks`` bus clocks in samples: one sample a clock in state mode, the rate ratio in timing mode
+    (16 when the source does not say its bus clock)."""
     clock = float(source.bus.get("clock_hz") or 0)
     if source.mode == "state" or not clock or not source.samplerate_hz:
-        return QUIET_CLOCKS if source.mode == "state" else 16 * QUIET_CLOCKS
-    return QUIET_CLOCKS * max(1, round(source.samplerate_hz / clock))
+        return clocks if source.mode == "state" else 16 * clocks
+    return clocks * max(1, round(source.samplerate_hz / clock))
 
 
-def _quiet_rule(source: Source, stack: spec.Stack) -> _Quiet | None:
+def _carried_by_kernel(stack: spec.Stack, engine: str) -> bool:
+    """Whether ``engine`` decodes ``stack`` with a kernel whose carried state the batch checks at cuts."""
+    return engine == "builtin" and kernels.carries_state(kernels.stack_key(stack.calls))
+
+
+def _quiet_rule(source: Source, stack: spec.Stack, engine: str) -> _Quiet | None:
     first = stack.calls[0]
-    rule = _IDLE_LEVELS.get(first.id)
+    rule = _IDLE.get(first.id)
     if rule is None:
         return None
     info = catalog.get(first.id)
@@ -126,18 +171,19 @@ def _quiet_rule(source: Source, stack: spec.Stack) -> _Quiet | None:
     u = source.unitsize
     still, level_mask, level = (np.zeros(u, np.uint8) for _ in range(3))
     for ch, name in first.channels.items():
-        if ch in _NEVER_STILL:
+        if ch in _NEVER_STILL or not rule.others_still:
             continue
         bit = source.channel_index(name)
         still[bit >> 3] |= 1 << (bit & 7)
-    for ch, lvl in rule(options).items():
+    for ch, lvl in rule.levels(options).items():
         name = first.channels.get(ch)
         if name is None:
             continue
         bit = source.channel_index(name)
         level_mask[bit >> 3] |= 1 << (bit & 7)
         level[bit >> 3] |= lvl << (bit & 7)
-    return _Quiet(still, level_mask, level, quiet_samples(source))
+    clocks = rule.carried_clocks if rule.carried_clocks and _carried_by_kernel(stack, engine) else rule.clocks
+    return _Quiet(still, level_mask, level, quiet_samples(source, clocks))
 
 
 def _busy(rows: np.ndarray, prev: np.ndarray, q: _Quiet) -> np.ndarray:
@@ -157,7 +203,40 @@ def _busy(rows: np.ndarray, prev: np.ndarray, q: _Quiet) -> np.ndarray:
     return busy
 
 
-def _quiet_points(source: Source, q: _Quiet, start: int, stop: int, block: int = 1 << 18) -> Iterator[tuple[int, int]]:
+class _Rows:
+    """A source's packed rows for the planner, read in aligned blocks and the last few kept.
+
+    The searches around one cut (the stretch at the target, the one before
+    the burst preceding it, the one after the burst following it) mostly fall
+    in the same block: each stored chunk is read (decompressed) about once per
+    cut instead of once per search window.
+    """
+
+    BLOCK = 1 << 16  # rows: nicrig's sample chunks hold 64 KiB-1 MiB (docs/formats.md)
+    KEEP_BYTES = 32 << 20  # the windows looking back for the burst before a cut grow 4x at a time
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.num_samples = source.num_samples
+        self._blocks: dict[int, np.ndarray] = {}
+
+    def _block(self, b: int) -> np.ndarray:
+        rows = self._blocks.pop(b, None)
+        if rows is None:
+            rows = np.asarray(self.source.read_packed(b * self.BLOCK, min(self.num_samples, (b + 1) * self.BLOCK)))
+            while self._blocks and (len(self._blocks) + 1) * rows.nbytes > self.KEEP_BYTES:
+                del self._blocks[next(iter(self._blocks))]
+        self._blocks[b] = rows  # most recently used last
+        return rows
+
+    def read_packed(self, first: int, stop: int) -> np.ndarray:
+        """Rows ``[first, stop)``."""
+        parts = [self._block(b)[max(first - b * self.BLOCK, 0):stop - b * self.BLOCK]
+                 for b in range(first // self.BLOCK, (stop - 1) // self.BLOCK + 1)]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _quiet_points(source: _Rows, q: _Quiet, start: int, stop: int, block: int = 1 << 18) -> Iterator[tuple[int, int]]:
     """Quiet stretches ``(first, end)`` of at least ``q.samples`` samples within ``[start, stop)``, in order.
 
     Reads start small and grow to ``block``: the planner mostly wants the first
@@ -184,14 +263,14 @@ def _quiet_points(source: Source, q: _Quiet, start: int, stop: int, block: int =
         yield run_start, stop
 
 
-def _next_quiet(source: Source, q: _Quiet, at: int) -> tuple[int, int] | None:
+def _next_quiet(source: _Rows, q: _Quiet, at: int) -> tuple[int, int] | None:
     """The first quiet stretch that starts at or after ``at``."""
     for s, e in _quiet_points(source, q, at, source.num_samples):
         return s, e
     return None
 
 
-def _prev_quiet(source: Source, q: _Quiet, before: int) -> tuple[int, int] | None:
+def _prev_quiet(source: _Rows, q: _Quiet, before: int) -> tuple[int, int] | None:
     """The last quiet stretch that ends before ``before`` with activity in between, looking back in growing windows."""
     span = q.samples * 64
     while True:
@@ -207,17 +286,19 @@ def _prev_quiet(source: Source, q: _Quiet, before: int) -> tuple[int, int] | Non
         span *= 4
 
 
-def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int) -> list[tuple[int, int, int, int]]:
-    """``(decode_start, decode_stop, keep_from, keep_to)`` per chunk; one chunk when no split is safe."""
+def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int,
+                engine: str = "builtin") -> list[tuple[int, int, int, int]]:
+    """``(decode_start, decode_stop, keep_from, keep_to)`` per chunk for ``engine``; one chunk when no split is safe."""
     n = source.num_samples
-    q = _quiet_rule(source, stack)
+    q = _quiet_rule(source, stack, engine)
     if q is None or n < 2 * chunk_samples:
         return [(0, n, 0, n)]
+    rows = _Rows(source)
     cuts: list[int] = []
     quiet: list[tuple[int, int]] = []
     target = chunk_samples
     while target < n - chunk_samples // 2:
-        found = _next_quiet(source, q, max(target, cuts[-1] + 1 if cuts else 0))
+        found = _next_quiet(rows, q, max(target, cuts[-1] + 1 if cuts else 0))
         if found is None:
             break
         s, e = found
@@ -233,12 +314,12 @@ def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int) -> list[t
         start = 0
         if k > 0:
             # Warm up over the burst before the cut: start in the quiet stretch before it.
-            prev = _prev_quiet(source, q, quiet[k - 1][0])
+            prev = _prev_quiet(rows, q, quiet[k - 1][0])
             start = (prev[0] + prev[1]) // 2 if prev else 0
         stop = n
         if k < len(cuts):
             # Finish what started before the cut: run through the burst after it.
-            nxt = _next_quiet(source, q, quiet[k][1])
+            nxt = _next_quiet(rows, q, quiet[k][1])
             stop = (nxt[0] + nxt[1]) // 2 if nxt else n
         chunks.append((start, stop, lo, hi))
     return chunks
@@ -246,7 +327,7 @@ def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int) -> list[t
 
 # -- running jobs ------------------------------------------------------------------------------------
 
-def run_job(job: Job, progress: Progress | None = None) -> np.ndarray:
+def run_job(job: Job, progress: Progress | None = None) -> Part:
     """Decode one job (in whatever process runs it); the records it keeps as a typed table, in sample order.
 
     The table is made here, in the worker, so that turning records into
@@ -254,16 +335,44 @@ def run_job(job: Job, progress: Progress | None = None) -> np.ndarray:
     ``progress(samples_done, samples_in_job)`` follows the decode block by block.
     """
     local = (lambda n, _total: progress(n - job.start, job.stop - job.start)) if progress else None
+    carried: list[Any] = [None, None]
     with CaptureSet.open(job.path) as cs:
         source = cs.source(job.source)
         if job.engine == "sigrok":
             records = sigrok_cli.run_stack(source, job.stack, local, start=job.start, stop=job.stop)
+        elif _carried_by_kernel(job.stack, job.engine):
+            records, carried = builtin.run_kernel(source, job.stack, local, start=job.start, stop=job.stop,
+                                                  marks=job.keep, carry=job.carry)
         else:
             records = builtin.run_stack(source, job.stack, local, start=job.start, stop=job.stop,
                                         kernel=job.engine == "builtin")
         lo, hi = job.keep
-        return tables.records_to_table(job.stack.output, [r for r in records if lo <= r.get("ss", 0) < hi],
-                                       source)
+        table = tables.records_to_table(job.stack.output, [r for r in records if lo <= r.get("ss", 0) < hi],
+                                        source)
+    return Part(table, *carried)
+
+
+def reconcile(jobs: list[Job], parts: dict[int, Part]) -> int:
+    """Make chunks whose kernel state at a cut differs from the chunk before's exact; how many were decoded again.
+
+    Consecutive chunks of one stack meet at a cut: the earlier one's state
+    there is exact when its own start was (the first chunk starts at the
+    source's start), the later one's comes from its warm-up only. Where they
+    differ, the later chunk is decoded again from the cut, starting from the
+    earlier one's state, in this process and in order (each rerun's state at
+    its end feeds the next comparison).
+    """
+    again = 0
+    for i in range(1, len(jobs)):
+        before, job = jobs[i - 1], jobs[i]
+        if before.stack != job.stack or before.keep[1] != job.keep[0]:
+            continue
+        state = parts[i - 1].carried_out
+        if state == parts[i].carried_in:
+            continue
+        parts[i] = run_job(replace(job, start=job.keep[0], carry=state))
+        again += 1
+    return again
 
 
 @dataclass
@@ -271,7 +380,7 @@ class _FilePlan:
     result: FileResult
     groups: dict[tuple[str, str], list[spec.Stack]]           # (source, output) -> stacks
     jobs: dict[tuple[str, str], list[Job]]
-    parts: dict[tuple[str, str], dict[int, np.ndarray]]       # job's index in jobs[key] -> its table
+    parts: dict[tuple[str, str], dict[int, Part]]             # job's index in jobs[key] -> what it gave
     pending: int = 0
 
 
@@ -310,8 +419,8 @@ def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None
                 key = (name, output)
                 plan.groups[key] = group
                 plan.parts[key] = {}
-                plan.jobs[key] = [Job(str(path), name, stack, engine, a, b, (lo, hi))
-                                  for stack in group for a, b, lo, hi in plan_chunks(source, stack, chunk_samples)]
+                plan.jobs[key] = [Job(str(path), name, stack, engine, a, b, (lo, hi)) for stack in group
+                                  for a, b, lo, hi in plan_chunks(source, stack, chunk_samples, engine)]
                 plan.pending += len(plan.jobs[key])
     return plan
 
@@ -371,7 +480,7 @@ def write_tables(plan: _FilePlan, engine: str) -> None:
     with _sigint_held(), derived as update:
         for (name, output), group in plan.groups.items():
             parts = plan.parts[(name, output)]
-            joined = np.concatenate([parts[i] for i in sorted(parts)])
+            joined = np.concatenate([parts[i].table for i in sorted(parts)])
             # In job order, then by start and end: ties keep their order, whichever job finished first.
             table = joined[np.lexsort((joined["es"], joined["ss"]))]
             update.write_table(f"decoded/{name}/{output}", table, units=tables.units_of(table.dtype.names),
@@ -446,6 +555,8 @@ def decode_files(paths: list[Path], *, sources: list[str] | None = None, stacks:
     def finish(plan: _FilePlan) -> None:
         if plan.result.error is None:
             try:
+                for key, jobs in plan.jobs.items():
+                    reconcile(jobs, plan.parts[key])
                 write_tables(plan, engine)
             except NicrigError as exc:
                 plan.result.error = str(exc)

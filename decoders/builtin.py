@@ -62,21 +62,40 @@ def run_stack(source: Source, stack: Stack, progress: Progress | None = None, *,
     ``on_annotation`` is given (kernels make records, not annotations): that
     callback receives every annotation of every decoder of the stack as it is put.
     """
-    s = max(0, start or 0)
-    e = source.num_samples if stop is None else min(stop, source.num_samples)
-    calls = calls_for(source, stack)
+    if kernel and on_annotation is None and kernels.kernel_for(kernels.stack_key(stack.calls)) is not None:
+        return run_kernel(source, stack, progress, start=start, stop=stop)[0]
+    s, e = _span(source, start, stop)
     try:
-        if kernel and on_annotation is None and kernels.kernel_for(kernels.stack_key(calls)) is not None:
-            records = kernels.run(calls, _blocks(source, s, e, progress), samplerate=samplerate_for(source),
-                                  unitsize=source.unitsize, start=s)
-        else:
-            lines = pd_lines(calls, _blocks(source, s, e, progress), samplerate=samplerate_for(source),
-                             unitsize=source.unitsize, start=s, on_annotation=on_annotation)
-            records = [_parsed(line) for line in lines]
+        lines = pd_lines(calls_for(source, stack), _blocks(source, s, e, progress), samplerate=samplerate_for(source),
+                         unitsize=source.unitsize, start=s, on_annotation=on_annotation)
+        records = [_parsed(line) for line in lines]
     except (runtime.DecoderFailed, ValueError) as exc:
         raise DecodeError(f"decoding source {source.name!r} with {stack.text()}: {exc}") from None
-    records.sort(key=lambda r: (r.get("ss", 0), r.get("es", 0)))
+    records.sort(key=_in_sample_order)
     return records
+
+
+def run_kernel(source: Source, stack: Stack, progress: Progress | None = None, *, start: int | None = None,
+               stop: int | None = None, marks: Sequence[int] = (), carry: Any = None) -> tuple[list[dict[str, Any]], list[Any]]:
+    """:func:`run_stack` with the stack's kernel, also giving its carried state at ``marks``
+    (:func:`nicrig.decoders.kernels.run_marked`) and starting from ``carry`` when given."""
+    s, e = _span(source, start, stop)
+    try:
+        records, states = kernels.run_marked(calls_for(source, stack), _blocks(source, s, e, progress),
+                                             samplerate=samplerate_for(source), unitsize=source.unitsize, start=s,
+                                             marks=marks, carry=carry)
+    except (runtime.DecoderFailed, ValueError) as exc:
+        raise DecodeError(f"decoding source {source.name!r} with {stack.text()}: {exc}") from None
+    records.sort(key=_in_sample_order)
+    return records, states
+
+
+def _span(source: Source, start: int | None, stop: int | None) -> tuple[int, int]:
+    return max(0, start or 0), source.num_samples if stop is None else min(stop, source.num_samples)
+
+
+def _in_sample_order(record: dict[str, Any]) -> tuple[int, int]:
+    return record.get("ss", 0), record.get("es", 0)
 
 
 def _parsed(line: bytes) -> dict[str, Any]:

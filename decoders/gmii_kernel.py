@@ -36,3 +36,11 @@ class GmiiEthernetKernel:
 
     def finish(self) -> list[dict[str, Any]]:
         return self._kernel.finish()
+
+    def carried(self) -> Any:
+        """Whether a burst is open, and ethernet's fragmented datagrams (what a later fragment's record reads)."""
+        return self._kernel.carried()
+
+    def carry(self, state: Any) -> None:
+        """Start from :meth:`carried` of another run at this kernel's start sample (before any ``feed``)."""
+        self._kernel.carry(state)

@@ -35,6 +35,14 @@ The contract every kernel keeps (one class per stack, e.g. ``("pci",)``,
   and types) to ``json.loads`` of the PD's records line:
   ``json.dumps(rec, separators=(', ', ': '))`` is that line, byte for byte.
 
+A kernel whose records depend on more than the samples since the last idle
+gap (the ``gmii,ethernet`` kernel: ethernet's table of fragmented datagrams,
+whose later fragments take the first one's nicrig sequence number) also has
+``carried() -> state`` (a comparable value) and ``carry(state)`` (before the
+first ``feed``: start from another run's state at this sample). The batch
+planner uses them to cut such a source at short gaps and still give the
+records of one pass (:mod:`nicrig.decoders.batch`).
+
 ``tests/kernel_conformance.py`` holds every kernel to its PD on every capture
 the suite has; a kernel that disagrees on any row is a failing test.
 """
@@ -147,6 +155,12 @@ def bit_column(rows: np.ndarray, bit: int) -> np.ndarray:
     return (rows[:, bit >> 3] >> (bit & 7)) & 1
 
 
+def carries_state(key: tuple[str, ...]) -> bool:
+    """Whether stack ``key``'s kernel has ``carried``/``carry`` (records that depend on more than the last gap)."""
+    cls = kernel_for(key)
+    return cls is not None and hasattr(cls, "carried")
+
+
 def run(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
         start: int = 0) -> list[dict[str, Any]]:
     """Run the stack's kernel over ``blocks`` (consecutive ``(n, unitsize)`` rows from ``start``); its records.
@@ -154,12 +168,41 @@ def run(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplera
     Raises LookupError when the stack has no kernel, DecoderFailed when the
     kernel refuses the stack's channels or options.
     """
+    return run_marked(calls, blocks, samplerate=samplerate, unitsize=unitsize, start=start)[0]
+
+
+def run_marked(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
+               start: int = 0, marks: Sequence[int] = (), carry: Any = None) -> tuple[list[dict[str, Any]], list[Any]]:
+    """:func:`run`, also giving the kernel's ``carried()`` state at each sample of ``marks`` (ascending).
+
+    The state at mark ``m`` is taken after the rows before ``m`` and before
+    row ``m``; it is None for a kernel without ``carried``, or for a mark the
+    blocks do not reach. ``carry``, when not None, is given to the kernel's
+    ``carry`` before the first row.
+    """
     cls = kernel_for(stack_key(calls))
     if cls is None:
         raise LookupError(f"no kernel for the stack {','.join(stack_key(calls))}")
     kernel = cls(calls, samplerate, unitsize, start)
+    if carry is not None:
+        kernel.carry(carry)
+    carried = getattr(kernel, "carried", None)
+    states: list[Any] = [None] * len(marks)
+    todo = 0 if carried else len(marks)
+    at = start
     for block in blocks:
         rows = np.ascontiguousarray(block, dtype=np.uint8).reshape(-1, unitsize)
+        while todo < len(marks) and marks[todo] < at + len(rows):
+            cut = max(0, marks[todo] - at)
+            if cut:
+                kernel.feed(rows[:cut])
+                rows, at = rows[cut:], at + cut
+            states[todo] = carried()
+            todo += 1
         if len(rows):
             kernel.feed(rows)
-    return kernel.finish()
+            at += len(rows)
+    while todo < len(marks) and marks[todo] == at:
+        states[todo] = carried()
+        todo += 1
+    return kernel.finish(), states

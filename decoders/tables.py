@@ -65,21 +65,24 @@ def address_known(table: np.ndarray) -> np.ndarray:
     return table["address"] >= 0
 
 
-def _value(record: dict[str, Any], column: str, default: Any) -> Any:
+def _column(records: Sequence[dict[str, Any]], column: str, default: Any) -> list[Any]:
+    """Column ``column`` of ``records``, with ``default`` for a missing or null value.
+
+    One list comprehension per column (no call per cell): this runs once per
+    decoded record and column, for every job of a batch.
+    """
     if column == "has_address":
-        return record.get("address") is not None
+        return [r.get("address") is not None for r in records]
     if column == "pfc_quanta":
-        q = record.get("pfc")
-        return ",".join(str(int(v)) for v in q).encode() if q else b""
+        return [",".join(str(int(v)) for v in q).encode() if q else b"" for q in (r.get("pfc") for r in records)]
+    values = [r.get(column) for r in records]
     if column == "parity_error":
-        v = record.get(column)
-        return -1 if v is None else int(bool(v))
-    v = record.get(column)
-    if v is None:
-        return default
+        return [-1 if v is None else int(bool(v)) for v in values]
     if isinstance(default, bytes):
-        return str(v).encode("utf-8", "replace")
-    return v
+        return [default if v is None else str(v).encode("utf-8", "replace") for v in values]
+    if any(v is None for v in values):
+        return [default if v is None else v for v in values]
+    return values
 
 
 def records_to_table(decoder_id: str, records: Sequence[dict[str, Any]], source: Source) -> np.ndarray:
@@ -90,11 +93,12 @@ def records_to_table(decoder_id: str, records: Sequence[dict[str, Any]], source:
     for name, _, default in schema:
         if name in ("t_ns", "t_end_ns"):
             continue
-        table[name] = [_value(r, name, default) for r in records]
+        table[name] = _column(records, name, default)
     if len(table) and source.num_samples:
-        last = source.num_samples - 1
-        table["t_ns"] = np.rint(source.times_at(np.clip(table["ss"], 0, last)) / 1000).astype(np.int64)
-        table["t_end_ns"] = np.rint(source.times_at(np.clip(table["es"], 0, last)) / 1000).astype(np.int64)
+        # Starts and ends in one call: a state-mode source's timestamps are read (decompressed) once.
+        ends = np.clip(np.concatenate([table["ss"], table["es"]]), 0, source.num_samples - 1)
+        ns = np.rint(source.times_at(ends) / 1000).astype(np.int64)
+        table["t_ns"], table["t_end_ns"] = ns[:len(table)], ns[len(table):]
     if "duration_ns" in table.dtype.names:
         # From the source's time base, exact in state mode too (the decoder knows only a nominal rate).
         table["duration_ns"] = table["t_end_ns"] - table["t_ns"]

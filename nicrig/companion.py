@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -102,13 +102,15 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _tables(h5: h5py.File) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
-    """Every table of a companion with its attributes; one that cannot be read is left out (derived data:
-    decoding again makes it), so a damaged chunk is never carried into the next companion."""
+def _tables(h5: h5py.File, skip: Iterable[str] = ()) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
+    """Every table of a companion with its attributes, but those in ``skip`` (about to be replaced: not
+    read at all); one that cannot be read is left out (derived data: decoding again makes it), so a
+    damaged chunk is never carried into the next companion."""
     found: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
     names: list[str] = []
     h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
-    for name in names:
+    skipped = set(skip)
+    for name in (n for n in names if n not in skipped):
         try:
             ds = h5[name]
             found[name] = (ds[()], {k: ds.attrs[k] for k in ds.attrs})
@@ -143,7 +145,7 @@ def update(capture: Path, identity: str) -> Iterator[Update]:
             kept_attrs: dict[str, Any] = {}
             if old is not None:
                 with old:
-                    kept = _tables(old)
+                    kept = _tables(old, skip=pending.tables)
                     kept_attrs = {k: v for k, v in old.attrs.items() if k not in _OWN_ATTRS}
             with h5py.File(tmp, "w", libver=LIBVER) as new:
                 new.attrs["format"] = FORMAT_NAME

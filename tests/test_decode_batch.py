@@ -74,6 +74,87 @@ def test_chunked_decode_equals_a_single_pass(stream, single_pass, tmp_path, work
         assert chunked[name] == single_pass[name], name
 
 
+@pytest.fixture(scope="module")
+def saturated(tmp_path_factory) -> Path:
+    """1400-byte UDP every 11 us from a PRO/1000 on PCI 64/66: more than the link carries, so the GMII
+    transmit side is frames back to back with the minimum 12-octet gap (bench/decode.py's traffic)."""
+    return simulate_set(tmp_path_factory.mktemp("saturated"), "saturated", nic="intel-pro1000", bus="pci64-66",
+                        recording=Recording(with_ad=True), kind="stream", size_bytes=1400, spacing_us=11, count=40)
+
+
+@pytest.fixture(scope="module")
+def fragmented(tmp_path_factory) -> Path:
+    """3000-byte datagrams over a 1500-byte MTU: three IPv4 fragments each, back to back, the later two
+    taking the first one's nicrig sequence number from the ethernet decoder's table."""
+    return simulate_set(tmp_path_factory.mktemp("fragmented"), "fragmented", nic="intel-pro1000", bus="pci64-66",
+                        kind="stream", size_bytes=3000, spacing_us=40, count=12)
+
+
+def _tx_stack(source) -> spec.Stack:
+    (stack,) = [s for s in spec.auto_stacks(source) if s.output == "ethernet"
+                and s.calls[0].options.get("direction") == "tx"]
+    return stack
+
+
+def test_a_saturated_link_is_cut_at_its_inter_frame_gaps(saturated):
+    """The kernel's plan cuts back-to-back frames at 12-octet gaps, never inside a frame; the PDs' plan
+    (64 quiet clocks) finds hardly a gap on this link (one, after the last frames)."""
+    with CaptureSet.open(saturated) as cs:
+        source = cs.source("probe")
+        stack = _tx_stack(source)
+        frames = cs.read_table("truth/probe/frames")
+        frames = frames[frames["direction"] == b"tx"]
+        kernel_plan = batch.plan_chunks(source, stack, 20_000)
+        pd_plan = batch.plan_chunks(source, stack, 20_000, "reference")
+        rows = source.read_packed()
+        en = (rows[:, source.channel_index("TX_EN") >> 3] >> (source.channel_index("TX_EN") & 7)) & 1
+    assert len(pd_plan) <= 2
+    assert len(kernel_plan) > source.num_samples // 40_000
+    cuts = [c[2] for c in kernel_plan[1:]]
+    assert not any(((frames["ss"] <= t) & (t <= frames["es"])).any() for t in cuts)
+    for start, stop, lo, hi in kernel_plan:
+        assert start <= lo < hi <= stop
+        assert en[lo] == 0 and (start == 0 or en[start] == 0)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_chunks_of_a_saturated_link_equal_a_single_pass(saturated, tmp_path, workers):
+    single = _copy(saturated, tmp_path / "single.h5")
+    chunked = _copy(saturated, tmp_path / "chunked.h5")
+    (one,) = batch.decode_files([single], sources=["probe"], chunk_samples=1 << 40)
+    (many,) = batch.decode_files([chunked], sources=["probe"], workers=workers, chunk_samples=5000)
+    assert one.error is None and many.error is None
+    assert one.written["probe"]["ethernet"] >= 40
+    assert _tables(chunked) == _tables(single)
+
+
+def test_fragments_cut_apart_are_decoded_again_from_the_cut(fragmented, tmp_path):
+    """Where a cut falls between fragments the warm-up does not cover (the third fragment after a cut
+    between the second and the third), the chunks' carried states differ; the chunk after the cut is
+    decoded again from there with the state before it, and the table is the single pass's."""
+    with CaptureSet.open(fragmented) as cs:
+        source = cs.source("probe")
+        stack = _tx_stack(source)
+        jobs = [batch.Job(str(fragmented), "probe", stack, "builtin", a, b, (lo, hi))
+                for a, b, lo, hi in batch.plan_chunks(source, stack, 3000)]
+    parts = {i: batch.run_job(job) for i, job in enumerate(jobs)}
+    as_planned = np.concatenate([parts[i].table for i in range(len(jobs))])
+    assert batch.reconcile(jobs, parts) > 0
+    reconciled = np.concatenate([parts[i].table for i in range(len(jobs))])
+    (whole,) = [batch.run_job(batch.Job(str(fragmented), "probe", stack, "builtin", 0, source.num_samples,
+                                        (0, source.num_samples)))]
+    assert reconciled.tobytes() == whole.table.tobytes()
+    assert as_planned.tobytes() != whole.table.tobytes()  # the warm-up alone would lose sequence numbers
+    assert (whole.table["frag_offset"] > 0).sum() >= 20 and (whole.table["seq"][whole.table["frag_offset"] > 0] >= 0).all()
+
+    single = _copy(fragmented, tmp_path / "single.h5")
+    chunked = _copy(fragmented, tmp_path / "chunked.h5")
+    batch.decode_files([single], sources=["probe"], chunk_samples=1 << 40)
+    (result,) = batch.decode_files([chunked], sources=["probe"], workers=2, chunk_samples=3000)
+    assert result.error is None
+    assert _tables(chunked) == _tables(single)
+
+
 def test_dask_cluster_gives_the_same_tables(stream, single_pass, tmp_path):
     distributed = pytest.importorskip("distributed", reason="Dask distributed is installed by make test")
     path = _copy(stream, tmp_path / "dask.h5")
