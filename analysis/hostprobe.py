@@ -37,6 +37,8 @@ SEND_CALLS = {44: "sendto", 46: "sendmsg", 307: "sendmmsg", 1: "write"}
 RECEIVE_CALLS = {45: "recvfrom", 47: "recvmsg", 299: "recvmmsg", 0: "read"}
 #: IPv4 + UDP headers: an event's ``len`` is the datagram's payload plus these (net:* see the IP packet).
 UDP_IP_BYTES = 28
+#: One softirq run on one CPU (:func:`softirq_spans`), times in ns of the trace clock.
+SPAN_DTYPE = np.dtype([("cpu", "<i2"), ("start_ns", "<i8"), ("end_ns", "<i8")])
 
 
 def span_s(trace: HostTrace) -> float:
@@ -53,15 +55,18 @@ def softirq_spans(trace: HostTrace, vector: int) -> np.ndarray:
     """(cpu, start_ns, end_ns) of every run of one softirq vector: each entry paired with the next exit on its CPU.
 
     An entry without an exit (tracing stopped inside it) is left out."""
-    out = []
-    for cpu in np.unique(trace.events["cpu"]):
-        on = trace.events[(trace.events["cpu"] == cpu) & (trace.events["vector"] == vector)]
+    of_vector = trace.events[trace.events["vector"] == vector]
+    parts = []
+    for cpu in np.unique(of_vector["cpu"]):
+        on = of_vector[of_vector["cpu"] == cpu]
         entry = on[on["event"] == trace.code("irq:softirq_entry")]["time_ns"]
         exit_ = on[on["event"] == trace.code("irq:softirq_exit")]["time_ns"]
         k = np.searchsorted(exit_, entry, side="left")
         ok = k < len(exit_)
-        out += [(int(cpu), int(s), int(e)) for s, e in zip(entry[ok], exit_[k[ok]])]
-    spans = np.array(out, dtype=[("cpu", "<i2"), ("start_ns", "<i8"), ("end_ns", "<i8")])
+        part = np.zeros(int(ok.sum()), dtype=SPAN_DTYPE)
+        part["cpu"], part["start_ns"], part["end_ns"] = cpu, entry[ok], exit_[k[ok]]
+        parts.append(part)
+    spans = np.concatenate(parts) if parts else np.zeros(0, dtype=SPAN_DTYPE)
     return spans[np.argsort(spans["start_ns"], kind="stable")]
 
 
