@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,13 +38,20 @@ GOAL_SAMPLES_PER_S = 10e6
 SAMPLES_PER_US = 66.666667 * 2 + 125.0
 
 
-def _timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Run ``cmd``; its wall-clock and CPU seconds (the CPU time a loaded machine distorts far less)."""
+    cpu = _children_cpu_s()
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     elapsed = time.perf_counter() - t
     if r.returncode != 0:
         sys.exit(f"bench: {' '.join(cmd[:3])} failed:\n{r.stderr}")
-    return elapsed, r
+    return elapsed, _children_cpu_s() - cpu, r
 
 
 def _store_only(like: Path, out: Path) -> float:
@@ -67,15 +75,16 @@ def _store_only(like: Path, out: Path) -> float:
 
 
 def _simulate(tmp: Path, spacing_us: float, total_samples: float, with_ad: bool,
-              python: str = sys.executable) -> tuple[int, float, Path, dict]:
+              python: str = sys.executable) -> tuple[int, float, float, Path, dict]:
+    """Simulate a stream of about ``total_samples`` samples; (samples, wall s, CPU s, capture set, summary)."""
     count = int(total_samples / SAMPLES_PER_US / spacing_us)
     out = tmp / f"bench-{spacing_us:g}.h5"
     cmd = [python, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
            "--bus", "pci64-66", "--size", "1400", "--spacing-us", str(spacing_us), "--count", str(count),
            "--rounds", "1", "--capture-count", "0", "-o", str(out), "--json", *(["--with-ad"] if with_ad else [])]
-    seconds, r = _timed(cmd)
+    seconds, cpu, r = _timed(cmd)
     summary = json.loads(r.stdout)
-    return sum(s["samples"] for s in summary["sources"].values()), seconds, out, summary
+    return sum(s["samples"] for s in summary["sources"].values()), seconds, cpu, out, summary
 
 
 def main() -> int:
@@ -94,7 +103,7 @@ def main() -> int:
         # 11 us: the link saturated, PAUSE cycles, the busiest bus the seed shows;
         # 40 us: the slow end of the seed's spacing sweeps.
         for spacing in (11.0, 40.0):
-            n, seconds, out, summary = _simulate(tmp, spacing, args.samples, args.with_ad)
+            n, seconds, _, out, summary = _simulate(tmp, spacing, args.samples, args.with_ad)
             rows.append((f"nicrig simulate, {spacing:g} us spacing", n, seconds, out.stat().st_size, summary))
         floor_path = tmp / "floor.h5"
         t_floor = _store_only(Path(rows[0][4]["output"]), floor_path)
@@ -122,24 +131,27 @@ def main() -> int:
 
 
 def _compare(baseline: str, total_samples: float, with_ad: bool, repeat: int) -> None:
-    """Time the 11 us run with this nicrig and with ``baseline``'s, alternately; print both and the ratio."""
-    best = {"this": float("inf"), "baseline": float("inf")}
+    """Time the 11 us run with this nicrig and with ``baseline``'s, alternately; print both and the ratios."""
+    best = {side: {"wall": float("inf"), "cpu": float("inf")} for side in ("baseline", "this")}
     counts = {}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp_name:
         for _ in range(max(1, repeat)):
             for side, python in (("baseline", baseline), ("this", sys.executable)):
-                n, seconds, out, _ = _simulate(Path(tmp_name), 11.0, total_samples, with_ad, python)
+                n, seconds, cpu, out, _ = _simulate(Path(tmp_name), 11.0, total_samples, with_ad, python)
                 out.unlink()
-                best[side] = min(best[side], seconds)
+                best[side] = {"wall": min(best[side]["wall"], seconds), "cpu": min(best[side]["cpu"], cpu)}
                 counts[side] = n
     if counts["this"] != counts["baseline"]:
         print(f"note: the two nicrigs wrote different sample counts ({counts['this']:,} and {counts['baseline']:,})")
     print(f"\nside by side, 11 us spacing, best of {max(1, repeat)} (load average before: "
           f"{' '.join(f'{v:.2f}' for v in load_before)}, after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}):")
     for side in ("baseline", "this"):
-        print(f"  {side:8s} {best[side]:8.2f} s  {counts[side] / best[side] / 1e6:6.2f} M samples/s")
-    print(f"  this / baseline speed: {best['baseline'] / best['this']:.2f}x")
+        wall, cpu = best[side]["wall"], best[side]["cpu"]
+        print(f"  {side:8s} {wall:8.2f} s wall {counts[side] / wall / 1e6:6.2f} M samples/s   "
+              f"{cpu:8.2f} s CPU {counts[side] / cpu / 1e6:6.2f} M samples per CPU second")
+    print(f"  this / baseline speed: {best['baseline']['wall'] / best['this']['wall']:.2f}x wall, "
+          f"{best['baseline']['cpu'] / best['this']['cpu']:.2f}x CPU")
 
 
 if __name__ == "__main__":

@@ -84,13 +84,14 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def simulate_case(case: str, folder: Path) -> tuple[Path, dict[str, int]]:
-    """Simulate ``case`` into ``folder``; return the capture set and the run's counters."""
+def simulate_case(case: str, folder: Path, workers: int | None = None) -> tuple[Path, dict[str, int]]:
+    """Simulate ``case`` into ``folder`` (``workers``: as :func:`simulate`); return the capture set and the
+    run's counters."""
     names, recording, scenario = CASES[case]
     out = folder / f"{case}.h5"
     nic = replace(profiles.load("nic", names["nic"]), **NIC_CHANGES.get(case, {}))
     run = simulate(Scenario(**scenario), profiles.load("bus", names["bus"]), nic, profiles.load("host", names["host"]),
-                   out, recording)
+                   out, recording, workers=workers)
     return out, run.counters
 
 
@@ -101,3 +102,12 @@ def test_simulated_capture_is_byte_identical_to_the_calibrated_model(case, tmp_p
     # The flow-control case really has PAUSE/XON cycles, else its digest would guard nothing of them.
     for counter in EXERCISES.get(case, ()):
         assert counters[counter] >= 2, counter
+
+
+@pytest.mark.parametrize("case", ["intel-stream-pause", "sk-latency-ad-32", "alteon-stream-timing"])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_sources_are_the_same_rendered_here_or_in_workers(case, workers, tmp_path):
+    """One process renders the sources one after the other, or forked workers at once (the default on a
+    machine with CPUs to spare, which the cases above take): the capture set is the same."""
+    path, _ = simulate_case(case, tmp_path, workers=workers)
+    assert digest(path) == DIGESTS[case]

@@ -134,7 +134,7 @@ class Frame:
             raise ValueError(f"frame of {len(self.data)} bytes: needs at least a 14-byte header and the FCS")
         if self.kind not in KINDS:
             raise ValueError(f"frame kind {self.kind!r}: not one of {KINDS}")
-        if any(not 0 <= i < len(self.data) for i in self.error_at):
+        if self.error_at and any(not 0 <= i < len(self.data) for i in self.error_at):
             raise ValueError(f"error_at {self.error_at}: offsets must lie in the frame's {len(self.data)} bytes")
 
     @property

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Callable, Generator, Literal
 
@@ -297,6 +297,80 @@ def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int,
     return tuple(plan)
 
 
+@dataclass(frozen=True, slots=True)
+class CsrAccess:
+    """A driver's access to one NIC register as the host bridge puts it on the bus: ``template`` (start clock
+    and termination to fill in; read-only arrays) and its busy clocks completed or retried (STOP#)."""
+
+    is_write: bool
+    template: PciTransaction
+    busy: int
+    busy_retry: int
+
+    def attempt(self, termination: str) -> PciTransaction:
+        """A fresh transaction of this access, ended ``termination`` ("normal" or "retry")."""
+        return replace(self.template, termination=termination)
+
+
+class _Later(simpy.Event):
+    """An event whose maker learns only later when it is due (``Event.succeed`` takes no delay)."""
+
+    def succeed_in(self, delay_ps: int) -> None:
+        """Schedule it ``delay_ps`` from now, as a ``Timeout`` made at this moment would be."""
+        self._ok = True
+        self._value = None
+        self.env.schedule(self, simpy.events.NORMAL, delay_ps)
+
+
+class _Bursts:
+    """The bus transactions of one DMA, run by callbacks on the very events a generator would wait for.
+
+    As a process, a DMA would claim the bus for a burst, wait for its end, wait the NIC's gap between
+    bursts and claim again; here each of those timeouts is made at the same moment, due at the same time,
+    so the order of every event of the run (SimPy orders equal times by creation) is the same, but a burst
+    costs two plain callbacks instead of two resumptions of a generator nested three deep. The last burst's
+    end is ``done``, the event the DMA's process waits on.
+    """
+
+    def __init__(self, host: Host, plan: tuple[DmaBurst, ...], address: int, payload: bytes, purpose: str,
+                 done: _Later):
+        self.host, self.plan, self.address, self.payload, self.purpose, self.done = \
+            host, plan, address, payload, purpose, done
+        profile = host.bus.profile
+        self.width = profile.bytes_per_clock
+        self.wide = profile.width_bits == 64
+        self.gap_ps = round(host.nic.dma_burst_gap_clocks * profile.period_ps)
+        # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
+        # phases are a slice of the whole transfer's.
+        self.words = bus_words(payload, self.width) if address % self.width == 0 else None
+        self.next = 0
+
+    def claim(self, _event: simpy.Event | None = None) -> None:
+        """Put the next burst on the bus as soon as it is free (:meth:`Host.claim`); call back at its end."""
+        burst = self.plan[self.next]
+        self.next += 1
+        at = self.address + burst.offset
+        if self.words is None:
+            data = bus_words(self.payload[burst.offset:burst.offset + burst.length], self.width)
+        else:
+            first = burst.offset // self.width
+            data = self.words[first:first + len(burst.byte_enables)]
+        end_ps = self.host.claim(PciTransaction(
+            start_clk=0, command=burst.command, address=at, data=data, byte_enables=burst.byte_enables,
+            target_waits=burst.target_waits, master_waits=burst.master_waits, devsel=2, wide=self.wide,
+            master="nic", kind="dma", termination=burst.termination), self.purpose,
+            burst.busy_dac if at >= 1 << 32 else burst.busy)
+        env = self.host.env
+        if self.next == len(self.plan):
+            self.done.succeed_in(end_ps - env.now)
+        else:
+            env.timeout(end_ps - env.now).callbacks.append(self._ended)
+
+    def _ended(self, _event: simpy.Event) -> None:
+        """A burst is over: the NIC turns its FIFO round before it asks for the bus again."""
+        self.host.env.timeout(self.gap_ps).callbacks.append(self.claim)
+
+
 class Link:
     """One direction of the full-duplex link: a MAC transmitter with PAUSE handling (802.3 Annex 31B)."""
 
@@ -362,6 +436,7 @@ class Host:
         self.posted_kick = Signal(env)
         self.posted_idle = Signal(env)
         self.csr_ready_ps = 0
+        self._csr_shapes: dict[str, CsrAccess] = {}
         # transmit side
         self.tx_slots = nic.tx_ring
         self.tx_slot_freed = Signal(env)
@@ -406,14 +481,13 @@ class Host:
                 and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
-    def transact(self, txn: PciTransaction, purpose: str, busy: int | None = None) -> Process:
-        """Run ``txn`` on this host's bus as soon as the bus is free; resume at its end.
+    def claim(self, txn: PciTransaction, purpose: str, busy: int | None = None) -> int:
+        """Schedule ``txn`` on this host's bus as soon as the bus is free; return when it ends (ps).
 
         ``busy``: its :func:`busy_clocks`, when the caller knows them already.
         """
         bus = self.bus
-        now = self.env.now
-        earliest = bus.clock_at_or_after(now)
+        earliest = bus.clock_at_or_after(self.env.now)
         if txn.master == "nic" and bus.free_clk <= earliest:
             earliest += bus.profile.arbitration_clocks
         txn.start_clk = start = max(earliest, bus.free_clk)
@@ -422,7 +496,12 @@ class Host:
         bus.free_clk = start + busy + TURNAROUND_CLOCKS
         bus.transactions.append(txn)
         bus.purposes.append(purpose)
-        yield self.env.timeout(max(0, bus.time_of(start + busy) - now))
+        return max(self.env.now, bus.time_of(start + busy))
+
+    def transact(self, txn: PciTransaction, purpose: str, busy: int | None = None) -> Process:
+        """Run ``txn`` on this host's bus as soon as the bus is free; resume at its end."""
+        end_ps = self.claim(txn, purpose, busy)
+        yield self.env.timeout(end_ps - self.env.now)
         return txn
 
     def _csr_transaction(self, access: str) -> Process:
@@ -437,11 +516,8 @@ class Host:
         until the data is there, since a target may not hold the bus past 16
         clocks (3.5.1.1).
         """
-        is_write, addr = self.nic.csr_address(access)
-        cmd = CMD_MEMORY_WRITE if is_write else CMD_MEMORY_READ
-        waits = np.array([self.nic.csr_write_target_waits if is_write else self.nic.csr_read_target_waits])
-        value = np.array([addr & 0xFFFF], dtype=np.uint64)
-        be = np.array([0xF], dtype=np.uint8)
+        shape = self._csr_shape(access)
+        is_write = shape.is_write
         bus = self.bus
         retries = self.nic.csr_retries if is_write else 0
         data_ready: int | None = None
@@ -452,15 +528,29 @@ class Host:
             if not (retries or at < self.csr_ready_ps or (data_ready is not None and at < data_ready)):
                 break
             retries = max(0, retries - 1)
-            yield from self.transact(PciTransaction(
-                start_clk=0, command=cmd, address=addr, data=value, byte_enables=be, target_waits=waits,
-                devsel=self.nic.devsel, termination="retry", master="host", kind="csr"), "csr_retry")
+            yield from self.transact(shape.attempt("retry"), "csr_retry", shape.busy_retry)
             yield self.env.timeout(round(bus.profile.host_retry_clocks * bus.profile.period_ps))
-        yield from self.transact(PciTransaction(
-            start_clk=0, command=cmd, address=addr, data=value, byte_enables=be, target_waits=waits,
-            devsel=self.nic.devsel, master="host", kind="csr"), "csr")
+        yield from self.transact(shape.attempt("normal"), "csr", shape.busy)
         if self.nic.csr_recovery_ns:
             self.csr_ready_ps = self.env.now + round(self.nic.csr_recovery_ns * PS_PER_NS)
+
+    def _csr_shape(self, access: str) -> CsrAccess:
+        """What every access ``access`` (``'w:0x3818'``) puts on the bus, worked out once per register."""
+        shape = self._csr_shapes.get(access)
+        if shape is None:
+            is_write, addr = self.nic.csr_address(access)
+            txn = PciTransaction(
+                start_clk=0, command=CMD_MEMORY_WRITE if is_write else CMD_MEMORY_READ, address=addr,
+                data=_frozen(np.array([addr & 0xFFFF], dtype=np.uint64)),
+                byte_enables=_frozen(np.array([0xF], dtype=np.uint8)),
+                target_waits=_frozen(np.array([self.nic.csr_write_target_waits if is_write
+                                               else self.nic.csr_read_target_waits])),
+                devsel=self.nic.devsel, master="host", kind="csr")
+            width = self.bus.profile.width_bits
+            busy = busy_clocks(txn, width)
+            txn.termination = "retry"
+            shape = self._csr_shapes[access] = CsrAccess(is_write, txn, busy, busy_clocks(txn, width))
+        return shape
 
     def _poster(self) -> Process:
         """The host bridge's posted-write queue: CPU writes reach the bus in order, while the CPU goes on."""
@@ -514,24 +604,10 @@ class Host:
                         host_cut=host_cut,
                         initial_wait=p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks,
                         master_wait_every=self.nic.rx_dma_master_wait_every)
-        width = p.bytes_per_clock
-        # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
-        # phases are a slice of the whole transfer's.
-        words = bus_words(payload, width) if address % width == 0 else None
-        gap_ps = round(self.nic.dma_burst_gap_clocks * p.period_ps)
-        for i, burst in enumerate(plan):
-            if i:
-                yield self.env.timeout(gap_ps)
-            at = address + burst.offset
-            if words is None:
-                data = bus_words(payload[burst.offset:burst.offset + burst.length], width)
-            else:
-                data = words[burst.offset // width:burst.offset // width + len(burst.byte_enables)]
-            yield from self.transact(PciTransaction(
-                start_clk=0, command=burst.command, address=at, data=data, byte_enables=burst.byte_enables,
-                target_waits=burst.target_waits, master_waits=burst.master_waits, devsel=2, wide=p.width_bits == 64,
-                master="nic", kind="dma", termination=burst.termination), purpose,
-                burst.busy_dac if at >= 1 << 32 else burst.busy)
+        if plan:
+            done = _Later(self.env)
+            _Bursts(self, plan, address, payload, purpose, done).claim()
+            yield done
 
     def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:
         """A legacy-layout descriptor: buffer address, length, command/status (e1000 style)."""

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 from nicrig.acquisition.capture import CaptureSet, SourceSpec, unitsize_for
@@ -84,10 +88,17 @@ def _blocks(n_clocks: int) -> Iterator[tuple[int, int]]:
         yield c0, min(n_clocks, c0 + BLOCK_CLOCKS)
 
 
+def source_clocks(run: RigRun, name: str) -> int:
+    """Clocks (samples in state mode) that source ``name`` (``send_pci``, ``recv_pci``, ``probe``) records."""
+    if name == "probe":
+        return max(1, math.ceil((run.end_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
+    return run.buses[name].clock_at_or_after(run.end_ps)
+
+
 def _write_pci(cs: CaptureSet, name: str, bus: BusRecord, run: RigRun, nic: NicProfile, host: HostProfile,
                rec: Recording, progress: Progress | None) -> None:
     prof = bus.profile
-    n_clocks = bus.clock_at_or_after(run.end_ps)
+    n_clocks = source_clocks(run, name)
     irqs = [(a, b if b >= 0 else n_clocks) for a, b in bus.interrupts]
     renderer = pci_bus.PciRenderer(bus.transactions, width_bits=prof.width_bits, with_ad=rec.with_ad,
                                    interrupts=irqs)
@@ -168,7 +179,7 @@ def _with_link_activity(block: np.ndarray) -> np.ndarray:
 
 
 def _write_probe(cs: CaptureSet, run: RigRun, progress: Progress | None) -> None:
-    n_clocks = max(1, math.ceil((run.end_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
+    n_clocks = source_clocks(run, "probe")
     renderer = gmii.GmiiRenderer(run.probe_tx, run.probe_rx)
     trig = max(0, math.ceil((run.trigger_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
     offset = run.probe_phase_ps + trig * GMII_PERIOD_PS - run.trigger_ps
@@ -192,6 +203,78 @@ def _write_probe(cs: CaptureSet, run: RigRun, progress: Progress | None) -> None
     cs.write_table("truth/probe/frames", table, units={"ss": "clock", "es": "clock", "t_start_ps": "ps",
                                                        "t_end_ps": "ps", "length": "byte"},
                    description="every frame on the link at host A's GMII, both directions")
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """What the instruments recorded of a run, and how: everything rendering a source needs."""
+
+    run: RigRun
+    nic: NicProfile
+    host: HostProfile
+    recording: Recording
+
+    @property
+    def names(self) -> list[str]:
+        return [*self.run.buses, "probe"]
+
+    def write(self, cs: CaptureSet, name: str, progress: Progress | None) -> None:
+        """Render source ``name`` into ``cs``, with its ground truth (``truth/<name>/``)."""
+        if name == "probe":
+            _write_probe(cs, self.run, progress)
+        else:
+            _write_pci(cs, name, self.run.buses[name], self.run, self.nic, self.host, self.recording, progress)
+
+
+#: The sources a pool of forked workers renders: set just before they fork, so each inherits it unpickled.
+_FORKED_SOURCES: _Sources | None = None
+
+
+def _write_forked_source(name: str, path: str) -> None:
+    """In a forked worker: render source ``name`` of :data:`_FORKED_SOURCES` into a capture set of its own."""
+    assert _FORKED_SOURCES is not None
+    with CaptureSet.create(path) as part:
+        _FORKED_SOURCES.write(part, name, None)
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _write_sources(cs: CaptureSet, sources: _Sources, workers: int | None, progress: Progress | None) -> None:
+    """Render every source of ``sources`` into ``cs``, each in a worker process of its own when there are CPUs.
+
+    Rendering a source and HDF5's filters (checksum, shuffle, deflate) run in one thread; forked workers,
+    ``workers`` of them (default: one per source given two usable CPUs), render and store the three
+    sources at once into scratch capture sets beside ``cs``, which then takes them over as stored
+    (:meth:`~nicrig.h5file.NicrigFile.copy_from`): the same samples, timestamps and tables as rendering
+    them here one after the other, which is what happens with one worker or without ``fork``.
+    """
+    global _FORKED_SOURCES
+    names = sources.names
+    # One worker per source as soon as there are two CPUs: three processes on two CPUs finish together,
+    # where two workers would leave the third source to one CPU alone.
+    workers = (len(names) if _usable_cpus() >= 2 else 1) if workers is None else min(len(names), workers)
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        for name in names:
+            sources.write(cs, name, progress)
+        return
+    with tempfile.TemporaryDirectory(prefix=".nicrig-sources-", dir=Path(cs.path).parent) as scratch:
+        _FORKED_SOURCES = sources
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                parts = {name: pool.submit(_write_forked_source, name, str(Path(scratch) / f"{name}.h5"))
+                         for name in names}
+                for name in names:
+                    parts[name].result()
+                    with CaptureSet.open(Path(scratch) / f"{name}.h5") as part:
+                        cs.copy_from(part, f"sources/{name}")
+                        cs.copy_from(part, f"truth/{name}")
+                    if progress:
+                        clocks = source_clocks(sources.run, name)
+                        progress(name, clocks, clocks)
+        finally:
+            _FORKED_SOURCES = None
 
 
 def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
@@ -269,18 +352,20 @@ def _packets_table(run: RigRun) -> np.ndarray:
 
 def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile, out: str | os.PathLike[str],
              recording: Recording = Recording(), progress: Progress | None = None, *,
-             settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None) -> RigRun:
+             settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None,
+             workers: int | None = None) -> RigRun:
     """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run.
 
     ``settings`` (what the command line asked, beyond the scenario) and ``argv``
-    go into the results' root attributes (``docs/formats.md``).
+    go into the results' root attributes (``docs/formats.md``). ``workers``:
+    processes rendering the sources at once (default: one per source on a
+    machine with two CPUs or more; 1: all in this one; the capture set is
+    the same).
     """
     with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}") as cs:
         run = Rig(scenario, bus, nic, host).run()
         recorded = recorded_part(run, recording.messages)
-        for name, record in recorded.buses.items():
-            _write_pci(cs, name, record, recorded, nic, host, recording, progress)
-        _write_probe(cs, recorded, progress)
+        _write_sources(cs, _Sources(recorded, nic, host, recording), workers, progress)
         cs.write_table("truth/packets", _packets_table(run),
                        units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                               "size_bytes": "byte"},
