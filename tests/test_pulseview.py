@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from nicrig.acquisition.sim.rig import Recording
 from nicrig.acquisition.srzip import read_sr
 
 from nicrig.cli import main
+from nicrig.decoders import catalog
 from tests.conftest import simulate_set
 from tests.sigrok_run import run_sigrok
 
@@ -37,10 +39,16 @@ XVFB = shutil.which("Xvfb")
 needs_pulseview = pytest.mark.skipif(PULSEVIEW is None or XVFB is None,
                                      reason="PulseView or Xvfb not installed (Debian packages pulseview, xvfb)")
 
-#: libsigrokdecode's log lines (0.5.3, log level 4+) that the test reads.
-DECODING = re.compile(r"srd: Decoding: abs start sample (\d+), abs end sample (\d+) .*instance (\S+)\.$")
-DONE = re.compile(r"srd: Done, handled all samples \(abs cur (\d+) / abs end (\d+)\)\.")
-CHANNEL_MAP = re.compile(r"srd:  - PD ch idx \d+ \((\w+)\) = input data ch idx (-?\d+)")
+#: libsigrokdecode's log messages (0.5.3, log level 4+) that the test reads. They are matched as text,
+#: not as lines: its stderr logger writes a message in three pieces ("srd: ", the text, a newline), and
+#: PulseView's decode threads and the decoders' worker threads log at the same time, so pieces of two
+#: messages interleave (a line may carry two prefixes, or run on into the next message); each text is
+#: written whole (one vfprintf).
+DECODING = re.compile(r"Decoding: abs start sample (\d+), abs end sample (\d+) \(\d+ samples, \d+ bytes, "
+                      r"unitsize = \d+\), instance ([\w-]+)\.")
+DONE = re.compile(r"Done, handled all samples \(abs cur (\d+) / abs end (\d+)\)\.")
+CHANNELS = re.compile(r"Setting channels for instance (?P<decoder>\w+)-\d+ with list of \d+ channels\."
+                      r"| - PD ch idx (?P<index>\d+) \((?P<channel>\w+)\) = input data ch idx (?P<input>-?\d+) \(")
 
 
 @pytest.fixture
@@ -71,13 +79,18 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(15)
 
 
-def run_pulseview(sr: Path, display: str, home: Path, decoders: Path, bottom_instances: int,
-                  screenshot: Path | None = None, timeout: float = 120.0) -> str:
-    """Open ``sr`` in PulseView until ``bottom_instances`` decoders finished every sample; return its log.
+def run_pulseview(sr: Path, display: str, home: Path, decoders: Path, instances: list[str],
+                  screenshot: Path | None = None, timeout: float = 300.0) -> str:
+    """Open ``sr`` in PulseView until the bottom decoder ``instances`` all finished its last sample; its log.
 
-    PulseView finds the ``.pvs`` by itself. Its settings live in ``home`` (nothing of the
-    user's), decoders come from ``decoders``. With ``screenshot`` the screen is saved once
-    decoding is done. PulseView is stopped at the end whatever happened.
+    libsigrokdecode logs "Decoding: ... instance X." in PulseView's thread before it hands a chunk of
+    samples to X's worker thread, which logs "Done, handled all samples" (naming no instance) once it
+    has consumed the chunk; nicrig's decoders always wait on a condition, so that is one "Done" per
+    chunk. Decoding is over when every instance named was handed a chunk ending at the last sample and
+    there are as many "Done" at the last sample as such chunks (counting "Done" alone could count one
+    instance twice while another has not started). PulseView finds the ``.pvs`` by itself. Its settings
+    live in ``home`` (nothing of the user's), decoders come from ``decoders``. With ``screenshot`` the
+    screen is saved once decoding is done. PulseView is stopped at the end whatever happened.
     """
     total = len(read_sr(sr).samples)
     env = dict(os.environ, DISPLAY=display, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
@@ -91,12 +104,14 @@ def run_pulseview(sr: Path, display: str, home: Path, decoders: Path, bottom_ins
         deadline = time.monotonic() + timeout
         while True:
             text = log_path.read_text(errors="replace")
+            sent = [m[3] for m in DECODING.finditer(text) if int(m[2]) == total]
             done = [m for m in DONE.finditer(text) if int(m[1]) == int(m[2]) == total]
-            if len(done) >= bottom_instances:
+            if not Counter(instances) - Counter(sent) and len(done) >= len(sent):
                 break
             if pv.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"PulseView (exit {pv.poll()}) did not finish decoding {sr.name} "
-                            f"({len(done)} of {bottom_instances} decoders done):\n{text[-3000:]}")
+                pytest.fail(f"PulseView (exit {pv.poll()}) did not finish decoding {sr.name} (to sample {total}: "
+                            f"{sorted(sent)} of {sorted(instances)} handed their last chunk, {len(done)} done):"
+                            f"\n{text[-3000:]}")
             time.sleep(0.2)
         if screenshot is not None:
             time.sleep(2.0)  # PulseView repaints the annotations from a timer after decoding
@@ -107,16 +122,28 @@ def run_pulseview(sr: Path, display: str, home: Path, decoders: Path, bottom_ins
 
 
 def channel_maps(log: str) -> dict[str, list[dict[str, int]]]:
-    """Per decoder id, the channel map (PD channel id -> .sr channel index, -1 unconnected) of each instance."""
+    """Per decoder id, the channel map (PD channel id -> .sr channel index, -1 unconnected) of each instance.
+
+    libsigrokdecode logs "Setting channels for instance X", then one message per PD channel in the
+    decoder's order (required, then optional channels); two decode signals set theirs at the same time
+    from their own threads, so these messages interleave. A channel message belongs to the oldest
+    instance still without that channel whose decoder declares it at that index (two instances of one
+    decoder are told apart by that order only: the tests check them alike).
+    """
+    declared = {d.id: d.all_channels for d in catalog.available().values()}
+    instances: list[tuple[str, dict[str, int]]] = []
+    for m in CHANNELS.finditer(log):
+        if m["decoder"]:
+            instances.append((m["decoder"], {}))
+            continue
+        index, channel = int(m["index"]), m["channel"]
+        owner = next((chans for dec, chans in instances
+                      if channel not in chans and declared[dec][index:index + 1] == (channel,)), None)
+        assert owner is not None, f"PD channel {index} ({channel}) logged for no instance set up: {m[0]!r}"
+        owner[channel] = int(m["input"])
     maps: dict[str, list[dict[str, int]]] = {}
-    current: dict[str, int] | None = None
-    for line in log.splitlines():
-        m = re.match(r"srd: Setting channels for instance (\w+)-\d+ ", line)
-        if m:
-            current = {}
-            maps.setdefault(m[1], []).append(current)
-        elif current is not None and (m := CHANNEL_MAP.match(line)):
-            current[m[1]] = int(m[2])
+    for dec, chans in instances:
+        maps.setdefault(dec, []).append(chans)
     return maps
 
 
@@ -163,10 +190,10 @@ def test_pulseview_opens_the_pci_export_decoded(latency_set, tmp_path, x_display
     names = read_sr(sr).channels
     assert "C/BE#[0]" in names and not any(n.startswith("CBE") for n in names)  # the PCI decoder's own names
 
-    log = run_pulseview(sr, x_display, tmp_path / "home", decoders, bottom_instances=2,
+    log = run_pulseview(sr, x_display, tmp_path / "home", decoders, ["pci-1", "irq-1"],
                         screenshot=tmp_path / "pulseview-pci.png")
     total = len(read_sr(sr).samples)
-    runs = {m[3]: (int(m[1]), int(m[2])) for m in (DECODING.search(line) for line in log.splitlines()) if m}
+    runs = {m[3]: (int(m[1]), int(m[2])) for m in DECODING.finditer(log)}
     assert runs == {"pci-1": (0, total), "irq-1": (0, total)}
     assert "Traceback" not in log and "rror" not in "".join(line for line in log.splitlines() if "srd:" in line)
 
@@ -202,10 +229,9 @@ def test_pulseview_opens_the_pci_export_decoded(latency_set, tmp_path, x_display
 def test_pulseview_opens_the_probe_export_with_stacked_decoders(latency_set, tmp_path, x_display, decoders):
     sr = tmp_path / "probe.sr"
     assert main(["export", str(latency_set), "--source", "probe", "-o", str(sr), "--pulseview"]) == 0
-    log = run_pulseview(sr, x_display, tmp_path / "home", decoders, bottom_instances=3)
+    log = run_pulseview(sr, x_display, tmp_path / "home", decoders, ["gmii-1", "gmii-1", "linkactivity-1"])
     total = len(read_sr(sr).samples)
-    runs = sorted(m[3] for m in (DECODING.search(line) for line in log.splitlines())
-                  if m and int(m[2]) == total)
+    runs = sorted(m[3] for m in DECODING.finditer(log) if int(m[2]) == total)
     assert runs == ["gmii-1", "gmii-1", "linkactivity-1"]  # a session per decode signal
     assert log.count("Stacking ethernet-1 onto gmii-1.") == 2
     setup = pvs_channel_maps(sr.with_suffix(".pvs"))
