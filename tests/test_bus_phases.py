@@ -26,9 +26,9 @@ from nicrig.decoders.batch import decode_file
 
 #: The analysis's name for each of the driver's register sequences.
 ROLES = {"send": "send", "service": "interrupt", "update": "update"}
-#: (NIC, bus, host, scenario, spacing us, count): every NIC and host profile; an idle, a busy and a saturated
-#: bus (spacing 0: the sender's CPU and bus as fast as they go); 3-frame responses; an Intel NIC whose small
-#: receive FIFO makes its host send PAUSE.
+#: (NIC, bus, host, scenario, spacing us, count): every NIC profile on every bus profile, every host profile;
+#: an idle, a busy and a saturated bus (spacing 0: the sender's CPU and bus as fast as they go); 3-frame
+#: responses; an Intel NIC whose small receive FIFO makes its host send PAUSE.
 GRID = [
     ("sk9843", "pci32-33", "supermicro-370dle", "stream", 10.0, 40),
     ("sk9843", "pci32-33", "supermicro-p4dp6", "stream", 0.0, 40),
@@ -40,6 +40,16 @@ GRID = [
     ("alteon-acenic", "pci64-33", "ibm-das", "latency", 0.0, 4),
     ("generic", "pci32-33", "ibm-das", "stream", 0.0, 40),
     ("generic", "pcix64-133", "supermicro-p4dp8-g2", "stream", 40.0, 30),
+    # the other NIC x bus pairs, in short captures
+    ("sk9843", "pci64-33", "supermicro-p4dp8-g2", "stream", 0.0, 20),
+    ("sk9843", "pcix64-133", "supermicro-370dle", "latency", 0.0, 3),
+    ("intel-pro1000", "pci32-33", "ibm-das", "latency", 0.0, 3),
+    ("intel-pro1000", "pci64-33", "supermicro-p4dp6", "stream", 5.0, 20),
+    ("alteon-acenic", "pci32-33", "supermicro-p4dp8-g2", "stream", 11.0, 20),
+    ("alteon-acenic", "pci64-66", "supermicro-p4dp6", "stream", 0.0, 20),
+    ("alteon-acenic", "pcix64-133", "ibm-das", "latency", 0.0, 3),
+    ("generic", "pci64-33", "supermicro-370dle", "latency", 0.0, 3),
+    ("generic", "pci64-66", "supermicro-p4dp6", "stream", 0.0, 20),
 ]
 
 
@@ -107,8 +117,11 @@ def test_phases_equal_the_truth(tmp_path, nic, bus_name, host, kind, spacing_us,
                                 t["decoded/recv_pci/irq"], t["decoded/probe/ethernet"])
     if nic == "intel-pause":
         assert timeline.pause.xoff >= 2  # the load this case is for
+    seen: dict[str, int] = {}
     for side, hb in (("send", timeline.send), ("recv", timeline.recv)):
         truth = truth_phases(t[f"truth/{side}_pci/transactions"], sim["nic"])
+        for phase, events in truth.items():
+            seen[phase] = seen.get(phase, 0) + len(events)
         for phase, events in truth.items():
             found = hb.activity.clusters_of_role(ROLES[phase])
             assert len(found) == len(events), f"{side} {phase}: {len(found)} found, {len(events)} in truth"
@@ -129,3 +142,7 @@ def test_phases_equal_the_truth(tmp_path, nic, bus_name, host, kind, spacing_us,
             assert stat.count == len(want), f"{side} {role}"
             if want:
                 assert stat.median == pytest.approx(float(np.median(want)), rel=0.01, abs=0.001), f"{side} {role}"
+            seen[role] = seen.get(role, 0) + len(want)
+    # the case has every phase to find (the update where the driver has one)
+    assert all(seen[p] > 0 for p in ("send", "service", "fetch", "receive")), seen
+    assert (seen["update"] > 0) == bool(sim["nic"]["isr_exit_csr"]), seen
