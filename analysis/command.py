@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nicrig.analysis.citations import HUGHES_JONES, PAI
+
 FORMATS = ("html", "json", "csv")
 
 
@@ -38,13 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path-mode", choices=("store-and-forward", "cut-through"), default="store-and-forward",
                    help="how the path's elements combine: add up (default) or the slowest")
     p.add_argument("--rtt-intercept-us", type=float, default=None, metavar="US",
-                   help="RTT intercept of the captured hosts, for the host software estimate of Hughes-Jones et al. 2003, §4.1.3")
+                   help=f"RTT intercept of the captured hosts, for the host software estimate of {HUGHES_JONES}, "
+                        "§4.1.3")
     p.add_argument("--link-rate", default=None, metavar="RATE",
                    help="Ethernet rate of the measured link: 100m, 1g, 10g, 25g, 100g (default: 1g, none on "
                         "loopback)")
     p.add_argument("--correlation", default=None, metavar="CSV",
                    help="microbenchmark and application throughputs per NIC (columns 'app:NAME' are "
-                        "applications): Pai, Rixner and Kim 2004, Table 2")
+                        f"applications): {PAI}, Table 2")
     p.add_argument("--send-source", default="send_pci", help="the sending host's bus in capture sets")
     p.add_argument("--recv-source", default="recv_pci", help="the receiving host's bus in capture sets")
     p.add_argument("--probe-source", default="probe", help="the link probe (at the sending host)")

@@ -48,7 +48,8 @@ class Damage:
     def text(self) -> str:
         if self.unit == "object":
             return f"{self.dataset}: cannot be opened: {self.error}"
-        span = f"{self.unit} {self.first}" if self.stop == self.first + 1 else f"{self.unit}s {self.first}-{self.stop - 1}"
+        one = self.stop == self.first + 1
+        span = f"{self.unit} {self.first}" if one else f"{self.unit}s {self.first}-{self.stop - 1}"
         return f"{self.dataset}: {span} unreadable: {self.error}"
 
 

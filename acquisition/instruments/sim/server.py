@@ -274,7 +274,8 @@ class Dialect:
     opc_waits_for_acquisition: ClassVar[bool] = False
 
     def _opc(self, query: bool, arg: str, nums: tuple[int, ...]) -> Answer:
-        """``*OPC?`` answers 1 when pending operations are done; ``*OPC`` then sets the ESR's OPC bit (IEEE 488.2 §10.18)."""
+        """``*OPC?`` answers 1 when pending operations are done; ``*OPC`` then sets the ESR's OPC bit
+        (IEEE 488.2 §10.18)."""
         pending = self.opc_waits_for_acquisition and self.scope.update() == "armed"
         if query:
             return AfterAcquisition("1") if pending else "1"
