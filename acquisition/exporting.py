@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import fnmatch
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,13 @@ def _stacks_with_pcap_start(src: Any, epoch: str | None) -> list[Any]:
     return stacks
 
 
+def pcap_command(sr: Path, stack: str, pcap: Path) -> str:
+    """The shell line with which sigrok-cli runs ``stack`` (``-P`` syntax) on ``sr`` and writes its ethernet
+    frames to ``pcap``, every word quoted for the shell where it needs it (a path with a space)."""
+    words = ["sigrok-cli", "-i", str(sr), "-P", stack, "-B", "ethernet=pcap"]
+    return f"{shlex.join(words)} > {shlex.quote(str(pcap))}"
+
+
 def _print_pcap_commands(sr: Path, stacks: list[Any], chans: list[str]) -> None:
     """The sigrok-cli line that writes each Ethernet stack's frames as a pcap with the capture's times."""
     have = set(chans)
@@ -213,8 +221,8 @@ def _print_pcap_commands(sr: Path, stacks: list[Any], chans: list[str]) -> None:
             continue
         direction = st.calls[0].options.get("direction", "")
         pcap = sr.with_name(f"{sr.stem}-{direction}.pcap" if direction else f"{sr.stem}.pcap")
-        print(f"  pcap of the {direction or 'decoded'} frames, stamped with the capture's time: sigrok-cli -i {sr} "
-              f"-P '{st.text()}' -B ethernet=pcap > {pcap}")
+        print(f"  pcap of the {direction or 'decoded'} frames, stamped with the capture's time: "
+              f"{pcap_command(sr, st.text(), pcap)}")
 
 
 def _pulseview_signals(src: Any, stacks: list[Any], chans: list[str]) -> list[Any]:
@@ -251,11 +259,13 @@ def _write_pulseview_setup(sr: Path, signals: list[Any], vectors: dict[str, list
     if hidden:
         print(f"  {len(hidden)} bits of vectors the decoders show as values start hidden (PulseView's channel "
               "menu shows them)")
-    print(f"  open with: pulseview {sr}   (PulseView reads {pvs.name} beside it; or: pulseview -s {pvs} {sr})")
+    shown, shown_pvs = shlex.quote(str(sr)), shlex.quote(str(pvs))
+    print(f"  open with: pulseview {shown}   (PulseView reads {pvs.name} beside it; or: pulseview -s {shown_pvs} "
+          f"{shown})")
     ids = sorted({c.id for s in signals for c in s.stack.calls})
     found = catalog.sigrok_finds(ids)
     if found is None:
         print(f"  PulseView needs nicrig's decoders ({', '.join(ids)}): run 'nicrig decoders install' once, or "
-              f"start it as SIGROKDECODE_DIR={catalog.DECODERS_DIR} pulseview {sr}")
+              f"start it as SIGROKDECODE_DIR={shlex.quote(str(catalog.DECODERS_DIR))} pulseview {shown}")
     else:
         print(f"  PulseView finds nicrig's decoders in {found}")

@@ -804,6 +804,18 @@ def test_vcd_round_trip_keeps_the_source_name(tmp_path, source):
     assert cli("import", tmp_path / "renamed file.vcd", "-o", tmp_path / "b.h5", "--append") == 2  # name taken
 
 
+def test_printed_pcap_command_survives_a_path_with_spaces(tmp_path):
+    """The line the export prints is pasted into a shell: every word must come back as it was."""
+    from nicrig.acquisition.exporting import pcap_command
+
+    sr, pcap = tmp_path / "probe run.sr", tmp_path / "probe run-rx.pcap"
+    stack = "gmii:en=RX_DV:d0=RXD[0]:clock=state:direction=rx,ethernet:pcap_start=1795694527.999992384"
+    line = pcap_command(sr, stack, pcap)
+    words, target = line.rsplit(" > ", 1)
+    assert shlex.split(words) == ["sigrok-cli", "-i", str(sr), "-P", stack, "-B", "ethernet=pcap"]
+    assert shlex.split(target) == [str(pcap)]
+
+
 def test_sample0_epoch_adds_the_timeline_to_the_creation_time():
     from nicrig.acquisition.exporting import sample0_epoch
 
