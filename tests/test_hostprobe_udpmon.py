@@ -75,8 +75,9 @@ def test_both_ends_recorded_with_their_clock_offset(traced_stream):
     assert remote.clock_reference == "local" and 0 < remote.clock_offset_uncertainty_ns < 50e6
     assert abs(remote.clock_offset_ns) <= remote.clock_offset_uncertainty_ns
     # each end recorded its own engine's system calls: the far daemon's receiver thread among them
-    assert set(remote.of("raw_syscalls:sys_enter")["pid"]) <= set(remote.pids)
-    assert set(local.of("raw_syscalls:sys_enter")["pid"]) <= set(local.pids)
+    for trace in (local, remote):  # some calls (a subset holds vacuously), and only the followed threads'
+        calls = trace.of("raw_syscalls:sys_enter")
+        assert len(calls) > 0 and set(calls["pid"]) <= set(trace.pids), trace.host
     # every datagram (1000 + 28 bytes) the far end received was handed to the stack on its veth
     rx = remote.of("net:netif_receive_skb")
     rx = rx[(rx["len"] == 1028) & (rx["device"] == hosts.b.interface.encode())]
