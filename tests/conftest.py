@@ -115,6 +115,20 @@ def as_written_by_older_nicrig(path: Path) -> None:
     derived.unlink(missing_ok=True)
 
 
+def wait_accepting(host: str, port: int, server: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    """Return once ``server`` accepts TCP connections on ``host``:``port``; fail if it exits or
+    ``timeout_s`` passes (its imports alone take seconds on a loaded machine)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((host, port), 1).close()
+            return
+        except OSError:
+            assert server.poll() is None, f"the server meant to listen on port {port} exited ({server.returncode})"
+            assert time.monotonic() < end, f"nothing accepted connections on port {port} within {timeout_s:g} s"
+            time.sleep(0.1)
+
+
 @contextmanager
 def udpmon_daemon_on_loopback() -> Iterator[int]:
     """A ``nicrig udpmon serve`` on 127.0.0.1 (no secret), started and stopped around the block; its port."""
@@ -124,13 +138,7 @@ def udpmon_daemon_on_loopback() -> Iterator[int]:
     daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(600):  # the daemon's imports take seconds on a loaded machine
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                assert daemon.poll() is None, "the udpmon daemon exited"
-                time.sleep(0.1)
+        wait_accepting("127.0.0.1", port, daemon)
         yield port
     finally:
         daemon.terminate()

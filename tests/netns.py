@@ -73,16 +73,16 @@ class Host:
         self._children.append(proc)
         return proc
 
-    def wait_listening(self, port: int, server: subprocess.Popen) -> None:
-        """Return once ``server`` (started in this host) accepts TCP connections on ``port``: 10 s at most."""
+    def wait_listening(self, port: int, server: subprocess.Popen, timeout_s: float = 120.0) -> None:
+        """Return once ``server`` (started in this host) accepts TCP connections on ``port``; fail if it
+        exits or ``timeout_s`` passes (its imports alone take seconds on a loaded machine)."""
         probe = (f"import socket,sys\ntry:\n    socket.create_connection(({self.address!r}, {port}), 1).close()\n"
                  f"except OSError:\n    sys.exit(1)\n")
-        for _ in range(100):
-            if self.run([sys.executable, "-c", probe]).returncode == 0:
-                return
+        end = time.monotonic() + timeout_s
+        while self.run([sys.executable, "-c", probe]).returncode != 0:
             assert server.poll() is None, "the server exited"
+            assert time.monotonic() < end, f"the server did not listen on port {port} within {timeout_s:g} s"
             time.sleep(0.1)
-        raise AssertionError("the server never listened")
 
 
 @dataclass

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_accepting
 from nicrig import progress as P
 
 LINE = re.compile(r"^nicrig (?P<label>[^:]+(?:: [^:]+)?): (?P<done>[\d,]+) of (?P<total>[\d,]+) (?P<unit>.+) "
@@ -120,12 +121,7 @@ def test_udpmon_stream_and_latency_show_progress_off_a_terminal():
     daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", "127.0.0.1", "--port",
                                str(port)], stderr=subprocess.DEVNULL)
     try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_accepting("127.0.0.1", port, daemon)
         r = nicrig("udpmon", "stream", "127.0.0.1", "--port", str(port), "--sizes", "64,512", "--spacing-us", "20",
                    "--count", "200", "--rounds", "2", "--json")
         lines = progress_lines(r.stderr, "udpmon stream")

@@ -13,6 +13,7 @@ bounded and that SIGTERM ends the daemon, not how fast.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import resource
@@ -37,9 +38,12 @@ SECRET = b"correct horse battery staple 0123456789"
 ATTACK = Path(__file__).with_name("udpmon_attack.py")
 SERVE = ("import argparse, sys; from nicrig.udpmon import daemon; p = argparse.ArgumentParser(); "
          "daemon.add_serve_arguments(p); sys.exit(daemon.serve(p.parse_args(sys.argv[1:])))")
-CLIENT = ("import sys, time; from nicrig.udpmon.client import Controller; t = time.monotonic(); "
-          "c = Controller(sys.argv[1], int(sys.argv[2]), secret_file=sys.argv[3], timeout_s=15); c.connect(); "
+CLIENT = ("import sys, time; from nicrig.udpmon import protocol as P; from nicrig.udpmon.client import Controller\n"
+          "t = time.monotonic(); c = Controller(sys.argv[1], int(sys.argv[2]), secret_file=sys.argv[3], timeout_s=60)\n"
+          "try:\n    c.connect()\n"
+          "except (P.BusyError, P.ConnectionClosed, P.Unreachable) as e:\n    print(f'turned away: {e}'); sys.exit(3)\n"
           "c.ping(); c.close(); print(f'served {time.monotonic() - t:.2f}')")
+CLIENT_TURNED_AWAY = 3   # the daemon was busy, closed the connection before its greeting, or did not answer
 MAX_THREADS = 8          # main + session + test worker + its timer, with room to spare
 FD_HEADROOM = 40         # descriptors beyond the pre-authentication table: Python, session, test
 
@@ -129,6 +133,7 @@ class Served:
     proc: subprocess.Popen
     log: Path
     port: int
+    opened: float = field(default_factory=time.monotonic)
     peak_threads: int = 0
     peak_fds: int = 0
     samples: int = 0
@@ -194,10 +199,18 @@ def attack_counts(proc: subprocess.Popen) -> dict[str, int]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def legitimate(argv_prefix: list[str], host: str, port: int, secret: Path) -> str:
-    """A controller with the secret connects and pings; its output (``served <s>``) or the failure."""
-    r = subprocess.run([*argv_prefix, sys.executable, "-c", CLIENT, host, str(port), str(secret)],
-                       capture_output=True, text=True, timeout=90)
+def legitimate(argv_prefix: list[str], host: str, port: int, secret: Path, attempts: int = 5) -> str:
+    """A controller with the secret connects and pings; its output (``served <s>``) or the failure.
+
+    Strangers from the same source hold the slots of connections waiting to authenticate, so the
+    daemon may turn the controller away (busy after a minute of its retries, or evicted before the
+    greeting): like a user it runs the command again, up to ``attempts`` times.
+    """
+    for _ in range(attempts):
+        r = subprocess.run([*argv_prefix, sys.executable, "-c", CLIENT, host, str(port), str(secret)],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != CLIENT_TURNED_AWAY:
+            break
     assert r.returncode == 0 and r.stdout.startswith("served"), (r.stdout, r.stderr)
     return r.stdout.strip()
 
@@ -205,8 +218,22 @@ def legitimate(argv_prefix: list[str], host: str, port: int, secret: Path) -> st
 def sigterm_ends(served: Served) -> str:
     """SIGTERM; the daemon must exit on its own (the spec is 2 s; the bound here allows for a loaded machine)."""
     served.proc.send_signal(signal.SIGTERM)
-    assert served.proc.wait(timeout=10) == 0
+    assert served.proc.wait(timeout=30) == 0
     return served.log.read_text()
+
+
+SUMMARY = re.compile(r"\d+ more like '([^']+)' in the last ")
+
+
+def check_few_lines(served: Served, log: str, bound: int) -> None:
+    """Strangers cost the log a few lines, not one per connection: fewer than ``bound`` besides the
+    summaries, and one summary per kind of event every :data:`D.LOG_SUMMARY_S` however long a loaded
+    machine made the test."""
+    lines = log.splitlines()
+    summaries = [m[1] for m in map(SUMMARY.search, lines) if m]
+    assert len(lines) - len(summaries) < bound, log
+    windows = math.ceil((time.monotonic() - served.opened) / D.LOG_SUMMARY_S) + 1
+    assert all(summaries.count(kind) <= windows for kind in summaries), log
 
 
 @pytest.fixture
@@ -236,7 +263,7 @@ def test_strangers_on_loopback_cannot_lock_out_a_controller(secret: Path, tmp_pa
     check_bounded(served, D.Config().startups.full)
     assert log.count("auth=hmac-sha256 authenticated") == 3, log
     # hundreds of refusals, a few lines: the first of each kind and a summary per 10 s
-    assert len(log.splitlines()) < 60, log
+    check_few_lines(served, log, 60)
     assert "stopped" in log and results
 
 
@@ -248,7 +275,7 @@ def test_low_descriptor_limit_is_respected(secret: Path, tmp_path: Path) -> None
         attack_counts(attacker)
         log = sigterm_ends(served)
     assert served.peak_fds <= 48
-    assert len(log.splitlines()) < 40, log
+    check_few_lines(served, log, 40)
     assert "auth=hmac-sha256 authenticated" in log
 
 
@@ -269,7 +296,7 @@ def test_descriptor_shortage_is_shed_without_a_log_flood(secret: Path, tmp_path:
         legitimate([], "127.0.0.1", served.port, secret)
         attack_counts(attacker)
         log = sigterm_ends(served)
-    assert len(log.splitlines()) < 40, log
+    check_few_lines(served, log, 40)
     assert "auth=hmac-sha256 authenticated" in log
 
 
@@ -296,7 +323,7 @@ def test_strangers_from_a_namespace_and_loopback_cannot_lock_out_controllers(sec
     assert counts["closed_by_daemon"] > 300, counts
     assert log.count("auth=hmac-sha256 authenticated") == 3, log
     assert f"{a.address} penalized" in log, log  # the namespace attacker is refused at accept in the end
-    assert len(log.splitlines()) < 80, log
+    check_few_lines(served, log, 80)
 
 
 def test_sigterm_ends_a_daemon_with_a_session_and_strangers(secret: Path, tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ import json
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
+from conftest import wait_accepting
 from netns import two_hosts  # noqa: F401  (fixture)
 from nicrig.udpmon.results import ResultsFile
 
@@ -41,13 +41,7 @@ def served(two_hosts, tmp_path):  # noqa: F811
     port = _free_port()
     daemon = two_hosts.b.popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", two_hosts.b.address,
                                 "--port", str(port), "--secret-file", str(secret)])
-    probe = (f"import socket,sys\ntry:\n    socket.create_connection(({two_hosts.b.address!r}, {port}), 1).close()\n"
-             f"except OSError:\n    sys.exit(1)\n")
-    for _ in range(100):
-        if two_hosts.a.run([sys.executable, "-c", probe]).returncode == 0:
-            break
-        assert daemon.poll() is None, "the daemon exited"
-        time.sleep(0.1)
+    two_hosts.b.wait_listening(port, daemon)
     yield two_hosts, secret, port
     daemon.terminate()
     daemon.wait(10)
@@ -174,12 +168,7 @@ def test_latency_to_an_ipv6_address_or_a_host_name(host):
     daemon = subprocess.Popen([sys.executable, "-m", "nicrig", "udpmon", "serve", "--bind", bind, "--port", str(port)],
                               stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection((bind, port), 0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_accepting(bind, port, daemon)
         r = subprocess.run([sys.executable, "-m", "nicrig", "udpmon", "latency", host, "--port", str(port),
                             "--sizes", "64,1000", "--count", "20", "--json"], capture_output=True, text=True,
                            timeout=60)
