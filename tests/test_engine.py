@@ -77,6 +77,22 @@ class Background:
         return self._out["value"]
 
 
+def until_rx_stamped(rx: socket.socket, tx: socket.socket) -> None:
+    """Probe ``rx`` from ``tx`` until a datagram arrives with a kernel RX timestamp (after
+    :func:`E.enable_timestamps`): Linux turns receive timestamping on from a work queue a moment
+    after the first socket asks, and datagrams queued before then have none; on a loaded machine
+    that moment can be late. The probes are read here, so the test's receiver never sees them."""
+    probe_id = 0x5EED
+    deadline = time.monotonic() + 60
+    while True:
+        E.send_paced(tx, count=1, size_bytes=64, spacing_ns=0, test_id=probe_id)
+        got = E.receive(rx, max_packets=1, test_id=probe_id, idle_timeout_ns=10 * S)
+        if len(got) == 1 and got.kernel_ns[0] > 0:
+            return
+        assert time.monotonic() < deadline, "the kernel did not start stamping received datagrams within 60 s"
+        time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def responder(peer=("127.0.0.1", None), **kwargs) -> Iterator[tuple[socket.socket, Background]]:
     """A respond() loop in a thread on a fresh socket; stopped through its pipe at exit."""
@@ -127,13 +143,12 @@ def test_paced_stream_is_absolute_and_received_whole():
     tx = E.open_udp(connect=rx.getsockname())
     with closing_all(rx, tx):
         E.enable_timestamps(rx)
-        time.sleep(0.05)  # the kernel switches timestamping on a moment later
-        bg = Background(E.receive, rx, max_packets=n, test_id=test_id, idle_timeout_ns=2 * S, keep_bytes=size)
-        time.sleep(0.05)
+        until_rx_stamped(rx, tx)
+        bg = Background(E.receive, rx, max_packets=n, test_id=test_id, idle_timeout_ns=60 * S, keep_bytes=size)
         t0 = E.monotonic_ns() + 2 * MS
         times = E.send_paced(tx, count=n, size_bytes=size, spacing_ns=spacing, test_id=test_id,
                              start_ns=t0, first_seq=1000)
-        got: E.Received = bg.result()
+        got: E.Received = bg.result(timeout=120)
     assert times.dtype == np.int64 and times.shape == (n,)
     assert (times > 0).all(), "no send errors on loopback"
     broken = schedule_problems(times, t0, spacing)
@@ -279,9 +294,9 @@ def test_hw_timestamps_requested_but_absent_on_loopback():
     tx = E.open_udp(connect=rx.getsockname())
     with closing_all(rx, tx):
         E.enable_timestamps(rx, hw=True)
-        time.sleep(0.05)
+        until_rx_stamped(rx, tx)
         E.send_paced(tx, count=10, size_bytes=64, spacing_ns=0, test_id=2)
-        got = E.receive(rx, max_packets=10, test_id=2, idle_timeout_ns=S, hw_timestamps=True)
+        got = E.receive(rx, max_packets=10, test_id=2, idle_timeout_ns=30 * S, hw_timestamps=True)
     assert len(got) == 10 and (got.hw_ns == -1).all() and (got.kernel_ns > 0).all()
 
 
@@ -327,8 +342,8 @@ def test_receive_stops_on_stop_fd(pipe):
         time.sleep(0.1)
         t = time.monotonic()
         os.write(w, b"x")
-        got = bg.result(timeout=5)
-        assert time.monotonic() - t < 1.0
+        got = bg.result(timeout=30)
+        assert time.monotonic() - t < 10  # at once: not after the 20 s idle timeout (generous: a loaded machine)
     assert got.stopped_by == "stop" and len(got) == 0
     assert got.seq.dtype == np.uint32 and got.kernel_ns.dtype == np.int64 and got.size.dtype == np.int32
 
@@ -367,13 +382,13 @@ def test_receive_idle_timeouts():
         t = time.monotonic()
         got = E.receive(rx, max_packets=10, test_id=1, idle_timeout_ns=20 * S, first_timeout_ns=100 * MS)
         assert got.stopped_by == "idle" and len(got) == 0
-        assert 0.09 < time.monotonic() - t < 3
+        assert 0.09 < time.monotonic() - t < 10  # the first timeout, not the 20 s idle one
         # idle after the first packets; foreign traffic does not keep it alive
         E.send_paced(tx, count=3, size_bytes=64, spacing_ns=0, test_id=1)
         t = time.monotonic()
         got = E.receive(rx, max_packets=10, test_id=1, idle_timeout_ns=150 * MS, first_timeout_ns=20 * S)
         assert got.stopped_by == "idle" and len(got) == 3
-        assert time.monotonic() - t < 3
+        assert time.monotonic() - t < 10  # the idle timeout, not the 20 s first one
 
 
 def test_signal_interrupts_send_paced_and_receive():
@@ -399,7 +414,7 @@ def test_signal_interrupts_send_paced_and_receive():
                 signal.setitimer(signal.ITIMER_REAL, 0.1)
                 with pytest.raises(Alarm):
                     call()
-                assert time.monotonic() - t < 2
+                assert time.monotonic() - t < 5  # at the signal, not after the 10 s spacing or 30 s timeout
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -479,7 +494,7 @@ def test_timeouts_and_refused_connection():
             lat = E.request_response(cli, count=3, request_bytes=64, response_bytes=64, test_id=1,
                                      timeout_ns=30 * MS, busy_poll=busy)
             assert lat.timeouts == 3 and (lat.rtt_ns == -1).all() and lat.errors == 0
-            assert 0.08 < time.monotonic() - t < 3
+            assert 0.08 < time.monotonic() - t < 10  # three 30 ms timeouts (generous: a loaded machine)
     dead = E.open_udp(bind=("127.0.0.1", 0))
     addr = dead.getsockname()
     dead.close()
@@ -596,13 +611,13 @@ def test_respond_stop_fd_idle_and_duration():
             time.sleep(0.1)
             t = time.monotonic()
             os.write(w, b"x")
-            assert bg.result(timeout=5).stopped_by == "stop"
-            assert time.monotonic() - t < 1
+            assert bg.result(timeout=30).stopped_by == "stop"
+            assert time.monotonic() - t < 10  # at once: not after the 20 s idle timeout
             t = time.monotonic()
             st = E.respond(srv, test_id=1, stop_fd=None, max_response_bytes=100, peer=("127.0.0.1", None),
                            max_rate_pps=100, idle_timeout_ns=100 * MS)
             assert st.stopped_by == "idle" and st.peer == ("127.0.0.1", None)
-            assert 0.09 < time.monotonic() - t < 3
+            assert 0.09 < time.monotonic() - t < 10  # the 100 ms idle timeout (generous: a loaded machine)
             st = E.respond(srv, test_id=1, stop_fd=None, max_response_bytes=100, peer=("127.0.0.1", None),
                            max_rate_pps=100, idle_timeout_ns=20 * S, max_duration_ns=100 * MS)
             assert st.stopped_by == "duration"
