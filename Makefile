@@ -47,7 +47,11 @@ sysdeps:
 	  fi; \
 	fi
 
-$(STAMP): setup.py pyproject.toml
+# The C extensions are built in place by the editable install: a changed C source (a pull, a rebase)
+# reinstalls, or the tests would run the old compiled code.
+EXT_SOURCES := $(wildcard udpmon/*.c decoders/*.c acquisition/hostprobe/*.c)
+
+$(STAMP): setup.py pyproject.toml $(EXT_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
