@@ -19,8 +19,12 @@ profile field (``data/profiles``); the mechanisms are those of seed 002:
   after the coalescence delay (``rx_int_delay_us``; 0 = per frame). The
   interrupt service reads the NIC's cause register (which deasserts INTA#),
   processes the frames (``rx_sw_us`` + copy each), returns the descriptors and
-  re-enables interrupts. When the FIFO passes ``fc_high_water_bytes`` the NIC
-  sends PAUSE; below ``fc_low_water_bytes`` it sends XON (PAUSE 0).
+  re-enables interrupts; or, with a NIC's ``rx_refill = "softirq"`` (Linux
+  2.4 and the e1000 of 2002), only hands them to the NET_RX softirq, which runs
+  the stack after the service, and the ring is refilled once the backlog is
+  empty. An application blocked in its receive call costs ``wakeup_us`` to
+  wake. When the FIFO passes ``fc_high_water_bytes`` the NIC sends PAUSE;
+  below ``fc_low_water_bytes`` it sends XON (PAUSE 0).
 """
 
 from __future__ import annotations
@@ -457,6 +461,11 @@ class Host:
         self.rx_done: deque[Frame] = deque()
         self.rx_next_slot = 0
         self.xoff_until = -1
+        # Frames the interrupt service handed to the stack (Linux 2.4's per-CPU backlog, netif_rx), and the
+        # descriptors it took off the ring that wait for the refill, with a ``softirq`` refill.
+        self.backlog: deque[Frame] = deque()
+        self.backlog_kick = Signal(env)
+        self.rx_cleaned = 0
         # interrupts
         self.int_asserted = False
         self.int_timer_due: int | None = None
@@ -470,13 +479,16 @@ class Host:
         env.process(self._nic_tx())
         env.process(self._nic_rx_dma())
         env.process(self._isr_loop())
+        if nic.rx_refill == "softirq":
+            env.process(self._softirq())
 
     def settled(self) -> bool:
         """Nothing in flight: no register write posted, every frame sent and received, its descriptors returned
         and its interrupt served, the CPU free."""
         return (not self.posted and not self.tx_doorbell and self.tx_fifo_used == 0
                 and self.tx_slots == self.nic.tx_ring and not self.rx_pending and not self.rx_done
-                and self.rx_desc_free == self.nic.rx_ring and not self.int_asserted and self.int_timer_due is None
+                and self.rx_desc_free == self.nic.rx_ring and not self.backlog and not self.rx_cleaned
+                and not self.int_asserted and self.int_timer_due is None
                 and self.cpu.count == 0 and not self.tx_link.data and not self.tx_link.control
                 and self.tx_link.free_ps <= self.env.now)
 
@@ -801,21 +813,81 @@ class Host:
                 rx = len(self.rx_done)
                 if self.nic.rx_service_limit:
                     rx = min(rx, self.nic.rx_service_limit)
+                deferred = self.nic.rx_refill == "softirq"
                 for _ in range(rx):
                     frame = self.rx_done.popleft()
-                    payload_len = max(0, len(frame.data) - 46)
-                    cost_us = self.hp.rx_sw_us + self.hp.copy_ns_per_byte * payload_len / 1000
-                    yield env.timeout(round(cost_us * PS_PER_US))
+                    if deferred:
+                        yield env.timeout(round(self.hp.rx_handler_us * PS_PER_US))
+                        self.backlog.append(frame)
+                        continue
+                    yield env.timeout(self.rx_stack_ps(frame, self.hp.rx_sw_us) + self.wakeup_ps())
                     self.on_receive(frame, env.now)
                 row = self.rig.interrupt_rows[self._row]
                 row[3], row[4] = rx, freed
                 yield from self.csr_sequence(self.nic.isr_exit_csr)
-                if rx:
+                if rx and deferred:
+                    self.rx_cleaned += rx
+                    self.backlog_kick.notify()
+                elif rx:
                     self.rx_desc_free += rx
                     self.rx_desc_freed.notify()
             if self.rx_done and self.nic.rx_service_limit:
                 # Frames left for the next service: the NIC's receive cause is still pending.
                 self.raise_interrupt("rx")
+
+    def rx_stack_ps(self, frame: Frame, sw_us: float) -> int:
+        """CPU time (ps) of ``sw_us`` of receive software and the copy of ``frame``'s user data to the application."""
+        payload_len = max(0, len(frame.data) - 46)
+        return round((sw_us + self.hp.copy_ns_per_byte * payload_len / 1000) * PS_PER_US)
+
+    def wakeup_ps(self) -> int:
+        """CPU time (ps) to wake the receiving application for the datagram in hand: ``wakeup_us`` when no other
+        frame waits behind it (the application will have blocked in its receive call), else nothing (it reads
+        on without sleeping, as a saturated stream's receiver does)."""
+        if not self.hp.wakeup_us or self.rx_done or self.backlog:
+            return 0
+        return round(self.hp.wakeup_us * PS_PER_US)
+
+    def _return_descriptor(self) -> None:
+        self.rx_desc_free += 1
+        self.rx_desc_freed.notify()
+
+    def _softirq(self) -> Process:
+        """The stack after the interrupt service (Linux 2.4's NET_RX softirq), then the ring's refill.
+
+        Each frame the service queued costs the rest of ``rx_sw_us`` and the
+        copy, one frame at a time below the service's priority (a service
+        waits for the frame in hand: the model's CPU is not preemptive), and
+        reaches the application. Only when the backlog is empty does the
+        refill run (the e1000 of 2002 refills from a tasklet, which 2.4's
+        do_softirq runs after NET_RX): a descriptor is the NIC's again when
+        its ``rx_refill_csr`` write reaches it. A host that cannot keep up
+        with the wire therefore runs out of descriptors, and its NIC's FIFO
+        fills until flow control stops the sender (seed 002 §4.2.3).
+        """
+        env = self.env
+        while True:
+            if self.backlog:
+                frame = self.backlog.popleft()
+                with self.cpu.request(priority=1) as req:
+                    yield req
+                    yield env.timeout(self.rx_stack_ps(frame, self.hp.rx_sw_us - self.hp.rx_handler_us)
+                                      + self.wakeup_ps())
+                self.on_receive(frame, env.now)
+            elif self.rx_cleaned:
+                # The refill runs to its end, taking the descriptors services clean meanwhile too.
+                while self.rx_cleaned:
+                    self.rx_cleaned -= 1
+                    with self.cpu.request(priority=1) as req:
+                        yield req
+                        yield env.timeout(round(self.hp.csr_interval_ns * PS_PER_NS))
+                        for k, access in enumerate(self.nic.rx_refill_csr):
+                            last = k == len(self.nic.rx_refill_csr) - 1
+                            yield from self.csr(access, self._return_descriptor if last else None)
+                        if not self.nic.rx_refill_csr:
+                            self._return_descriptor()
+            else:
+                yield self.backlog_kick.wait()
 
 
 class Rig:

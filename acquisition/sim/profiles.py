@@ -97,10 +97,19 @@ class NicProfile:
     csr_recovery_ns: float = 0.0
     csr_read_latency_ns: float = 0.0
     dma_read_burst_bytes: int = 0
+    #: When the driver returns receive descriptors to the NIC: ``service`` at the end of the interrupt service,
+    #: which also runs the stack for each frame; ``softirq`` after the stack, which the service leaves to the
+    #: NET_RX softirq (Linux 2.4's netif_rx), has emptied the backlog: the e1000 of 2002 refills its ring
+    #: from a tasklet, and 2.4's do_softirq runs NET_RX before tasklets.
+    rx_refill: str = "service"
+    #: The register accesses returning one receive descriptor in a ``softirq`` refill (e1000: the tail, RDT).
+    rx_refill_csr: tuple[str, ...] = ()
 
     def check(self) -> None:
         _check_source(self.name, self.source)
-        for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr):
+        if self.rx_refill not in ("service", "softirq"):
+            raise UsageError(f"nic {self.name}: rx_refill must be 'service' or 'softirq' (got {self.rx_refill!r})")
+        for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr, self.rx_refill_csr):
             for access in seq:
                 op, _, reg = access.partition(":")
                 if op not in ("r", "w") or not reg:
@@ -157,6 +166,14 @@ class HostProfile:
     isr_us: float
     csr_interval_ns: float
     bridge: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Of ``rx_sw_us``, what the interrupt service spends per frame when a NIC's driver leaves the stack to
+    #: the softirq (``rx_refill = "softirq"``): unmapping, the socket buffer, netif_rx; the rest, and the copy,
+    #: runs in the softirq and the application after the service.
+    rx_handler_us: float = 0.0
+    #: CPU time to wake the receiving application blocked in its receive call (scheduler wake-up and context
+    #: switch), paid for a datagram when no other is waiting behind it: every request and response of a
+    #: round trip, never in a saturated stream. 0: not modelled (no sourced value for the seed's hosts).
+    wakeup_us: float = 0.0
 
     def check(self) -> None:
         _check_source(self.name, self.source)
@@ -164,6 +181,8 @@ class HostProfile:
             v = getattr(self, f.name)
             if isinstance(v, float) and v < 0:
                 raise UsageError(f"host {self.name}: {f.name} must not be negative")
+        if self.rx_handler_us > self.rx_sw_us:
+            raise UsageError(f"host {self.name}: rx_handler_us is part of rx_sw_us and cannot exceed it")
         for bus_name, values in self.bridge.items():
             unknown = sorted(set(values) - set(BRIDGE_FIELDS))
             if unknown or not all(isinstance(v, int) and v >= 0 for v in values.values()):
