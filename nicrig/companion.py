@@ -32,9 +32,9 @@ import h5py
 import numpy as np
 
 from nicrig import __version__
-from nicrig.errors import UsageError
 from nicrig.atomic import partial_path
-from nicrig.h5file import LIBVER, STORAGE, fsync_path, to_json
+from nicrig.errors import UsageError
+from nicrig.h5file import LIBVER, fsync_path, store, table_meta
 
 #: Root attributes every companion has, written afresh by each update; the others are kept.
 _OWN_ATTRS = ("format", "format_version", "nicrig_version", "updated_utc", "capture", "capture_file")
@@ -83,12 +83,7 @@ class Update:
     def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
                     description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
         """Add (or replace) table ``path`` (``decoded/send_pci/pci``...), as :meth:`NicrigFile.write_table`."""
-        if data.dtype.names is None:
-            raise UsageError(f"table {path}: needs a structured array")
-        meta = {"description": description, "units": to_json(dict(units or {}))}
-        for k, v in (attrs or {}).items():
-            meta[k] = v if isinstance(v, (int, float, str, np.generic)) else to_json(v)
-        self.tables[path] = (data, meta)
+        self.tables[path] = (data, table_meta(path, data, units, description, attrs))
 
 
 @contextmanager
@@ -158,11 +153,7 @@ def update(capture: Path, identity: str) -> Iterator[Update]:
                     new.attrs[k] = v
                 for path, (data, meta) in sorted({**kept, **pending.tables}.items()):
                     parent, _, leaf = path.rpartition("/")
-                    grp = new.require_group(parent) if parent else new
-                    ds = grp.create_dataset(leaf, data=data, chunks=True,
-                                            maxshape=(None,) if not len(data) else None, **STORAGE)
-                    for k, v in meta.items():
-                        ds.attrs[k] = v
+                    store(new.require_group(parent) if parent else new, leaf, data, meta)
             fsync_path(tmp)
             os.replace(tmp, target)
         except BaseException:

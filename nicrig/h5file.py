@@ -152,6 +152,28 @@ def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def table_meta(path: str, data: np.ndarray, units: Mapping[str, str] | None, description: str,
+               attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The attributes a table is stored with: ``description``, ``units`` (JSON) and ``attrs`` (scalars as they
+    are, anything else as JSON). A table is a structured array: anything else is a :class:`UsageError`."""
+    if data.dtype.names is None:
+        raise UsageError(f"table {path}: needs a structured array")
+    meta: dict[str, Any] = {"description": description, "units": to_json(dict(units or {}))}
+    for k, v in (attrs or {}).items():
+        meta[k] = v if isinstance(v, (int, float, str, np.generic)) else to_json(v)
+    return meta
+
+
+def store(grp: h5py.Group, name: str, data: np.ndarray, attrs: Mapping[str, Any] | None = None) -> h5py.Dataset:
+    """Dataset ``name`` of ``grp`` holding ``data`` as nicrig stores every dataset (:data:`STORAGE`), with
+    ``attrs``. An empty one is chunked too (growable, so its chunk shape is legal): checksummed like the rest."""
+    ds = grp.create_dataset(name, data=data, chunks=True,
+                            maxshape=(None, *data.shape[1:]) if not len(data) else None, **STORAGE)
+    for k, v in (attrs or {}).items():
+        ds.attrs[k] = v
+    return ds
+
+
 def check_format(h5: h5py.File | h5py.Group, path: Path | str, name: str, version: int) -> None:
     """Raise :class:`FormatError` unless ``h5`` (a file, or the group of a nested one) is a file of kind ``name``
     this nicrig can read."""
@@ -481,12 +503,7 @@ class NicrigFile:
                     description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
         """Store a structured array as a compressed compound dataset at ``path`` (``truth/frames``...), whole
         (:meth:`write_array`)."""
-        if data.dtype.names is None:
-            raise UsageError(f"table {path}: needs a structured array")
-        meta: dict[str, Any] = {"description": description, "units": to_json(dict(units or {}))}
-        for k, v in (attrs or {}).items():
-            meta[k] = v if isinstance(v, (int, float, str, np.generic)) else to_json(v)
-        self.write_array(path, data, meta)
+        self.write_array(path, data, table_meta(path, data, units, description, attrs))
 
     def write_array(self, path: str, data: np.ndarray, attrs: Mapping[str, Any] | None = None) -> None:
         """Store ``data`` (a table, or raw rows such as a host trace's sub-buffers) at ``path`` with ``attrs``.
@@ -499,14 +516,11 @@ class NicrigFile:
         tmp = f".{name}.partial"
         if tmp in grp:
             del grp[tmp]
-        # an empty dataset is chunked too (growable, so its chunk shape is legal): checksummed like the rest
-        ds = grp.create_dataset(tmp, data=data, chunks=True,
-                                maxshape=(None, *data.shape[1:]) if not len(data) else None, **STORAGE)
         try:
-            for k, v in (attrs or {}).items():
-                ds.attrs[k] = v
+            store(grp, tmp, data, attrs)
         except BaseException:
-            del grp[tmp]
+            if tmp in grp:
+                del grp[tmp]
             raise
         with reading(self.path, f"the dataset {path} it replaces"):  # the old one's metadata may be damaged
             if name in grp:
