@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from nicrig.acquisition.hostprobe.perfetto import export
+    from nicrig.gui.perfetto import export
     from nicrig.h5file import open_any
 
     out = Path(args.output)

@@ -1,6 +1,7 @@
 """The aligned timeline as a Perfetto trace: host events, decoded bus transactions, frames and packets.
 
-What the GUI's timeline shows (its lanes, with the session's deskew and the
+Beside the GUI, since it writes the GUI's own timeline (``nicrig trace export`` calls it). What the
+GUI's timeline shows (its lanes, with the session's deskew and the
 far hosts' clock offsets: :class:`nicrig.gui.document.Document`, which needs
 no display) is written as a Perfetto protobuf trace (``TracePacket`` /
 ``TrackEvent``, the format the Perfetto UI at ui.perfetto.dev opens), built
@@ -9,8 +10,9 @@ with the message classes of the ``perfetto`` package:
 * one process track per group (a capture set's source, a host, udpmon's
   packets), one child track per lane (``cpu0 softirq``, ``PCI transactions``);
 * one slice per box, named by its short label with the full label as a
-  debug annotation (udpmon's packets: instant events); boxes of a lane that overlap without nesting (calls of
-  two threads) go to extra tracks ``<lane> (2)``..., so every slice is kept;
+  debug annotation (udpmon's packets: instant events); boxes of a lane that
+  overlap without nesting (calls of two threads) go to extra tracks
+  ``<lane> (2)``..., so every slice is kept;
 * timestamps in ns: the view's time plus ``zero_ns`` (the first host trace's
   CLOCK_MONOTONIC at the view's zero, so host events keep their own times;
   without host traces, what makes the earliest box 0), which the command prints.
