@@ -528,17 +528,6 @@ class NicrigFile:
         grp.move(tmp, name)
         self._h5.file.flush()  # on disk now: a kill from here on keeps it
 
-    def copy_from(self, other: NicrigFile, path: str) -> None:
-        """Copy the group or dataset ``path`` of ``other`` (attributes and all) to the same path here, as it is
-        stored: HDF5 copies compressed chunks without filtering them again. ``path`` must not exist here."""
-        parent, _, name = path.rpartition("/")
-        grp = self._h5.require_group(parent) if parent else self._h5
-        if name in grp:
-            raise UsageError(f"{self.path}: {path} exists")
-        with reading(other.path, path):
-            self._h5.copy(other._h5[path], grp, name=name)
-        self._h5.file.flush()  # on disk now: a kill from here on keeps it
-
     def derived_update(self) -> Any:
         """``with f.derived_update() as u: u.write_table(...)``: tables into the companion, replaced atomically."""
         from nicrig import companion

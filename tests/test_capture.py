@@ -109,34 +109,6 @@ def test_vectors_from_names_orders_bits_and_rejects_gaps():
 # ---------------------------------------------------------------------------------------------
 # round trips
 # ---------------------------------------------------------------------------------------------
-def test_copy_from_takes_a_source_and_a_table_over_as_stored(tmp_path):
-    """A source and a table copied from another capture set read back the same, checksums and all; a path
-    that exists already is refused with its name, not overwritten."""
-    rng = np.random.default_rng(3)
-    bits = rand_bits(rng, 3000, 20)
-    spec = SourceSpec("probe", [f"D{i}" for i in range(20)], mode="state", samplerate_hz=125e6,
-                      trigger_sample=7, notes="part")
-    part = tmp_path / "part.h5"
-    write_set(part, (spec, pack_bits(bits), np.arange(3000, dtype=np.int64) * 8000))
-    table = np.array([(1, 2.5), (3, 4.5)], dtype=[("a", "<i8"), ("b", "<f8")])
-    with CaptureSet.open(part, "r+") as cs:
-        cs.write_table("truth/probe/frames", table, units={"b": "us"}, description="two rows")
-    with CaptureSet.open(part) as cs:
-        times = cs.source("probe").times_ps()
-    whole = tmp_path / "whole.h5"
-    with CaptureSet.create(whole) as cs, CaptureSet.open(part) as src:
-        cs.copy_from(src, "sources/probe")
-        cs.copy_from(src, "truth/probe")
-        with pytest.raises(UsageError, match="sources/probe exists"):
-            cs.copy_from(src, "sources/probe")
-    with CaptureSet.open(whole) as cs:
-        s = cs.source("probe")
-        assert (s.mode, s.trigger_sample, s.notes) == ("state", 7, "part")
-        assert np.array_equal(s.read_packed(), pack_bits(bits))
-        assert np.array_equal(s.times_ps(), times) and len(np.unique(times)) == 3000
-        assert np.array_equal(cs.read_table("truth/probe/frames"), table)
-
-
 def test_roundtrip_timing_90_channels(tmp_path):
     rng = np.random.default_rng(1)
     bits = rand_bits(rng, 5000, 90)

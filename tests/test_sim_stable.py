@@ -6,8 +6,8 @@ calibrated (``bench/calibration.py``); a change that is meant to alter the
 model's behaviour changes them and must say so in its commit message, a
 change that is only meant to make it faster must not.
 
-The cases cover what the engine's shortcuts (DMA plans, the background
-appender) could get wrong: request-response and streams; a saturated stream
+The cases cover what the engine's shortcuts (DMA plans, the sources
+rendered on threads) could get wrong: request-response and streams; a saturated stream
 whose receiver sends PAUSE and XON (a NIC with a small receive FIFO, so the
 cycles start within a short run); CSR retries (STOP#) and delayed reads of
 the host bridge interleaving with the NIC's bursts on one bus (two masters);
@@ -107,7 +107,7 @@ def test_simulated_capture_is_byte_identical_to_the_calibrated_model(case, tmp_p
 @pytest.mark.parametrize("case", ["intel-stream-pause", "sk-latency-ad-32", "alteon-stream-timing"])
 @pytest.mark.parametrize("workers", [1, 3])
 def test_the_sources_are_the_same_rendered_here_or_in_workers(case, workers, tmp_path):
-    """One process renders the sources one after the other, or forked workers at once (the default on a
-    machine with CPUs to spare, which the cases above take): the capture set is the same."""
+    """The sources rendered one after the other, or on threads of their own at once (the default on a
+    machine with two CPUs, which the cases above take): the capture set is the same."""
     path, _ = simulate_case(case, tmp_path, workers=workers)
     assert digest(path) == DIGESTS[case]

@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import numpy as np
 from nicrig.acquisition.capture import CaptureSet, SourceSpec, unitsize_for
@@ -226,55 +223,28 @@ class _Sources:
             _write_pci(cs, name, self.run.buses[name], self.run, self.nic, self.host, self.recording, progress)
 
 
-#: The sources a pool of forked workers renders: set just before they fork, so each inherits it unpickled.
-_FORKED_SOURCES: _Sources | None = None
+def _write_sources(cs: CaptureSet, sources: _Sources, workers: int | None, progress: Progress | None) -> None:
+    """Render every source of ``sources`` into ``cs``, on threads of their own when there are CPUs for them.
 
-
-def _write_forked_source(name: str, path: str) -> None:
-    """In a forked worker: render source ``name`` of :data:`_FORKED_SOURCES` into a capture set of its own."""
-    assert _FORKED_SOURCES is not None
-    with CaptureSet.create(path) as part:
-        _FORKED_SOURCES.write(part, name, None)
+    NumPy's array operations and HDF5's filters (checksum, shuffle, deflate: h5py lets go of the GIL while
+    HDF5 runs, though it lets one thread into HDF5 at a time) do not need the interpreter, so one source
+    renders while another is compressed. ``workers`` threads (default: one per source given two usable
+    CPUs; 1: one after the other here) write the same samples, timestamps and tables either way.
+    """
+    names = sources.names
+    workers = (len(names) if _usable_cpus() >= 2 else 1) if workers is None else min(len(names), workers)
+    if workers < 2:
+        for name in names:
+            sources.write(cs, name, progress)
+        return
+    cs.group("truth", create=True)  # made here: threads making it at once would race
+    with ThreadPoolExecutor(workers, thread_name_prefix="nicrig-source") as pool:
+        for done in [pool.submit(sources.write, cs, name, progress) for name in names]:
+            done.result()
 
 
 def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _write_sources(cs: CaptureSet, sources: _Sources, workers: int | None, progress: Progress | None) -> None:
-    """Render every source of ``sources`` into ``cs``, each in a worker process of its own when there are CPUs.
-
-    Rendering a source and HDF5's filters (checksum, shuffle, deflate) run in one thread; forked workers,
-    ``workers`` of them (default: one per source given two usable CPUs), render and store the three
-    sources at once into scratch capture sets beside ``cs``, which then takes them over as stored
-    (:meth:`~nicrig.h5file.NicrigFile.copy_from`): the same samples, timestamps and tables as rendering
-    them here one after the other, which is what happens with one worker or without ``fork``.
-    """
-    global _FORKED_SOURCES
-    names = sources.names
-    # One worker per source as soon as there are two CPUs: three processes on two CPUs finish together,
-    # where two workers would leave the third source to one CPU alone.
-    workers = (len(names) if _usable_cpus() >= 2 else 1) if workers is None else min(len(names), workers)
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        for name in names:
-            sources.write(cs, name, progress)
-        return
-    with tempfile.TemporaryDirectory(prefix=".nicrig-sources-", dir=Path(cs.path).parent) as scratch:
-        _FORKED_SOURCES = sources
-        try:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                parts = {name: pool.submit(_write_forked_source, name, str(Path(scratch) / f"{name}.h5"))
-                         for name in names}
-                for name in names:
-                    parts[name].result()
-                    with CaptureSet.open(Path(scratch) / f"{name}.h5") as part:
-                        cs.copy_from(part, f"sources/{name}")
-                        cs.copy_from(part, f"truth/{name}")
-                    if progress:
-                        clocks = source_clocks(sources.run, name)
-                        progress(name, clocks, clocks)
-        finally:
-            _FORKED_SOURCES = None
 
 
 def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
@@ -358,9 +328,9 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
 
     ``settings`` (what the command line asked, beyond the scenario) and ``argv``
     go into the results' root attributes (``docs/formats.md``). ``workers``:
-    processes rendering the sources at once (default: one per source on a
-    machine with two CPUs or more; 1: all in this one; the capture set is
-    the same).
+    threads rendering the sources at once (default: one per source on a
+    machine with two CPUs or more; 1: one after the other; the capture set
+    is the same).
     """
     with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}") as cs:
         run = Rig(scenario, bus, nic, host).run()
