@@ -4,8 +4,9 @@ Saved as the JSON root attribute ``gui_session`` of the capture set's companion
 file ``FILE.derived.h5`` (:mod:`nicrig.companion`: replaced atomically, the
 capture itself is never opened for writing); capture sets written before
 companions hold it as a root attribute of their own, which is still read. When
-the folder cannot be written the session goes to ``FILE.h5.session.json``
-beside it instead (or, when that fails too, an error says so).
+the folder cannot be written, or the file is a udpmon results file (no
+companion), the session goes to ``FILE.h5.session.json`` beside it instead,
+replaced whole (or, when that fails too, an error says so).
 The deskew here is added to each source's recorded ``offset_ps`` on the
 timeline; the samples and decoded tables in the file are left as recorded.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nicrig.acquisition.capture import CaptureSet
+from nicrig.atomic import replacing
 from nicrig.companion import companion_path
 from nicrig.errors import FormatError, NicrigError, UsageError
 
@@ -129,7 +131,8 @@ def save(path: Path, s: Session) -> Path:
         return companion_path(path)
     except (OSError, NicrigError):
         try:
-            sidecar(path).write_text(to_json(s), encoding="utf-8")
-        except OSError as exc:
+            with replacing(sidecar(path)) as tmp:  # a kill mid-write keeps the previous session whole
+                tmp.write_text(to_json(s), encoding="utf-8")
+        except (OSError, UsageError) as exc:
             raise UsageError(f"{path}: cannot save the GUI session in the file or beside it: {exc}") from None
         return sidecar(path)

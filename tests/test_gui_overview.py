@@ -180,6 +180,23 @@ def test_session_of_a_capture_set_written_before_companions(tmp_path: Path) -> N
     assert session.load(path) == (s, "session restored")
 
 
+def test_session_of_a_results_file_goes_beside_it(tmp_path: Path) -> None:
+    """A results file has no companion: its session is FILE.h5.session.json, replaced whole."""
+    from nicrig.udpmon.results import LatencyVisit, ResultsFile, write_latency
+
+    path = tmp_path / "lat.h5"
+    with ResultsFile.create(path) as rf:
+        rf.set_run("latency", peer="127.0.0.1:5001", argv=["test"], settings={}, remote={})
+        write_latency(rf, [LatencyVisit(0, 0, 64, 0, 0, np.full(5, 20_000, np.int64))], mtu=1500, bin_us=1.0)
+    raw = path.read_bytes()
+    s = session.Session(offsets_ns={"host:local": 2.0})
+    assert session.save(path, s) == session.sidecar(path)
+    s.markers.append(("M", 1.0))
+    session.save(path, s)
+    assert session.load(path) == (s, "session restored") and path.read_bytes() == raw
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["lat.h5", "lat.h5.session.json"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(st.text(), st.dictionaries(st.sampled_from(["offsets_ns", "markers", "hidden", "order", "view_ns",
                                                                "cursors_ns", "version"]),
