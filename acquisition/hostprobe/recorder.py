@@ -126,21 +126,17 @@ def parse_stats(text: str) -> dict[str, int]:
 
 # -- the guardian (child) -----------------------------------------------------------------
 
-def _write(path: Path, text: str) -> None:
-    path.write_text(text)
-
-
 def _configure(inst: Path, spec: RecordSpec) -> None:
-    _write(inst / "tracing_on", "0")
-    _write(inst / "trace_clock", "mono")
-    _write(inst / "buffer_size_kb", str(spec.buffer_kb))
-    _write(inst / "options" / "overwrite", "0")
+    (inst / "tracing_on").write_text("0")
+    (inst / "trace_clock").write_text("mono")
+    (inst / "buffer_size_kb").write_text(str(spec.buffer_kb))
+    (inst / "options" / "overwrite").write_text("0")
     for event in spec.events:
         system, name = event.split(":", 1)
         d = inst / "events" / system / name
         if event in PER_PROCESS:
-            _write(d / "filter", pid_filter(spec.pids))
-        _write(d / "enable", "1")
+            (d / "filter").write_text(pid_filter(spec.pids))
+        (d / "enable").write_text("1")
 
 
 def _cpus(inst: Path) -> list[int]:
@@ -187,7 +183,7 @@ def guardian_main(argv: Sequence[str]) -> int:
                for cpu in _cpus(inst)}
         with open(spool_path, "wb") as spool:
             start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-            _write(inst / "tracing_on", "1")
+            (inst / "tracing_on").write_text("1")
             print(json.dumps({"ready": inst.name, "start_ns": start}), flush=True)
             spooled, truncated, eof = 0, "", False
             while not (eof or stop_requested):
@@ -200,10 +196,10 @@ def guardian_main(argv: Sequence[str]) -> int:
                 spooled += _drain(fds, spool, subbuf)
                 elapsed = (time.clock_gettime_ns(time.CLOCK_MONOTONIC) - start) / 1e9
                 if spooled >= spec.max_bytes or elapsed >= spec.max_seconds:
-                    _write(inst / "tracing_on", "0")
+                    (inst / "tracing_on").write_text("0")
                     truncated = (f"stopped at the size bound ({spec.max_bytes} bytes)" if spooled >= spec.max_bytes
                                  else f"stopped at the time bound ({spec.max_seconds:g} s)")
-            _write(inst / "tracing_on", "0")
+            (inst / "tracing_on").write_text("0")
             end = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
             if not truncated:
                 spooled += _drain(fds, spool, subbuf)
@@ -263,7 +259,7 @@ class Recording:
         inst = tracefs.root() / "instances" / self.instance
         for event in self.spec.events:
             if event in PER_PROCESS:
-                _write(inst / "events" / event.replace(":", "/") / "filter", pid_filter(pids))
+                (inst / "events" / event.replace(":", "/") / "filter").write_text(pid_filter(pids))
 
     def stop(self, timeout_s: float = 60.0) -> RecordSummary:
         if self._proc is None:
