@@ -20,7 +20,7 @@ with the message classes of the ``perfetto`` package:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -57,8 +57,11 @@ def timeline_lanes(doc: Any) -> Iterator[tuple[str, str, np.ndarray, np.ndarray,
             yield lane.group, lane.title, lane.boxes.t_ns + shift, lane.boxes.t_end_ns + shift, lane.boxes
 
 
-def write_trace(doc: Any, out: BinaryIO) -> dict[str, int]:
-    """Write a document's timeline as a Perfetto trace; returns counts (tracks, slices) and ``zero_ns``."""
+def write_trace(doc: Any, out: BinaryIO, progress: Callable[[int, int], None] = lambda done, total: None
+                ) -> dict[str, int]:
+    """Write a document's timeline as a Perfetto trace; returns counts (tracks, slices) and ``zero_ns``.
+
+    ``progress(boxes written, boxes)`` after each lane."""
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
     from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
@@ -66,12 +69,11 @@ def write_trace(doc: Any, out: BinaryIO) -> dict[str, int]:
     earliest = min((float(t0.min()) for _, _, t0, _, _ in lanes), default=0.0)
     zero_ns = int(doc.base_ns) if doc.base_ns else int(-min(earliest, 0.0))
     builder = StreamingTraceProtoBuilder(out)
-    uuids: dict[str, int] = {}
     counts = {"tracks": 0, "slices": 0, "instants": 0, "zero_ns": zero_ns}
+    total, done = sum(len(t0) for _, _, t0, _, _ in lanes), 0
 
     def track(name: str, parent: int | None) -> int:
-        uuid = len(uuids) + 1
-        uuids[f"{parent}/{name}"] = uuid
+        uuid = counts["tracks"] + 1  # any number unique in the trace
         p = builder.create_packet()
         p.track_descriptor.uuid = uuid
         p.track_descriptor.name = name
@@ -106,11 +108,14 @@ def write_trace(doc: Any, out: BinaryIO) -> dict[str, int]:
                     note.string_value = labels[0]
                 builder.write_packet(p)
             counts["instants" if instant[j] else "slices"] += 1
+        done += len(order)
+        progress(done, total)
     return counts
 
 
-def export(path: Path, out: Path) -> dict[str, int]:
-    """``nicrig trace export``: the timeline of a capture set or results file into ``out``."""
+def export(path: Path, out: Path, progress: Callable[[int, int], None] = lambda done, total: None
+           ) -> dict[str, int]:
+    """``nicrig trace export``: the timeline of a capture set or results file into ``out`` (:func:`write_trace`)."""
     from nicrig.gui.document import Document
 
     from nicrig.atomic import replacing
@@ -118,6 +123,6 @@ def export(path: Path, out: Path) -> dict[str, int]:
     doc = Document(path)
     try:
         with replacing(out) as tmp, open(tmp, "wb") as f:
-            return write_trace(doc, f)
+            return write_trace(doc, f, progress)
     finally:
         doc.close()

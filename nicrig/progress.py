@@ -1,7 +1,7 @@
 """Progress of long commands on standard error: a rich bar on a terminal, else a line every few seconds.
 
-Every long command (decode, simulate, import, export, verify, report, udpmon
-latency, stream, suite and sweeps) reports through :class:`Progress`, so a run whose standard
+Every long command (decode, simulate, import, export, verify, report, trace
+export, udpmon latency, stream, suite and sweeps) reports through :class:`Progress`, so a run whose standard
 error goes to a log or a pipe (a batch job, ``2>run.log``, CI) still shows it
 is alive: ``nicrig udpmon stream: 3 of 12 streams (25%), 9 s``, written every
 ``NICRIG_PROGRESS_S`` seconds (default 5; the first after one interval, so

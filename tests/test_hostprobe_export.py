@@ -100,3 +100,12 @@ def test_decoded_bus_and_frames_exported(tmp_path: Path) -> None:
     assert any(name.startswith("frames") for name in slices)
     begins = np.array([b for rows in slices.values() for b, _, _ in rows])
     assert begins.min() >= 0
+    uuids = [p.track_descriptor.uuid for p in _read(out).packet if p.HasField("track_descriptor")]
+    assert len(uuids) == len(set(uuids))
+    # progress off a terminal, as every long command: the last line counts every box written
+    r = subprocess.run([*NICRIG, "trace", "export", str(cs), "-o", str(out), "--json"], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, NICRIG_PROGRESS_S="0"))
+    assert r.returncode == 0, r.stderr
+    boxes = sum(len(rows) for rows in slices.values())
+    last = [line for line in r.stderr.splitlines() if line.startswith("nicrig trace export: writing ")][-1]
+    assert f": {boxes:,} of {boxes:,} events (100%), " in last, last

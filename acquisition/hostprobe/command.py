@@ -98,12 +98,14 @@ def _export(args: argparse.Namespace) -> int:
 
     from nicrig.gui.perfetto import export
     from nicrig.h5file import open_any
+    from nicrig.progress import Progress
 
     out = Path(args.output)
     if not out.parent.is_dir():
         raise UsageError(f"{out}: folder {out.parent} does not exist")
     open_any(args.file).close()  # a missing or foreign file is the error to report
-    counts = export(Path(args.file), out)
+    with Progress() as bar:
+        counts = export(Path(args.file), out, bar.task(f"trace export: writing {out.name}", unit="events"))
     if args.json:
         json.dump({"file": str(out), **counts}, sys.stdout, indent=2)
         sys.stdout.write("\n")
