@@ -65,7 +65,8 @@ def fit_cpu_model(cpu_time: np.ndarray, n_mbytes: np.ndarray, n_kpackets: np.nda
     keep = np.isfinite(y) & np.isfinite(x).all(axis=1)
     y, x = y[keep], x[keep]
     if y.size < 4:
-        raise UsageError(f"CPU model: {y.size} usable runs; need at least 4 for three parameters and their errors")
+        raise UsageError(f"CPU model: {y.size} usable run{'' if y.size == 1 else 's'}; need at least 4 for three "
+                         "parameters and their errors")
     if np.linalg.matrix_rank(x) < 3:
         raise UsageError("CPU model: megabytes, packets and interrupts do not vary independently over these runs "
                          "(vary the packet size and the interrupt coalescence)")

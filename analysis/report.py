@@ -160,7 +160,8 @@ def _rounds_table(est: latency.LatencyEstimate, src: str) -> Table:
     columns = ["size (bytes)", "frames", "rounds"]
     unc = {}
     for stat in stats:
-        v, u = f"{STAT_LABEL[stat]} (us)", f"{STAT_LABEL[stat]} ± 95% (us)"
+        # the mean over the rounds of each visit's statistic: not the size's overall minimum (the first table's)
+        v, u = f"{STAT_LABEL[stat]} (us, mean of the rounds)", f"{STAT_LABEL[stat]} ± 95% (us)"
         columns += [v, u]
         unc[v] = u
     columns.append("suspect (left out of the line on)")
@@ -228,7 +229,7 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
                   Item("rounds", est.rounds, "", f"{src} (round)"),
                   Item("order of the sizes in each round", est.order, "", f"{src} (position)"
                        + (f"; seed {settings['order_seed']} (settings)" if "order_seed" in settings else "")),
-                  Item("statistic the readings use", STAT_LABEL[est.statistic], "", src)]
+                  Item("statistic the lines are fitted on", STAT_LABEL[est.statistic], "", src)]
     sec.tables.append(_stats_table(est, src))
     sec.tables.append(_rounds_table(est, src))
     if len(est.modes) > 1:

@@ -70,7 +70,7 @@ def test_the_statistic_and_the_interval_method_are_stated_as_the_tables_have_the
     sec = section_of(rtt_table(np.random.default_rng(1)))
     items = {i.label: i.value for i in sec.items}
     said = sentence(sec, "Lines are fitted through the")
-    assert f"the {items['statistic the readings use']} of each visit" in said and "one mode" in said
+    assert f"the {items['statistic the lines are fitted on']} of each visit" in said and "one mode" in said
     assert f"spread of the {items['rounds']} rounds' own lines" in said
     assert items["order of the sizes in each round"] == "random"
 
