@@ -320,8 +320,10 @@ class Source:
     def times_at(self, indices: np.ndarray, block: int = 1 << 20) -> np.ndarray:
         """Common-timeline times (ps) of arbitrary sample ``indices``.
 
-        State mode reads only the timestamp blocks that hold a wanted index, so
-        times for a decoded table of a deep capture cost little memory.
+        State mode reads only the stretches of timestamps between wanted
+        indices (at most ``block`` at a time, each starting at a wanted index),
+        so times for a decoded table of a deep capture cost little memory, and
+        the table of a span of the source reads no timestamps outside it.
         """
         idx = np.asarray(indices, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= max(self.num_samples, 1)):
@@ -333,11 +335,14 @@ class Source:
         out = np.empty(idx.size, dtype=np.int64)
         order = np.argsort(idx, kind="stable")
         sorted_idx = idx[order]
-        for b in np.unique(sorted_idx // block):
-            lo, hi = np.searchsorted(sorted_idx, [b * block, (b + 1) * block])
-            hi_b = min((b + 1) * block, self.num_samples)
-            chunk = self._read(self._timestamps, np.s_[b * block:hi_b], f"timestamps {b * block}..{hi_b}")
-            out[order[lo:hi]] = chunk[sorted_idx[lo:hi] - b * block]
+        i = 0
+        while i < sorted_idx.size:
+            first = int(sorted_idx[i])
+            j = int(np.searchsorted(sorted_idx, first + block))
+            last = int(sorted_idx[j - 1]) + 1
+            chunk = self._read(self._timestamps, np.s_[first:last], f"timestamps {first}..{last}")
+            out[order[i:j]] = chunk[sorted_idx[i:j] - first]
+            i = j
         return out + base
 
     def sample_at(self, t_ps: int) -> int:

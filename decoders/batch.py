@@ -28,11 +28,15 @@ after it the state it reached after its warm-up; where they differ, the
 chunk after the cut is decoded again from the cut with the state of the
 one before (:func:`reconcile`), so the table is still the single pass's.
 
-Workers only read capture sets; the calling process writes each file's tables
-once all of that file's jobs are in, into the capture's companion file
+Workers only read capture sets. The calling process joins and compresses
+each table as soon as its jobs are in (while the workers decode the rest:
+otherwise a serial step after the last job) and writes the file's tables
+once all of its jobs are in, into the capture's companion file
 (:mod:`nicrig.companion`: the capture itself is never opened for writing),
-replaced atomically, with Ctrl-C held back while it writes. A table already decoded by the same decoder versions with the same
-stack is skipped unless ``force``.
+replaced atomically, with Ctrl-C held back while it writes; a file not
+finished (an error, an interrupt) keeps its companion as it was. A table
+already decoded by the same decoder versions with the same stack is skipped
+unless ``force``.
 """
 
 from __future__ import annotations
@@ -382,6 +386,9 @@ class _FilePlan:
     jobs: dict[tuple[str, str], list[Job]]
     parts: dict[tuple[str, str], dict[int, Part]]             # job's index in jobs[key] -> what it gave
     pending: int = 0
+    staged: set[tuple[str, str]] = field(default_factory=set)  # tables given to the companion update
+    update_cm: Any = None  # the companion update (a context manager), open from the first staged table
+    update: Any = None     # what it yielded (companion.Update)
 
 
 def _stacks_for(source: Source, stack_texts: list[str] | None) -> list[spec.Stack]:
@@ -474,19 +481,45 @@ class _CtrlC:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def stage_table(plan: _FilePlan, key: tuple[str, str], engine: str) -> None:
+    """Once all of a table's jobs are in: make its cuts exact, join it and give it to the file's companion
+    update, which compresses it now, while the workers decode the rest (the file is written at the end)."""
+    if plan.update is None:
+        with CaptureSet.open(plan.result.path) as cs:
+            plan.update_cm = cs.derived_update()
+        plan.update = plan.update_cm.__enter__()
+    name, output = key
+    reconcile(plan.jobs[key], plan.parts[key])
+    parts = plan.parts[key]
+    joined = np.concatenate([parts[i].table for i in sorted(parts)])
+    # In job order, then by start and end: ties keep their order, whichever job finished first.
+    table = joined[np.lexsort((joined["es"], joined["ss"]))]
+    plan.update.write_table(f"decoded/{name}/{output}", table, units=tables.units_of(table.dtype.names),
+                            description=f"{output} decoder records for source {name}",
+                            attrs=_attrs(plan.groups[key], engine))
+    plan.staged.add(key)
+    plan.parts[key].clear()  # compressed in the update now: the columns need not stay in memory
+    plan.result.written[name][output] = len(table)
+
+
 def write_tables(plan: _FilePlan, engine: str) -> None:
-    with CaptureSet.open(plan.result.path) as cs:
-        derived = cs.derived_update()
-    with _sigint_held(), derived as update:
-        for (name, output), group in plan.groups.items():
-            parts = plan.parts[(name, output)]
-            joined = np.concatenate([parts[i].table for i in sorted(parts)])
-            # In job order, then by start and end: ties keep their order, whichever job finished first.
-            table = joined[np.lexsort((joined["es"], joined["ss"]))]
-            update.write_table(f"decoded/{name}/{output}", table, units=tables.units_of(table.dtype.names),
-                               description=f"{output} decoder records for source {name}",
-                               attrs=_attrs(group, engine))
-            plan.result.written[name][output] = len(table)
+    """Stage the tables not staged yet, then replace the companion with Ctrl-C held back."""
+    for key in plan.groups:
+        if key not in plan.staged:
+            stage_table(plan, key, engine)
+    if plan.update is None:
+        return
+    cm, plan.update, plan.update_cm = plan.update_cm, None, None
+    with _sigint_held():
+        cm.__exit__(None, None, None)
+
+
+def abandon_tables(plan: _FilePlan) -> None:
+    """Drop what was staged for ``plan``'s file: its companion stays as it was."""
+    if plan.update is None:
+        return
+    cm, plan.update, plan.update_cm = plan.update_cm, None, None
+    cm.__exit__(DecodeError, DecodeError("not written"), None)
 
 
 def _executor(workers: int, scheduler: str | None) -> Any:
@@ -555,60 +588,70 @@ def decode_files(paths: list[Path], *, sources: list[str] | None = None, stacks:
     def finish(plan: _FilePlan) -> None:
         if plan.result.error is None:
             try:
-                for key, jobs in plan.jobs.items():
-                    reconcile(jobs, plan.parts[key])
                 write_tables(plan, engine)
             except NicrigError as exc:
                 plan.result.error = str(exc)
+        abandon_tables(plan)
         if on_file:
             on_file(plan.result)
+
+    def job_done(plan: _FilePlan, key: tuple[str, str]) -> None:
+        if plan.result.error is None and len(plan.parts[key]) == len(plan.jobs[key]):
+            try:
+                stage_table(plan, key, engine)
+            except NicrigError as exc:
+                _record_failure(plan, exc)
+        plan.pending -= 1
+        if plan.pending == 0:
+            finish(plan)
 
     for plan in plans:
         if plan.pending == 0:
             finish(plan)
     jobs = [(plan, key, i, job) for plan in plans for key, js in plan.jobs.items() for i, job in enumerate(js)]
-    with _CtrlC() as ctrl_c:
-        executor = _executor(workers, scheduler)
-        if executor is None:
-            for plan, key, i, job in jobs:
-                base = done
-                if plan.result.error is None:
-                    step = (lambda n, _t, base=base: progress(base + n, total)) if progress else None
+    try:
+        with _CtrlC() as ctrl_c:
+            executor = _executor(workers, scheduler)
+            if executor is None:
+                for plan, key, i, job in jobs:
+                    base = done
+                    if plan.result.error is None:
+                        step = (lambda n, _t, base=base: progress(base + n, total)) if progress else None
+                        try:
+                            plan.parts[key][i] = run_job(job, step)
+                        except NicrigError as exc:
+                            _record_failure(plan, exc)
+                    ctrl_c.check()
+                    done = base + job.stop - job.start
+                    if progress:
+                        progress(done, total)
+                    job_done(plan, key)
+                return results
+            try:
+                if hasattr(executor, "gather"):
+                    owner = {executor.submit(run_job, job, pure=False): (plan, key, i, job)
+                             for plan, key, i, job in jobs}
+                else:
+                    owner = {executor.submit(run_job, job): (plan, key, i, job) for plan, key, i, job in jobs}
+                for fut in _completed(executor, list(owner)):
+                    plan, key, i, job = owner[fut]
                     try:
-                        plan.parts[key][i] = run_job(job, step)
-                    except NicrigError as exc:
+                        plan.parts[key][i] = fut.result()
+                    except Exception as exc:  # noqa: BLE001 - a failed job fails its own file only
                         _record_failure(plan, exc)
-                ctrl_c.check()
-                done = base + job.stop - job.start
-                if progress:
-                    progress(done, total)
-                plan.pending -= 1
-                if plan.pending == 0:
-                    finish(plan)
-            return results
-        try:
-            if hasattr(executor, "gather"):
-                owner = {executor.submit(run_job, job, pure=False): (plan, key, i, job) for plan, key, i, job in jobs}
-            else:
-                owner = {executor.submit(run_job, job): (plan, key, i, job) for plan, key, i, job in jobs}
-            for fut in _completed(executor, list(owner)):
-                plan, key, i, job = owner[fut]
-                try:
-                    plan.parts[key][i] = fut.result()
-                except Exception as exc:  # noqa: BLE001 - a failed job fails its own file only
-                    _record_failure(plan, exc)
-                ctrl_c.check()
-                done += job.stop - job.start
-                if progress:
-                    progress(done, total)
-                plan.pending -= 1
-                if plan.pending == 0:
-                    finish(plan)
-        finally:
-            if isinstance(executor, ProcessPoolExecutor):
-                executor.shutdown(wait=True, cancel_futures=True)
-            else:
-                executor.close()
+                    ctrl_c.check()
+                    done += job.stop - job.start
+                    if progress:
+                        progress(done, total)
+                    job_done(plan, key)
+            finally:
+                if isinstance(executor, ProcessPoolExecutor):
+                    executor.shutdown(wait=True, cancel_futures=True)
+                else:
+                    executor.close()
+    finally:
+        for plan in plans:  # interrupted, or a job raised: files not finished keep their companions
+            abandon_tables(plan)
     return results
 
 

@@ -76,7 +76,8 @@ def run_stack(source: Source, stack: Stack, progress: Progress | None = None, *,
 
 
 def run_kernel(source: Source, stack: Stack, progress: Progress | None = None, *, start: int | None = None,
-               stop: int | None = None, marks: Sequence[int] = (), carry: Any = None) -> tuple[list[dict[str, Any]], list[Any]]:
+               stop: int | None = None, marks: Sequence[int] = (),
+               carry: Any = None) -> tuple[list[dict[str, Any]], list[Any]]:
     """:func:`run_stack` with the stack's kernel, also giving its carried state at ``marks``
     (:func:`nicrig.decoders.kernels.run_marked`) and starting from ``carry`` when given."""
     s, e = _span(source, start, stop)

@@ -75,15 +75,34 @@ def open_for(capture: Path, identity: str) -> tuple[h5py.File | None, str]:
 
 @dataclass
 class Update:
-    """Tables and root attributes to put into a capture's companion (see :func:`update`)."""
+    """Tables and root attributes to put into a capture's companion (see :func:`update`).
 
-    tables: dict[str, tuple[np.ndarray, dict[str, Any]]] = field(default_factory=dict)
+    A table is compressed when it is given, into an HDF5 file in memory, and
+    copied chunk for chunk (no second compression) into the new companion at
+    the end: a caller that gives tables as they are ready (``nicrig decode``,
+    while its workers decode the rest) leaves only that copy for the end.
+    """
+
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> its attributes
     root_attrs: dict[str, Any] = field(default_factory=dict)
+    staged: h5py.File | None = None  # the tables, compressed, in memory
 
     def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
                     description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
         """Add (or replace) table ``path`` (``decoded/send_pci/pci``...), as :meth:`NicrigFile.write_table`."""
-        self.tables[path] = (data, table_meta(path, data, units, description, attrs))
+        meta = table_meta(path, data, units, description, attrs)
+        if self.staged is None:
+            self.staged = h5py.File(f"nicrig-update-{os.getpid()}-{id(self)}", "w", driver="core",
+                                    backing_store=False, libver=LIBVER)
+        if path in self.staged:
+            del self.staged[path]
+        store(self.staged, path, data)
+        self.tables[path] = meta
+
+    def close(self) -> None:
+        if self.staged is not None:
+            self.staged.close()
+            self.staged = None
 
 
 @contextmanager
@@ -123,9 +142,15 @@ def update(capture: Path, identity: str) -> Iterator[Update]:
     and attributes (when it belongs to this capture) except those replaced.
     """
     pending = Update()
-    yield pending
-    if not pending.tables and not pending.root_attrs:
-        return
+    try:
+        yield pending
+        if pending.tables or pending.root_attrs:
+            _replace(capture, identity, pending)
+    finally:
+        pending.close()
+
+
+def _replace(capture: Path, identity: str, pending: Update) -> None:
     target = companion_path(capture)
     folder = target.parent
     if not os.access(folder, os.W_OK):
@@ -151,9 +176,16 @@ def update(capture: Path, identity: str) -> Iterator[Update]:
                 new.attrs["capture_file"] = capture.name
                 for k, v in {**kept_attrs, **pending.root_attrs}.items():
                     new.attrs[k] = v
-                for path, (data, meta) in sorted({**kept, **pending.tables}.items()):
+                for path in sorted({*kept, *pending.tables}):
                     parent, _, leaf = path.rpartition("/")
-                    store(new.require_group(parent) if parent else new, leaf, data, meta)
+                    grp = new.require_group(parent) if parent else new
+                    if path in pending.tables:
+                        assert pending.staged is not None
+                        new.copy(pending.staged[path], grp, name=leaf)  # its stored chunks as they are
+                        for k, v in pending.tables[path].items():
+                            grp[leaf].attrs[k] = v
+                    else:
+                        store(grp, leaf, *kept[path])
             fsync_path(tmp)
             os.replace(tmp, target)
         except BaseException:

@@ -344,6 +344,10 @@ def test_state_timeline_properties(steps, trig, offset, data):
     assert t[min(trig, n - 1)] == offset          # a trigger past the end clamps to the last sample
     q = data.draw(st.integers(int(t[0]) - 10, int(t[-1]) + 10))
     assert s.sample_at(q) == int(np.searchsorted(t, q, side="left"))
+    # Times of arbitrary indices (repeated, unsorted, sparse or dense), read in windows of any size.
+    idx = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=50)), dtype=np.int64)
+    block = data.draw(st.integers(1, 64))
+    assert np.array_equal(s.times_at(idx, block=block), t[idx])
     cs._h5.close()
 
 
