@@ -56,7 +56,6 @@ MAX_MESSAGE = 64 * 1024
 GARBAGE = b"\x15\xfe NOT A BLOCK: @!\x00\x07garbage\xff"
 
 
-
 class Block(bytes):
     """Waveform data to be sent as a definite-length block (a data-block answer, counted for faults)."""
 
