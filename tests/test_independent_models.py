@@ -185,12 +185,13 @@ def truth_cycles(path: Path) -> tuple[dict[str, list[tuple[int, int]]], list[tup
     return by_kind, clocks
 
 
-@pytest.fixture(scope="module")
-def nic_capture(tmp_path_factory):
-    """pci_nic_tb.v simulated, imported (state mode) and decoded with the NIC's GNT#, BAR and INTA#."""
-    work = tmp_path_factory.mktemp("pci_nic")
+@pytest.fixture(scope="module", params=[2, 0, 11], ids=lambda t: f"tval{t}ns")
+def nic_capture(request, tmp_path_factory):
+    """pci_nic_tb.v simulated (outputs TVAL ns after CLK rises), imported (state mode) and decoded with the NIC's
+    GNT#, BAR and INTA#."""
+    work = tmp_path_factory.mktemp(f"pci_nic_tval{request.param}")
     cycles = work / "cycles.txt"
-    vcd, out = simulate(HDL / "pci_nic_tb.v", work, plusargs=(f"+cycles={cycles}",))
+    vcd, out = simulate(HDL / "pci_nic_tb.v", work, {"TVAL": request.param}, plusargs=(f"+cycles={cycles}",))
     h5 = work / "nic.h5"
     nicrig("import", vcd, "-o", h5, "--clock", "CLK", "--source", "pci")
     nicrig("decode", h5, "--source", "pci", "-P", NIC_STACK, "-P", "irq:irq=INTA_N:polarity=active-low")
