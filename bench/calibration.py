@@ -26,7 +26,7 @@ def _fmt(v: float) -> str:
 
 def table(rows: list[Row]) -> str:
     """The rows as a Markdown table."""
-    out = ["| configuration | quantity (source) | seed | simulated | error | |",
+    out = ["| configuration | quantity (source) | published | simulated | error | |",
            "|---|---|---|---|---|---|"]
     for r in rows:
         err = f"{r.error:+.1%}" if math.isfinite(r.error) else "-"

@@ -157,32 +157,32 @@ EXPLAINED = {
         "sent frame of fig. 4.8 needs three on every read: one bridge latency cannot give both, and the model "
         "keeps the one that moves more data.",
     ("intel-p4dp6", "request-response slope"):
-        "The seed's 0.009 us/byte is below the 0.0118 of the bus and wire alone (§3.1), which it calls in "
+        "The paper's 0.009 us/byte is below the 0.0118 of the bus and wire alone (§3.1), which it calls in "
         "agreement \"making rough allowance for the steps\" (§6.2): no store-and-forward path can be faster.",
     ("alteon-370dle-32", "request-response slope"):
-        "The seed's 0.023 us/byte is the bus-and-wire sum with no time for the memory copies it counts for the "
+        "The paper's 0.023 us/byte is the bus-and-wire sum with no time for the memory copies it counts for the "
         "other cards (§4.1.1), so the Tigon must overlap its DMA with the wire, which the model's "
         "store-and-forward NICs do not.",
     ("alteon-370dle-64", "request-response slope"):
-        "The seed's 0.014 us/byte is 0.0022 above the bus-and-wire sum, less than this host's two copies "
+        "The paper's 0.014 us/byte is 0.0022 above the bus-and-wire sum, less than this host's two copies "
         "(0.0032), so here too the Tigon overlaps its DMA with the wire, which the model does not.",
     ("intel-370dle-64", "request-response slope"):
-        "The seed's 0.018 us/byte is above the bus, wire and copies the model adds up (0.0168) by a per-byte "
-        "cost the seed does not locate (\"in reasonable agreement\", §4.2.1); the model has no mechanism for it.",
+        "The paper's 0.018 us/byte is above the bus, wire and copies the model adds up (0.0168) by a per-byte "
+        "cost the paper does not locate (\"in reasonable agreement\", §4.2.1); the model has no mechanism for it.",
     ("sk-p4dp6", "request-response slope"):
         "The SK-9843's data-path cost fitted on the 370DLE (§4.1.1, §4.1.3) leaves the P4DP6, with its newer "
         "sk98lin (v6.0 beta, fig. 2.2), 0.0015 us/byte slower than measured; the model has one SK-9843.",
     ("sk-370dle-32", "request-response slope"):
         "The host bridge's waits and disconnects that keep a 32-bit 33 MHz bus almost fully occupied at wire "
-        "speed (§9) add ~0.0025 us/byte beyond the seed's 0.0286 (§4.1.1): one bridge cannot give both.",
+        "speed (§9) add ~0.0025 us/byte beyond the paper's 0.0286 (§4.1.1): one bridge cannot give both.",
     ("sk-p4dp8", "request-response slope"):
-        "The seed's SK-9843s on this board were much later revisions (§7.1.2) whose differences it does not "
+        "The paper's SK-9843s on this board were much later revisions (§7.1.2) whose differences it does not "
         "describe; the model has only the earlier card.",
     ("sk-p4dp8", "max throughput, 1472 B"):
-        "The seed's SK-9843s on this board were much later revisions (§7.1.2) whose differences it does not "
+        "The paper's SK-9843s on this board were much later revisions (§7.1.2) whose differences it does not "
         "describe; the model has only the earlier card.",
     ("intel-p4dp8", "max throughput, 1472 B"):
-        "The seed measured the on-board 82546EB here (§7.2.1), a different controller from the modelled 82544.",
+        "The paper measured the on-board 82546EB here (§7.2.1), a different controller from the modelled 82544.",
 }
 
 
@@ -398,7 +398,7 @@ E1000_SMALLEST_RING = 80
 
 
 def received_note(per_service: float, split: float, interval_us: float) -> str:
-    """Why the frames received per interrupt are not the seed's ~10: the model's services, with and without the
+    """Why the frames received per interrupt are not the paper's ~10: the model's services, with and without the
     split of Linux 2.4 (measured: ``split`` frames an interrupt, interrupts ``interval_us`` apart)."""
     return (f"The model's service runs the stack for each frame, so at this load it takes ~{per_service:.0f} "
             "frames a service; with Linux 2.4's split (the service hands frames to the NET_RX softirq and the "
@@ -408,7 +408,7 @@ def received_note(per_service: float, split: float, interval_us: float) -> str:
 
 
 def pause_note(period_us: float, split_period_us: float, ring: int) -> str:
-    """Why the PAUSE period is not the seed's ~900 us (measured: ``period_us`` as built, ``split_period_us`` with
+    """Why the PAUSE period is not the paper's ~900 us (measured: ``period_us`` as built, ``split_period_us`` with
     Linux 2.4's split, which returns the whole ``ring`` once a period)."""
     head = ("The NIC pauses its partner when it has no free descriptor, and this receiver, slower than the wire, "
             "gives descriptors back only once the stack has run for their frames")
@@ -416,16 +416,16 @@ def pause_note(period_us: float, split_period_us: float, ring: int) -> str:
         return head + "; this run is too short to show a period."
     return (head + f": at the end of each service as built ({period_us:.0f} us), or with Linux 2.4's split "
             f"(rx_refill = softirq) once the backlog is empty, the whole ring of {ring} once a period "
-            f"({split_period_us:.0f} us); the seed's ~900 us would take ~{900 * ring / split_period_us:.0f} "
+            f"({split_period_us:.0f} us); the paper's ~900 us would take ~{900 * ring / split_period_us:.0f} "
             f"descriptors, fewer than the e1000 allows ({E1000_SMALLEST_RING}).")
 
 
 def usage_note(busy_us: float, pct: float, period_us: float) -> str:
-    """Why a usage row is not held to the tolerance: the seed's percentage disagrees with its own time."""
+    """Why a usage row is not held to the tolerance: the paper's percentage disagrees with its own time."""
     own = 100 * busy_us / period_us
     if abs(own - pct) / pct <= TOLERANCE:
         return ""
-    return (f"The seed's own {busy_us:g} us per {period_us:.3g} us frame period is {own:.0f}%, not its "
+    return (f"The paper's own {busy_us:g} us per {period_us:.3g} us frame period is {own:.0f}%, not its "
             f"~{pct:g}%; the row above holds the model to the time.")
 
 
@@ -469,7 +469,7 @@ PLAN: tuple[tuple[str, Callable[[str, Config, Path, Sizes], Iterator[Row]]], ...
 
 def calibrate(sizes: Sizes = Sizes(), *, only: set[str] | None = None,
               progress: Callable[[int, int, str], None] | None = None) -> list[Row]:
-    """Simulate, decode and measure every planned configuration; the rows in the seed's order."""
+    """Simulate, decode and measure every planned configuration; the rows in the paper's order."""
     plan = [(k, f) for k, f in PLAN if only is None or k in only]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="nicrig-calibration-") as tmp:
