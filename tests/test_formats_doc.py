@@ -7,17 +7,26 @@ follows a marker comment
     <!-- schema: columns KIND:/PATH -->      names in the first column: columns of the table at PATH
     <!-- schema: datasets KIND:/PATH -->     names in the first column: plain datasets in the group PATH
     <!-- schema: tables KIND -->             first column a table's PATH, last column its columns
+    <!-- schema: stacks KIND -->             first column a table's PATH, second the PATH of the table it
+                                             stacks: its columns and a leading ``step``
+    <!-- schema: json KIND:/PATH ATTR -->    names in the first column: the keys of the JSON object in
+                                             attribute ATTR of the object at PATH (``any-table`` for a
+                                             table attribute), dotted; ``[]`` for each item of a list
 
 ``KIND`` is ``capture`` (capture set) or ``results`` (udpmon results file, also the ``results``
 group of a simulated capture set); ``<name>`` in a path stands for any one name. Names are
 the backticked words of a cell (in a ``tables`` column cell, outside parentheses); a row
-that says "optional" names what a file may lack. So a change of the files needs only a
-change of the doc.
+that says "optional" names what a file may lack. ``sweep/step<k>/`` of a swept results file
+is read as the results root. So a change of the files needs only a change of the doc.
 
 Files: simulated capture sets of both scenarios, decoded by ``nicrig decode``, with the
-udpmon results the simulator writes into them, and the results files of ``nicrig udpmon
-latency``, ``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback. Checked: every group, dataset, column and
-attribute in them is documented; every documented one of the paths these files have exists
+udpmon results the simulator writes into them; a set ``nicrig import`` made of a VCD and a
+sigrok session exported from one; a set ``nicrig acquire --config`` fetched from two
+simulated instruments over TCP, deskewed; and the results files of ``nicrig udpmon latency``,
+``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback, and of a latency
+``--sweep mtu=...`` between two network namespaces (where they can be made). Checked: every
+group, dataset, column, attribute and key of a JSON-object attribute in them is documented
+(but for ``KEYS_NOT_YET_LISTED``); every documented one of the paths these files have exists
 in one of them; each table's ``units`` names only its own columns.
 """
 
@@ -26,11 +35,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
 import pytest
+from netns import netns_hosts
+from siminstr import serve
+from test_udpmon_suite import SECRET
+from test_udpmon_suite import serve as serve_udpmon
 from nicrig.acquisition.sim.rig import Recording
 from nicrig.companion import companion_path
 
@@ -38,7 +52,12 @@ from nicrig.cli import main
 from tests.conftest import simulate_set, udpmon_daemon_on_loopback
 
 FORMATS = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
-MARKER = re.compile(r"<!-- schema: (attributes|columns|datasets|tables) (\S+) -->")
+MARKER = re.compile(r"<!-- schema: (attributes|columns|datasets|tables|stacks|json) (\S+)(?: (\S+))? -->")
+#: A swept results file's groups of one step (formats.md, "udpmon results files").
+STEP_GROUP = re.compile(r"^/sweep/step\d+(?=/)")
+#: JSON attributes whose keys formats.md does not list one by one yet: the simulator's whole model (its
+#: profiles, docs/simulator.md) and a results file's parsed options (every option of every udpmon command).
+KEYS_NOT_YET_LISTED = {("capture:/", "simulation"), ("results:/", "settings")}
 #: Attributes every table may carry (formats.md, "Tables").
 TABLE_ATTRIBUTES = "any-table"
 
@@ -50,6 +69,8 @@ class Schema:
     attributes: dict[str, set[str]] = field(default_factory=dict)
     columns: dict[str, set[str]] = field(default_factory=dict)
     datasets: dict[str, set[str]] = field(default_factory=dict)
+    #: JSON-valued attributes: (path pattern, attribute) -> documented keys (dotted; ``[]``: each list item)
+    json: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     optional: set[tuple[str, str, str]] = field(default_factory=set)  # (what, path, name) a file may lack
 
 
@@ -75,23 +96,34 @@ def _rows(lines: list[str], start: int) -> list[list[str]]:
 
 def read_schema(text: str) -> Schema:
     schema = Schema()
+    stacked: list[tuple[str, str]] = []  # (table, the table it stacks with a leading `step` column)
     lines = text.splitlines()
     for n, line in enumerate(lines):
         m = MARKER.search(line)
         if not m:
             continue
-        what, where = m.groups()
+        what, where, attr = m.groups()
         rows = _rows(lines, n + 1)
         assert rows, f"formats.md line {n + 1}: a schema marker without a table after it"
         if what == "tables":
             for cells in rows:
                 (path,) = _names(cells[0])
                 schema.columns.setdefault(f"{where}:/{path}", set()).update(_names(cells[-1], True))
+        elif what == "stacks":
+            stacked.extend((f"{where}:/{_names(cells[0])[0]}", f"{where}:/{_names(cells[1])[0]}") for cells in rows)
+        elif what == "json":
+            keys = schema.json.setdefault((where, attr), set())
+            for cells in rows:
+                keys.update(_names(cells[0]))
+                if "optional" in " ".join(cells).lower():
+                    schema.optional |= {("json", f"{where} {attr}", name) for name in _names(cells[0])}
         else:
             names = {name for cells in rows for name in _names(cells[0])}
             getattr(schema, what).setdefault(where, set()).update(names)
             schema.optional |= {(what, where, name) for cells in rows if "optional" in " ".join(cells).lower()
                                 for name in _names(cells[0])}
+    for table, of in stacked:
+        schema.columns.setdefault(table, set()).update({"step"} | schema.columns[of])
     return schema
 
 
@@ -126,6 +158,8 @@ def walk(path: Path, schema: Schema, found: Found) -> None:
                 kind = "capture"
             if file_kind == "capture" and (name == "/results" or name.startswith("/results/")):
                 kind, inner = "results", name[len("/results"):] or "/"
+            if kind == "results":  # a swept run's step<k> groups hold what an unswept run holds at its root
+                inner = STEP_GROUP.sub("", inner)
             key = f"{kind}:{inner}"
             is_table = isinstance(obj, h5py.Dataset) and obj.dtype.names is not None
             attrs = set(obj.attrs)
@@ -149,6 +183,8 @@ def walk(path: Path, schema: Schema, found: Found) -> None:
                 found.seen.setdefault(("datasets", pat), set()).add(obj.name.rsplit("/", 1)[-1])
             elif not attrs and not documented(schema.attributes, key):
                 continue  # a plain group: its members are checked themselves
+            for attr in attrs:
+                json_keys(path, key, attr, obj.attrs[attr], is_table, schema, found)
             if attrs:
                 pat = documented(schema.attributes, key)
                 if pat is None:
@@ -158,6 +194,49 @@ def walk(path: Path, schema: Schema, found: Found) -> None:
                 missing = attrs - schema.attributes[pat]
                 if missing:
                     found.undocumented.append(f"{path.name}: {key}: attributes {sorted(missing)} not documented")
+
+
+def flatten(value: object, prefix: str = "") -> set[str]:
+    """The keys of a JSON value as dotted paths, ``[]`` standing for every item of a list of objects."""
+    if isinstance(value, dict):
+        keys = set()
+        for k, v in value.items():
+            path = f"{prefix}.{k}" if prefix else k
+            keys |= {path} | flatten(v, path)
+        return keys
+    if isinstance(value, list):
+        return set().union(*(flatten(v, prefix + "[]") for v in value if isinstance(v, (dict, list))))
+    return set()
+
+
+def _key_pattern(key: str) -> re.Pattern[str]:
+    return re.compile("".join(r"[^.]+" if part.startswith("<") else re.escape(part)
+                              for part in re.split(r"(<[^>]+>)", key)) + "$")
+
+
+def json_keys(path: Path, key: str, attr: str, value: object, is_table: bool, schema: Schema, found: Found) -> None:
+    """Check the keys of an attribute holding a JSON object against formats.md's ``json`` tables."""
+    if not isinstance(value, str) or not value.startswith(("{", "[{")):
+        return
+    keys = flatten(json.loads(value))
+    if not keys or (attr == "units" and is_table):  # a table's units are keyed by its columns, checked above
+        return
+    if (key, attr) in KEYS_NOT_YET_LISTED:
+        return
+    places = {p: names for (p, a), names in schema.json.items() if a == attr}
+    pat = documented(places, key) or (TABLE_ATTRIBUTES if is_table and TABLE_ATTRIBUTES in places else None)
+    if pat is None:
+        found.undocumented.append(f"{path.name}: {key}: JSON attribute {attr!r} has no key table "
+                                  f"(keys {sorted(keys)[:8]}...)")
+        return
+    documented_keys = {k: _key_pattern(k) for k in places[pat]}
+    seen = found.seen.setdefault(("json", f"{pat} {attr}"), set())
+    for k in keys:
+        hits = [d for d, rx in documented_keys.items() if rx.match(k)]
+        if hits:
+            seen.update(hits)
+        else:
+            found.undocumented.append(f"{path.name}: {key}: JSON key {attr}.{k} not documented")
 
 
 #: Host traces of this host where the kernel lets us trace (root, tracefs): the host probe's groups.
@@ -171,9 +250,67 @@ UDPMON_RUNS = {
 }
 
 
+#: A two-instrument rig on the simulated instruments, deskewed on REF: what `nicrig acquire --config` writes.
+RIG = """
+timeout_s = 10
+deskew_signal = "REF"
+[[instrument]]
+source = "send_pci"
+resource = "{send}"
+probe_map = "pci-control"
+sample_rate_hz = 266.67e6
+record_length = 10000
+trigger = "FRAME#:falling"
+[[instrument]]
+source = "recv_pci"
+resource = "{recv}"
+probe_map = "pci-control"
+sample_rate_hz = 266.67e6
+record_length = 10000
+trigger = "FRAME#:falling"
+"""
+
+
+def acquired_set(tmp: Path) -> Path:
+    """``nicrig acquire --config`` from two simulated instruments (SCPI over TCP), deskewed."""
+    out = tmp / "acquired.h5"
+    with serve("keysight-msox4000", "send_pci") as send, serve("rigol-mso5000", "recv_pci") as recv:
+        (tmp / "rig.toml").write_text(RIG.format(send=send.resource, recv=recv.resource))
+        assert main(["acquire", "--config", str(tmp / "rig.toml"), "-o", str(out)]) == 0
+    return out
+
+
+def imported_set(tmp: Path, simulated: Path) -> Path:
+    """A simulated set's sources exported and imported again: a VCD (state mode) and a sigrok session (appended)."""
+    out = tmp / "imported.h5"
+    assert main(["export", str(simulated), "--source", "send_pci", "-o", str(tmp / "send.vcd")]) == 0
+    assert main(["export", str(simulated), "--source", "probe", "-o", str(tmp / "probe.sr")]) == 0
+    assert main(["import", str(tmp / "send.vcd"), "-o", str(out)]) == 0
+    assert main(["import", str(tmp / "probe.sr"), "-o", str(out), "--append"]) == 0
+    return out
+
+
+def swept_results(tmp: Path) -> list[Path]:
+    """``nicrig udpmon latency --sweep mtu=...`` between two network namespaces (none where they cannot be made)."""
+    with netns_hosts(2) as hosts:
+        if not hosts.isolated:  # a sweep changes interfaces: never the machine's own loopback
+            return []
+        secret = tmp / "secret"
+        secret.write_text(SECRET + "\n")
+        secret.chmod(0o600)
+        port = serve_udpmon(hosts.b, secret, "--allow-tuning")
+        out = tmp / "udpmon-sweep.h5"
+        r = hosts.a.run([sys.executable, "-m", "nicrig", "udpmon", "latency", f"{hosts.b.address}:{port}",
+                         "--secret-file", str(secret), "--sweep", "mtu=1500,4000", "--sizes", "64", "--count", "5",
+                         "-o", str(out)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    return [out]
+
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> list[Path]:
-    """Simulated sets of both scenarios, decoded, and a results file of each udpmon command (run at once)."""
+    """Simulated sets of both scenarios, decoded; an imported and an acquired set; a results file of each udpmon
+    command (run at once) and of a latency sweep."""
     tmp = tmp_path_factory.mktemp("formats")
     lat = simulate_set(tmp, "lat", nic="sk9843", bus="pci32-33", recording=Recording(with_ad=True),
                        kind="latency", size_bytes=64, count=2)
@@ -182,8 +319,8 @@ def files(tmp_path_factory) -> list[Path]:
     with udpmon_daemon_on_loopback() as port:
         for kind, args in UDPMON_RUNS.items():  # one after the other: a daemon serves one controller at a time
             assert main(["udpmon", kind, *args, "--port", str(port), "-o", str(tmp / f"udpmon-{kind}.h5")]) == 0
-    return [lat, stream, companion_path(lat), companion_path(stream)] + [tmp / f"udpmon-{kind}.h5"
-                                                                        for kind in UDPMON_RUNS]
+    return [lat, stream, companion_path(lat), companion_path(stream), imported_set(tmp, lat), acquired_set(tmp),
+            *(tmp / f"udpmon-{kind}.h5" for kind in UDPMON_RUNS), *swept_results(tmp)]
 
 
 def undocumented(files: list[Path], schema: Schema) -> list[str]:
@@ -197,35 +334,45 @@ def undocumented(files: list[Path], schema: Schema) -> list[str]:
     return found.undocumented
 
 
-def test_the_files_hold_only_what_formats_md_documents(files):
-    problems = undocumented(files, read_schema(FORMATS.read_text()))
-    assert not problems, "\n".join(problems)
-
-
-def test_everything_formats_md_documents_for_these_files_exists(files):
-    """For each documented path these files have, every documented name is in one of them."""
-    schema = read_schema(FORMATS.read_text())
+def absent(files: list[Path], schema: Schema) -> tuple[set[str], list[str]]:
+    """The documented table patterns these files have, and what formats.md documents for their paths that none
+    of them holds."""
     found = Found()
     for path in files:
         walk(path, schema, found)
-    covered = {pat for what, pat in found.seen if what == "columns"}
+    gone_all = []
+    documented_names = {**{("attributes", p): n for p, n in schema.attributes.items()},
+                        **{("columns", p): n for p, n in schema.columns.items()},
+                        **{("datasets", p): n for p, n in schema.datasets.items()},
+                        **{("json", f"{p} {a}"): n for (p, a), n in schema.json.items()}}
+    for (what, pat), names in documented_names.items():
+        if (what, pat) in found.seen and pat != TABLE_ATTRIBUTES:
+            gone = {n for n in names - found.seen[(what, pat)] if (what, pat, n) not in schema.optional}
+            if gone:
+                gone_all.append(f"{what} of {pat}: {sorted(gone)} documented, in no file")
+    return {pat for what, pat in found.seen if what == "columns"}, gone_all
+
+
+def test_formats_md_documents_exactly_what_the_files_hold(files):
+    """Everything the files hold is documented; for each documented path these files have, every documented name
+    (JSON keys too) is in one of them. One test, so that the files are made once under xdist."""
+    schema = read_schema(FORMATS.read_text())
+    problems = undocumented(files, schema)
+    assert not problems, "\n".join(problems)
+    covered, gone = absent(files, schema)
     assert {"capture:/truth/<source>/transactions", "capture:/decoded/<source>/pci", "results:/latency/rtt",
             "results:/stream/points", "results:/suite/tests", "results:/aggregate/total", "results:/hosts",
-            "results:/counters", "results:/load"} <= covered
+            "results:/counters", "results:/load", "capture:/acquisition/instruments"} <= covered
     if TRACE:
         assert "results:/host_trace/<host>/events" in covered
-    absent = []
-    for what in ("attributes", "columns", "datasets"):
-        for pat, names in getattr(schema, what).items():
-            if (what, pat) in found.seen and pat != TABLE_ATTRIBUTES:
-                gone = {n for n in names - found.seen[(what, pat)] if (what, pat, n) not in schema.optional}
-                if gone:
-                    absent.append(f"{what} of {pat}: {sorted(gone)} documented, in no file")
-    assert not absent, "\n".join(absent)
+    if files[-1].name == "udpmon-sweep.h5":
+        assert {"results:/sweep/steps", "results:/sweep/applied", "results:/sweep/latency"} <= covered
+    assert not gone, "\n".join(gone)
 
 
 def test_the_check_finds_what_a_doc_leaves_out(tmp_path):
-    """A column, an attribute, a dataset and a units key the doc lacks are each reported."""
+    """A column, an attribute, a dataset, a units key and a JSON key the doc lacks are each reported; a step
+    group of a sweep is read as the results root."""
     import numpy as np
 
     doc = """
@@ -243,6 +390,18 @@ def test_the_check_finds_what_a_doc_leaves_out(tmp_path):
 | table | one row per | columns |
 |---|---|---|
 | `truth/<source>/x` | thing | `a`, `b` (the `c` in parentheses is prose) |
+
+<!-- schema: json capture:/sources/<source> bus -->
+| key | type | unit | meaning |
+|---|---|---|---|
+| `kind` | str | | kind |
+| `pods` | object | | pods: |
+| `pods[].<pod>` | int | sample | samples |
+
+<!-- schema: columns results:/sweep/steps -->
+| column | meaning |
+|---|---|
+| `step` | step |
 """
     path = tmp_path / "f.h5"
     with h5py.File(path, "w") as f:
@@ -251,8 +410,16 @@ def test_the_check_finds_what_a_doc_leaves_out(tmp_path):
         table = f.create_dataset("truth/s/x", data=np.zeros(1, [("a", "i8"), ("b", "i8"), ("c", "i8")]))
         table.attrs["units"] = json.dumps({"a": "ns", "d": "ns"})
         f.create_dataset("truth/s/raw", data=np.zeros(3))
-    report = "\n".join(undocumented([path], read_schema(doc)))
+        f.create_group("sources/s").attrs["bus"] = json.dumps({"kind": "pci", "pods": [{"1": 8}, {"2": 8, "x": {"y": 1}}]})
+    results = tmp_path / "r.h5"
+    with h5py.File(results, "w") as f:
+        f.attrs["format"] = "nicrig-results"
+        f.create_dataset("sweep/steps", data=np.zeros(1, [("step", "i4")]))
+        f.create_dataset("sweep/step0/latency/rtt", data=np.zeros(1, [("seq", "i4")]))  # is latency/rtt
+    report = "\n".join(undocumented([path, results], read_schema(doc)))
     assert "capture:/truth/<source>/x: columns ['c'] not documented" in report
     assert "attributes ['secret'] not documented" in report
     assert "units names columns it lacks: ['d']" in report
     assert "dataset capture:/truth/s/raw" in report
+    assert "JSON key bus.pods[].x.y not documented" in report and "bus.pods[].2" not in report
+    assert "table results:/latency/rtt (seq)" in report and "sweep/steps" not in report
