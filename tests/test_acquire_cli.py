@@ -202,14 +202,15 @@ def test_ctrl_c_while_fetching_keeps_what_arrived(tmp_path):
                                  "--source", "send_pci", "--sample-rate", "266.67MHz", "--record-length", "10000",
                                  "--batch-points", "1000", "--trigger", "FRAME#", "--io-timeout", "60", "-o", str(out)],
                                 stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=as_from_a_shell)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the 5th block (batch 3, pod 1) hangs: 2 batches are in by then
+        deadline = time.monotonic() + 120
+        while True:  # the 5th block (batch 3, pod 1) hangs: 2 batches are in by then
             try:
                 with CaptureSet.open(out, swmr=True) as cs:
                     if cs.source("send_pci").num_samples >= 2000:
                         break
             except NicrigError:
                 pass  # not there yet, or not yet in SWMR mode
+            assert proc.poll() is None and time.monotonic() < deadline, "acquire never had its 2 batches in"
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)

@@ -43,7 +43,7 @@ def _instances() -> list[str]:
     return tracefs.nicrig_instances(tracefs.root())
 
 
-def _wait_for(predicate, timeout_s: float = 20.0) -> bool:
+def _wait_for(predicate, timeout_s: float = 60.0) -> bool:
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         if predicate():

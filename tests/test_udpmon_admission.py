@@ -331,7 +331,7 @@ def test_sigterm_ends_a_daemon_with_a_session_and_strangers(secret: Path, tmp_pa
         attacker = attack([], "127.0.0.1", served.port, seconds=120, holders=4, trickle=20, flood=50)
         session = subprocess.Popen(
             [sys.executable, "-c", "import sys, time; from nicrig.udpmon.client import Controller; "
-             "c = Controller(sys.argv[1], int(sys.argv[2]), secret_file=sys.argv[3], timeout_s=15); c.connect(); "
+             "c = Controller(sys.argv[1], int(sys.argv[2]), secret_file=sys.argv[3], timeout_s=60); c.connect(); "
              "print('in', flush=True); time.sleep(60)", "127.0.0.1", str(served.port), str(secret)],
             stdout=subprocess.PIPE, text=True)
         try:

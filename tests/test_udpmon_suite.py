@@ -185,7 +185,7 @@ def test_loops_end_on_the_stop_pipe() -> None:
                             stop_fd=r)
         time.sleep(0.1)
         os.write(w, b"s")
-        t.join(5)
+        t.join(60)  # at once; the loop's own timeouts are a minute
     assert not t.is_alive() and out["r"].stopped_by == "stop"
     os.close(r)
     os.close(w)
