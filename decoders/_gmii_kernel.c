@@ -656,6 +656,10 @@ static PyObject *Kernel_carry(Kernel *k, PyObject *arg)
         PyErr_SetString(PyExc_RuntimeError, "carry() after feed()");
         return NULL;
     }
+    if (!PyTuple_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "carry(): a state as carried() gives it");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(arg, "pO!", &in_burst, &PyTuple_Type, &table))
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(table);
@@ -667,7 +671,12 @@ static PyObject *Kernel_carry(Kernel *k, PyObject *arg)
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned long src, dst, seq;
         unsigned ident, proto, kind;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(table, i), "kkIIIk", &src, &dst, &ident, &proto, &kind, &seq))
+        PyObject *g = PyTuple_GET_ITEM(table, i);
+        if (!PyTuple_Check(g)) {
+            PyErr_SetString(PyExc_TypeError, "carry(): a datagram as carried() gives it");
+            return NULL;
+        }
+        if (!PyArg_ParseTuple(g, "kkIIIk", &src, &dst, &ident, &proto, &kind, &seq))
             return NULL;
         if (src > 0xFFFFFFFFul || dst > 0xFFFFFFFFul || seq > 0xFFFFFFFFul || ident > 0xFFFF || proto > 0xFF ||
             kind > 0xFFFF) {

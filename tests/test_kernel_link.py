@@ -420,6 +420,39 @@ def test_fragmented_datagrams_table():
     assert [r["seq"] for r in got[301:]] == [-1, -1, -1, 1045, 5, 5, 1120, -1, -1]
 
 
+def test_carried_fragment_table_restarts_a_run_at_a_gap():
+    """What the kernel carries across a gap (ethernet's fragment table), taken there whatever blocks the rows
+    came in and given to a kernel that starts there, gives the one-pass records after it: the batch's
+    repair of a chunk cut between fragments. Without it the later fragments lose their sequence numbers."""
+    lane = Lane().idle(3)
+    for ident in range(5):
+        lane.frame(udp_fragment(ident, 0, True, seq=1000 + ident), ifg=12)
+    for ident in range(5):
+        lane.frame(udp_fragment(ident, 185, False), ifg=12)
+    rows = packed(lane.state_bits())
+    calls, unit = gmii_calls(STATE_PINS), rows.shape[1]
+    whole = kernels.run(calls, [rows], samplerate=RATE, unitsize=unit)
+    assert whole == [json.loads(x) for x in pd(calls, rows, RATE)]
+    cut = whole[4]["es"] + 2  # in the 12-clock gap after the fifth frame: five datagrams open
+    states = [kernels.run_marked(calls, blocks(rows, range(0, len(rows), size)), samplerate=RATE, unitsize=unit,
+                                 marks=[cut])[1][0] for size in (1, 7, len(rows))]
+    assert states[0] == states[1] == states[2] and states[0][0] == 0 and len(states[0][1]) == 5
+    rest, at_start = kernels.run_marked(calls, [rows[cut:]], samplerate=RATE, unitsize=unit, start=cut,
+                                        marks=[cut], carry=states[0])
+    assert at_start == [states[0]] and rest == [r for r in whole if r["ss"] >= cut]
+    assert [r["seq"] for r in rest] == [1000, 1001, 1002, 1003, 1004]
+    fresh = kernels.run(calls, [rows[cut:]], samplerate=RATE, unitsize=unit, start=cut)
+    assert [r["seq"] for r in fresh] == [-1] * 5
+    # A state from inside a burst, or not a table, is refused; so is a state given once rows were fed.
+    k = kernels.kernel_for(("gmii", "ethernet"))(calls, RATE, unit, cut)
+    for bad in ((1, ()), (0, ((1, 2, 3, 17, 1, 2**32),)), (0, ((1, 2, 3),)), "table"):
+        with pytest.raises((ValueError, TypeError)):
+            k.carry(bad)
+    k.feed(rows[cut:cut + 1])
+    with pytest.raises(RuntimeError, match="after feed"):
+        k.carry(states[0])
+
+
 def test_pause_time_of_any_link_rate():
     """pause_ns as the PD rounds it: whole ns as ints, else three decimals; none when it overflows."""
     lane = Lane().idle(2)
