@@ -56,8 +56,8 @@ MARKER = re.compile(r"<!-- schema: (attributes|columns|datasets|tables|stacks|js
 #: A swept results file's groups of one step (formats.md, "udpmon results files").
 STEP_GROUP = re.compile(r"^/sweep/step\d+(?=/)")
 #: JSON attributes whose keys formats.md does not list one by one yet: the simulator's whole model (its
-#: profiles, docs/simulator.md) and a results file's parsed options (every option of every udpmon command).
-KEYS_NOT_YET_LISTED = {("capture:/", "simulation"), ("results:/", "settings")}
+#: profiles, docs/simulator.md).
+KEYS_NOT_YET_LISTED = {("capture:/", "simulation")}
 #: Attributes every table may carry (formats.md, "Tables").
 TABLE_ATTRIBUTES = "any-table"
 
