@@ -25,9 +25,9 @@ sigrok session exported from one; a set ``nicrig acquire --config`` fetched from
 simulated instruments over TCP, deskewed; and the results files of ``nicrig udpmon latency``,
 ``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback, and of a latency
 ``--sweep mtu=...`` between two network namespaces (where they can be made). Checked: every
-group, dataset, column, attribute and key of a JSON-object attribute in them is documented
-(but for ``KEYS_NOT_YET_LISTED``); every documented one of the paths these files have exists
-in one of them; each table's ``units`` names only its own columns.
+group, dataset, column, attribute and key of a JSON-object attribute in them is documented;
+every documented one of the paths these files have exists in one of them; each table's
+``units`` names only its own columns.
 """
 
 from __future__ import annotations
@@ -55,9 +55,6 @@ FORMATS = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
 MARKER = re.compile(r"<!-- schema: (attributes|columns|datasets|tables|stacks|json) (\S+)(?: (\S+))? -->")
 #: A swept results file's groups of one step (formats.md, "udpmon results files").
 STEP_GROUP = re.compile(r"^/sweep/step\d+(?=/)")
-#: JSON attributes whose keys formats.md does not list one by one yet: the simulator's whole model (its
-#: profiles, docs/simulator.md).
-KEYS_NOT_YET_LISTED = {("capture:/", "simulation")}
 #: Attributes every table may carry (formats.md, "Tables").
 TABLE_ATTRIBUTES = "any-table"
 
@@ -220,8 +217,6 @@ def json_keys(path: Path, key: str, attr: str, value: object, is_table: bool, sc
         return
     keys = flatten(json.loads(value))
     if not keys or (attr == "units" and is_table):  # a table's units are keyed by its columns, checked above
-        return
-    if (key, attr) in KEYS_NOT_YET_LISTED:
         return
     places = {p: names for (p, a), names in schema.json.items() if a == attr}
     pat = documented(places, key) or (TABLE_ATTRIBUTES if is_table and TABLE_ATTRIBUTES in places else None)
