@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -155,6 +155,19 @@ def bit_column(rows: np.ndarray, bit: int) -> np.ndarray:
     return (rows[:, bit >> 3] >> (bit & 7)) & 1
 
 
+#: Rows a kernel is given per call at most (a few ms of work): a kernel holds the GIL while it makes
+#: records, and the GUI decodes in a thread beside the one that paints.
+FEED_ROWS = 1 << 16
+
+
+def _pieces(blocks: Iterable[np.ndarray], unitsize: int) -> Iterator[np.ndarray]:
+    """``blocks`` as C-contiguous ``(n, unitsize)`` uint8 rows, in pieces of at most :data:`FEED_ROWS`."""
+    for block in blocks:
+        rows = np.ascontiguousarray(block, dtype=np.uint8).reshape(-1, unitsize)
+        for first in range(0, len(rows), FEED_ROWS):
+            yield rows[first:first + FEED_ROWS]
+
+
 def carries_state(key: tuple[str, ...]) -> bool:
     """Whether stack ``key``'s kernel has ``carried``/``carry`` (records that depend on more than the last gap)."""
     cls = kernel_for(key)
@@ -190,8 +203,7 @@ def run_marked(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, s
     states: list[Any] = [None] * len(marks)
     todo = 0 if carried else len(marks)
     at = start
-    for block in blocks:
-        rows = np.ascontiguousarray(block, dtype=np.uint8).reshape(-1, unitsize)
+    for rows in _pieces(blocks, unitsize):
         while todo < len(marks) and marks[todo] < at + len(rows):
             cut = max(0, marks[todo] - at)
             if cut:

@@ -453,6 +453,23 @@ def test_carried_fragment_table_restarts_a_run_at_a_gap():
         k.carry(states[0])
 
 
+def test_a_long_block_reaches_the_kernel_in_pieces(monkeypatch):
+    """A kernel holds the GIL while it makes records: a block of a million rows reaches it in pieces of at most
+    FEED_ROWS, so the GUI's painting thread gets its turns while the decode thread works."""
+    from nicrig.decoders import gmii_kernel
+
+    sizes: list[int] = []
+    feed = gmii_kernel.GmiiEthernetKernel.feed
+    monkeypatch.setattr(gmii_kernel.GmiiEthernetKernel, "feed",
+                        lambda self, rows: (sizes.append(len(rows)), feed(self, rows))[1])
+    lane = Lane().idle(3)
+    lane.frame(udp_fragment(1, 0, False, seq=7), ifg=12)
+    rows = packed(lane.idle(1 << 20).state_bits())
+    got = kernels.run(gmii_calls(STATE_PINS), [rows], samplerate=RATE, unitsize=rows.shape[1])
+    assert [r["seq"] for r in got] == [7]
+    assert sum(sizes) == len(rows) and max(sizes) == kernels.FEED_ROWS and len(sizes) > 16
+
+
 def test_pause_time_of_any_link_rate():
     """pause_ns as the PD rounds it: whole ns as ints, else three decimals; none when it overflows."""
     lane = Lane().idle(2)
