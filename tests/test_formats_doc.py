@@ -19,8 +19,8 @@ the backticked words of a cell (in a ``tables`` column cell, outside parentheses
 that says "optional" names what a file may lack. ``sweep/step<k>/`` of a swept results file
 is read as the results root. So a change of the files needs only a change of the doc.
 
-Files: simulated capture sets of both scenarios, decoded by ``nicrig decode``, with the
-udpmon results the simulator writes into them; a set ``nicrig import`` made of a VCD and a
+Files: simulated capture sets of both scenarios, decoded by ``nicrig decode`` (one with a
+saved GUI session), with the udpmon results the simulator writes into them; a set ``nicrig import`` made of a VCD and a
 sigrok session exported from one; a set ``nicrig acquire --config`` fetched from two
 simulated instruments over TCP, deskewed; and the results files of ``nicrig udpmon latency``,
 ``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback, and of a latency
@@ -47,6 +47,7 @@ from test_udpmon_suite import SECRET
 from test_udpmon_suite import serve as serve_udpmon
 from nicrig.acquisition.sim.rig import Recording
 from nicrig.companion import companion_path
+from nicrig.gui import session as gui_session
 
 from nicrig.cli import main
 from tests.conftest import simulate_set, udpmon_daemon_on_loopback
@@ -311,6 +312,10 @@ def files(tmp_path_factory) -> list[Path]:
                        kind="latency", size_bytes=64, count=2)
     stream = simulate_set(tmp, "stream", kind="stream", size_bytes=1400, spacing_us=11, count=20)
     assert main(["decode", str(lat), str(stream)]) == 0
+    # what the GUI's File > Save session writes into the companion
+    gui_session.save(lat, gui_session.Session(offsets_ns={"probe": 12.5}, markers=[("A", 100.0)],
+                                              hidden=["send_pci/IRDY#"], order=["probe/", "send_pci/"],
+                                              view_ns=(0.0, 5000.0), cursors_ns=(100.0, 250.0)))
     with udpmon_daemon_on_loopback() as port:
         for kind, args in UDPMON_RUNS.items():  # one after the other: a daemon serves one controller at a time
             assert main(["udpmon", kind, *args, "--port", str(port), "-o", str(tmp / f"udpmon-{kind}.h5")]) == 0
