@@ -22,7 +22,7 @@ is read as the results root. So a change of the files needs only a change of the
 Files: simulated capture sets of both scenarios, decoded by ``nicrig decode`` (one with a
 saved GUI session), with the udpmon results the simulator writes into them; a set ``nicrig import`` made of a VCD and a
 sigrok session exported from one; a set ``nicrig acquire --config`` fetched from two
-simulated instruments over TCP, deskewed; and the results files of ``nicrig udpmon latency``,
+simulated instruments over TCP, deskewed, and one from sigrok-cli's demo device; and the results files of ``nicrig udpmon latency``,
 ``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback, and of a latency
 ``--sweep mtu=...`` between two network namespaces (where they can be made). Checked: every
 group, dataset, column, attribute and key of a JSON-object attribute in them is documented;
@@ -42,6 +42,7 @@ from pathlib import Path
 import h5py
 import pytest
 from netns import netns_hosts
+from sigrok_run import sigrok_cli_available
 from siminstr import serve
 from test_udpmon_suite import SECRET
 from test_udpmon_suite import serve as serve_udpmon
@@ -276,6 +277,16 @@ def acquired_set(tmp: Path) -> Path:
     return out
 
 
+def sigrok_set(tmp: Path) -> list[Path]:
+    """``nicrig acquire --sigrok-driver demo``: sigrok-cli's demo device (none without sigrok-cli)."""
+    if not sigrok_cli_available():
+        return []
+    out = tmp / "sigrok.h5"
+    assert main(["acquire", "--sigrok-driver", "demo", "--samples", "1000", "--sample-rate", "1MHz", "--source",
+                 "demo", "-o", str(out)]) == 0
+    return [out]
+
+
 def imported_set(tmp: Path, simulated: Path) -> Path:
     """A simulated set's sources exported and imported again: a VCD (state mode) and a sigrok session (appended)."""
     out = tmp / "imported.h5"
@@ -319,7 +330,7 @@ def files(tmp_path_factory) -> list[Path]:
     with udpmon_daemon_on_loopback() as port:
         for kind, args in UDPMON_RUNS.items():  # one after the other: a daemon serves one controller at a time
             assert main(["udpmon", kind, *args, "--port", str(port), "-o", str(tmp / f"udpmon-{kind}.h5")]) == 0
-    return [lat, stream, companion_path(lat), companion_path(stream), imported_set(tmp, lat), acquired_set(tmp),
+    return [lat, stream, companion_path(lat), companion_path(stream), imported_set(tmp, lat), acquired_set(tmp), *sigrok_set(tmp),
             *(tmp / f"udpmon-{kind}.h5" for kind in UDPMON_RUNS), *swept_results(tmp)]
 
 
