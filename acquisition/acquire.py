@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     session.prepare(members)
     deskew_signal = args.deskew_signal or rig.deskew_signal
-    settings = {"argv": sys.argv[1:], "config": str(args.config) if args.config else None,
+    settings = {"argv": args._argv, "config": str(args.config) if args.config else None,
                 "description": rig.description, "timeout_s": args.timeout or rig.timeout_s}
     with _progress_bar() as bar:
         tasks: dict[str, Any] = {}

@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(chosen_command(argv))
     args = parser.parse_args(argv)
+    # The arguments as given, for files that record the command line: called in-process (a test, a script),
+    # sys.argv is the calling program's, not this command's.
+    args._argv = argv
     if args.command is None:
         parser.print_help()
         return 2

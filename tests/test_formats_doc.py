@@ -273,7 +273,10 @@ def acquired_set(tmp: Path) -> Path:
     out = tmp / "acquired.h5"
     with serve("keysight-msox4000", "send_pci") as send, serve("rigol-mso5000", "recv_pci") as recv:
         (tmp / "rig.toml").write_text(RIG.format(send=send.resource, recv=recv.resource))
-        assert main(["acquire", "--config", str(tmp / "rig.toml"), "-o", str(out)]) == 0
+        argv = ["acquire", "--config", str(tmp / "rig.toml"), "-o", str(out)]
+        assert main(argv) == 0
+    with h5py.File(out, "r") as f:  # the command as given to nicrig, not the process's (pytest's) sys.argv
+        assert json.loads(f.attrs["acquisition"])["settings"]["argv"] == argv
     return out
 
 
