@@ -313,13 +313,37 @@ def _listed(spacings: np.ndarray) -> str:
     return (", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else said[0]) + " us"
 
 
+def _unresolved_rival(c: SizeCurve) -> int | None:
+    """The spacing whose rate comes closest to the best one while their 95% intervals overlap (None: the best
+    stands clear of every other spacing, or there is no other)."""
+    best = int(np.nanargmax(c.user_rate_mbps)) if np.isfinite(c.user_rate_mbps).any() else -1
+    if best < 0:
+        return None
+    low = c.user_rate_mbps[best] - np.nan_to_num(c.user_rate_ci95_mbps[best], nan=np.inf)
+    reach = c.user_rate_mbps + np.nan_to_num(c.user_rate_ci95_mbps, nan=np.inf)
+    overlap = [k for k in range(c.user_rate_mbps.size) if k != best and np.isfinite(c.user_rate_mbps[k])
+               and reach[k] >= low]
+    return max(overlap, key=lambda k: c.user_rate_mbps[k]) if overlap else None
+
+
 def interpret_curve(c: SizeCurve) -> str:
     """One sentence on a size's curve, every number one the tables show: its best rate against the link's, where
     packets were lost, and, where the loss falls off at a knee, what limits the rate (Hughes-Jones et al. 2003,
     §4.1.2, §4.2.2)."""
-    text = (f"{c.size_bytes} bytes: at best {measured(c.max_user_rate_mbps, c.max_user_rate_ci95_mbps, 'Mbit/s')} "
-            f"at {setting(c.spacing_at_max_us)} us spacing")
-    if math.isfinite(c.theoretical_max_user_mbps):
+    best = measured(c.max_user_rate_mbps, c.max_user_rate_ci95_mbps, 'Mbit/s')
+    at = f"at {setting(c.spacing_at_max_us)} us spacing"
+    unresolved = not c.max_user_rate_ci95_mbps < c.max_user_rate_mbps  # NaN: no interval, nothing resolved
+    rival = _unresolved_rival(c)
+    if unresolved:
+        text = (f"{c.size_bytes} bytes: the highest mean rate, {best} {at}, is not resolved: its 95% interval "
+                "reaches zero (the rounds disagree; more rounds would narrow it)")
+    elif rival is not None:
+        text = (f"{c.size_bytes} bytes: at best {best} {at} (not resolved from "
+                f"{measured(c.user_rate_mbps[rival], c.user_rate_ci95_mbps[rival], 'Mbit/s')} at "
+                f"{setting(float(c.spacing_us[rival]))} us: their 95% intervals overlap)")
+    else:
+        text = f"{c.size_bytes} bytes: at best {best} {at}"
+    if not unresolved and math.isfinite(c.theoretical_max_user_mbps):
         share = 100 * c.max_user_rate_mbps / c.theoretical_max_user_mbps
         share_ci = 100 * c.max_user_rate_ci95_mbps / c.theoretical_max_user_mbps
         text += (f", {number(share, ci95=share_ci)}% of the {number(c.theoretical_max_user_mbps)} Mbit/s the link "

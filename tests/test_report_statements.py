@@ -199,6 +199,29 @@ def test_the_best_rate_sentence_prints_the_best_tables_cells() -> None:
     assert "nothing was lost at any spacing" in said
 
 
+def test_a_best_rate_the_rounds_do_not_resolve_is_not_read_as_the_best() -> None:
+    """A loopback stream at spacing 0 gave 230 +- 400 Mbit/s over 3 rounds against 51.23 +- 0.02 at 10 us: 'at best
+    230' read a best the rounds did not resolve."""
+    rows = [{"point": k, "round": r, "size_bytes": 64, "spacing_us": sp, "sent": 1000, "received": 1000,
+             "user_rate_mbps": rate, "user_rate_ci95_mbps": 0.5, "remote_interrupts": 100,
+             "remote_cpu_busy_pct": 40.0}
+            for k, (r, sp, rate) in enumerate((r, sp, rate) for r in range(3)
+                                              for sp, rate in ((0.0, (75.0, 210.0, 400.0)[r]), (10.0, 51.2 + r / 100)))]
+    rows += [{**r, "point": r["point"] + 6, "size_bytes": 1472, "user_rate_mbps": r["user_rate_mbps"] + 1300}
+             for r in rows]
+    sec = stream_section(rows)
+    _, every = table_of(sec, "Every size and spacing")
+    zero, ten, zero_big, ten_big = every
+    said = sec.text[0]
+    assert said.startswith(f"64 bytes: the highest mean rate, {zero['user (Mbit/s)']} ± {zero['user ± 95% (Mbit/s)']} "
+                           "Mbit/s at 0 us spacing, is not resolved: its 95% interval reaches zero")
+    assert "at best" not in said and "of the" not in said and "nothing was lost at any spacing" in said
+    said = sec.text[1]  # 1530 +- 410 against 1351.2 +- 0.02: a best, but not clear of the 10 us point
+    assert said.startswith(f"1472 bytes: at best {zero_big['user (Mbit/s)']} ± {zero_big['user ± 95% (Mbit/s)']} "
+                           f"Mbit/s at 0 us spacing (not resolved from {ten_big['user (Mbit/s)']} ± "
+                           f"{ten_big['user ± 95% (Mbit/s)']} Mbit/s at 10 us: their 95% intervals overlap)")
+
+
 # -- capture sets ----------------------------------------------------------------------------------
 
 def spread(values: list[float]) -> bus.Spread:
