@@ -289,3 +289,18 @@ def test_cli_writes_a_capture_set_and_prints_json(tmp_path):
     summary = json.loads(r.stdout)
     assert summary["frames"] >= 20 and set(summary["sources"]) == {"send_pci", "recv_pci", "probe"}
     assert summary["packets_lost"] == 0
+
+
+@pytest.mark.parametrize("failing", ["probe", "send_pci"])
+def test_a_source_that_fails_fails_the_run_and_leaves_no_file(failing, tmp_path, monkeypatch):
+    """The sources render on threads: one that fails stops the others and its error is the run's, and the
+    capture set is not left half written."""
+    from nicrig.acquisition.sim import rig
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rig, "_write_probe" if failing == "probe" else "_write_pci", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        _sim(tmp_path, "broken", kind="stream", size_bytes=1400, spacing_us=11, count=40, seed=2)
+    assert list(tmp_path.iterdir()) == []

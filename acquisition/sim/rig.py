@@ -22,6 +22,7 @@ import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -238,9 +239,26 @@ def _write_sources(cs: CaptureSet, sources: _Sources, workers: int | None, progr
             sources.write(cs, name, progress)
         return
     cs.group("truth", create=True)  # made here: threads making it at once would race
+    stop = threading.Event()
+
+    def progress_unless_stopped(name: str, done: int, total: int) -> None:
+        """Called after every block: where a thread gives up once another failed or the user interrupted."""
+        if stop.is_set():
+            raise _Stopped
+        if progress:
+            progress(name, done, total)
+
     with ThreadPoolExecutor(workers, thread_name_prefix="nicrig-source") as pool:
-        for done in [pool.submit(sources.write, cs, name, progress) for name in names]:
-            done.result()
+        try:
+            for done in [pool.submit(sources.write, cs, name, progress_unless_stopped) for name in names]:
+                done.result()
+        except BaseException:
+            stop.set()  # the other threads stop after their current block instead of rendering to the end
+            raise
+
+
+class _Stopped(Exception):
+    """A source's thread stops: another failed, or the user interrupted (the error that says so is theirs)."""
 
 
 def _usable_cpus() -> int:
