@@ -32,10 +32,26 @@ settings.load_profile("nicrig")
 
 
 def as_from_a_shell() -> None:
-    """``preexec_fn`` for a command a test interrupts: it starts as a shell starts it, with SIGINT at its
-    default and no signal blocked, whatever the pytest worker that spawns it has inherited or left set."""
+    """``preexec_fn`` for a command a test interrupts: it starts as a terminal's shell starts it, with
+    SIGINT at its default and no signal blocked, however the test run itself was started.
+
+    A run started in the background of a non-interactive shell (``make test &`` in a script, a CI
+    runner's job) has SIGINT ignored in every process (bash ignores SIGINT and SIGQUIT for asynchronous
+    commands when job control is off); Python keeps an ignored SIGINT at startup and installs no
+    KeyboardInterrupt, and a child inherits it, so Ctrl-C would never reach the command under test.
+    """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
+@pytest.fixture(autouse=True)
+def sigint_left_as_found() -> Iterator[None]:
+    """A test must leave SIGINT's handler and the main thread's signal mask as it found them: the
+    commands later tests start inherit an ignored or blocked SIGINT."""
+    before = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    after = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert after == before, f"the test changed SIGINT's handler or the signal mask: {before} -> {after}"
 
 
 def run_unprivileged(argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess[str]:
