@@ -1109,12 +1109,20 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
     src = f"{name}: host_trace/<host>/events"
     sec = Section(f"Host probe: kernel events of {', '.join(t.host for t in traces)}: {name}", name,
                   template="hostprobe", data={"losses": {t.host: t.lost for t in traces if t.lost},
+                                              "unreadable": {t.host: t.unreadable_subbuffers for t in traces
+                                                             if t.unreadable_subbuffers},
+                                              "unknown": {t.host: t.unknown_records for t in traces
+                                                          if t.unknown_records},
                                               "truncated": {t.host: t.truncated for t in traces if t.truncated}})
     for t in traces:
         sec.items.append(Item(f"{t.host} ({t.hostname}): events recorded", len(t.events), "events",
                               f"{name}: host_trace/{t.host}/events"))
         sec.items.append(Item(f"{t.host}: events the kernel lost", t.lost, "events",
                               f"{name}: host_trace/{t.host}/losses (dropped_events + overrun)"))
+        sec.items.append(Item(f"{t.host}: sub-buffers that could not be read (events lost)", t.unreadable_subbuffers,
+                              "sub-buffers", f"{name}: host_trace/{t.host}/losses (unreadable_subbuffers)"))
+        sec.items.append(Item(f"{t.host}: records of events without a format (not decoded)", t.unknown_records,
+                              "records", f"{name}: host_trace/{t.host}/losses (unknown_records)"))
         if t.clock_reference:
             sec.items.append(Item(f"{t.host}: clock offset to {t.clock_reference}", t.clock_offset_ns / 1000, "us",
                                   f"{name}: host_trace/{t.host} attributes (min-RTT clock exchanges)",
@@ -1157,6 +1165,12 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
     for host, lost in sec.data["losses"].items():
         sec.text.append(f"{host}: the kernel lost {lost} events (ring buffer full): counts and rates above are "
                         "lower bounds.")
+    for host, pages in sec.data["unreadable"].items():
+        sec.text.append(f"{host}: {pages} recorded sub-buffers could not be read, and their events are lost: "
+                        "counts and rates above are lower bounds.")
+    for host, records in sec.data["unknown"].items():
+        sec.text.append(f"{host}: {records} records of events the stored formats do not describe were present "
+                        "but not decoded.")
     return sec
 
 

@@ -8,15 +8,19 @@
  * time deltas, time extends, padding, missed-event markers). Nothing here
  * knows a byte offset of its own: fields are found by name in the formats.
  *
- * Parser(header_page, formats, columns, string_fields)
+ * Parser(header_page, formats, columns, string_fields, page_size)
+ *   page_size:     bytes of one sub-buffer as the trace was recorded (a power of
+ *                  two; the recorder stores it with the trace)
  *   formats:       [(system, format text), ...]
  *   columns:       [[field name, alternative, ...], ...] -> one int64 column each
  *                  (-1 where the event has none of the names)
  *   string_fields: [field name, ...] -> one string column, as indices into
  *                  the list the parser keeps (-1 where absent)
- * Parser.parse(data) walks sub-buffers of the given size and returns
+ * Parser.parse(data) walks sub-buffers of page_size bytes and returns
  *   (ts int64, id int32, pid int32, cols int64 [n x ncols], strings int32,
- *    missed events, sub-buffers, records of unknown events) as bytes.
+ *    missed events, sub-buffers read, sub-buffers unreadable, records of
+ *    unknown events). An unreadable sub-buffer (kbuffer refuses it, or its
+ *    commit size runs past its end) is skipped and counted, never read.
  * Parser.events() lists (id, system, name); Parser.symbols(id, field) gives
  * the __print_symbolic table of a field ({value: name}, e.g. drop reasons).
  */
@@ -44,6 +48,7 @@ typedef struct {
     int ncols;
     EventCols *by_id; /* indexed by event id */
     int max_id;
+    Py_ssize_t page_size;
     PyObject *strings;  /* list of str */
     PyObject *str_index; /* dict str -> int */
 } Parser;
@@ -104,19 +109,28 @@ static struct tep_format_field *find_any(struct tep_event *ev, PyObject *names, 
 
 static int Parser_init(Parser *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"header_page", "formats", "columns", "string_fields", NULL};
+    static char *kwlist[] = {"header_page", "formats", "columns", "string_fields", "page_size", NULL};
     Py_buffer header;
     PyObject *formats, *columns, *string_fields;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*OOO", kwlist, &header, &formats, &columns, &string_fields))
+    Py_ssize_t page_size;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*OOOn", kwlist, &header, &formats, &columns, &string_fields,
+                                     &page_size))
         return -1;
     int rc = -1;
+    /* the ring buffer's sub-buffers are whole pages, or power-of-two multiples of a page (buffer_subbuf_size_kb) */
+    if (page_size < 64 || page_size > (1 << 30) || (page_size & (page_size - 1))) {
+        PyErr_Format(PyExc_ValueError, "sub-buffer size of %zd bytes: not a power of two from 64 bytes to 1 GiB",
+                     page_size);
+        goto out;
+    }
+    self->page_size = page_size;
     self->tep = tep_alloc();
     if (!self->tep) {
         PyErr_NoMemory();
         goto out;
     }
     tep_set_long_size(self->tep, sizeof(long));
-    tep_set_page_size(self->tep, 4096);
+    tep_set_page_size(self->tep, (int)page_size);
     if (tep_parse_header_page(self->tep, header.buf, header.len, sizeof(long)) != 0) {
         PyErr_SetString(PyExc_ValueError, "libtraceevent could not parse header_page");
         goto out;
@@ -236,10 +250,10 @@ static int32_t intern(Parser *self, const char *s, int len)
 static PyObject *Parser_parse(Parser *self, PyObject *args)
 {
     Py_buffer data;
-    Py_ssize_t subbuf;
-    if (!PyArg_ParseTuple(args, "y*n", &data, &subbuf))
+    Py_ssize_t subbuf = self->page_size;
+    if (!PyArg_ParseTuple(args, "y*", &data))
         return NULL;
-    if (subbuf <= 16 || data.len % subbuf != 0) {
+    if (data.len % subbuf != 0) {
         PyBuffer_Release(&data);
         return PyErr_Format(PyExc_ValueError, "data of %zd bytes is not whole sub-buffers of %zd bytes",
                             data.len, subbuf);
@@ -250,7 +264,7 @@ static PyObject *Parser_parse(Parser *self, PyObject *args)
         return PyErr_NoMemory();
     }
     Buf ts = {0}, id = {0}, pid = {0}, cols = {0}, str = {0};
-    long long missed = 0, pages = 0, unknown = 0;
+    long long missed = 0, pages = 0, unreadable = 0, unknown = 0;
     int failed = 0;
     /* kbuffer keeps a pointer into the page, and tep_get_field_raw wants writable memory */
     char *page = malloc(subbuf);
@@ -260,8 +274,13 @@ static PyObject *Parser_parse(Parser *self, PyObject *args)
     }
     for (Py_ssize_t off = 0; !failed && off < data.len; off += subbuf) {
         memcpy(page, (char *)data.buf + off, subbuf);
-        if (kbuffer_load_subbuffer(kbuf, page) < 0)
+        /* a page kbuffer refuses, or whose commit size runs past its end, held records nobody can read: they
+         * are lost, and counted so, rather than walked beyond the page */
+        if (kbuffer_load_subbuffer(kbuf, page) < 0 ||
+            kbuffer_subbuffer_size(kbuf) > subbuf - kbuffer_start_of_data(kbuf)) {
+            unreadable++;
             continue;
+        }
         pages++;
         int m = kbuffer_missed_events(kbuf);
         if (m > 0)
@@ -309,9 +328,10 @@ static PyObject *Parser_parse(Parser *self, PyObject *args)
     PyBuffer_Release(&data);
     PyObject *out = NULL;
     if (!failed)
-        out = Py_BuildValue("(y#y#y#y#y#LLL)", ts.p ? ts.p : "", (Py_ssize_t)ts.len, id.p ? id.p : "",
+        out = Py_BuildValue("(y#y#y#y#y#LLLL)", ts.p ? ts.p : "", (Py_ssize_t)ts.len, id.p ? id.p : "",
                             (Py_ssize_t)id.len, pid.p ? pid.p : "", (Py_ssize_t)pid.len, cols.p ? cols.p : "",
-                            (Py_ssize_t)cols.len, str.p ? str.p : "", (Py_ssize_t)str.len, missed, pages, unknown);
+                            (Py_ssize_t)cols.len, str.p ? str.p : "", (Py_ssize_t)str.len, missed, pages, unreadable,
+                            unknown);
     free(ts.p);
     free(id.p);
     free(pid.p);
@@ -395,7 +415,7 @@ static PyObject *Parser_strings(Parser *self, void *closure)
 
 static PyMethodDef Parser_methods[] = {
     {"parse", (PyCFunction)Parser_parse, METH_VARARGS,
-     "parse(data, subbuf_size) -> (ts, id, pid, cols, strings, missed, subbuffers, unknown)"},
+     "parse(data) -> (ts, id, pid, cols, strings, missed, subbuffers, unreadable subbuffers, unknown records)"},
     {"events", (PyCFunction)Parser_events, METH_NOARGS, "events() -> [(id, system, name)]"},
     {"symbols", (PyCFunction)Parser_symbols, METH_VARARGS,
      "symbols(id, field) -> {value: name} from the event's __print_symbolic over field"},

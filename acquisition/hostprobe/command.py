@@ -191,6 +191,10 @@ def _print_summary(info: dict[str, Any], as_json: bool, path: str, stderr: bool 
     out = sys.stderr if stderr else sys.stdout
     print(f"{path}: host {info['host']} ({info['hostname']}), clock {info['clock']}, {info['span_s']:.3f} s, "
           f"{info['events']} events, {info['lost_events']} lost"
+          + (f", {info['unreadable_subbuffers']} unreadable sub-buffers (their events lost)"
+             if info["unreadable_subbuffers"] else "")
+          + (f", {info['unknown_records']} records of events without a format (not decoded)"
+             if info["unknown_records"] else "")
           + (f", {info['truncated']}" if info["truncated"] else ""), file=out)
     for name, count in info["by_event"].items():
         print(f"  {name:32s} {count:10d}", file=out)

@@ -4,8 +4,9 @@ A host trace is stored under ``host_trace/<host>/`` of a capture set or a
 results file (``docs/formats.md``, "Host traces"):
 
 * ``events``: one row per kernel event, in time order (``EVENT_DTYPE``);
-* ``losses``: the kernel's ring-buffer counters per CPU and the sub-buffers
-  libtraceevent found flagged after a loss (``LOSSES_DTYPE``);
+* ``losses``: the kernel's ring-buffer counters per CPU, the sub-buffers
+  libtraceevent found flagged after a loss or could not read, and the records
+  of events the stored formats do not describe (``LOSSES_DTYPE``);
 * ``raw`` and ``raw_cpu``: the recorded sub-buffers as the kernel wrote them,
   with the header_page and event formats in attributes, so the tables can be
   decoded again by any libtraceevent reader (raw data is kept).
@@ -50,6 +51,7 @@ EVENT_UNITS = {"time_ns": "ns, trace clock (CLOCK_MONOTONIC of this host)", "len
 LOSSES_DTYPE = np.dtype([
     ("cpu", "<i2"), ("entries", "<i8"), ("overrun", "<i8"), ("commit_overrun", "<i8"), ("dropped_events", "<i8"),
     ("read_events", "<i8"), ("bytes", "<i8"), ("flagged_subbuffers", "<i8"), ("subbuffers", "<i8"),
+    ("unreadable_subbuffers", "<i8"), ("unknown_records", "<i8"),
 ])
 
 
@@ -90,12 +92,40 @@ class HostTrace:
         """Events the kernel dropped or overwrote, over all CPUs."""
         return int(self.losses["dropped_events"].sum() + self.losses["overrun"].sum())
 
+    @property
+    def unreadable_subbuffers(self) -> int:
+        """Recorded sub-buffers libtraceevent could not read: their events are lost too, in unknown number."""
+        return int(self.losses["unreadable_subbuffers"].sum())
+
+    @property
+    def unknown_records(self) -> int:
+        """Records of events the stored formats do not describe: present in the trace, not decoded."""
+        return int(self.losses["unknown_records"].sum())
+
 
 def read_formats(base: Path, events: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     """The ring buffer's header_page and each event's format, as the kernel describes them."""
     header = (base / "events" / "header_page").read_text()
     formats = {e: (base / "events" / e.replace(":", "/") / "format").read_text() for e in events}
     return header, formats
+
+
+def header_page_size(header_page: str) -> int:
+    """Bytes of the page the kernel's ``header_page`` describes: the end of its ``data`` field (offset + size)."""
+    for line in header_page.splitlines():
+        parts = dict(p.strip().split(":", 1) for p in line.split(";") if ":" in p)
+        if parts.get("field", "").split()[-1:] == ["data"]:
+            return int(parts["offset"]) + int(parts["size"])
+    raise FormatError("header_page has no data field")
+
+
+def check_subbuf_size(subbuf: int, header_page: str) -> None:
+    """Refuse a sub-buffer size the kernel could not have written: not a power of two, or smaller than the
+    page its header_page describes (sub-buffers are that page or a power-of-two multiple of it)."""
+    page = header_page_size(header_page)
+    if subbuf < page or subbuf & (subbuf - 1):
+        raise FormatError(f"sub-buffer size of {subbuf} bytes does not fit the trace's header_page (a page of "
+                          f"{page} bytes, or a power-of-two multiple of it)")
 
 
 def read_spool(spool: Path, subbuf: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,22 +140,26 @@ def read_spool(spool: Path, subbuf: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decode(raw: np.ndarray, raw_cpu: np.ndarray, header_page: str, formats: dict[str, str],
-           stats: dict[int, dict[str, int]]) -> tuple[np.ndarray, list[str], np.ndarray, dict[str, dict[int, str]]]:
-    """Sub-buffers to (events table in time order, event names, losses table, symbol tables) with libtraceevent."""
+           stats: dict[int, dict[str, int]],
+           subbuf: int) -> tuple[np.ndarray, list[str], np.ndarray, dict[str, dict[int, str]]]:
+    """Sub-buffers of ``subbuf`` bytes (the size recorded with the trace) to (events table in time order, event
+    names, losses table, symbol tables) with libtraceevent."""
     from nicrig.acquisition.hostprobe._traceevent import Parser
 
+    check_subbuf_size(subbuf, header_page)
+    if raw.ndim != 2 or raw.shape[1] != subbuf:
+        raise FormatError(f"raw sub-buffers of shape {raw.shape} are not rows of the trace's {subbuf} bytes")
     parser = Parser(header_page.encode(), [(e.split(":")[0], text.encode()) for e, text in formats.items()],
-                    [list(names) for names in INT_COLUMNS.values()], list(STRING_FIELDS))
+                    [list(names) for names in INT_COLUMNS.values()], list(STRING_FIELDS), subbuf)
     by_id = {i: f"{s}:{n}" for i, s, n in parser.events()}
     names = sorted(formats)
     code_of = np.full(max(by_id, default=0) + 1, -1, dtype=np.int16)
     for i, name in by_id.items():
         code_of[i] = names.index(name)
     parts, losses = [], []
-    subbuf = raw.shape[1] if raw.ndim == 2 else 0
     for cpu in sorted(set(int(c) for c in raw_cpu) | set(stats)):
         pages = raw[raw_cpu == cpu]
-        ts, ids, pids, cols, strs, missed, n_pages, _unknown = parser.parse(pages.tobytes(), subbuf or 4096)
+        ts, ids, pids, cols, strs, missed, n_pages, unreadable, unknown = parser.parse(pages.tobytes())
         n = len(ts) // 8
         t = np.zeros(n, dtype=EVENT_DTYPE)
         t["time_ns"], t["cpu"], t["pid"] = np.frombuffer(ts, "<i8"), cpu, np.frombuffer(pids, "<i4")
@@ -139,7 +173,8 @@ def decode(raw: np.ndarray, raw_cpu: np.ndarray, header_page: str, formats: dict
         parts.append(t)
         s = stats.get(cpu, {})
         losses.append((cpu, s.get("entries", 0), s.get("overrun", 0), s.get("commit_overrun", 0),
-                       s.get("dropped_events", 0), s.get("read_events", 0), s.get("bytes", 0), missed, n_pages))
+                       s.get("dropped_events", 0), s.get("read_events", 0), s.get("bytes", 0), missed, n_pages,
+                       unreadable, unknown))
     events = np.concatenate(parts) if parts else np.zeros(0, EVENT_DTYPE)
     events = events[np.argsort(events["time_ns"], kind="stable")]
     symbols = {}
@@ -164,7 +199,8 @@ class RawTrace:
 
     def decode(self, host: str) -> HostTrace:
         s = self.summary
-        events, names, losses, symbols = decode(self.raw, self.raw_cpu, self.header_page, self.formats, s.stats)
+        events, names, losses, symbols = decode(self.raw, self.raw_cpu, self.header_page, self.formats, s.stats,
+                                                s.subbuf_size)
         return HostTrace(host=host, events=events, event_names=names, losses=losses, clock=s.clock,
                          start_ns=s.start_ns, end_ns=s.end_ns, symbols=symbols, pids=self.pids,
                          truncated=s.truncated, hostname=self.hostname, subbuf_size=s.subbuf_size, raw=self.raw,
@@ -271,7 +307,7 @@ def read(f: NicrigFile, host: str, *, raw: bool = False) -> HostTrace:
         names = json.loads(f.table_attrs(f"{GROUP}/{host}/events")["event_names"])
         symbols = {k: {int(v): s for v, s in t.items()} for k, t in json.loads(a["symbols"]).items()}
         return HostTrace(
-            host=host, events=events, event_names=names, losses=f.read_table(f"{GROUP}/{host}/losses"),
+            host=host, events=events, event_names=names, losses=_losses(f.read_table(f"{GROUP}/{host}/losses")),
             clock=str(a["clock"]), start_ns=int(a["start_ns"]), end_ns=int(a["end_ns"]), symbols=symbols,
             pids=json.loads(a["pids"]), truncated=str(a["truncated"]), hostname=str(a["hostname"]),
             clock_offset_ns=float(a["clock_offset_ns"]),
@@ -284,6 +320,15 @@ def read(f: NicrigFile, host: str, *, raw: bool = False) -> HostTrace:
         raise FormatError(f"{f.path}: host trace {host!r} is malformed: {exc}") from None
 
 
+def _losses(stored: np.ndarray) -> np.ndarray:
+    """A stored losses table in today's layout: columns a file written before them lacks are 0 (not counted)."""
+    out = np.zeros(len(stored), LOSSES_DTYPE)
+    for name in LOSSES_DTYPE.names or ():
+        if name in (stored.dtype.names or ()):
+            out[name] = stored[name]
+    return out
+
+
 def describe(trace: HostTrace) -> dict[str, Any]:
     """A summary for ``--json`` and ``nicrig info``: events per kind, span, losses."""
     counts = np.bincount(trace.events["event"][trace.events["event"] >= 0], minlength=len(trace.event_names))
@@ -291,5 +336,6 @@ def describe(trace: HostTrace) -> dict[str, Any]:
             "span_s": (trace.end_ns - trace.start_ns) / 1e9, "events": int(len(trace.events)),
             "by_event": {n: int(c) for n, c in zip(trace.event_names, counts)},
             "lost_events": trace.lost, "flagged_subbuffers": int(trace.losses["flagged_subbuffers"].sum()),
+            "unreadable_subbuffers": trace.unreadable_subbuffers, "unknown_records": trace.unknown_records,
             "truncated": trace.truncated, "clock_offset_ns": trace.clock_offset_ns,
             "clock_offset_uncertainty_ns": trace.clock_offset_uncertainty_ns}
