@@ -236,8 +236,9 @@ class Delivery:
     polls: np.ndarray
 
 
-def deliveries(trace: HostTrace, device: str, payload_bytes: int, t0_ns: int, t1_ns: int) -> Delivery:
-    """Match one stream point's packets on the receiving host (module docstring); times on this host's clock."""
+def deliveries(trace: HostTrace, device: str | None, payload_bytes: int, t0_ns: int, t1_ns: int) -> Delivery:
+    """Match one stream point's packets on the receiving host (every device's when None) to the NET_RX runs and
+    NAPI polls that delivered them (the report's per-point table); times on this host's clock."""
     rx = within(packets(trace, "net:netif_receive_skb", device, payload_bytes), t0_ns, t1_ns)
     all_polls = polls(trace)
     poll_index = np.full(len(rx), -1, dtype=np.int64)

@@ -1061,7 +1061,8 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
 # -- the host probe: kernel trace events ------------------------------------------------------------
 
 HOST_PROBE_POINT_COLUMNS = ["point", "size (bytes)", "spacing (us)", "host", "packets", "interrupts per packet",
-                            "NET_RX runs per packet", "frames per poll", "NET_RX CPU (%)"]
+                            "NET_RX runs per packet", "frames per poll", "NET_RX CPU (%)",
+                            "received inside a NET_RX run (%)", "received in a NAPI poll (%)"]
 
 
 @dataclass(frozen=True)
@@ -1186,8 +1187,15 @@ def _host_probe_points(sec: Section, name: str, traces: Sequence[Any], devices: 
             size = int(stream.size_bytes[k])
             pl = hostprobe.point_load(t, devices.get(t.host), size, int(stream.t0_ns[k]) + shift,
                                       int(stream.t1_ns[k]) + shift, event)
+            delivered: list[float | None] = [None, None]  # the receiving host's delivery path only
+            if event == "net:netif_receive_skb":
+                d = hostprobe.deliveries(t, devices.get(t.host), size, int(stream.t0_ns[k]) + shift,
+                                         int(stream.t1_ns[k]) + shift)
+                if len(d.receive_ns):
+                    delivered = [100 * float(d.softirq.mean()), 100 * float((d.poll >= 0).mean())]
             rows.append([int(stream.point[k]), size, float(stream.spacing_us[k]), t.host, pl.packets,
-                         pl.interrupts_per_packet, pl.net_rx_per_packet, pl.frames_per_poll, pl.net_rx_cpu_pct])
+                         pl.interrupts_per_packet, pl.net_rx_per_packet, pl.frames_per_poll, pl.net_rx_cpu_pct,
+                         *delivered])
             per_size.setdefault(size, []).append((float(stream.spacing_us[k]), pl.net_rx_per_packet,
                                                   pl.net_rx_cpu_pct))
         for size, pts in per_size.items():
@@ -1196,7 +1204,10 @@ def _host_probe_points(sec: Section, name: str, traces: Sequence[Any], devices: 
     sec.tables.append(Table(f"Per stream point: interrupts and CPU against spacing ({HUGHES_JONES}, §8)",
                             HOST_PROBE_POINT_COLUMNS, rows,
                             f"{name}: stream/points, stream/sent (each point's span) and host_trace/<host>/events",
-                            settings=("spacing (us)",), decimals={"NET_RX CPU (%)": 2}))
+                            settings=("spacing (us)",), decimals={"NET_RX CPU (%)": 2},
+                            note="received inside a NET_RX run / in a NAPI poll: the receiving host's packets of "
+                                 "the point (netif_receive_skb) inside a NET_RX softirq run on their CPU, and "
+                                 "followed on it by a napi_poll that took them; empty for the sending host"))
     sec.charts.append(Chart("NET_RX softirq runs per packet and CPU in NET_RX against spacing",
                             figures.host_load_vs_spacing(curves),
                             "Per host and size, over each point's span (the far host's on its own clock, shifted "

@@ -143,6 +143,10 @@ def test_report_shows_the_host_probe(traced_stream, tmp_path):
     assert 1 <= by_host["remote"]["frames per poll (mean of non-empty)"] <= by_host["remote"]["poll budget"]
     per_point = next(t for t in sec["tables"] if t["title"].startswith("Per stream point"))
     assert len(per_point["rows"]) == 2 * 2  # two points, two hosts
+    # the delivery path of each point's packets on the receiving host: all up the stack in NET_RX, by a poll
+    for row in (dict(zip(per_point["columns"], r)) for r in per_point["rows"]):
+        delivered = (row["received inside a NET_RX run (%)"], row["received in a NAPI poll (%)"])
+        assert delivered == ((100.0, 100.0) if row["host"] == "remote" else (None, None)), row
     assert sec["figures"]
 
 
