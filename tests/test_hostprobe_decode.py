@@ -104,3 +104,22 @@ def test_records_of_unknown_events_are_counted_and_shown(tmp_path: Path) -> None
     p = subprocess.run([*NICRIG, "trace", "show", str(out), "--json"], capture_output=True, text=True, timeout=60)
     assert json.loads(p.stdout)["hosts"][0]["unknown_records"] == 2
 
+
+
+def test_a_file_written_before_the_two_new_loss_columns_reads_them_as_zero(tmp_path: Path) -> None:
+    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.h5file import open_any
+
+    before = np.dtype([(n, hp.LOSSES_DTYPE[n]) for n in hp.LOSSES_DTYPE.names
+                       if n not in ("unreadable_subbuffers", "unknown_records")])
+    losses = np.zeros(1, before)
+    losses["dropped_events"] = 3
+    trace = hp.HostTrace(host="local", events=np.zeros(0, hp.EVENT_DTYPE), event_names=[], losses=losses,
+                         clock="mono", start_ns=0, end_ns=1)
+    out = tmp_path / "before.h5"
+    with CaptureSet.create(out) as cs:
+        hp.write(cs, trace)
+    with open_any(out) as f:
+        back = hp.read(f, "local")
+    assert back.losses.dtype == hp.LOSSES_DTYPE and back.lost == 3
+    assert back.unreadable_subbuffers == 0 and back.unknown_records == 0
