@@ -511,16 +511,17 @@ def test_a_flood_does_not_outlast_the_timeout():
     cli = E.open_udp(bind=("127.0.0.1", 0), connect=peer.getsockname())
     peer.connect(cli.getsockname())
     with closing_all(peer, cli):
-        # stream datagrams of this test (kind STREAM: foreign to the client) at full speed
-        flood = Background(E.send_paced, peer, count=100_000, size_bytes=64, spacing_ns=0, test_id=1)
+        # stream datagrams of this test (kind STREAM: foreign to the client) at full speed, for seconds
+        flood = Background(E.send_paced, peer, count=1_000_000, size_bytes=64, spacing_ns=0, test_id=1)
         time.sleep(0.01)
-        t = time.monotonic()
         lat = E.request_response(cli, count=3, request_bytes=64, response_bytes=64, test_id=1,
                                  timeout_ns=50 * MS, busy_poll=True)
-        elapsed = time.monotonic() - t
-        flood.result(timeout=30)
+        # each request's timeout counts from its sending, not from the last foreign datagram: the client
+        # gives up while the flood still runs, however slowly a loaded machine runs either
+        flooding = flood.thread.is_alive()
+        flood.result(timeout=300)
     assert lat.timeouts == 3 and lat.foreign > 0 and lat.stale == 0
-    assert elapsed < 2
+    assert flooding
 
 
 def test_responder_only_answers_its_peer():
