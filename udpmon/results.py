@@ -10,7 +10,10 @@ datagrams of every stream point (``stream/sent``, ``stream/received``).
 run's tables, whatever measured it (``nicrig udpmon``, or the simulated rig
 with ``simulation`` recorded by :meth:`ResultsFile.set_run`): they derive the
 summaries from the raw rows with the estimators of :mod:`nicrig.analysis`, so
-a file cannot hold summaries its own singletons contradict.
+a file cannot hold summaries its own singletons contradict. Those estimators
+(and SciPy behind them) are imported by the functions that call them: the
+simulator and ``nicrig udpmon`` import this module to start, and importing
+SciPy cost them about a second of CPU before any work.
 """
 
 from __future__ import annotations
@@ -22,15 +25,16 @@ import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
-from nicrig.analysis.latency import LatencyEstimate, LineFit, estimate, frames_per_message, histogram
-from nicrig.analysis.throughput import point_rates
 
 from nicrig.errors import FormatError
 from nicrig.h5file import NicrigFile, attr_int, attr_json, attr_real, attr_text, open_any, to_json
+
+if TYPE_CHECKING:
+    from nicrig.analysis.latency import LatencyEstimate, LineFit
 
 #: The group of a capture set written by ``nicrig simulate`` that holds the simulated run's results.
 RESULTS_GROUP = "results"
@@ -229,6 +233,8 @@ def send_times_ns(visit: LatencyVisit, gap_ns: int = 0) -> np.ndarray:
 
 def latency_tables(visits: Sequence[LatencyVisit], mtu: int, gap_ns: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``latency/rtt`` (every singleton, in the order measured) and ``latency/visits`` from the visits."""
+    from nicrig.analysis.latency import frames_per_message
+
     order = sorted(visits, key=lambda v: (v.round, v.position))
     rtt = np.zeros(sum(len(v.rtt_ns) for v in order), dtype=RTT_DTYPE)
     at = 0
@@ -273,6 +279,8 @@ def fits_table(fits: list[LineFit]) -> np.ndarray:
 def measured_latency(visits: Sequence[LatencyVisit], mtu: int, gap_ns: int = 0
                      ) -> tuple[np.ndarray, np.ndarray, LatencyEstimate]:
     """The singleton and visit tables of a run and the estimate made from the singletons."""
+    from nicrig.analysis.latency import estimate
+
     rtt, table = latency_tables(visits, mtu, gap_ns)
     return rtt, table, estimate(rtt, mtu)
 
@@ -284,6 +292,8 @@ def write_latency(rf: ResultsFile, visits: Sequence[LatencyVisit], *, mtu: int, 
 
     ``wait`` says how each end ("local", "remote") waited for datagrams: ``busy_poll`` (spinning) and
     what the kernel granted of socket busy polling; it becomes the sizes table's ``wait_*`` attributes."""
+    from nicrig.analysis.latency import histogram
+
     rtt, table, est = measured_latency(visits, mtu, gap_ns)
     rf.write_table(f"{prefix}latency/rtt", rtt, units={"rtt_ns": "ns", "t_ns": "ns, CLOCK_MONOTONIC (interpolated)",
                                                        "size_bytes": "byte"},
@@ -394,6 +404,7 @@ class StreamPoint:
 def point_row(p: StreamPoint, *, link_rate_bps: float | None, mtu: int, wire_overhead: int) -> dict[str, Any]:
     """The ``stream/points`` row of a point, derived from its raw rows (sequence accounting: RFC 4737; the
     rates: :func:`nicrig.analysis.throughput.point_rates`)."""
+    from nicrig.analysis.throughput import point_rates
     from nicrig.udpmon import sequence
 
     s = sequence.sequence_stats(p.seq, p.count)

@@ -15,6 +15,10 @@ come from a template that Scapy builds once per flow shape (addresses, ports, pa
 length, MTU, VLAN); each packet then only patches the fields that change (payload, IP
 identification, the checksums, the FCS). MAC Control parameters (PAUSE, PFC) are packed
 here from the annex layouts, which the tests check against Scapy and Wireshark.
+
+Scapy is imported by the functions that build frames, not with this module: importing
+its ``inet`` layer reads the host's routing table and costs about 0.3 s of CPU, which
+every ``nicrig`` command that imports the simulator paid before doing anything.
 """
 
 from __future__ import annotations
@@ -24,12 +28,12 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from nicrig.udpmon.payload import parse_header
-from scapy.layers.inet import IP, UDP, fragment
-from scapy.layers.l2 import Dot1Q, Ether
-from scapy.packet import Packet, Raw
-from scapy.utils import checksum
+
+if TYPE_CHECKING:
+    from scapy.packet import Packet
 
 #: Seven preamble octets and the start frame delimiter (802.3 clause 3.2.1, 3.2.2), in
 #: transmission order. Sent LSB first, 0x55 is 1010... and 0xD5 ends in the SFD's "11".
@@ -232,6 +236,10 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
     """Build the frames of a zero payload of ``payload_len`` bytes with Scapy (fragmented by
     Scapy's ``fragment`` when over ``mtu``) and keep their layout: every header byte, every
     fragment's offset, flags and length come from Scapy, dissected back from its output."""
+    from scapy.layers.inet import IP, UDP, fragment
+    from scapy.layers.l2 import Dot1Q, Ether
+    from scapy.packet import Raw
+
     link: list[Packet] = [Ether(dst=dst_mac, src=src_mac)]
     if vlan is not None:
         link.append(Dot1Q(vlan=vlan))
@@ -269,6 +277,8 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
 def _ip_header(fragment_: _UdpFragment, ip_id: int) -> bytearray:
     """``fragment_``'s link and IPv4 headers with Identification ``ip_id`` (modulo 2**16: the
     field is 16 bits and wraps, RFC 6864) and the Header Checksum (RFC 791) over the IPv4 header."""
+    from scapy.utils import checksum
+
     head = bytearray(fragment_.head)
     _U16.pack_into(head, fragment_.ip_at + _IP_ID_AT, ip_id & 0xFFFF)
     _U16.pack_into(head, fragment_.ip_at + _IP_CHECKSUM_AT, checksum(head[fragment_.ip_at:]))
@@ -278,6 +288,8 @@ def _ip_header(fragment_: _UdpFragment, ip_id: int) -> bytearray:
 def _udp_datagram(template: _UdpTemplate, payload: bytes) -> bytes:
     """UDP header and ``payload``; the checksum (RFC 768) covers the pseudo-header and the
     whole datagram, and a computed 0 is sent as 0xFFFF (0 would mean "no checksum")."""
+    from scapy.utils import checksum
+
     udp_checksum = checksum(template.sum_prefix + payload) or 0xFFFF
     return template.udp_head + _U16.pack(udp_checksum) + payload
 
@@ -319,6 +331,9 @@ def pause_frame(src_mac: str, quanta: int) -> Frame:
     """
     if not 0 <= quanta <= 0xFFFF:
         raise ValueError(f"pause quanta {quanta}: pause_time is a 16-bit field")
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
     header = Ether(dst=MAC_CONTROL_DST, src=src_mac, type=ETHERTYPE_MAC_CONTROL)
     return _finish(_stack(header, Raw(_PAUSE_PARAMS.pack(OPCODE_PAUSE, quanta))), "pause", pause_quanta=quanta)
 
@@ -334,5 +349,8 @@ def pfc_frame(src_mac: str, class_enable: int, quanta8: Sequence[int]) -> Frame:
         raise ValueError(f"class_enable {class_enable:#x}: one bit for each of 8 priorities")
     if len(quanta8) != 8 or any(not 0 <= q <= 0xFFFF for q in quanta8):
         raise ValueError(f"quanta8 {quanta8}: needs eight 16-bit pause times")
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
     header = Ether(dst=MAC_CONTROL_DST, src=src_mac, type=ETHERTYPE_MAC_CONTROL)
     return _finish(_stack(header, Raw(_PFC_PARAMS.pack(OPCODE_PFC, class_enable, *quanta8))), "pfc")
