@@ -222,28 +222,48 @@ def test_ctrl_c_while_fetching_keeps_what_arrived(tmp_path):
         assert cs.read_table("acquisition/instruments")["status"][0] == b"interrupted"
 
 
+#: A reader in its own process, as users' readers are (HDFView, h5py, the GUI): it follows ``argv[1]``'s
+#: send_pci source until ``argv[2]`` exists and prints the sample counts it saw, one a line, after "ready". (In the
+#: writer's own process HDF5 would share the open file with the writer, and a read open at the
+#: writer's close would keep the file marked as open for writing.)
+READER = """
+import sys, time
+from pathlib import Path
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.errors import NicrigError
+out, done = Path(sys.argv[1]), Path(sys.argv[2])
+print("ready", flush=True)
+while not done.exists():
+    if out.exists():
+        try:
+            with CaptureSet.open(out, swmr=True) as cs:
+                src = cs.source("send_pci")
+                src.refresh()
+                print(src.num_samples, flush=True)
+        except NicrigError:
+            pass  # created, but not yet in SWMR mode (HDF5 keeps it locked until then)
+    time.sleep(0.05)
+"""
+
+
 def test_a_reader_watches_the_capture_grow(tmp_path):
-    out = tmp_path / "grow.h5"
-    seen: list[int] = []
+    out, done = tmp_path / "grow.h5", tmp_path / "done"
     with serve("tektronix-mso5", faults=[f"slow=0.3@{n}" for n in range(2, 9)]) as srv:
         m = member(config(srv, batch_points=1000))
         session.prepare([m])
-        worker = threading.Thread(target=session.run, args=([m], out), kwargs={"timeout_s": 5})
-        worker.start()
-        while worker.is_alive():
-            if out.exists():
-                try:
-                    with CaptureSet.open(out, swmr=True) as cs:
-                        src = cs.source("send_pci")
-                        src.refresh()
-                        seen.append(src.num_samples)
-                except NicrigError:
-                    pass  # created, but not yet in SWMR mode (HDF5 keeps it locked until then)
-            time.sleep(0.05)
-        worker.join()
-    assert m.status == "complete"
-    growing = sorted(set(seen))
+        reader = subprocess.Popen([sys.executable, "-c", READER, str(out), str(done)], stdout=subprocess.PIPE,
+                                  text=True)
+        try:
+            assert reader.stdout.readline() == "ready\n"  # its imports done before the capture starts
+            session.run([m], out, timeout_s=5)
+        finally:
+            done.touch()
+            seen, _ = reader.communicate(timeout=120)
+    assert m.status == "complete" and reader.returncode == 0
+    growing = sorted({int(n) for n in seen.split()})
     assert len([n for n in growing if 0 < n < 10_000]) >= 2, growing
+    with CaptureSet.open(out) as cs:  # closed by its writer: a plain read-only open works
+        assert cs.source("send_pci").num_samples == 10_000
 
 
 @pytest.mark.parametrize("args, message", [
