@@ -14,6 +14,7 @@ import random
 import shutil
 import subprocess
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,9 @@ from gmii_lanes import (
     timing_lane,
     truncated_lane,
 )
-from nicrig.udpmon.payload import parse_header
+from nicrig.acquisition.sim import ethernet as sim_eth
+from nicrig.acquisition.sim import gmii as sim_gmii
+from nicrig.udpmon.payload import Kind, make_payload, parse_header
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACControlPause
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Dot3, Ether
@@ -363,12 +366,6 @@ def test_truncated_captures_at_random_points(mixed: tuple[Lane, Path], tmp_path:
 
 def test_matches_the_simulated_rig_truth(tmp_path: Path) -> None:
     """Both directions of acquisition/sim's GMII rendering decode to its truth table."""
-    sim_gmii = pytest.importorskip("nicrig.acquisition.sim.gmii")
-    sim_eth = pytest.importorskip("nicrig.acquisition.sim.ethernet")
-    from dataclasses import replace
-
-    from nicrig.udpmon.payload import Kind, make_payload
-
     rng = np.random.default_rng(1)
     frames = []
     for s in range(4):
