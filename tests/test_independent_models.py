@@ -66,7 +66,7 @@ def simulate(tb: Path, workdir: Path, params: dict[str, int] | None = None, plus
     """Compile ``tb`` with iverilog and run it with vvp; returns the VCD and the simulation's stdout."""
     top = tb.stem
     binary = workdir / f"{top}.vvp"
-    cmd = [IVERILOG, "-g2005", "-o", str(binary)]
+    cmd = [IVERILOG, "-g2005", "-I", str(tb.parent), "-o", str(binary)]  # -I: the shared `include files
     cmd += [f"-P{top}.{k}={v}" for k, v in (params or {}).items()]
     r = subprocess.run(cmd + [str(tb)], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, f"iverilog failed:\n{r.stdout}{r.stderr}"

@@ -263,28 +263,24 @@ module pci_target #(parameter TVAL = 2, parameter NT = 32) (
     integer s_twait   [0:NT*16-1];  // TRDY# wait states before each data phase
 
     reg [63:0] ad_o;
-    reg ad_lo_oe, ad_hi_oe, ctl_oe;
-    reg trdy_o, devsel_o, stop_o, ack64_o;
+    reg ad_lo_oe, ad_hi_oe, ack64_o;
     reg par_o, par_oe, par64_o, par64_oe;
     assign AD[31:0]  = ad_lo_oe ? ad_o[31:0]  : 32'bz;
     assign AD[63:32] = ad_hi_oe ? ad_o[63:32] : 32'bz;
-    assign TRDY_N    = ctl_oe ? trdy_o   : 1'bz;
-    assign DEVSEL_N  = ctl_oe ? devsel_o : 1'bz;
-    assign STOP_N    = ctl_oe ? stop_o   : 1'bz;
-    assign ACK64_N   = ctl_oe ? ack64_o  : 1'bz;
     assign PAR       = par_oe   ? par_o   : 1'bz;
     assign PAR64     = par64_oe ? par64_o : 1'bz;
+    `include "pci_target_phases.vh"
+    assign ACK64_N   = ctl_oe ? ack64_o  : 1'bz;
 
-    integer state, idx, ntx, k, devsel, r0, resp_at, p, cnt;
-    reg f_prev, rd, req, ack, responding, stopping, ad_on, release_ctl;
+    integer state, idx, ntx, r0;
+    reg f_prev, rd, req, ack, done;
     reg [3:0] cmd;
     reg [63:0] addr;
 
     initial begin
-        ad_o = 0; ad_lo_oe = 0; ad_hi_oe = 0; ctl_oe = 0;
-        trdy_o = 1; devsel_o = 1; stop_o = 1; ack64_o = 1;
+        ad_o = 0; ad_lo_oe = 0; ad_hi_oe = 0; ack64_o = 1;
         par_o = 0; par_oe = 0; par64_o = 0; par64_oe = 0;
-        state = IDLE; ntx = 0; f_prev = 0; release_ctl = 0; ad_on = 0;
+        state = IDLE; ntx = 0; f_prev = 0;
     end
 
     always @(posedge CLK) begin
@@ -319,28 +315,31 @@ module pci_target #(parameter TVAL = 2, parameter NT = 32) (
                 endcase
             end else
                 trdy_o <= #TVAL 0;
-            responding = 1;
         end
     endtask
 
-    task drive_tick;   // k clocks after the last address phase
+    task next_phase;   // the script's TRDY# wait states before each data phase
         begin
-            if (k == devsel - 1) begin
-                ctl_oe <= #TVAL 1; devsel_o <= #TVAL 0; ack64_o <= #TVAL !ack;
-            end
-            if (rd && !ad_on && k >= 1 && k >= devsel - 1) begin   // after the turnaround clock
-                ad_on = 1;
-                ad_lo_oe <= #TVAL 1;
-                if (ack) ad_hi_oe <= #TVAL 1;
-            end
-            if (!responding && k >= resp_at) respond;
+            resp_at = k + s_twait[idx*16+p];
+            if (rd) ad_o <= #TVAL rdata(addr, p);
+        end
+    endtask
+
+    task devsel_asserted;
+        ack64_o <= #TVAL !ack;
+    endtask
+
+    task drive_ad;
+        begin
+            ad_lo_oe <= #TVAL 1;
+            if (ack) ad_hi_oe <= #TVAL 1;
         end
     endtask
 
     task claim;
         begin
             rd = is_read(cmd); devsel = s_devsel[idx];
-            k = 0; p = 0; cnt = 0; stopping = 0; responding = 0; ad_on = 0;
+            start_phases;
             ack = req && s_ack64[idx];
             if (devsel == 0)
                 state = IGNORE;
@@ -357,18 +356,14 @@ module pci_target #(parameter TVAL = 2, parameter NT = 32) (
 
     task finish;
         begin
-            trdy_o <= #TVAL 1; stop_o <= #TVAL 1; devsel_o <= #TVAL 1; ack64_o <= #TVAL 1;
-            ad_lo_oe <= #TVAL 0; ad_hi_oe <= #TVAL 0; ad_on = 0;
-            release_ctl = 1;
+            ack64_o <= #TVAL 1; ad_lo_oe <= #TVAL 0; ad_hi_oe <= #TVAL 0;
             state = IDLE;
             $display("TGT i=%0d cmd=%0d addr=0x%0h phases=%0d", idx, cmd, addr, cnt);
         end
     endtask
 
     always @(posedge CLK) begin : fsm
-        reg f, ir, tr, st;
-        f = (FRAME_N === 1'b0); ir = (IRDY_N === 1'b0); tr = (TRDY_N === 1'b0); st = (STOP_N === 1'b0);
-        if (release_ctl) begin ctl_oe <= #TVAL 0; release_ctl = 0; end   // one clock high, then float
+        sample_control;
         if (!RST_N)
             state = IDLE;
         else case (state)
@@ -385,23 +380,8 @@ module pci_target #(parameter TVAL = 2, parameter NT = 32) (
             IGNORE:
                 if (!f && !ir) state = IDLE;
             ACTIVE: begin
-                k = k + 1;
-                if (ir && (tr || st)) begin        // a data phase completes
-                    if (tr) cnt = cnt + 1;
-                    if (!f)
-                        finish;
-                    else if (stopping)
-                        trdy_o <= #TVAL 1;         // hold STOP# until FRAME# is deasserted
-                    else begin
-                        p = p + 1;
-                        resp_at = k + s_twait[idx*16+p];
-                        responding = 0;
-                        if (rd) ad_o <= #TVAL rdata(addr, p);
-                        if (resp_at > k) trdy_o <= #TVAL 1;
-                        drive_tick;
-                    end
-                end else
-                    drive_tick;
+                data_phase(done);
+                if (done) finish;
             end
         endcase
         f_prev = f;

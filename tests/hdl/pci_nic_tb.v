@@ -179,15 +179,12 @@ module pci_target32 #(parameter TVAL = 2, parameter [31:0] BASE = 0, parameter [
     inout  wire        STOP_N,
     input  wire [31:0] rd_data      // what a read of ``offset`` returns (the owner's registers)
 );
-    localparam DEVSEL = 2;           // medium decode
     localparam IDLE = 0, ACTIVE = 1;
     reg [31:0] ad_o;
-    reg ad_oe, ctl_oe, trdy_o, devsel_o, stop_o, par_o, par_oe;
+    reg ad_oe, par_o, par_oe;
     assign AD       = ad_oe ? ad_o : 32'bz;
-    assign TRDY_N   = ctl_oe ? trdy_o   : 1'bz;
-    assign DEVSEL_N = ctl_oe ? devsel_o : 1'bz;
-    assign STOP_N   = ctl_oe ? stop_o   : 1'bz;
     assign PAR      = par_oe ? par_o : 1'bz;
+    `include "pci_target_phases.vh"
 
     // completed accesses, for the owner: offset, direction, data phases
     event accessed;
@@ -199,13 +196,13 @@ module pci_target32 #(parameter TVAL = 2, parameter [31:0] BASE = 0, parameter [
     integer ready_at, clocks;
     reg [31:0] pending_off, held;
 
-    integer state, k, p, cnt, resp_at;
-    reg f_prev, rd, retrying, stopping, responding, ad_on, release_ctl;
+    integer state;
+    reg f_prev, rd, retrying, done;
     reg [31:0] addr;
 
     initial begin
-        ad_o = 0; ad_oe = 0; ctl_oe = 0; trdy_o = 1; devsel_o = 1; stop_o = 1; par_o = 0; par_oe = 0;
-        state = IDLE; f_prev = 0; release_ctl = 0; pending = 0; clocks = 0; offset = 0; held = 0;
+        ad_o = 0; ad_oe = 0; par_o = 0; par_oe = 0; devsel = 2;      // medium decode
+        state = IDLE; f_prev = 0; pending = 0; clocks = 0; offset = 0; held = 0;
     end
 
     always @(posedge CLK) begin
@@ -226,23 +223,24 @@ module pci_target32 #(parameter TVAL = 2, parameter [31:0] BASE = 0, parameter [
             end else
                 trdy_o <= #TVAL 0;
             if (rd) ad_o <= #TVAL (DELAYED >= 0 && addr - BASE == DELAYED) ? held : rd_data;
-            responding = 1;
         end
     endtask
 
-    task drive_tick;
-        begin
-            if (k == DEVSEL - 1) begin ctl_oe <= #TVAL 1; devsel_o <= #TVAL 0; end
-            if (rd && !ad_on && k >= 1) begin ad_on = 1; ad_oe <= #TVAL 1; end   // after the turnaround clock
-            if (!responding && k >= resp_at) respond;
-        end
+    task next_phase;
+        resp_at = k;                   // no waits after the first data phase
+    endtask
+
+    task devsel_asserted;              // DEVSEL# alone: a 32-bit target
+        begin end
+    endtask
+
+    task drive_ad;
+        ad_oe <= #TVAL 1;
     endtask
 
     always @(posedge CLK) begin : fsm
-        reg f, ir, tr, st;
         clocks = clocks + 1;
-        f = (FRAME_N === 1'b0); ir = (IRDY_N === 1'b0); tr = (TRDY_N === 1'b0); st = (STOP_N === 1'b0);
-        if (release_ctl) begin ctl_oe <= #TVAL 0; release_ctl = 0; end   // driven high one clock, then released
+        sample_control;
         if (pending && clocks == ready_at) begin
             offset = pending_off; held = rd_data;      // the delayed read completes inside the device
             acc_write = 0; acc_words = 1;
@@ -254,7 +252,7 @@ module pci_target32 #(parameter TVAL = 2, parameter [31:0] BASE = 0, parameter [
             IDLE:
                 if (f && !f_prev && is_mem(CBE_N) && AD >= BASE && AD - BASE < SIZE) begin
                     addr = AD; rd = !CBE_N[0]; offset = AD - BASE;
-                    k = 0; p = 0; cnt = 0; stopping = 0; responding = 0; ad_on = 0;
+                    start_phases;
                     retrying = 0;
                     if (rd && DELAYED >= 0 && offset == DELAYED) begin
                         if (!pending) begin            // latch the request, complete it later
@@ -262,34 +260,22 @@ module pci_target32 #(parameter TVAL = 2, parameter [31:0] BASE = 0, parameter [
                         end
                         retrying = clocks < ready_at;
                     end
-                    resp_at = (rd ? 1 : DEVSEL - 1) + (rd ? RD_WAIT : WR_WAIT);
+                    resp_at = (rd ? 1 : devsel - 1) + (rd ? RD_WAIT : WR_WAIT);
                     if (resp_at < 1) resp_at = 1;
                     state = ACTIVE;
                     drive_tick;
                 end
             ACTIVE: begin
-                k = k + 1;
-                if (ir && (tr || st)) begin            // a data phase completes
-                    if (tr) cnt = cnt + 1;
-                    if (tr && !rd && cnt == 1) acc_data = AD;
-                    if (!f) begin                       // the final one
-                        trdy_o <= #TVAL 1; stop_o <= #TVAL 1; devsel_o <= #TVAL 1; ad_oe <= #TVAL 0;
-                        release_ctl = 1; state = IDLE;
-                        if (cnt > 0 && rd && DELAYED >= 0 && offset == DELAYED) pending = 0;
-                        else if (cnt > 0) begin
-                            acc_write = !rd; acc_words = cnt;
-                            -> accessed;
-                        end
-                    end else if (stopping)
-                        trdy_o <= #TVAL 1;             // STOP# held until FRAME# is deasserted
-                    else begin
-                        p = p + 1;
-                        resp_at = k;                   // no waits after the first data phase
-                        responding = 0;
-                        drive_tick;
+                if (ir && tr && !rd && cnt == 0) acc_data = AD;     // the first data phase of a write completes
+                data_phase(done);
+                if (done) begin
+                    ad_oe <= #TVAL 0; state = IDLE;
+                    if (cnt > 0 && rd && DELAYED >= 0 && offset == DELAYED) pending = 0;
+                    else if (cnt > 0) begin
+                        acc_write = !rd; acc_words = cnt;
+                        -> accessed;
                     end
-                end else
-                    drive_tick;
+                end
             end
         endcase
         f_prev = f;
