@@ -8,7 +8,8 @@ picks channels by name, vector name or shell-style glob. ``--pulseview`` adds a 
 session setup ``FILE.pvs`` (:mod:`nicrig.acquisition.pulseview`) with the decoder stacks
 :func:`nicrig.decoders.spec.auto_stacks` picks, so PulseView opens the ``.sr`` decoded.
 Files are written under a temporary name and renamed into place when complete, with
-ordinary permissions (:mod:`nicrig.atomic`). See ``docs/import-export.md``.
+ordinary permissions (:mod:`nicrig.atomic`). ``--json`` prints what was written (every file with
+its path, format and counts) as one JSON document. See ``docs/import-export.md``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import fnmatch
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -42,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with a .sr, also write a PulseView session setup FILE.pvs beside it: the decoder stacks "
                         "`nicrig decode` picks from the source's roles, channels mapped; `pulseview FILE.sr` "
                         "then opens decoded")
+    p.add_argument("--json", action="store_true",
+                   help="print what was written as one JSON document (files with their paths, formats, sample "
+                        "and channel counts; notes; sigrok-cli pcap lines) instead of the text")
 
 
 def select_channels(source: Any, spec: str | None) -> list[str]:
@@ -99,47 +104,79 @@ def run(args: argparse.Namespace) -> int:
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"{out}: folder {folder} does not exist")
+    if fmt == "sr" and args.split_vectors:
+        raise UsageError("--split-vectors applies to VCD output only")
+    if fmt == "vcd" and args.pulseview:
+        raise UsageError("--pulseview writes a .sr and its PulseView setup: give -o FILE.sr")
+    summary: dict[str, Any] = {"file": str(args.file), "source": None, "written": [], "notes": [],
+                               "pcap_commands": []}
     with CaptureSet.open(args.file) as cs:
         src = _pick_source(cs, args.source)
         chans = select_channels(src, args.channels)
         if src.num_samples == 0:
             raise UsageError(f"source {src.name!r} has no samples to export")
+        summary["source"] = src.name
         with Progress() as bar:
             progress = bar.task(f"export: writing {out.name}", src.num_samples, "samples")
             if fmt == "sr":
-                if args.split_vectors:
-                    raise UsageError("--split-vectors applies to VCD output only")
                 stacks = _stacks_with_pcap_start(src, sample0_epoch(str(cs.attrs.get("created_utc", "")),
                                                                     int(src.times_ps(0, 1)[0])))
-                signals = _pulseview_signals(src, stacks, chans) if args.pulseview else None
-                _export_sr(src, chans, out, args.strict or args.pulseview, progress)
+                signals = _pulseview_signals(src, stacks, chans, summary["notes"]) if args.pulseview else None
+                summary["written"].append(_export_sr(src, chans, out, args.strict or args.pulseview, progress,
+                                                     summary["notes"]))
                 if signals is not None:
-                    _write_pulseview_setup(out, signals, src.vectors)
-                _print_pcap_commands(out, stacks, chans)
+                    summary["written"].append(_write_pulseview_setup(out, signals, src.vectors))
+                summary["pcap_commands"] = _pcap_commands(out, stacks, chans)
             else:
-                if args.pulseview:
-                    raise UsageError("--pulseview writes a .sr and its PulseView setup: give -o FILE.sr")
                 from nicrig.acquisition.vcd import write_vcd
 
-                s = write_vcd(out, src, chans, split_vectors=args.split_vectors, progress=progress)
-                vec = ", ".join(f"{k}[{w}]" for k, w in s["vectors"].items())
-                print(f"wrote {out}: source {src.name!r}, {s['samples']:,} samples, {s['channels']} channels "
-                      f"as {s['variables']} variables" + (f" (vectors {vec})" if vec else "")
-                      + f", {s['changes']:,} value changes; VCD time 0 is {s['time_origin_ps']} ps on the "
-                      "set's timeline")
-                if s["vectors"]:
-                    print("  note: sigrok-cli and PulseView skip multi-bit wires in a VCD: for them use a .sr, "
-                          "or --split-vectors")
-                if s["clock"]:
-                    print(f"  note: state-mode source: clock wire {s['clock']} rises at each sample; "
-                          f"re-import with: nicrig import {out.name} --clock {s['clock']} (automatic for nicrig)")
-                if s["renamed"]:
-                    shown = ", ".join(f"{o!r} as {r}" for r, o in list(s["renamed"].items())[:6])
-                    print(f"  note: renamed for VCD: {shown} (nicrig's import restores the names)")
+                written = write_vcd(out, src, chans, split_vectors=args.split_vectors, progress=progress)
+                summary["written"].append({"path": written.pop("path"), "format": "vcd", **written,
+                                           "channel_names": chans})
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print("\n".join(_text(summary)))
     return 0
 
 
-def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: Any) -> None:
+def _text(summary: dict[str, Any]) -> list[str]:
+    """The lines ``nicrig export`` prints for ``summary`` (what :func:`run` wrote) without ``--json``."""
+    source = summary["source"]
+    lines = [f"  note: {n}" for n in summary["notes"]]
+    for w in summary["written"]:
+        if w["format"] == "sr":
+            lines.append(f"wrote {w['path']}: source {source!r}, {w['samples']:,} samples, {w['channels']} "
+                         f"channels at {w['samplerate_hz'] / 1e6:g} MHz")
+        elif w["format"] == "pvs":
+            lines += _pvs_text(w)
+        else:
+            lines += _vcd_text(source, w)
+    return lines + [f"  pcap of the {p['direction'] or 'decoded'} frames, stamped with the capture's time: "
+                    f"{p['command']}" for p in summary["pcap_commands"]]
+
+
+def _vcd_text(source: str, s: dict[str, Any]) -> list[str]:
+    out = Path(s["path"])
+    vec = ", ".join(f"{k}[{w}]" for k, w in s["vectors"].items())
+    lines = [f"wrote {out}: source {source!r}, {s['samples']:,} samples, {s['channels']} channels "
+             f"as {s['variables']} variables" + (f" (vectors {vec})" if vec else "")
+             + f", {s['changes']:,} value changes; VCD time 0 is {s['time_origin_ps']} ps on the set's timeline"]
+    if s["vectors"]:
+        lines.append("  note: sigrok-cli and PulseView skip multi-bit wires in a VCD: for them use a .sr, "
+                     "or --split-vectors")
+    if s["clock"]:
+        lines.append(f"  note: state-mode source: clock wire {s['clock']} rises at each sample; "
+                     f"re-import with: nicrig import {out.name} --clock {s['clock']} (automatic for nicrig)")
+    if s["renamed"]:
+        shown = ", ".join(f"{o!r} as {r}" for r, o in list(s["renamed"].items())[:6])
+        lines.append(f"  note: renamed for VCD: {shown} (nicrig's import restores the names)")
+    return lines
+
+
+def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: Any,
+               notes: list[str]) -> dict[str, Any]:
+    """Write ``chans`` of ``src`` as the sigrok session ``out``; its summary. Notes for the user go to ``notes``."""
     import numpy as np
     from nicrig.acquisition.capture import pack_bits, unpack_bits
     from nicrig.acquisition.srzip import write_sr
@@ -156,8 +193,8 @@ def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: An
         print(f"nicrig: warning: {msg}", file=sys.stderr)
     if src.mode == "state":
         rate = nominal_rate(src)
-        print(f"  note: state-mode source written at its nominal clock rate {rate / 1e6:g} MHz: in the .sr the "
-              "sample spacing becomes uniform (the exact timestamps are kept only by a VCD export)")
+        notes.append(f"state-mode source written at its nominal clock rate {rate / 1e6:g} MHz: in the .sr the "
+                     "sample spacing becomes uniform (the exact timestamps are kept only by a VCD export)")
     else:
         rate = float(src.samplerate_hz)
     subset = chans != list(src.channels)
@@ -172,7 +209,8 @@ def _export_sr(src: Any, chans: list[str], out: Path, strict: bool, progress: An
 
     with replacing(out) as tmp:
         total = write_sr(tmp, chans, rate, blocks())
-    print(f"wrote {out}: source {src.name!r}, {total:,} samples, {len(chans)} channels at {rate / 1e6:g} MHz")
+    return {"path": str(out), "format": "sr", "samples": int(total), "channels": len(chans),
+            "samplerate_hz": float(rate), "channel_names": chans}
 
 
 def sample0_epoch(created_utc: str, t0_ps: int) -> str | None:
@@ -213,20 +251,23 @@ def pcap_command(sr: Path, stack: str, pcap: Path) -> str:
     return f"{shlex.join(words)} > {shlex.quote(str(pcap))}"
 
 
-def _print_pcap_commands(sr: Path, stacks: list[Any], chans: list[str]) -> None:
-    """The sigrok-cli line that writes each Ethernet stack's frames as a pcap with the capture's times."""
+def _pcap_commands(sr: Path, stacks: list[Any], chans: list[str]) -> list[dict[str, str]]:
+    """Per Ethernet stack the export has all channels of: its ``direction`` ("" when it has none), the pcap
+    file and the sigrok-cli line that writes its frames there with the capture's times."""
     have = set(chans)
+    out = []
     for st in stacks:
         if st.output != "ethernet" or not set(st.calls[0].channels.values()) <= have:
             continue
         direction = st.calls[0].options.get("direction", "")
         pcap = sr.with_name(f"{sr.stem}-{direction}.pcap" if direction else f"{sr.stem}.pcap")
-        print(f"  pcap of the {direction or 'decoded'} frames, stamped with the capture's time: "
-              f"{pcap_command(sr, st.text(), pcap)}")
+        out.append({"direction": direction, "pcap": str(pcap), "command": pcap_command(sr, st.text(), pcap)})
+    return out
 
 
-def _pulseview_signals(src: Any, stacks: list[Any], chans: list[str]) -> list[Any]:
-    """The decode signals of the ``.pvs`` for ``chans`` of ``src``; a source nicrig knows no stack for is an error."""
+def _pulseview_signals(src: Any, stacks: list[Any], chans: list[str], notes: list[str]) -> list[Any]:
+    """The decode signals of the ``.pvs`` for ``chans`` of ``src`` (why a stack is left out goes to ``notes``);
+    a source nicrig knows no stack for is an error."""
     from nicrig.acquisition.pulseview import decode_signals
 
     from nicrig.errors import UsageError
@@ -235,16 +276,16 @@ def _pulseview_signals(src: Any, stacks: list[Any], chans: list[str]) -> list[An
         raise UsageError(f"--pulseview: source {src.name!r} records no bus kind or protocol roles, so nicrig knows "
                          "no decoders for it (import it with conventional channel names, or add decoders in "
                          "PulseView by hand)")
-    signals, notes = decode_signals(stacks, chans)
+    signals, left_out = decode_signals(stacks, chans)
     if not signals:
         raise UsageError(f"--pulseview: no decoder of source {src.name!r} has all its required channels "
-                         f"({'; '.join(notes)})")
-    for note in notes:
-        print(f"  note: {note}")
+                         f"({'; '.join(left_out)})")
+    notes += left_out
     return signals
 
 
-def _write_pulseview_setup(sr: Path, signals: list[Any], vectors: dict[str, list[str]]) -> None:
+def _write_pulseview_setup(sr: Path, signals: list[Any], vectors: dict[str, list[str]]) -> dict[str, Any]:
+    """Write the PulseView session setup beside ``sr``; its summary."""
     from nicrig.acquisition.pulseview import setup_text, vector_bits_shown_as_values
     from nicrig.decoders import catalog
 
@@ -254,18 +295,28 @@ def _write_pulseview_setup(sr: Path, signals: list[Any], vectors: dict[str, list
     hidden = vector_bits_shown_as_values(signals, vectors)
     with replacing(pvs) as tmp:
         tmp.write_text(setup_text(signals, hidden), encoding="ascii")
-    stacks = "; ".join(f"{s.name} ({len(s.stack.calls[0].channels)} of its channels mapped)" for s in signals)
-    print(f"wrote {pvs}: PulseView session setup, decoders {stacks}")
-    if hidden:
-        print(f"  {len(hidden)} bits of vectors the decoders show as values start hidden (PulseView's channel "
-              "menu shows them)")
-    shown, shown_pvs = shlex.quote(str(sr)), shlex.quote(str(pvs))
-    print(f"  open with: pulseview {shown}   (PulseView reads {pvs.name} beside it; or: pulseview -s {shown_pvs} "
-          f"{shown})")
     ids = sorted({c.id for s in signals for c in s.stack.calls})
     found = catalog.sigrok_finds(ids)
-    if found is None:
-        print(f"  PulseView needs nicrig's decoders ({', '.join(ids)}): run 'nicrig decoders install' once, or "
-              f"start it as SIGROKDECODE_DIR={shlex.quote(str(catalog.DECODERS_DIR))} pulseview {shown}")
+    return {"path": str(pvs), "format": "pvs", "data": str(sr),
+            "decoders": [{"name": s.name, "channels_mapped": len(s.stack.calls[0].channels)} for s in signals],
+            "decoder_ids": ids, "hidden_bits": len(hidden), "decoders_found_in": str(found) if found else None,
+            "decoders_dir": str(catalog.DECODERS_DIR)}
+
+
+def _pvs_text(w: dict[str, Any]) -> list[str]:
+    pvs, sr = Path(w["path"]), Path(w["data"])
+    stacks = "; ".join(f"{d['name']} ({d['channels_mapped']} of its channels mapped)" for d in w["decoders"])
+    lines = [f"wrote {pvs}: PulseView session setup, decoders {stacks}"]
+    if w["hidden_bits"]:
+        lines.append(f"  {w['hidden_bits']} bits of vectors the decoders show as values start hidden (PulseView's "
+                     "channel menu shows them)")
+    shown, shown_pvs = shlex.quote(str(sr)), shlex.quote(str(pvs))
+    lines.append(f"  open with: pulseview {shown}   (PulseView reads {pvs.name} beside it; or: pulseview -s "
+                 f"{shown_pvs} {shown})")
+    if w["decoders_found_in"] is None:
+        lines.append(f"  PulseView needs nicrig's decoders ({', '.join(w['decoder_ids'])}): run 'nicrig decoders "
+                     f"install' once, or start it as SIGROKDECODE_DIR={shlex.quote(w['decoders_dir'])} "
+                     f"pulseview {shown}")
     else:
-        print(f"  PulseView finds nicrig's decoders in {found}")
+        lines.append(f"  PulseView finds nicrig's decoders in {w['decoders_found_in']}")
+    return lines

@@ -6,12 +6,13 @@ set, or of an existing one with ``--append``. Samples are streamed a block at a 
 a multi-gigabyte VCD never sits in memory expanded. Channel names that follow nicrig's
 conventions (``FRAME#``, ``frame_n``, ``AD[31:0]``, ``C/BE#``, ``TX_EN``, ``RXD``...) give the
 source its roles and ``bus.kind`` (``pci`` or ``gmii``), so decoders find their channels.
-See ``docs/import-export.md``.
+``--json`` prints the new source as ``nicrig info --json`` describes it. See ``docs/import-export.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="value stored for x (unknown) bits: 0, 1 or hold the previous value (default 0)")
     g.add_argument("--z-as", choices=["0", "1", "hold"], default=None,
                    help="value stored for z (floating) bits (default 1: PCI and GMII control lines are pulled up)")
+    p.add_argument("--json", action="store_true",
+                   help="print what was written as one JSON document (the input file and format, the capture "
+                        "set, whether appended, the new source as `nicrig info --json` describes it: mode, rate, "
+                        "sample and channel counts, roles, bus, instrument, notes) instead of the text")
 
 
 # -- names, roles, bus ------------------------------------------------------------------------------
@@ -186,7 +191,11 @@ def run(args: argparse.Namespace) -> int:
             w.set_notes("; ".join(notes))
             w.set_instrument(instrument)
             summary = w.describe()
-    _report(path, out, summary, notes)
+    if args.json:
+        print(json.dumps({"file": str(path), "format": fmt, "output": str(out), "appended": bool(args.append),
+                          "source": summary}, indent=2))
+    else:
+        _report(path, out, summary, notes)
     return 0
 
 

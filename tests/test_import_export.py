@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nicrig.acquisition import csv_logic, vcd
+from nicrig.acquisition import csv_logic, srzip, vcd
 from nicrig.acquisition.capture import CaptureSet, SourceSpec, pack_bits, unpack_bits
 from nicrig.acquisition.csv_logic import CsvReader, parse_rate
 from nicrig.acquisition.exporting import select_channels
@@ -855,3 +855,69 @@ def test_pcap_times_are_the_captures_own_time(tmp_path, capsys):
     assert len(out) == len(want) > 0
     assert all(abs(float(got) - w) < 2e-6 for got, w in zip(out, want)), (out, want)  # microsecond pcap
     assert datetime.fromtimestamp(float(out[0])).year == datetime.fromtimestamp(created).year  # not 1970
+
+
+# ---------------------------------------------------------------------------------------------
+# --json: what was written, one JSON document on stdout
+# ---------------------------------------------------------------------------------------------
+def json_out(capsys, *args: str | Path) -> dict:
+    """Run ``nicrig ARGS --json``; its whole standard output parsed (nothing but the document is printed)."""
+    capsys.readouterr()
+    assert cli(*args, "--json") == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_import_json_describes_the_source_it_wrote(tmp_path, capsys):
+    make_set(tmp_path / "w.h5")
+    assert cli("export", tmp_path / "w.h5", "--source", "st", "-o", tmp_path / "st.vcd") == 0
+    assert cli("export", tmp_path / "w.h5", "--source", "tim", "-o", tmp_path / "tim.sr") == 0
+    (tmp_path / "s.csv").write_text(SIGROK_CSV)
+    out = tmp_path / "set.h5"
+    for path, fmt, append in [(tmp_path / "st.vcd", "vcd", False), (tmp_path / "tim.sr", "sr", True),
+                              (tmp_path / "s.csv", "csv", True)]:
+        got = json_out(capsys, "import", path, "-o", out, *(["--append"] if append else []))
+        assert {k: got[k] for k in ("file", "format", "output", "appended")} == \
+            {"file": str(path), "format": fmt, "output": str(out), "appended": append}
+        with CaptureSet.open(out) as cs:
+            written = cs.source(got["source"]["name"]).describe()
+        assert got["source"] == json.loads(json.dumps(written))
+        assert got["source"]["instrument"]["format"] == fmt
+    sources = json_out(capsys, "info", out)["sources"]
+    assert sorted((s["name"], s["num_samples"]) for s in sources) == [("s", 4), ("st", 2000), ("tim", 2000)]
+
+
+def test_export_json_lists_every_file_written(tmp_path, capsys):
+    make_set(tmp_path / "w.h5")
+    pci = ["FRAME#", "IRDY#", "TRDY#", "DEVSEL#", "STOP#"] + [f"AD[{i}]" for i in range(32)]
+    with CaptureSet.amend(tmp_path / "w.h5") as cs:   # a state source with every role the PCI decoder needs
+        w = cs.add_source(SourceSpec("pci", pci, "state", samplerate_hz=33e6, bus={"kind": "pci", "width_bits": 32},
+                                     roles={"frame": "FRAME#", "irdy": "IRDY#", "trdy": "TRDY#", "devsel": "DEVSEL#",
+                                            "stop": "STOP#", "ad": "AD"}))
+        w.append(pack_bits(bus_bits(2000, len(pci))), 30_000 * np.arange(2000, dtype=np.int64))
+    sr = tmp_path / "pci.sr"
+    got = json_out(capsys, "export", tmp_path / "w.h5", "--source", "pci", "-o", sr, "--channels",
+                   "FRAME#,IRDY#,TRDY#,DEVSEL#,AD", "--pulseview")
+    assert (got["file"], got["source"]) == (str(tmp_path / "w.h5"), "pci")
+    data, setup = got["written"]
+    session = srzip.open_sr(sr)
+    assert data == {"path": str(sr), "format": "sr", "samples": 2000, "channels": 36,
+                    "samplerate_hz": session.samplerate_hz, "channel_names": session.channels}
+    assert session.channels == ["FRAME#", "IRDY#", "TRDY#", "DEVSEL#"] + [f"AD[{i}]" for i in range(32)]
+    assert setup["path"] == str(sr.with_suffix(".pvs")) and setup["format"] == "pvs" and setup["data"] == str(sr)
+    assert sr.with_suffix(".pvs").is_file() and [d["name"] for d in setup["decoders"]] == ["PCI"]
+    assert any("nominal clock rate" in n for n in got["notes"])      # a state source in a .sr
+    assert got["pcap_commands"] == []                                # no Ethernet stack on a PCI source
+
+    vcd_path = tmp_path / "tim.vcd"
+    got = json_out(capsys, "export", tmp_path / "w.h5", "--source", "tim", "-o", vcd_path)
+    (written,) = got["written"]
+    assert written["path"] == str(vcd_path) and written["format"] == "vcd"
+    assert (written["samples"], written["channels"], written["channel_names"]) == (2000, len(CHANNELS), CHANNELS)
+    assert written["vectors"] == {"AD": 32, "C/BE#": 4} and written["clock"] is None
+    back = json_out(capsys, "import", vcd_path, "-o", tmp_path / "back.h5")
+    assert back["source"]["num_samples"] == written["samples"]
+
+    # without --json: the same facts as text
+    assert cli("export", tmp_path / "w.h5", "--source", "tim", "-o", vcd_path) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"wrote {vcd_path}: source 'tim', 2,000 samples, {len(CHANNELS)} channels") and "{" not in text
