@@ -92,6 +92,8 @@ class Traffic:
         except SystemExit:
             raise UsageError(f"udpmon test {' '.join(argv)!r}: {err.getvalue().strip().splitlines()[-1]}") from None
         self.argv = argv
+        # the command the results file records: this udpmon test, not the acquire command running it
+        self.args._argv = ["udpmon", *argv, "--json"]
 
     def __call__(self) -> dict[str, Any]:
         from nicrig.udpmon import command as udpmon

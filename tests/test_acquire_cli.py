@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import as_from_a_shell
+from conftest import as_from_a_shell, udpmon_daemon
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.instruments import rigconfig, session
 from sigrok_run import sigrok_cli_available
@@ -117,21 +117,6 @@ def test_a_missing_sigrok_device_is_a_clear_error():
                "/tmp/never.h5")
     assert r.returncode == 2 and "no sigrok device 'fx2lafw' found" in r.stderr
     assert not Path("/tmp/never.h5").exists()
-
-
-@contextmanager
-def udpmon_daemon() -> Iterator[int]:
-    from nicrig.udpmon import daemon as D
-
-    d = D.Daemon(D.Config(port=0), log=lambda line: None)
-    d.listen()
-    thread = threading.Thread(target=d.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield d.address[1]
-    finally:
-        d.shutdown()
-        thread.join(15)
 
 
 def test_three_instruments_traffic_while_armed_and_deskew(tmp_path):

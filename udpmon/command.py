@@ -19,7 +19,6 @@ import json
 import math
 import secrets
 import socket
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -383,8 +382,8 @@ class Run:
             from nicrig.udpmon.results import hosts_table
 
             first = self.remotes[0]
-            self.results.set_run(self.kind, peer=f"{first.host}:{first.port}", argv=sys.argv, settings=settings,
-                                 remote={"interface": first.interface, **first.limits})
+            self.results.set_run(self.kind, peer=f"{first.host}:{first.port}", argv=["nicrig", *self.args._argv],
+                                 settings=settings, remote={"interface": first.interface, **first.limits})
             self.results.write_table("hosts", hosts_table(self.local_if, self.remotes),
                                      description="every host of the run: this one (local) and each daemon")
 
