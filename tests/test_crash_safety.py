@@ -46,10 +46,12 @@ def _digest(path: Path) -> str:
 
 
 def _kill(argv: Sequence[str | Path], *, after_s: float | None = None, when: Callable[[], bool] | None = None,
-          then_s: float = 0.0) -> int | None:
+          then_s: float = 0.0) -> tuple[int | None, bool]:
     """Start ``nicrig argv``; SIGKILL it ``after_s`` after the start, or ``then_s`` after ``when()`` holds.
 
-    Returns the exit status when the run finished before it could be killed, else None.
+    Returns the exit status when the run finished before it could be killed (else None) and whether it was
+    killed while ``when()`` held: it is stopped (SIGSTOP) first, so that ``when()`` is read with the run
+    frozen at the instant it is killed.
     """
     proc = subprocess.Popen([sys.executable, "-m", "nicrig", *map(str, argv)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -63,34 +65,68 @@ def _kill(argv: Sequence[str | Path], *, after_s: float | None = None, when: Cal
                 break
             time.sleep(0.0005)
         if proc.poll() is not None:
-            return proc.returncode
+            return proc.returncode, False
+        proc.send_signal(signal.SIGSTOP)
+        while not _stopped(proc.pid) and proc.poll() is None:
+            time.sleep(0.0005)
+        if proc.poll() is not None:
+            return proc.returncode, False
+        held = when is not None and when()
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-        return None
+        return None, held
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
 
 
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal (state T in /proc/PID/stat, proc(5))."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+#: Runs tried at most for one kill inside the write phase, when each run's write phase passed between
+#: two looks for its temporary file (a fast machine, a small job).
+WRITE_PHASE_TRIES = 30
+
+
 def _kill_points(argv: Sequence[str | Path], partial_glob: tuple[Path, str], reset: Callable[[], None],
                  check: Callable[[int | None], None]) -> int:
     """Kill ``argv`` at every delay of START_DELAYS and WRITE_DELAYS (after a file matching
     ``partial_glob`` appears), calling ``reset()`` before and ``check(status)`` after each; returns how
-    many runs were really killed (not finished first)."""
+    many runs were killed inside their write phase: with their temporary file still there, the rename
+    that completes the output not yet done. That is at least one: the run is started again (at most
+    WRITE_PHASE_TRIES times) until one is caught there, or the test fails saying so."""
     folder, pattern = partial_glob
-    killed = 0
+
+    def partial() -> bool:
+        return any(folder.glob(pattern))
+
     for after in START_DELAYS:
         reset()
-        status = _kill(argv, after_s=after)
+        status, _ = _kill(argv, after_s=after)
         check(status)
-        killed += status is None
+    inside = 0
     for then in WRITE_DELAYS:
         reset()
-        status = _kill(argv, when=lambda: any(folder.glob(pattern)), then_s=then)
+        status, held = _kill(argv, when=partial, then_s=then)
         check(status)
-        killed += status is None
-    return killed
+        inside += held
+    tries = 0
+    while not inside and tries < WRITE_PHASE_TRIES:
+        reset()
+        status, held = _kill(argv, when=partial)
+        check(status)
+        inside += held
+        tries += 1
+    assert inside, f"nicrig {' '.join(map(str, argv))}: no run of {len(WRITE_DELAYS) + tries} killed inside its " \
+                   f"write phase ({pattern} gone before each run could be stopped)"
+    return inside
 
 
 def _tables(path: Path) -> dict[str, np.ndarray]:
@@ -149,10 +185,9 @@ def test_killed_decode_leaves_the_old_or_the_new_tables_complete(capture, tmp_pa
         r = nicrig("verify", path)
         assert r.returncode == 0, r.stdout
 
-    killed = _kill_points(["decode", path, "--force", "--workers", "1"],
-                          (tmp_path, f".{derived.name}.*.partial"), reset, check)
-    assert killed >= len(WRITE_DELAYS) // 2, outcomes
-    assert "old" in outcomes, outcomes
+    _kill_points(["decode", path, "--force", "--workers", "1"], (tmp_path, f".{derived.name}.*.partial"), reset,
+                 check)
+    assert "old" in outcomes, outcomes     # a kill inside the write phase, before the rename, keeps the old tables
 
 
 def test_repeated_forced_decodes_do_not_grow_anything(capture, tmp_path):
