@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -170,19 +169,3 @@ def copy_capture(src: Path, dst: Path) -> Path:
     if companion_path(src).exists():
         shutil.copy(companion_path(src), companion_path(dst))
     return dst
-
-
-@contextmanager
-def udpmon_daemon() -> Iterator[int]:
-    """A udpmon daemon on 127.0.0.1 in this process (a thread); yields its port."""
-    from nicrig.udpmon import daemon as D
-
-    d = D.Daemon(D.Config(port=0), log=lambda _line: None)
-    d.listen()
-    thread = threading.Thread(target=d.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield d.address[1]
-    finally:
-        d.shutdown()
-        thread.join(15)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import as_from_a_shell, udpmon_daemon
+from conftest import as_from_a_shell, udpmon_daemon_on_loopback
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.instruments import rigconfig, session
 from sigrok_run import sigrok_cli_available
@@ -123,7 +123,7 @@ def test_three_instruments_traffic_while_armed_and_deskew(tmp_path):
     delays = {"send_pci": 0, "recv_pci": 35_000, "probe": -20_000}  # trigger-input delays (ps)
     with serve("keysight-msox4000", "send_pci") as a, \
             serve("rigol-mso5000", "recv_pci", trigger_delay_ps=delays["recv_pci"]) as b, \
-            serve("tektronix-mso5", "probe", trigger_delay_ps=delays["probe"]) as c, udpmon_daemon() as port:
+            serve("tektronix-mso5", "probe", trigger_delay_ps=delays["probe"]) as c, udpmon_daemon_on_loopback() as port:
         rig = tmp_path / "rig.toml"
         rig.write_text(f'''
 description = "three simulated instruments"

@@ -13,7 +13,7 @@ from contextlib import redirect_stdout
 from io import StringIO
 from pathlib import Path
 
-from conftest import udpmon_daemon
+from conftest import udpmon_daemon_on_loopback
 from nicrig.acquisition.acquire import Traffic
 from nicrig.cli import main
 from nicrig.udpmon.results import ResultsFile
@@ -26,7 +26,7 @@ def recorded_command(path: Path) -> list[str]:
 
 def test_a_run_called_in_process_records_its_own_command(tmp_path):
     out = tmp_path / "lat.h5"
-    with udpmon_daemon() as port:
+    with udpmon_daemon_on_loopback() as port:
         argv = ["udpmon", "latency", "127.0.0.1", "--port", str(port), "--sizes", "64,200", "--count", "4",
                 "-o", str(out), "--json"]
         with redirect_stdout(StringIO()):
@@ -38,7 +38,7 @@ def test_a_run_called_in_process_records_its_own_command(tmp_path):
 def test_acquire_s_udpmon_test_records_the_udpmon_command_not_acquire_s(tmp_path):
     """``nicrig acquire`` runs its ``[udpmon]`` test in its own process (acquisition/acquire.py, Traffic)."""
     results = tmp_path / "rig-udpmon.h5"
-    with udpmon_daemon() as port:
+    with udpmon_daemon_on_loopback() as port:
         test = ["stream", "127.0.0.1", "--port", str(port), "--sizes", "256", "--spacing-us", "50", "--count", "50"]
         outcome = Traffic(test, results)()
     assert outcome["exit"] == 0 and Path(outcome["results"]) == results
