@@ -56,6 +56,7 @@ setup(
     install_requires=[
         "numpy>=1.24",
         "h5py>=3.8",
+        "imagecodecs>=2024.1.1",  # HDF5's own Fletcher32 (h5checksum), for chunks nicrig encodes itself
         "scapy>=2.5",
         "rich>=13",
         "simpy>=4",

@@ -23,10 +23,12 @@ that are not whole nanoseconds (PCI-X 133: 7.5 ns).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,8 +45,11 @@ from nicrig.h5file import (
     attr_json,
     attr_real,
     attr_text,
+    dataset_filters,
+    encode_chunk,
     is_mapping_of,
     reading,
+    storage_filters,
     to_json,
 )
 
@@ -404,6 +409,58 @@ class Source:
         }
 
 
+@dataclass(frozen=True)
+class EncodedBlock:
+    """A block of a source's samples (and timestamps) encoded as HDF5 stores them, chunk by chunk
+    (:func:`encode_block`), for :meth:`SourceWriter.append_encoded`. Picklable: made in a thread or another
+    process, stored by the writer's.
+
+    ``sample_chunks`` and ``timestamp_chunks`` (None in timing mode) hold one encoded chunk per
+    ``chunk_samples`` samples, the last one an edge chunk when ``num_samples`` is not a multiple;
+    ``first_ps`` is the block's first timestamp, for the writer's order check (None: no timestamps, or none).
+    """
+
+    num_samples: int
+    unitsize: int
+    chunk_samples: int
+    sample_chunks: tuple[bytes, ...]
+    timestamp_chunks: tuple[bytes, ...] | None
+    first_ps: int | None = None
+
+
+def encode_block(samples: np.ndarray, timestamps: np.ndarray | None, chunk_samples: int, *,
+                 executor: Executor | None = None) -> EncodedBlock:
+    """``(n, unitsize)`` uint8 packed samples and, in state mode, their ``n`` non-decreasing local timestamps (ps),
+    encoded as a source of a capture set stores them (shuffle, gzip level 1 and Fletcher32 on chunks of
+    ``chunk_samples`` samples, :data:`nicrig.h5file.STORAGE`).
+
+    No HDF5 call: it runs in any thread or process. ``executor`` encodes the chunks concurrently (zlib and the
+    checksum release the GIL); without one they are encoded here, one after another.
+    """
+    samples = np.asarray(samples)
+    if samples.dtype != np.uint8 or samples.ndim != 2 or samples.shape[1] < 1:
+        raise UsageError(f"encode_block needs (n, unitsize) uint8 samples, got {samples.dtype} {samples.shape}")
+    if chunk_samples < 1:
+        raise UsageError(f"encode_block: chunk_samples must be positive, not {chunk_samples}")
+    n = len(samples)
+    starts = range(0, n, chunk_samples)
+    jobs = [(samples[c:c + chunk_samples], storage_filters(1)) for c in starts]
+    first = None
+    if timestamps is not None:
+        ts = np.asarray(timestamps, dtype=np.int64)
+        if ts.shape != (n,):
+            raise UsageError(f"encode_block: {ts.size} timestamps for {n} samples")
+        if n and np.any(np.diff(ts) < 0):
+            raise UsageError("encode_block: timestamps must not decrease")
+        first = int(ts[0]) if n else None
+        jobs += [(ts[c:c + chunk_samples], storage_filters(ts.dtype.itemsize)) for c in starts]
+    encoded = tuple((executor.map if executor is not None else map)(
+        lambda job: encode_chunk(job[0], chunk_samples, job[1]), jobs))
+    k = len(starts)
+    return EncodedBlock(n, samples.shape[1], chunk_samples, encoded[:k],
+                        encoded[k:] if timestamps is not None else None, first)
+
+
 class SourceWriter(Source):
     """A source being written: appends packed samples (and timestamps in state mode) in streaming fashion."""
 
@@ -413,20 +470,85 @@ class SourceWriter(Source):
         if packed.ndim != 2 or packed.shape[1] != self.unitsize:
             raise UsageError(f"source {self.name!r}: append needs (n, {self.unitsize}) uint8, got {packed.shape}")
         n0, n = self.num_samples, packed.shape[0]
+        ts = None
         if self.mode == "state":
             if timestamps_ps is None or len(timestamps_ps) != n:
                 raise UsageError(f"source {self.name!r}: state mode needs one timestamp per appended sample")
             ts = np.asarray(timestamps_ps, dtype=np.int64)
-            assert self._timestamps is not None
-            last = int(self._timestamps[n0 - 1]) if n0 else None
-            if n and (np.any(np.diff(ts) < 0) or (last is not None and ts[0] < last)):
+            if n and np.any(np.diff(ts) < 0):
                 raise UsageError(f"source {self.name!r}: timestamps must not decrease")
-            self._timestamps.resize((n0 + n,))
-            self._timestamps[n0:] = ts
+            if n:
+                self._check_follows(int(ts[0]))
         elif timestamps_ps is not None:
             raise UsageError(f"source {self.name!r}: timing mode takes no timestamps")
+        if ts is not None:
+            assert self._timestamps is not None
+            self._timestamps.resize((n0 + n,))
+            self._timestamps[n0:] = ts
         self._samples.resize((n0 + n, self.unitsize))
         self._samples[n0:] = packed
+        self._flush()
+
+    def append_encoded(self, block: EncodedBlock) -> None:
+        """Append a block :func:`encode_block` made, storing its chunks as they are (``H5Dwrite_chunk``).
+
+        The block must start on a chunk boundary: only the last block of a source may end mid-chunk (an
+        edge chunk), and what follows it goes through :meth:`append`.
+        """
+        chunk = self._direct_chunk_samples
+        if chunk is None:
+            raise UsageError(f"source {self.name!r}: its datasets are not stored as nicrig stores them now "
+                             f"({dataset_filters(self._samples)}): append samples with append()")
+        if block.unitsize != self.unitsize or block.chunk_samples != chunk:
+            raise UsageError(f"source {self.name!r}: a block of {block.unitsize}-byte samples in chunks of "
+                             f"{block.chunk_samples}; the source has {self.unitsize}-byte samples in chunks of {chunk}")
+        if (block.timestamp_chunks is not None) != (self.mode == "state"):
+            raise UsageError(f"source {self.name!r}: {self.mode} mode takes "
+                             f"{'a block with' if self.mode == 'state' else 'no'} timestamps")
+        if self.num_samples % chunk:
+            raise UsageError(f"source {self.name!r}: an encoded block must start on a chunk boundary; the source "
+                             f"holds {self.num_samples} samples, {self.num_samples % chunk} into a chunk of {chunk} "
+                             "(only a source's last block may end mid-chunk)")
+        if block.first_ps is not None:
+            self._check_follows(block.first_ps)
+        self._store(block)
+        self._flush()
+
+    @functools.cached_property
+    def _direct_chunk_samples(self) -> int | None:
+        """Samples per chunk when this source's datasets take chunks :func:`encode_block` makes (their filters,
+        read from HDF5, those it encodes with, fill value 0, chunked along samples only); else None (a file of an
+        older nicrig, with other filters)."""
+        datasets = [self._samples] if self._timestamps is None else [self._samples, self._timestamps]
+        chunks = self._samples.chunks
+        if chunks is None or self._timestamps is not None and self._timestamps.chunks != chunks[:1]:
+            return None
+        for ds in datasets:
+            if (ds.chunks[1:] != ds.shape[1:] or dataset_filters(ds) != storage_filters(ds.dtype.itemsize)
+                    or ds.fillvalue != 0 or ds.dtype != (np.uint8 if ds is self._samples else np.int64)):
+                return None
+        return int(chunks[0])
+
+    def _check_follows(self, first_ps: int) -> None:
+        """Appended timestamps start at or after the last stored one."""
+        n0 = self.num_samples
+        assert self._timestamps is not None
+        if n0 and first_ps < int(self._read(self._timestamps, n0 - 1, f"timestamp {n0 - 1}")):
+            raise UsageError(f"source {self.name!r}: timestamps must not decrease")
+
+    def _store(self, block: EncodedBlock) -> None:
+        """Grow the datasets by ``block`` and store its chunks (the source ends on a chunk boundary)."""
+        n0, chunk = self.num_samples, block.chunk_samples
+        if self._timestamps is not None:
+            assert block.timestamp_chunks is not None
+            self._timestamps.resize((n0 + block.num_samples,))
+            for i, data in enumerate(block.timestamp_chunks):
+                self._timestamps.id.write_direct_chunk((n0 + i * chunk,), data)
+        self._samples.resize((n0 + block.num_samples, self.unitsize))
+        for i, data in enumerate(block.sample_chunks):
+            self._samples.id.write_direct_chunk((n0 + i * chunk, 0), data)
+
+    def _flush(self) -> None:
         if self._g.file.swmr_mode:  # readers following the file see each block as it lands
             if self._timestamps is not None:
                 self._timestamps.flush()

@@ -23,7 +23,9 @@ import json
 import math
 import os
 import shutil
+import struct
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -32,7 +34,8 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 import h5py
 import numpy as np
-from h5py import h5f, h5p
+from h5py import h5f, h5p, h5z
+from imagecodecs import h5checksum_fletcher32
 
 from nicrig import __version__
 from nicrig.atomic import partial_path
@@ -44,6 +47,73 @@ COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
 #: checksum on each chunk, so that a damaged chunk fails to read instead of reading as other
 #: values (``nicrig verify`` reads every chunk to find such damage).
 STORAGE = {**COMPRESSION, "fletcher32": True}
+
+#: A dataset's filter pipeline as HDF5 runs it when writing a chunk: each filter's HDF5 id (H5Zpublic.h:
+#: ``h5z.FILTER_SHUFFLE``...) with its parameters (``cd_values``), first filter first.
+Filters = tuple[tuple[int, tuple[int, ...]], ...]
+
+
+def dataset_filters(ds: h5py.Dataset) -> Filters:
+    """The filters of ``ds``, in the order HDF5 applies them when writing, from its creation property list."""
+    dcpl = ds.id.get_create_plist()
+    return tuple((int(code), tuple(int(v) for v in values))
+                 for code, _flags, values, _name in (dcpl.get_filter(i) for i in range(dcpl.get_nfilters())))
+
+
+def storage_filters(itemsize: int) -> Filters:
+    """The filters :data:`STORAGE` gives a dataset of ``itemsize``-byte elements, as :func:`dataset_filters`
+    reports them (HDF5 sets the shuffle filter's one parameter, the element size, from the datatype).
+
+    The order is h5py's (shuffle, deflate, Fletcher32); tests/test_h5_chunks.py checks it against the creation
+    property list of datasets HDF5 made, and :class:`nicrig.acquisition.capture.SourceWriter` compares each
+    dataset's own list with this one before it stores chunks it encoded itself.
+    """
+    return ((h5z.FILTER_SHUFFLE, (itemsize,)), (h5z.FILTER_DEFLATE, (int(COMPRESSION["compression_opts"]),)),
+            (h5z.FILTER_FLETCHER32, ()))
+
+
+def _shuffled(data: memoryview, size: int) -> bytes | memoryview:
+    """HDF5's shuffle filter (H5Zshuffle.c): byte ``j`` of every ``size``-byte element together, plane after plane;
+    bytes after the last whole element stay at the end. One element, or one-byte elements: unchanged."""
+    whole = len(data) // size * size
+    if size <= 1 or whole <= size:
+        return data
+    planes = np.frombuffer(data, dtype=np.uint8, count=whole).reshape(-1, size).T.tobytes()
+    return planes + bytes(data[whole:]) if whole < len(data) else planes
+
+
+def encode_chunk(rows: np.ndarray, chunk_rows: int, filters: Filters) -> bytes:
+    """The bytes HDF5 stores for one chunk of a dataset chunked along its first axis, run through ``filters``
+    (:func:`dataset_filters`) as H5Dwrite would: for ``H5Dwrite_chunk`` (h5py ``write_direct_chunk``, filter
+    mask 0).
+
+    ``rows`` are the dataset's rows from the chunk's first, in the dataset's dtype, whole rows across the other
+    axes; ``chunk_rows`` rows make a chunk. Fewer rows make an edge chunk (the dataset's end): HDF5 stores
+    a whole chunk even then, the rows past the end holding the fill value, 0 for every dataset nicrig
+    writes. Filters: shuffle, deflate (zlib, which HDF5 calls with the same level) and Fletcher32
+    (HDF5's own ``H5_checksum_fletcher32``, from imagecodecs; HDF5 appends it least significant byte first);
+    any other is a :class:`UsageError`. Pure: no HDF5 call, so it runs in any thread (zlib and the
+    checksum release the GIL) or process.
+    """
+    rows = np.ascontiguousarray(rows)
+    if len(rows) > chunk_rows:
+        raise UsageError(f"a chunk holds {chunk_rows} rows, not {len(rows)}")
+    if len(rows) < chunk_rows:
+        edge = np.zeros((chunk_rows, *rows.shape[1:]), dtype=rows.dtype)
+        edge[:len(rows)] = rows
+        rows = edge
+    data: bytes | memoryview = memoryview(rows.reshape(-1).view(np.uint8))
+    for code, values in filters:
+        if code == h5z.FILTER_SHUFFLE:
+            data = _shuffled(memoryview(data), values[0] if values else rows.dtype.itemsize)
+        elif code == h5z.FILTER_DEFLATE:
+            data = zlib.compress(data, values[0])
+        elif code == h5z.FILTER_FLETCHER32:
+            data = bytes(data) + struct.pack("<I", h5checksum_fletcher32(data))
+        else:
+            raise UsageError(f"HDF5 filter {code}: nicrig encodes chunks for shuffle, deflate and Fletcher32 only")
+    return bytes(data)
+
 
 #: HDF5 file format bounds: the 1.10 format, which SWMR and the superblock's status flags need.
 LIBVER = ("v110", "latest")

@@ -1,0 +1,158 @@
+"""Chunks nicrig encodes itself (nicrig.h5file.encode_chunk) are the bytes HDF5 stores, and HDF5 reads them back.
+
+HDF5 is the judge throughout: its creation property lists give the filters and their order, its
+``read_direct_chunk`` the bytes it stores for arrays written the ordinary way, its decoding (checksum checked)
+the values of chunks written with ``write_direct_chunk``, and h5dump, a program of its own, reads them too.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from nicrig.acquisition.capture import DEFAULT_CHUNK_SAMPLES, CaptureSet, SourceSpec
+from nicrig.errors import UsageError
+from nicrig.h5file import STORAGE, LIBVER, dataset_filters, encode_chunk, storage_filters
+
+# The element layouts captures use: packed samples of 1..12 bytes ((n, unitsize) uint8) and int64 timestamps.
+LAYOUTS = [(np.dtype(np.uint8), (w,)) for w in (1, 2, 3, 6, 12)] + [(np.dtype(np.int64), ())]
+
+
+def _dataset(f: h5py.File, name: str, dtype: np.dtype, row: tuple[int, ...], chunk: int) -> h5py.Dataset:
+    """A resizable dataset stored as nicrig stores sources (SourceWriter's datasets)."""
+    return f.create_dataset(name, shape=(0, *row), maxshape=(None, *row), dtype=dtype, chunks=(chunk, *row),
+                            **STORAGE)
+
+
+@st.composite
+def arrays(draw: st.DrawFn) -> tuple[np.ndarray, int]:
+    """(rows, chunk_rows): random or repetitive data of a capture layout, full and edge chunks."""
+    dtype, row = draw(st.sampled_from(LAYOUTS))
+    chunk = draw(st.integers(1, 300))
+    n = draw(st.integers(0, 3 * chunk + 1))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    kind = draw(st.sampled_from(["random", "repetitive", "ones", "ramp"]))
+    shape = (n, *row)
+    if kind == "random":
+        data = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, size=shape, dtype=dtype, endpoint=True)
+    elif kind == "repetitive":  # bus idle with a few edges: compresses to little
+        levels = np.repeat(rng.integers(0, 4, size=n // 17 + 1), 17)[:n].astype(dtype)
+        data = np.ascontiguousarray(np.broadcast_to(levels.reshape(n, *[1] * len(row)), shape))
+    elif kind == "ones":  # every 16-bit word 0xffff: Fletcher's sums are 0 modulo 65535, HDF5 keeps them as 0xffff
+        data = np.full(shape, -1 if dtype.kind == "i" else 255, dtype=dtype)
+    else:  # timestamps of a clock
+        data = (np.arange(n * max(1, int(np.prod(row))), dtype=np.int64) * 15000 + seed).astype(dtype).reshape(shape)
+    return data, chunk
+
+
+def _pieces(draw: st.DrawFn, n: int) -> list[int]:
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=4)))
+    return [b - a for a, b in zip([0, *cuts], [*cuts, n])]
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=arrays(), data=st.data())
+def test_encoded_chunks_are_the_bytes_hdf5_stores(tmp_path: Path, case: tuple[np.ndarray, int],
+                                                  data: st.DataObject) -> None:
+    rows, chunk = case
+    path = tmp_path / "hdf5.h5"
+    with h5py.File(path, "w", libver=LIBVER) as f:
+        ds = _dataset(f, "x", rows.dtype, rows.shape[1:], chunk)
+        start = 0
+        for k in _pieces(data.draw, len(rows)):  # grown as a writer grows it: edge chunks rewritten by HDF5
+            ds.resize((start + k, *rows.shape[1:]))
+            ds[start:start + k] = rows[start:start + k]
+            start += k
+        filters = dataset_filters(ds)
+        assert filters == storage_filters(rows.dtype.itemsize)
+        for c in range(0, len(rows), chunk):
+            mask, stored = ds.id.read_direct_chunk((c, *[0] * (rows.ndim - 1)))
+            assert mask == 0
+            assert encode_chunk(rows[c:c + chunk], chunk, filters) == stored, f"chunk at row {c}"
+
+
+@settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=arrays())
+def test_hdf5_reads_chunks_written_directly(tmp_path: Path, case: tuple[np.ndarray, int]) -> None:
+    rows, chunk = case
+    path = tmp_path / "direct.h5"
+    with h5py.File(path, "w", libver=LIBVER) as f:
+        ds = _dataset(f, "x", rows.dtype, rows.shape[1:], chunk)
+        ds.resize(rows.shape)
+        for c in range(0, len(rows), chunk):
+            ds.id.write_direct_chunk((c, *[0] * (rows.ndim - 1)), encode_chunk(rows[c:c + chunk], chunk,
+                                                                               dataset_filters(ds)))
+    with h5py.File(path, "r") as f:  # HDF5 decodes every chunk and checks its Fletcher32 sum
+        np.testing.assert_array_equal(f["x"][()], rows)
+        if len(rows) > 1:
+            np.testing.assert_array_equal(f["x"][1:-1], rows[1:-1])
+
+
+def test_hdf5_refuses_a_directly_written_chunk_whose_bytes_changed(tmp_path: Path) -> None:
+    """The appended Fletcher32 sum is the one HDF5 checks: a chunk altered after encoding fails to read."""
+    rows = np.arange(5000, dtype=np.int64)
+    path = tmp_path / "bad.h5"
+    with h5py.File(path, "w", libver=LIBVER) as f:
+        ds = _dataset(f, "x", rows.dtype, (), 4096)
+        ds.resize(rows.shape)
+        good = encode_chunk(rows[:4096], 4096, dataset_filters(ds))
+        bad = bytearray(encode_chunk(rows[4096:], 4096, dataset_filters(ds)))
+        bad[len(bad) // 2] ^= 0x10
+        ds.id.write_direct_chunk((0,), good)
+        ds.id.write_direct_chunk((4096,), bytes(bad))
+    with h5py.File(path, "r") as f:
+        np.testing.assert_array_equal(f["x"][:4096], rows[:4096])
+        with pytest.raises(OSError):
+            f["x"][4096:]
+
+
+def test_filters_come_from_the_dataset_in_hdf5s_order(tmp_path: Path) -> None:
+    """What a capture set's sources and tables hold is what storage_filters says, in the order HDF5 runs them."""
+    with CaptureSet.create(tmp_path / "c.h5") as cs:
+        w = cs.add_source(SourceSpec("s", [f"D{i}" for i in range(20)], "state", samplerate_hz=1e6))
+        cs.write_table("truth/t", np.zeros(3, dtype=[("a", "<i8"), ("b", "<u2")]))
+    with h5py.File(tmp_path / "c.h5", "r") as f:
+        assert dataset_filters(f["sources/s/samples"]) == storage_filters(1)
+        assert dataset_filters(f["sources/s/timestamps_ps"]) == storage_filters(8)
+        assert dataset_filters(f["truth/t"]) == storage_filters(10)
+        assert [code for code, _ in storage_filters(1)] == [h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_DEFLATE,
+                                                            h5py.h5z.FILTER_FLETCHER32]
+        assert f["sources/s/samples"].chunks == (DEFAULT_CHUNK_SAMPLES, 3)
+    del w
+
+
+def test_other_filters_and_oversized_chunks_are_refused() -> None:
+    with pytest.raises(UsageError, match="filter 32000"):
+        encode_chunk(np.zeros(4, np.uint8), 4, ((32000, ()),))
+    with pytest.raises(UsageError, match="holds 4 rows"):
+        encode_chunk(np.zeros(5, np.uint8), 4, storage_filters(1))
+
+
+@pytest.mark.skipif(shutil.which("h5dump") is None, reason="h5dump (Debian hdf5-tools, make sysdeps) not installed")
+def test_h5dump_reads_chunks_written_directly(tmp_path: Path) -> None:
+    """HDF5's own dump program decodes the chunks (and their checksums) of a capture set written that way."""
+    rng = np.random.default_rng(7)
+    n = 3 * 4096 + 123
+    packed = rng.integers(0, 256, size=(n, 3), dtype=np.uint8)
+    packed[1000:9000] = 0  # long idle stretches, as on a bus
+    ts = np.cumsum(rng.integers(0, 40_000, size=n)).astype(np.int64)
+    path = tmp_path / "c.h5"
+    with CaptureSet.create(path) as cs:
+        w = cs.add_source(SourceSpec("s", [f"D{i}" for i in range(20)], "state", samplerate_hz=66.67e6),
+                          chunk_samples=4096)
+        w.append(packed, ts)
+    for name, want in (("samples", packed), ("timestamps_ps", ts)):
+        out = tmp_path / f"{name}.bin"
+        r = subprocess.run(["h5dump", "-b", "LE", "-d", f"/sources/s/{name}", "-o", str(out), str(path)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() == want.astype(want.dtype.newbyteorder("<")).tobytes()
+    r = subprocess.run(["h5ls", "-v", f"{path}/sources/s/samples"], capture_output=True, text=True)
+    assert r.returncode == 0 and "fletcher32" in r.stdout.lower() and "deflate" in r.stdout.lower(), r.stdout
