@@ -208,15 +208,17 @@ def sk_over_intel_us(sk_rtt_us: float, intel_rtt_us: float) -> float:
     return sk_rtt_us - (intel_rtt_us - 2 * INTEL_RX_WAIT_US)
 
 
-def sk_intercept_note(sk_seed_us: float, sk_model_us: float, intel_model_us: float) -> str:
+def sk_intercept_note(sk_seed_us: float, sk_model_us: float, intel_model_us: float, slope_held: bool) -> str:
     """Where the SK-9843's missing round-trip time lies on the 370DLE, from the paper's numbers: not in the path
-    §4.1.3 times (the model holds it), not in the host (the Intel on the same host, :func:`sk_over_intel_us`)."""
+    §4.1.3 times (the model holds it), nor per byte when the model holds the row's slope (``slope_held``), nor
+    in the host (the Intel on the same host, :func:`sk_over_intel_us`)."""
     paper = sk_over_intel_us(sk_seed_us, INTEL_SEED_US)
     model = sk_over_intel_us(sk_model_us, intel_model_us)
+    slope = " and the slope of this bus" if slope_held else ""
     return (f"The model's round trip is {sk_seed_us - sk_model_us:.1f} us short, outside the SK-9843 path it holds "
-            "to §4.1.3 (36 us from the send's register setup to the receive service, 1400 B) and to the slope, and "
-            "not the host's: its stack, application and wake-ups add alike to the Intel PRO/1000's round trip on "
-            "this host (64-bit 66 MHz), which, less its two receive coalescence waits "
+            "to §4.1.3 (36 us from the send's register setup to the receive service, 1400 B, 64-bit 66 MHz)"
+            f"{slope}, and not the host's: its stack, application and wake-ups add alike to the Intel PRO/1000's "
+            "round trip on this host (64-bit 66 MHz), which, less its two receive coalescence waits "
             f"({INTEL_SEED_US:g} - 2 x {INTEL_RX_WAIT_US:.1f} us, §4.2.1, §4.2.3, §8), is {paper:.1f} us shorter "
             f"than the SK-9843's in the paper and {model:.1f} us in the model (whose Intel round trip is "
             f"{intel_model_us - INTEL_SEED_US:+.1f} us off the paper's): the {paper - model:.0f} us between them are "
@@ -247,7 +249,8 @@ def _explain_sk_intercepts(rows: list[Row], folder: Path, sizes: Sizes) -> list[
             intel = intercepts.get(INTEL_ON_370DLE)
             intel_us = intel.measured if intel else latency_fit(INTEL_ON_370DLE, CONFIGS[INTEL_ON_370DLE], folder,
                                                                 sizes)[1]
-            note = sk_intercept_note(r.seed, r.measured, intel_us)
+            slope = next((x for x in rows if x.config == r.config and x.quantity == "request-response slope"), None)
+            note = sk_intercept_note(r.seed, r.measured, intel_us, slope is not None and slope.covered and slope.ok)
         else:
             ref = next((intercepts[k] for k in SK_INTERCEPTS if k in intercepts
                         and CONFIGS[k].host == CONFIGS[INTEL_ON_370DLE].host and CONFIGS[k].bus == cfg.bus), None)
