@@ -11,7 +11,8 @@ follows a marker comment
                                              stacks: its columns and a leading ``step``
     <!-- schema: json KIND:/PATH ATTR -->    names in the first column: the keys of the JSON object in
                                              attribute ATTR of the object at PATH (``any-table`` for a
-                                             table attribute), dotted; ``[]`` for each item of a list
+                                             table attribute), dotted; ``[]`` for each item of a list,
+                                             ``<...>`` for any keys below (an object documented elsewhere)
 
 ``KIND`` is ``capture`` (capture set) or ``results`` (udpmon results file, also the ``results``
 group of a simulated capture set); ``<name>`` in a path stands for any one name. Names are
@@ -21,13 +22,15 @@ is read as the results root. So a change of the files needs only a change of the
 
 Files: simulated capture sets of both scenarios, decoded by ``nicrig decode`` (one with a
 saved GUI session), with the udpmon results the simulator writes into them; a set ``nicrig import`` made of a VCD and a
-sigrok session exported from one; a set ``nicrig acquire --config`` fetched from two
-simulated instruments over TCP, deskewed, and one from sigrok-cli's demo device; and the results files of ``nicrig udpmon latency``,
+sigrok session exported from one and a CSV as sigrok-cli writes it; a set ``nicrig acquire --config`` fetched from two
+simulated instruments over TCP (a Tektronix holding an error from an earlier session), deskewed, with a udpmon test
+run while they were armed, and that test's results file; one from sigrok-cli's demo device; a set of host traces
+``nicrig trace record`` wrote (as root with tracefs); and the results files of ``nicrig udpmon latency`` (busy-polling),
 ``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback, and of a latency
 ``--sweep mtu=...`` between two network namespaces (where they can be made). Checked: every
 group, dataset, column, attribute and key of a JSON-object attribute in them is documented;
-every documented one of the paths these files have exists in one of them; each table's
-``units`` names only its own columns.
+every documented one of the paths these files have exists in one of them (and the keys documented as optional
+that these files were made to have, by name); each table's ``units`` names only its own columns.
 """
 
 from __future__ import annotations
@@ -35,8 +38,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import subprocess
 import sys
+from contextlib import redirect_stdout
 from dataclasses import dataclass, field
+from io import StringIO
 from pathlib import Path
 
 import h5py
@@ -44,6 +51,8 @@ import pytest
 from netns import netns_hosts
 from sigrok_run import sigrok_cli_available
 from siminstr import serve
+from test_hostprobe_export import EXCHANGE
+from test_import_export import SIGROK_CSV
 from test_udpmon_suite import SECRET
 from test_udpmon_suite import serve as serve_udpmon
 from nicrig.acquisition.sim.rig import Recording
@@ -182,7 +191,7 @@ def walk(path: Path, schema: Schema, found: Found) -> None:
                 found.seen.setdefault(("datasets", pat), set()).add(obj.name.rsplit("/", 1)[-1])
             elif not attrs and not documented(schema.attributes, key):
                 continue  # a plain group: its members are checked themselves
-            for attr in attrs:
+            for attr in obj.attrs:  # a table's documented attributes too: their JSON keys are checked here
                 json_keys(path, key, attr, obj.attrs[attr], is_table, schema, found)
             if attrs:
                 pat = documented(schema.attributes, key)
@@ -209,7 +218,8 @@ def flatten(value: object, prefix: str = "") -> set[str]:
 
 
 def _key_pattern(key: str) -> re.Pattern[str]:
-    return re.compile("".join(r"[^.]+" if part.startswith("<") else re.escape(part)
+    """``<name>`` stands for one key, ``<...>`` for any keys below (an object another document describes)."""
+    return re.compile("".join(".+" if part == "<...>" else r"[^.]+" if part.startswith("<") else re.escape(part)
                               for part in re.split(r"(<[^>]+>)", key)) + "$")
 
 
@@ -240,14 +250,15 @@ def json_keys(path: Path, key: str, attr: str, value: object, is_table: bool, sc
 TRACE = ["--trace-host", "local"] if os.geteuid() == 0 and Path("/sys/kernel/tracing/events").is_dir() else []
 #: udpmon runs against a daemon on loopback, small: one of each kind (kind, arguments after the host).
 UDPMON_RUNS = {
-    "latency": ["127.0.0.1", "--sizes", "64,1472", "--count", "20", *TRACE],
+    "latency": ["127.0.0.1", "--sizes", "64,1472", "--count", "20", "--busy-poll", *TRACE],  # busy-poll: socket.*
     "stream": ["127.0.0.1", "--sizes", "1472", "--spacing-us", "20", "--count", "200", "--rounds", "1"],
     "suite": ["--peer", "127.0.0.1", "--tests", "udp-send-1472", "--trial-s", "0.2", "--max-trials", "2"],
     "aggregate": ["127.0.0.1", "--count", "200"],
 }
 
 
-#: A two-instrument rig on the simulated instruments, deskewed on REF: what `nicrig acquire --config` writes.
+#: A two-instrument rig on the simulated instruments, deskewed on REF, a udpmon test run while they are armed:
+#: what `nicrig acquire --config` writes.
 RIG = """
 timeout_s = 10
 deskew_signal = "REF"
@@ -262,22 +273,38 @@ trigger = "FRAME#:falling"
 source = "recv_pci"
 resource = "{recv}"
 probe_map = "pci-control"
-sample_rate_hz = 266.67e6
+sample_rate_hz = {recv_rate}
 record_length = 10000
 trigger = "FRAME#:falling"
+[udpmon]
+args = ["latency", "127.0.0.1", "--port", "{udpmon_port}", "--sizes", "64", "--count", "5"]
 """
 
 
-def acquired_set(tmp: Path) -> Path:
-    """``nicrig acquire --config`` from two simulated instruments (SCPI over TCP), deskewed."""
+def queue_stale_error(srv) -> None:  # noqa: ANN001 (a SimServer)
+    """Leave an error in the instrument's queue, as an earlier session's mistyped command does: the acquisition
+    finds it there before its own commands (``stale_errors``). ``*IDN?`` answered: the command was taken."""
+    with socket.create_connection(srv.server_address[:2], timeout=10) as s, s.makefile("rb") as answers:
+        s.sendall(b":NO:SUCH:COMMAND\n*IDN?\n")
+        assert answers.readline().strip()
+
+
+def acquired_set(tmp: Path, udpmon_port: int) -> list[Path]:
+    """``nicrig acquire --config`` from two simulated instruments (SCPI over TCP), deskewed, with a udpmon test run
+    while they are armed, one instrument holding an error from before; and the udpmon test's results file."""
     out = tmp / "acquired.h5"
-    with serve("keysight-msox4000", "send_pci") as send, serve("rigol-mso5000", "recv_pci") as recv:
-        (tmp / "rig.toml").write_text(RIG.format(send=send.resource, recv=recv.resource))
+    with serve("keysight-msox4000", "send_pci") as send, serve("tektronix-mso5", "recv_pci") as recv:
+        queue_stale_error(recv)
+        (tmp / "rig.toml").write_text(RIG.format(send=send.resource, recv=recv.resource,
+                                                 recv_rate=recv.dialect.scope.max_rate_hz, udpmon_port=udpmon_port))
         argv = ["acquire", "--config", str(tmp / "rig.toml"), "-o", str(out)]
-        assert main(argv) == 0
+        with redirect_stdout(StringIO()):
+            assert main(argv) == 0
     with h5py.File(out, "r") as f:  # the command as given to nicrig, not the process's (pytest's) sys.argv
-        assert json.loads(f.attrs["acquisition"])["settings"]["argv"] == argv
-    return out
+        acquisition = json.loads(f.attrs["acquisition"])
+        assert acquisition["settings"]["argv"] == argv and acquisition["traffic"]["exit"] == 0
+        assert json.loads(f["sources/recv_pci"].attrs["instrument"])["stale_errors"]
+    return [out, Path(acquisition["traffic"]["results"])]
 
 
 def sigrok_set(tmp: Path) -> list[Path]:
@@ -291,13 +318,28 @@ def sigrok_set(tmp: Path) -> list[Path]:
 
 
 def imported_set(tmp: Path, simulated: Path) -> Path:
-    """A simulated set's sources exported and imported again: a VCD (state mode) and a sigrok session (appended)."""
+    """A simulated set's sources exported and imported again, a VCD (state mode) and a sigrok session (appended), and
+    a CSV as sigrok-cli writes it (appended)."""
     out = tmp / "imported.h5"
     assert main(["export", str(simulated), "--source", "send_pci", "-o", str(tmp / "send.vcd")]) == 0
     assert main(["export", str(simulated), "--source", "probe", "-o", str(tmp / "probe.sr")]) == 0
     assert main(["import", str(tmp / "send.vcd"), "-o", str(out)]) == 0
     assert main(["import", str(tmp / "probe.sr"), "-o", str(out), "--append"]) == 0
+    (tmp / "bits.csv").write_text(SIGROK_CSV)
+    assert main(["import", str(tmp / "bits.csv"), "-o", str(out), "--append"]) == 0
     return out
+
+
+def traced_set(tmp: Path) -> list[Path]:
+    """``nicrig trace record`` around a program: a capture set of host traces (none where the kernel cannot be
+    traced: not root, no tracefs)."""
+    if not TRACE:
+        return []
+    out = tmp / "trace.h5"
+    r = subprocess.run([sys.executable, "-m", "nicrig", "trace", "record", "-o", str(out), "--", sys.executable, "-c",
+                        EXCHANGE], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return [out]
 
 
 def swept_results(tmp: Path) -> list[Path]:
@@ -333,8 +375,10 @@ def files(tmp_path_factory) -> list[Path]:
     with udpmon_daemon_on_loopback() as port:
         for kind, args in UDPMON_RUNS.items():  # one after the other: a daemon serves one controller at a time
             assert main(["udpmon", kind, *args, "--port", str(port), "-o", str(tmp / f"udpmon-{kind}.h5")]) == 0
-    return [lat, stream, companion_path(lat), companion_path(stream), imported_set(tmp, lat), acquired_set(tmp), *sigrok_set(tmp),
-            *(tmp / f"udpmon-{kind}.h5" for kind in UDPMON_RUNS), *swept_results(tmp)]
+        acquired = acquired_set(tmp, port)
+    return [lat, stream, companion_path(lat), companion_path(stream), imported_set(tmp, lat), *acquired,
+            *sigrok_set(tmp), *traced_set(tmp), *(tmp / f"udpmon-{kind}.h5" for kind in UDPMON_RUNS),
+            *swept_results(tmp)]
 
 
 def undocumented(files: list[Path], schema: Schema) -> list[str]:
@@ -348,9 +392,9 @@ def undocumented(files: list[Path], schema: Schema) -> list[str]:
     return found.undocumented
 
 
-def absent(files: list[Path], schema: Schema) -> tuple[set[str], list[str]]:
-    """The documented table patterns these files have, and what formats.md documents for their paths that none
-    of them holds."""
+def absent(files: list[Path], schema: Schema) -> tuple[set[str], list[str], dict[tuple[str, str], set[str]]]:
+    """The documented table patterns these files have, what formats.md documents for their paths that none
+    of them holds, and every documented name seen, by (what, pattern)."""
     found = Found()
     for path in files:
         walk(path, schema, found)
@@ -364,7 +408,7 @@ def absent(files: list[Path], schema: Schema) -> tuple[set[str], list[str]]:
             gone = {n for n in names - found.seen[(what, pat)] if (what, pat, n) not in schema.optional}
             if gone:
                 gone_all.append(f"{what} of {pat}: {sorted(gone)} documented, in no file")
-    return {pat for what, pat in found.seen if what == "columns"}, gone_all
+    return {pat for what, pat in found.seen if what == "columns"}, gone_all, found.seen
 
 
 def test_formats_md_documents_exactly_what_the_files_hold(files):
@@ -373,12 +417,21 @@ def test_formats_md_documents_exactly_what_the_files_hold(files):
     schema = read_schema(FORMATS.read_text())
     problems = undocumented(files, schema)
     assert not problems, "\n".join(problems)
-    covered, gone = absent(files, schema)
+    covered, gone, seen = absent(files, schema)
     assert {"capture:/truth/<source>/transactions", "capture:/decoded/<source>/pci", "results:/latency/rtt",
             "results:/stream/points", "results:/suite/tests", "results:/aggregate/total", "results:/hosts",
             "results:/counters", "results:/load", "capture:/acquisition/instruments"} <= covered
     if TRACE:
-        assert "results:/host_trace/<host>/events" in covered
+        assert {"results:/host_trace/<host>/events", "capture:/host_trace/<host>/events"} <= covered
+    # documented as optional (a file may lack them), so each is looked for by name in the files written here
+    busy_poll = {"busy_poll", "socket", "socket.so_busy_poll_us", "socket.so_prefer_busy_poll",
+                 "socket.so_busy_poll_budget"}
+    wanted = {"capture:/sources/<source> instrument": {"stale_errors", "file", "format"},
+              "capture:/ acquisition": {"traffic", "traffic.argv", "traffic.exit", "traffic.results",
+                                        "traffic.summary", "traffic.summary.<...>"},
+              "any-table wait_local_detail": busy_poll, "any-table wait_remote_detail": busy_poll}
+    for place, keys in wanted.items():
+        assert keys <= seen.get(("json", place), set()), f"{place}: {sorted(keys - seen.get(('json', place), set()))}"
     if files[-1].name == "udpmon-sweep.h5":
         assert {"results:/sweep/steps", "results:/sweep/applied", "results:/sweep/latency"} <= covered
     assert not gone, "\n".join(gone)
@@ -411,6 +464,8 @@ def test_the_check_finds_what_a_doc_leaves_out(tmp_path):
 | `kind` | str | | kind |
 | `pods` | object | | pods: |
 | `pods[].<pod>` | int | sample | samples |
+| `given` | object | | as another document says |
+| `given.<...>` | | | its keys |
 
 <!-- schema: columns results:/sweep/steps -->
 | column | meaning |
@@ -424,7 +479,8 @@ def test_the_check_finds_what_a_doc_leaves_out(tmp_path):
         table = f.create_dataset("truth/s/x", data=np.zeros(1, [("a", "i8"), ("b", "i8"), ("c", "i8")]))
         table.attrs["units"] = json.dumps({"a": "ns", "d": "ns"})
         f.create_dataset("truth/s/raw", data=np.zeros(3))
-        f.create_group("sources/s").attrs["bus"] = json.dumps({"kind": "pci", "pods": [{"1": 8}, {"2": 8, "x": {"y": 1}}]})
+        bus = {"kind": "pci", "pods": [{"1": 8}, {"2": 8, "x": {"y": 1}}], "given": {"a": [{"b": {"c": 1}}]}}
+        f.create_group("sources/s").attrs["bus"] = json.dumps(bus)
     results = tmp_path / "r.h5"
     with h5py.File(results, "w") as f:
         f.attrs["format"] = "nicrig-results"
@@ -436,4 +492,5 @@ def test_the_check_finds_what_a_doc_leaves_out(tmp_path):
     assert "units names columns it lacks: ['d']" in report
     assert "dataset capture:/truth/s/raw" in report
     assert "JSON key bus.pods[].x.y not documented" in report and "bus.pods[].2" not in report
+    assert "bus.given" not in report
     assert "table results:/latency/rtt (seq)" in report and "sweep/steps" not in report
