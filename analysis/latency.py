@@ -38,25 +38,11 @@ import numpy as np
 from nicrig.analysis import density, rounds
 from nicrig.analysis.citations import HUGHES_JONES as HJ2003
 from nicrig.analysis.quantity import interval, measured, number
+from nicrig.analysis.throughput import frames_per_message
 
-IPV4_HEADER_BYTES = 20
-UDP_HEADER_BYTES = 8
 PERCENTILES = (1, 5, 10, 25, 75, 90, 95, 99)
 #: The percentile of each size's round trips the modes are measured from.
 BASELINE_PERCENTILE = 10
-
-
-def frames_per_message(payload_bytes: int, mtu: int = 1500) -> int:
-    """Ethernet frames an IPv4/UDP message of ``payload_bytes`` needs at ``mtu`` (RFC 791 fragmentation).
-
-    The datagram (payload and the 8-byte UDP header) goes whole when its IP
-    packet fits the MTU; otherwise each fragment carries at most ``mtu - 20``
-    bytes of it, rounded down to a multiple of 8.
-    """
-    datagram = payload_bytes + UDP_HEADER_BYTES
-    if datagram + IPV4_HEADER_BYTES <= mtu:
-        return 1
-    return math.ceil(datagram / ((mtu - IPV4_HEADER_BYTES) // 8 * 8))
 
 
 @dataclass(frozen=True)

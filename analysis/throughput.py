@@ -19,10 +19,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from nicrig.analysis.citations import HUGHES_JONES
-from nicrig.analysis.latency import IPV4_HEADER_BYTES, UDP_HEADER_BYTES, frames_per_message
 from nicrig.analysis.quantity import measured, number, setting
 
 #: Ethernet header (14) and FCS (4); preamble with SFD (8) and the inter-frame gap (12): IEEE 802.3 clause 3-4.
@@ -30,6 +28,33 @@ ETHERNET_HEADER_FCS_BYTES = 18
 PREAMBLE_GAP_BYTES = 20
 MIN_FRAME_BYTES = 64
 TCP_HEADER_BYTES = 20
+IPV4_HEADER_BYTES = 20
+UDP_HEADER_BYTES = 8
+
+
+def frames_per_message(payload_bytes: int, mtu: int = 1500) -> int:
+    """Ethernet frames an IPv4/UDP message of ``payload_bytes`` needs at ``mtu`` (RFC 791 fragmentation).
+
+    The datagram (payload and the 8-byte UDP header) goes whole when its IP
+    packet fits the MTU; otherwise each fragment carries at most ``mtu - 20``
+    bytes of it, rounded down to a multiple of 8.
+    """
+    datagram = payload_bytes + UDP_HEADER_BYTES
+    if datagram + IPV4_HEADER_BYTES <= mtu:
+        return 1
+    return math.ceil(datagram / ((mtu - IPV4_HEADER_BYTES) // 8 * 8))
+
+
+def t_quantile_975(df: int) -> float:
+    """Student's t quantile at 0.975 (the half-width factor of a two-sided 95% interval) for ``df`` degrees of
+    freedom: SciPy's ``stdtrit``, the very function ``scipy.stats.t.ppf`` evaluates.
+
+    Imported here, not at the top: ``scipy.special`` loads in a fraction of ``scipy.stats``'s second, and
+    ``nicrig simulate`` writes its results through this module.
+    """
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 0.975))
 
 
 def wire_bytes_per_message(payload_bytes: int, *, l4_header_bytes: int = UDP_HEADER_BYTES,
@@ -158,7 +183,7 @@ def receive_rate(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, 
         edges = np.unique(ends[np.round(np.linspace(0, ends.size - 1, blocks + 1)).astype(np.int64)])
         resid = np.diff(a[edges]) - np.diff(edges) * duration / (hi - lo)
         spread = math.sqrt(float(np.sum(resid ** 2)) / (edges.size - 2))
-        ci = rate * stats.t.ppf(0.975, edges.size - 2) * spread / duration
+        ci = rate * t_quantile_975(edges.size - 2) * spread / duration
     return ReceiveRate(hi - lo + 1, duration, rate, ci, wire)
 
 
@@ -252,7 +277,7 @@ def _over_rounds(values: np.ndarray, single_ci95: np.ndarray) -> tuple[float, fl
     if v.size == 1:
         own = single_ci95[np.isfinite(values)]
         return float(v[0]), float(own[0]) if own.size else math.nan
-    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return float(v.mean()), float(t_quantile_975(v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
 def size_curves(points: np.ndarray, *, link_rate_bps: float | None = 1e9, mtu: int = 1500) -> list[SizeCurve]:

@@ -62,3 +62,18 @@ from nicrig.analysis.latency import estimate
 pause_frame("02:00:00:00:00:01", 1)
 """
     assert heavy_imported(body) == ["scapy", "scipy"]
+
+
+def test_a_simulated_stream_writes_its_results_without_scipy_stats(tmp_path):
+    """The stream's rate interval needs Student's t quantile only: ``scipy.special`` (a fraction of
+    ``scipy.stats``'s second of import) serves it, so a whole ``nicrig simulate`` never loads ``scipy.stats``."""
+    out = tmp_path / "s.h5"
+    argv = ["simulate", "--scenario", "stream", "--size", "1400", "--spacing-us", "11", "--count", "60",
+            "--rounds", "1", "--capture-count", "0", "-o", str(out)]
+    body = _CLI.format(argv=argv) + """
+import h5py, math
+with h5py.File({out!r}) as f:
+    assert math.isfinite(f["results/stream/points"]["user_rate_ci95_mbps"][0]), "the interval was not computed"
+assert "scipy.stats" not in sys.modules and "scipy.special" in sys.modules
+""".format(out=str(out))
+    heavy_imported(body)
