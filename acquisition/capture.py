@@ -26,10 +26,9 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -462,30 +461,11 @@ def encode_block(samples: np.ndarray, timestamps: np.ndarray | None, chunk_sampl
                         encoded[k:] if timestamps is not None else None, first)
 
 
-#: Threads that encode chunks for :meth:`SourceWriter.append`: zlib, the checksum and NumPy's copies release the
-#: GIL, so two keep both cores of a two-core machine compressing.
-ENCODER_THREADS = 2
-_encoders: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _encoder_pool() -> ThreadPoolExecutor:
-    """This process's chunk encoders (a forked child gets its own: its parent's threads do not run in it)."""
-    global _encoders
-    if _encoders is None or _encoders[0] != os.getpid():
-        _encoders = (os.getpid(), ThreadPoolExecutor(ENCODER_THREADS, thread_name_prefix="nicrig-chunk-encoder"))
-    return _encoders[1]
-
-
 class SourceWriter(Source):
     """A source being written: appends packed samples (and timestamps in state mode) in streaming fashion."""
 
     def append(self, packed: np.ndarray, timestamps_ps: np.ndarray | None = None) -> None:
-        """Append ``(n, unitsize)`` uint8 packed samples; state mode needs their local timestamps (ps).
-
-        From the first chunk boundary on, the samples' chunks are encoded on :data:`ENCODER_THREADS` threads
-        and stored whole (:meth:`append_encoded`); samples before it (an append that starts mid-chunk) are
-        written through HDF5's own filters.
-        """
+        """Append ``(n, unitsize)`` uint8 packed samples; state mode needs their local timestamps (ps)."""
         packed = np.asarray(packed, dtype=np.uint8)
         if packed.ndim != 2 or packed.shape[1] != self.unitsize:
             raise UsageError(f"source {self.name!r}: append needs (n, {self.unitsize}) uint8, got {packed.shape}")
@@ -501,19 +481,12 @@ class SourceWriter(Source):
                 self._check_follows(int(ts[0]))
         elif timestamps_ps is not None:
             raise UsageError(f"source {self.name!r}: timing mode takes no timestamps")
-        chunk = self._direct_chunk_samples
-        head = n if chunk is None else min(n, -n0 % chunk)
-        if head:
-            if ts is not None:
-                assert self._timestamps is not None
-                self._timestamps.resize((n0 + head,))
-                self._timestamps[n0:] = ts[:head]
-            self._samples.resize((n0 + head, self.unitsize))
-            self._samples[n0:] = packed[:head]
-        if n > head:
-            assert chunk is not None
-            self._store(encode_block(packed[head:], None if ts is None else ts[head:], chunk,
-                                     executor=_encoder_pool()))
+        if ts is not None:
+            assert self._timestamps is not None
+            self._timestamps.resize((n0 + n,))
+            self._timestamps[n0:] = ts
+        self._samples.resize((n0 + n, self.unitsize))
+        self._samples[n0:] = packed
         self._flush()
 
     def append_encoded(self, block: EncodedBlock) -> None:

@@ -84,11 +84,12 @@ def read_only_folder() -> Iterator[Path]:
 
 
 def simulate_set(folder: Path, name: str, *, nic: str = "intel-pro1000", bus: str = "pci64-66",
-                 host: str = "supermicro-370dle", recording: Recording = Recording(), **scenario) -> Path:
+                 host: str = "supermicro-370dle", recording: Recording = Recording(), workers: int | None = None,
+                 **scenario) -> Path:
     """Simulate ``Scenario(**scenario)`` on the named (or TOML-file) profiles into ``folder/name.h5``."""
     out = folder / f"{name}.h5"
     simulate(Scenario(**scenario), profiles.load("bus", bus), profiles.load("nic", nic),
-             profiles.load("host", host), out, recording)
+             profiles.load("host", host), out, recording, workers=workers)
     return out
 
 

@@ -1,4 +1,5 @@
-"""A udpmon results file records the command that ran, also when another program runs it in-process.
+"""A udpmon results file (or a simulated capture set's results) records the command that ran, also when another
+program runs it in-process.
 
 ``command`` (docs/formats.md, "udpmon results") is ``nicrig`` and the words after it as given:
 called through :func:`nicrig.cli.main` from a test or a script, and run by ``nicrig acquire`` for
@@ -43,3 +44,17 @@ def test_acquire_s_udpmon_test_records_the_udpmon_command_not_acquire_s(tmp_path
         outcome = Traffic(test, results)()
     assert outcome["exit"] == 0 and Path(outcome["results"]) == results
     assert recorded_command(results) == ["nicrig", "udpmon", *test, "-o", str(results), "--json"]
+
+
+def test_a_simulation_called_in_process_records_its_own_command(tmp_path):
+    """The results group of a simulated capture set records ``nicrig simulate ...`` as given."""
+    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.udpmon.results import RESULTS_GROUP
+
+    out = tmp_path / "sim.h5"
+    argv = ["simulate", "--scenario", "latency", "--count", "2", "-o", str(out), "--json"]
+    with redirect_stdout(StringIO()):
+        assert main(argv) == 0
+    with CaptureSet.open(out) as cs, cs.nested(ResultsFile, RESULTS_GROUP) as rf:
+        assert json.loads(rf.attrs["command"]) == ["nicrig", *argv]
+    assert sys.argv[1:] != argv

@@ -259,7 +259,7 @@ def test_failed_simulation_leaves_nothing_behind(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("model failure")
 
-    monkeypatch.setattr(rig, "_write_probe", boom)
+    monkeypatch.setattr(rig._Sources, "render", boom)
     with pytest.raises(RuntimeError):
         _sim(tmp_path, "fail", kind="latency", size_bytes=64, count=1)
     assert list(tmp_path.iterdir()) == []
@@ -291,16 +291,21 @@ def test_cli_writes_a_capture_set_and_prints_json(tmp_path):
     assert summary["packets_lost"] == 0
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("failing", ["probe", "send_pci"])
-def test_a_source_that_fails_fails_the_run_and_leaves_no_file(failing, tmp_path, monkeypatch):
-    """The sources render on threads: one that fails stops the others and its error is the run's, and the
-    capture set is not left half written."""
+def test_a_source_that_fails_fails_the_run_and_leaves_no_file(failing, workers, tmp_path, monkeypatch):
+    """A source that fails to render, here or in a forked worker: its error is the run's, and the capture
+    set is not left half written."""
     from nicrig.acquisition.sim import rig
 
-    def full_disk(*args, **kwargs):
-        raise OSError(28, "No space left on device")
+    render = rig._Sources.render
 
-    monkeypatch.setattr(rig, "_write_probe" if failing == "probe" else "_write_pci", full_disk)
+    def full_disk(self, name, *args, **kwargs):
+        if name == failing:
+            raise OSError(28, "No space left on device")
+        return render(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(rig._Sources, "render", full_disk)
     with pytest.raises(OSError, match="No space left"):
-        _sim(tmp_path, "broken", kind="stream", size_bytes=1400, spacing_us=11, count=40, seed=2)
+        _sim(tmp_path, "broken", kind="stream", size_bytes=1400, spacing_us=11, count=40, seed=2, workers=workers)
     assert list(tmp_path.iterdir()) == []

@@ -84,14 +84,14 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def simulate_case(case: str, folder: Path, workers: int | None = None) -> tuple[Path, dict[str, int]]:
-    """Simulate ``case`` into ``folder`` (``workers``: as :func:`simulate`); return the capture set and the
-    run's counters."""
+def simulate_case(case: str, folder: Path, **how: int) -> tuple[Path, dict[str, int]]:
+    """Simulate ``case`` into ``folder`` (``how``: ``workers``, ``block_clocks`` of :func:`simulate`); return
+    the capture set and the run's counters."""
     names, recording, scenario = CASES[case]
     out = folder / f"{case}.h5"
     nic = replace(profiles.load("nic", names["nic"]), **NIC_CHANGES.get(case, {}))
     run = simulate(Scenario(**scenario), profiles.load("bus", names["bus"]), nic, profiles.load("host", names["host"]),
-                   out, recording, workers=workers)
+                   out, recording, **how)
     return out, run.counters
 
 
@@ -107,7 +107,32 @@ def test_simulated_capture_is_byte_identical_to_the_calibrated_model(case, tmp_p
 @pytest.mark.parametrize("case", ["intel-stream-pause", "sk-latency-ad-32", "alteon-stream-timing"])
 @pytest.mark.parametrize("workers", [1, 3])
 def test_the_sources_are_the_same_rendered_here_or_in_workers(case, workers, tmp_path):
-    """The sources rendered one after the other, or on threads of their own at once (the default on a
-    machine with two CPUs, which the cases above take): the capture set is the same."""
+    """The sources rendered here after the model, or in forked workers (the default on a machine with two
+    CPUs, which the cases above take): the capture set is the same."""
     path, _ = simulate_case(case, tmp_path, workers=workers)
     assert digest(path) == DIGESTS[case]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_sources_are_the_same_rendered_in_small_blocks(case, workers, tmp_path, monkeypatch):
+    """Blocks of 4096 clocks, each rendered from the transactions and frames that reach into it, and, with
+    a worker, handed to it every 20 us of simulated time while the model runs (all but the cut recording):
+    the capture set is the one rendered whole."""
+    from nicrig.acquisition.sim import forked, rig
+
+    monkeypatch.setattr(rig, "CHECKPOINT_PS", 20_000_000)
+    while_running = []
+    submit = forked.ForkPool.submit
+
+    def noting(pool, tasks, work):
+        tasks = list(tasks)
+        if not work.args[1]:  # _encoded_task(sources, final, task): blocks of the run still going
+            while_running.extend(tasks)
+        submit(pool, tasks, work)
+
+    monkeypatch.setattr(forked.ForkPool, "submit", noting)
+    path, _ = simulate_case(case, tmp_path, workers=workers, block_clocks=4096)
+    assert digest(path) == DIGESTS[case]
+    cut_short = CASES[case][1].messages > 0
+    assert bool(while_running) == (workers > 1 and not cut_short)

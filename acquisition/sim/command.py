@@ -143,10 +143,12 @@ def run(args: argparse.Namespace) -> int:
 
         def progress(name: str, done: int, total: int) -> None:
             if name not in tasks:
-                tasks[name] = bar.task(f"simulate: writing {name}", total, "clocks")
+                tasks[name] = (bar.task("simulate: running the model", total, "messages") if name == "model"
+                               else bar.task(f"simulate: writing {name}", total, "clocks"))
             tasks[name](done)
 
-        result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings)
+        result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
+                          argv=["nicrig", *args._argv])
 
     summary = _summary(result, args.output)
     if args.json:

@@ -1012,7 +1012,10 @@ class Rig:
         if seq == frame.seq and not ev.triggered:
             ev.succeed()
 
-    def run(self, tail_us: float = 20.0) -> RigRun:
+    def run(self, tail_us: float = 20.0, checkpoint: Callable[[int], None] | None = None,
+            every_ps: int = 0) -> RigRun:
+        """Run the scenario to its end; ``checkpoint(t_ps)`` is called every ``every_ps`` of simulated time,
+        when every event before ``t_ps`` has happened and none after."""
         if self.scenario.kind == "stream":
             self.b.on_receive = self._on_frame_at("stream")
             self.env.process(self._stream())
@@ -1020,7 +1023,16 @@ class Rig:
             self.b.on_receive = self._respond
             self.a.on_receive = self._got_response
             self.env.process(self._latency())
-        self.env.run()
+        if checkpoint is None:
+            self.env.run()
+        else:
+            # Event by event (what env.run does), so that the run ends at its last event, as env.run's.
+            step, peek = self.env.step, self.env.peek
+            while (t := peek()) < simpy.core.Infinity:
+                due = (t // every_ps + 1) * every_ps
+                while peek() < due:
+                    step()
+                checkpoint(due)
         end = self.env.now + round(tail_us * PS_PER_US)
         self._fill_wire_times()
         counters = {f"{h.name}_{k}": v for h in (self.a, self.b) for k, v in h.counters.items()}

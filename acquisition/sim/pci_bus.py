@@ -88,11 +88,11 @@ and the arbiter's GNT# comes all the same (it may park the bus on the device). H
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, repeat
+from operator import attrgetter, eq, is_not, ne
 from typing import Any
 
 import numpy as np
@@ -404,7 +404,7 @@ def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarra
     """Concatenate per-transaction phase arrays (``None`` entries mean zeros), checking lengths."""
     count = len(values)
     out = np.zeros(int(n.sum()), dtype)
-    given = np.flatnonzero(np.fromiter((v is not None for v in values), np.bool_, count))
+    given = np.flatnonzero(np.fromiter(map(is_not, values, repeat(None)), np.bool_, count))
     if given.size == 0:
         return out
     arrays = [values[i] for i in given] if given.size < count else values
@@ -426,23 +426,28 @@ def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarra
 def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
     txs = sorted(transactions, key=attrgetter("start_clk"))
     count = len(txs)
-    s = np.fromiter((t.start_clk for t in txs), np.int64, count)
-    cmd = np.fromiter((t.command for t in txs), np.int64, count)
+    # map() with attrgetter walks the objects in C: a generator expression costs a Python frame a field.
+    def field(name: str) -> Iterator[Any]:
+        return map(attrgetter(name), txs)
+
+    s = np.fromiter(field("start_clk"), np.int64, count)
+    cmd = np.fromiter(field("command"), np.int64, count)
     try:
-        addr = np.fromiter((t.address for t in txs), np.uint64, count)
+        addr = np.fromiter(field("address"), np.uint64, count)
     except OverflowError:
         raise ValueError("addresses must lie in 0 .. 2**64 - 1") from None
-    devsel = np.fromiter((t.devsel for t in txs), np.int64, count)
-    term = np.fromiter((_TERM_CODE.get(t.termination, -1) for t in txs), np.int64, count)
-    wide = np.fromiter((t.wide for t in txs), np.bool_, count)
-    master = [t.master for t in txs]
-    nic = np.fromiter((m == "nic" for m in master), np.bool_, count)
-    n = np.fromiter((len(t.data) for t in txs), np.int64, count)
+    devsel = np.fromiter(field("devsel"), np.int64, count)
+    term = np.fromiter(map(_TERM_CODE.get, field("termination"), repeat(-1)), np.int64, count)
+    wide = np.fromiter(field("wide"), np.bool_, count)
+    master = list(field("master"))
+    nic = np.fromiter(map(eq, master, repeat("nic")), np.bool_, count)
+    data = list(field("data"))
+    n = np.fromiter(map(len, data), np.int64, count)
     off = np.cumsum(n) - n
 
     _fail(s < 0, s, "start_clk must be >= 0")
     _fail(term < 0, s, f"unknown termination; use one of {TERMINATIONS}")
-    _fail(~nic & np.array([m != "host" for m in master], np.bool_), s, "master must be 'host' or 'nic'")
+    _fail(~nic & np.fromiter(map(ne, master, repeat("host")), np.bool_, count), s, "master must be 'host' or 'nic'")
     _fail((cmd < 0) | (cmd > 15), s, "command must be a C/BE# code 0..15")
     _fail(cmd == DAC_COMMAND, s, "Dual Address Cycle is a prefix: give the command and an address >= 2**32")
     _fail((devsel < 0) | (devsel > DEVSEL_WINDOW), s, "devsel must be 0 (none) or 1..4")
@@ -458,17 +463,18 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
 
     ti = np.repeat(np.arange(count, dtype=np.int64), n)
     k = np.arange(ti.size, dtype=np.int64) - off[ti]
-    data = _phase_field([t.data for t in txs], n, off, s, np.uint64, "data")
-    be = _phase_field([t.byte_enables for t in txs], n, off, s, np.int64, "byte_enables")
+    data = _phase_field(data, n, off, s, np.uint64, "data")
+    be = _phase_field(list(field("byte_enables")), n, off, s, np.int64, "byte_enables")
     lanes = np.where(wide, 0xFF, 0x0F)
     _fail(_per_txn(ti[be > lanes[ti]], count), s, "byte_enables name lanes beyond the transfer width")
     mwi_short = (be != lanes[ti]) & (cmd[ti] == MWI_COMMAND)
     _fail(_per_txn(ti[mwi_short], count), s, "Memory Write and Invalidate enables every byte lane")
-    tw = _phase_field([t.target_waits for t in txs], n, off, s, np.int64, "target_waits")
-    mw = _phase_field([t.master_waits for t in txs], n, off, s, np.int64, "master_waits")
+    tw = _phase_field(list(field("target_waits")), n, off, s, np.int64, "target_waits")
+    mw = _phase_field(list(field("master_waits")), n, off, s, np.int64, "master_waits")
 
-    perr_counts = np.fromiter((len(t.parity_error_phases) for t in txs), np.int64, count)
-    perr_k = np.fromiter(chain.from_iterable(t.parity_error_phases for t in txs), np.int64, int(perr_counts.sum()))
+    perr = list(field("parity_error_phases"))
+    perr_counts = np.fromiter(map(len, perr), np.int64, count)
+    perr_k = np.fromiter(chain.from_iterable(perr), np.int64, int(perr_counts.sum()))
     perr_t = np.repeat(np.arange(count, dtype=np.int64), perr_counts)
     done = _completed_phases(term, n)
     unfinished = perr_t[(perr_k < 0) | (perr_k >= done[perr_t])]
@@ -486,7 +492,7 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
         n=n,
         wide=wide,
         nic=nic,
-        kind=np.array([t.kind for t in txs], dtype="S16").reshape(count),
+        kind=np.array(list(field("kind")), dtype="S16").reshape(count),
         off=off,
         ti=ti,
         k=k,
@@ -851,6 +857,21 @@ def _pack(words: Sequence[np.ndarray], unitsize: int) -> np.ndarray:
 # -- the renderer -------------------------------------------------------------------------------
 
 
+def _checked(transactions: Sequence[PciTransaction], width_bits: int) -> tuple[_Batch, _Timeline]:
+    """The transactions as arrays and their clocks, validated (ValueError on inconsistent input)."""
+    _check_width(width_bits)
+    batch = _batch(transactions, width_bits)
+    timeline = _timeline(batch)
+    _check_timeline(batch, timeline)
+    return batch, timeline
+
+
+def transaction_truth(transactions: Sequence[PciTransaction], width_bits: int) -> np.ndarray:
+    """One :data:`TRUTH_DTYPE` row per transaction, by start clock: :meth:`PciRenderer.truth` without
+    preparing to render."""
+    return _truth(*_checked(transactions, width_bits))
+
+
 class PciRenderer:
     """Render transactions to per-clock PCI signals, block by block.
 
@@ -868,12 +889,9 @@ class PciRenderer:
         with_ad: bool,
         interrupts: Sequence[tuple[int, int]] = (),
     ):
-        _check_width(width_bits)
         self.width_bits = width_bits
         self.with_ad = with_ad
-        batch = _batch(transactions, width_bits)
-        timeline = _timeline(batch)
-        _check_timeline(batch, timeline)
+        batch, timeline = _checked(transactions, width_bits)
         self._control = _control(batch, timeline, interrupts, width_bits)
         self._datapath = _datapath(batch, timeline, width_bits) if with_ad else None
         self._truth = _truth(batch, timeline)

@@ -18,19 +18,28 @@ messages (the results always cover every message).
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from functools import partial
+from operator import attrgetter, itemgetter
+from typing import Any
 
 import numpy as np
-from nicrig.acquisition.capture import CaptureSet, SourceSpec, unitsize_for
-from nicrig.acquisition.sim import application, gmii, pci_bus
-from nicrig.acquisition.sim.ethernet import frame_time_on_wire_ns
+from nicrig.acquisition.capture import (
+    DEFAULT_CHUNK_SAMPLES,
+    CaptureSet,
+    EncodedBlock,
+    SourceSpec,
+    encode_block,
+    unitsize_for,
+)
+from nicrig.acquisition.sim import application, forked, gmii, pci_bus
+from nicrig.acquisition.sim.ethernet import Frame, frame_time_on_wire_ns
 from nicrig.acquisition.sim.model import (
     GMII_PERIOD_PS,
     INTERRUPT_DTYPE,
@@ -44,6 +53,11 @@ from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
 from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
 
 BLOCK_CLOCKS = 1 << 20
+#: How often (ps of simulated time) the model lets the renderer hand finished blocks to a worker: a block
+#: lasts 8 ms (the probe's 1 Mi clocks at 125 MHz) or more.
+CHECKPOINT_PS = 2_000_000_000
+#: Blocks a worker is given at least while the model runs.
+WORKER_BLOCKS = 3
 #: The recording runs on this long after the last exchange it holds (us), as after the run's end.
 TAIL_US = 20.0
 #: A recording that stops early stops at least this long after the end of every transaction and frame it holds
@@ -80,10 +94,10 @@ def _with_columns(table: np.ndarray, **columns: np.ndarray) -> np.ndarray:
     return out
 
 
-def _blocks(n_clocks: int) -> Iterator[tuple[int, int]]:
+def _blocks(n_clocks: int, block_clocks: int = BLOCK_CLOCKS) -> Iterator[tuple[int, int]]:
     """Clock ranges to render and append one at a time, so memory stays bounded for deep captures."""
-    for c0 in range(0, n_clocks, BLOCK_CLOCKS):
-        yield c0, min(n_clocks, c0 + BLOCK_CLOCKS)
+    for c0 in range(0, n_clocks, block_clocks):
+        yield c0, min(n_clocks, c0 + block_clocks)
 
 
 def source_clocks(run: RigRun, name: str) -> int:
@@ -93,72 +107,204 @@ def source_clocks(run: RigRun, name: str) -> int:
     return run.buses[name].clock_at_or_after(run.end_ps)
 
 
-def _write_pci(cs: CaptureSet, name: str, bus: BusRecord, run: RigRun, nic: NicProfile, host: HostProfile,
-               rec: Recording, progress: Progress | None) -> None:
-    prof = bus.profile
-    n_clocks = source_clocks(run, name)
-    irqs = [(a, b if b >= 0 else n_clocks) for a, b in bus.interrupts]
-    renderer = pci_bus.PciRenderer(bus.transactions, width_bits=prof.width_bits, with_ad=rec.with_ad,
-                                   interrupts=irqs)
-    timing = rec.samples_per_clock is not None
-    channels = pci_bus.channels_for(prof.width_bits, rec.with_ad, timing)
-    roles = pci_bus.roles_for(prof.width_bits, rec.with_ad, timing)
-    meta = {
-        "kind": prof.kind,
-        "profile": prof.name,
-        "width_bits": prof.width_bits,
-        "clock_hz": prof.clock_hz,
-        "bars": [list(nic.bar0)],
-        "msi_window": MSI_WINDOW,
-        "device": nic.vendor_device,
-        "nic": nic.name,
-        "host": host.name,
-    }
-    trig_clk = bus.clock_at_or_after(run.trigger_ps)
-    if timing:
-        k = int(rec.samples_per_clock)  # type: ignore[arg-type]
-        rate = prof.clock_hz * k
-        # Sample j of the timing capture lies at phase + j/k clock periods.
-        trig_sample = trig_clk * k
+#: Clocks after a block's last that can still shape it: REQ# and GNT# rise before the FRAME# they lead
+#: to, and timing mode shows the state of the clock after the block's last (:meth:`PciRenderer.render`).
+WINDOW_LEAD_CLOCKS = pci_bus.REQ_LEAD_CLOCKS + 2
+
+
+def _pci_window(transactions: Sequence[pci_bus.PciTransaction], c0: int, c1: int, wide_bus: bool) -> slice:
+    """Where, in ``transactions`` (in start order, as a bus puts them), those that shape clocks ``[c0, c1]``
+    of the bus are.
+
+    One bus carries one transaction at a time, so the last to start before ``c0`` (one more kept for
+    margin) is the earliest that reaches into the block: its lines, or the AD value the bus holds after
+    it, and the REQ# of the next NIC transaction, which depends on the NIC's previous one only when that
+    ended just before it. On a 64-bit bus, AD[63:32] and C/BE[7:4]# hold what the last 64-bit transfer
+    left on them, however long ago. Those that start more than :data:`WINDOW_LEAD_CLOCKS` after ``c1``
+    cannot.
+    """
+    start = attrgetter("start_clk")
+    lo = max(0, bisect.bisect_left(transactions, c0, key=start) - 2)
+    if wide_bus:
+        while lo > 0 and not transactions[lo].wide:
+            lo -= 1
+    return slice(lo, bisect.bisect_right(transactions, c1 + WINDOW_LEAD_CLOCKS, key=start))
+
+
+def _probe_window(frames: Sequence[tuple[int, Frame]], c0: int, c1: int) -> Sequence[tuple[int, Frame]]:
+    """The frames (in start order) on the GMII during clocks ``[c0, c1)``: frames of one direction never
+    overlap, so only the last to start before ``c0`` can reach into the block."""
+    lo = max(0, bisect.bisect_left(frames, c0, key=itemgetter(0)) - 1)
+    return frames[lo:bisect.bisect_left(frames, c1, key=itemgetter(0))]
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A rendered block of a source: its samples, their timestamps (state mode) or both encoded as the
+    capture set stores them (timestamps then None), and on a bus the ground truth of the transactions that
+    start in it and what each was for."""
+
+    samples: np.ndarray | EncodedBlock
+    timestamps: np.ndarray | None
+    truth: np.ndarray | None = None
+    purpose: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A ground-truth table of a source, as :meth:`CaptureSet.write_table` takes it."""
+
+    path: str
+    rows: np.ndarray
+    units: dict[str, str]
+    description: str
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """What the instruments recorded of a run, and how: everything rendering a source needs.
+
+    ``run`` may be what a run still going has recorded so far (:meth:`_Renderer.checkpoint`): then only
+    blocks that nothing the model does from then on can change are rendered (:meth:`final_clock`).
+    """
+
+    run: RigRun
+    nic: NicProfile
+    host: HostProfile
+    recording: Recording
+    block_clocks: int = BLOCK_CLOCKS
+
+    @property
+    def names(self) -> list[str]:
+        return [*self.run.buses, "probe"]
+
+    @property
+    def chunk_samples(self) -> int:
+        """Samples per HDF5 chunk: blocks begin on chunk boundaries (each is stored as whole chunks)."""
+        return min(DEFAULT_CHUNK_SAMPLES, self.block_clocks)
+
+    def clocks(self, name: str) -> int:
+        return source_clocks(self.run, name)
+
+    def blocks(self, name: str) -> list[tuple[int, int]]:
+        """The clock ranges of source ``name``'s recording, in order."""
+        return list(_blocks(self.clocks(name), self.block_clocks))
+
+    def final_clock(self, name: str, t_ps: int) -> int:
+        """How far (exclusive) source ``name`` can be rendered once the model has done everything before
+        ``t_ps``: every transaction or frame it starts from then on begins at a clock edge at or after it."""
+        if name == "probe":
+            edge = max(0, math.ceil((t_ps - self.run.probe_phase_ps) / GMII_PERIOD_PS))
+            return edge - 1
+        return self.run.buses[name].clock_at_or_after(t_ps) - WINDOW_LEAD_CLOCKS - 1
+
+    def spec(self, name: str) -> SourceSpec:
+        """The source's description (channels, mode, rates, trigger) in the capture set."""
+        run = self.run
+        if name == "probe":
+            trig = max(0, math.ceil((run.trigger_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
+            return SourceSpec("probe", PROBE_CHANNELS, "state", samplerate_hz=125e6, trigger_sample=trig,
+                              offset_ps=run.probe_phase_ps + trig * GMII_PERIOD_PS - run.trigger_ps,
+                              bus={"kind": "gmii", "link_rate_bps": 1e9, "at": "host A (send)"},
+                              roles={**gmii.ROLES, "act": "LINK_ACT"},
+                              instrument={"model": "nicrig simulated GMII probe", "mode": "state",
+                                          "clock": "125 MHz GTX_CLK"})
+        bus, rec = run.buses[name], self.recording
+        prof = bus.profile
+        timing = rec.samples_per_clock is not None
+        meta = {
+            "kind": prof.kind,
+            "profile": prof.name,
+            "width_bits": prof.width_bits,
+            "clock_hz": prof.clock_hz,
+            "bars": [list(self.nic.bar0)],
+            "msi_window": MSI_WINDOW,
+            "device": self.nic.vendor_device,
+            "nic": self.nic.name,
+            "host": self.host.name,
+        }
+        trig_clk = bus.clock_at_or_after(run.trigger_ps)
         offset = bus.time_of(trig_clk) - run.trigger_ps
-        spec = SourceSpec(name, channels, "timing", samplerate_hz=rate, trigger_sample=trig_sample,
-                          offset_ps=offset, bus=meta, roles=roles,
-                          instrument={"model": "nicrig simulated logic analyzer", "mode": "timing",
-                                      "samples_per_clock": k})
-        w = cs.add_source(spec)
-        for c0, c1 in _blocks(n_clocks):
-            w.append(renderer.render(c0, c1, samples_per_clock=k))
-            if progress:
-                progress(name, c1, n_clocks)
-    else:
-        offset = bus.time_of(trig_clk) - run.trigger_ps
-        spec = SourceSpec(name, channels, "state", samplerate_hz=prof.clock_hz, trigger_sample=trig_clk,
+        channels = pci_bus.channels_for(prof.width_bits, rec.with_ad, timing)
+        roles = pci_bus.roles_for(prof.width_bits, rec.with_ad, timing)
+        if timing:
+            k = int(rec.samples_per_clock)  # type: ignore[arg-type]
+            # Sample j of the timing capture lies at phase + j/k clock periods.
+            return SourceSpec(name, channels, "timing", samplerate_hz=prof.clock_hz * k, trigger_sample=trig_clk * k,
+                              offset_ps=offset, bus=meta, roles=roles,
+                              instrument={"model": "nicrig simulated logic analyzer", "mode": "timing",
+                                          "samples_per_clock": k})
+        return SourceSpec(name, channels, "state", samplerate_hz=prof.clock_hz, trigger_sample=trig_clk,
                           offset_ps=offset, bus=meta, roles=roles,
                           instrument={"model": "nicrig simulated logic analyzer", "mode": "state",
                                       "clock": "PCI CLK rising edge"})
-        w = cs.add_source(spec)
-        for c0, c1 in _blocks(n_clocks):
-            w.append(renderer.render(c0, c1), _clock_times(bus.phase_ps, prof.period_ps, np.arange(c0, c1)))
-            if progress:
-                progress(name, c1, n_clocks)
-    truth = renderer.truth()
-    table = _with_columns(
-        truth,
-        t_start_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["ss"]) - run.trigger_ps,
-        t_end_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["es"]) - run.trigger_ps,
-        purpose=np.array(bus.purposes, dtype="S20")[np.argsort([t.start_clk for t in bus.transactions],
-                                                               kind="stable")],
-    )
-    cs.write_table(f"truth/{name}/transactions", table,
-                   units={"ss": "clock", "es": "clock", "t_start_ps": "ps", "t_end_ps": "ps", "bytes": "byte"},
-                   description=f"every PCI transaction the model put on {name}, in bus order")
-    clocks = np.array(irqs, dtype=np.int64).reshape(-1, 2)
-    irq = np.zeros(len(clocks), dtype=[("ss", "<i8"), ("es", "<i8"), ("t_assert_ps", "<i8"), ("t_deassert_ps", "<i8")])
-    irq["ss"], irq["es"] = clocks[:, 0], clocks[:, 1]
-    irq["t_assert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["ss"]) - run.trigger_ps
-    irq["t_deassert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["es"]) - run.trigger_ps
-    cs.write_table(f"truth/{name}/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
-                   description=f"INTA# low intervals on {name}")
+
+    def render(self, name: str, c0: int, c1: int, n_clocks: int | None = None) -> _Block:
+        """Clocks ``[c0, c1)`` of source ``name``.
+
+        ``n_clocks``: the recording's length, where an interrupt still asserted at the end is shown to end;
+        None while the run goes on (the block then lies before any such end).
+        """
+        run = self.run
+        if name == "probe":
+            renderer = gmii.GmiiRenderer(_probe_window(run.probe_tx, c0, c1), _probe_window(run.probe_rx, c0, c1))
+            return _Block(_with_link_activity(renderer.render(c0, c1)),
+                          _clock_times(run.probe_phase_ps, GMII_PERIOD_PS, np.arange(c0, c1)))
+        bus, rec = run.buses[name], self.recording
+        prof = bus.profile
+        reach = c1 + WINDOW_LEAD_CLOCKS
+        pending_end = reach if n_clocks is None else n_clocks
+        window = _pci_window(bus.transactions, c0, c1, prof.width_bits == 64)
+        renderer = pci_bus.PciRenderer(bus.transactions[window], width_bits=prof.width_bits, with_ad=rec.with_ad,
+                                       interrupts=[(a, b if b >= 0 else pending_end)
+                                                   for a, b in bus.interrupts if a <= reach])
+        # The block's own transactions (the last block's: all that are left), with what each was for.
+        truth = renderer.truth()
+        mine = (truth["ss"] >= c0) & ((truth["ss"] < c1) | (c1 == n_clocks))
+        truth, purpose = truth[mine], np.array(bus.purposes[window], dtype="S20")[mine]
+        if rec.samples_per_clock is not None:
+            return _Block(renderer.render(c0, c1, samples_per_clock=int(rec.samples_per_clock)), None, truth, purpose)
+        return _Block(renderer.render(c0, c1), _clock_times(bus.phase_ps, prof.period_ps, np.arange(c0, c1)), truth,
+                      purpose)
+
+    def tables(self, name: str, truth: Sequence[np.ndarray], purpose: Sequence[np.ndarray]) -> list[_Table]:
+        """Source ``name``'s ground truth (``truth/<name>/...``), on the common timeline; a bus's is made of
+        its blocks' ``truth`` and ``purpose`` (:meth:`render`), in order."""
+        run = self.run
+        if name == "probe":
+            frames = gmii.GmiiRenderer(run.probe_tx, run.probe_rx).truth()
+            table = _with_columns(
+                frames,
+                t_start_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, frames["ss"]) - run.trigger_ps,
+                t_end_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, frames["es"]) - run.trigger_ps,
+            )
+            return [_Table("truth/probe/frames", table,
+                           {"ss": "clock", "es": "clock", "t_start_ps": "ps", "t_end_ps": "ps", "length": "byte"},
+                           "every frame on the link at host A's GMII, both directions")]
+        bus = run.buses[name]
+        prof = bus.profile
+        n_clocks = self.clocks(name)
+        irqs = [(a, b if b >= 0 else n_clocks) for a, b in bus.interrupts]
+        rows = np.concatenate(truth)
+        table = _with_columns(
+            rows,
+            t_start_ps=_clock_times(bus.phase_ps, prof.period_ps, rows["ss"]) - run.trigger_ps,
+            t_end_ps=_clock_times(bus.phase_ps, prof.period_ps, rows["es"]) - run.trigger_ps,
+            purpose=np.concatenate(purpose),
+        )
+        clocks = np.array(irqs, dtype=np.int64).reshape(-1, 2)
+        irq = np.zeros(len(clocks), dtype=[("ss", "<i8"), ("es", "<i8"), ("t_assert_ps", "<i8"),
+                                           ("t_deassert_ps", "<i8")])
+        irq["ss"], irq["es"] = clocks[:, 0], clocks[:, 1]
+        irq["t_assert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["ss"]) - run.trigger_ps
+        irq["t_deassert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["es"]) - run.trigger_ps
+        return [
+            _Table(f"truth/{name}/transactions", table,
+                   {"ss": "clock", "es": "clock", "t_start_ps": "ps", "t_end_ps": "ps", "bytes": "byte"},
+                   f"every PCI transaction the model put on {name}, in bus order"),
+            _Table(f"truth/{name}/interrupts", irq, {"t_assert_ps": "ps", "t_deassert_ps": "ps"},
+                   f"INTA# low intervals on {name}"),
+        ]
 
 
 #: The probe's channels: the GMII at host A, and a frame-presence wire for A to B
@@ -176,93 +322,120 @@ def _with_link_activity(block: np.ndarray) -> np.ndarray:
     return out
 
 
-def _write_probe(cs: CaptureSet, run: RigRun, progress: Progress | None) -> None:
-    n_clocks = source_clocks(run, "probe")
-    renderer = gmii.GmiiRenderer(run.probe_tx, run.probe_rx)
-    trig = max(0, math.ceil((run.trigger_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
-    offset = run.probe_phase_ps + trig * GMII_PERIOD_PS - run.trigger_ps
-    spec = SourceSpec("probe", PROBE_CHANNELS, "state", samplerate_hz=125e6, trigger_sample=trig,
-                      offset_ps=offset, bus={"kind": "gmii", "link_rate_bps": 1e9, "at": "host A (send)"},
-                      roles={**gmii.ROLES, "act": "LINK_ACT"},
-                      instrument={"model": "nicrig simulated GMII probe", "mode": "state",
-                                  "clock": "125 MHz GTX_CLK"})
-    w = cs.add_source(spec)
-    for c0, c1 in _blocks(n_clocks):
-        w.append(_with_link_activity(renderer.render(c0, c1)),
-                 _clock_times(run.probe_phase_ps, GMII_PERIOD_PS, np.arange(c0, c1)))
-        if progress:
-            progress("probe", c1, n_clocks)
-    truth = renderer.truth()
-    table = _with_columns(
-        truth,
-        t_start_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, truth["ss"]) - run.trigger_ps,
-        t_end_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, truth["es"]) - run.trigger_ps,
-    )
-    cs.write_table("truth/probe/frames", table, units={"ss": "clock", "es": "clock", "t_start_ps": "ps",
-                                                       "t_end_ps": "ps", "length": "byte"},
-                   description="every frame on the link at host A's GMII, both directions")
+def _render_task(sources: _Sources, final: bool, task: tuple[str, int, int]) -> _Block:
+    """Render block ``(name, c0, c1)`` (``final``: of the run as recorded, whose end is known; else of the
+    run still going)."""
+    name, c0, c1 = task
+    return sources.render(name, c0, c1, sources.clocks(name) if final else None)
 
 
-@dataclass(frozen=True)
-class _Sources:
-    """What the instruments recorded of a run, and how: everything rendering a source needs."""
+def _encoded_task(sources: _Sources, final: bool, task: tuple[str, int, int]) -> _Block:
+    """:func:`_render_task` in a worker: it compresses the block too, so that this process only stores it."""
+    block = _render_task(sources, final, task)
+    return replace(block, samples=encode_block(block.samples, block.timestamps, sources.chunk_samples),
+                   timestamps=None)
 
-    run: RigRun
-    nic: NicProfile
-    host: HostProfile
-    recording: Recording
+
+def _workers(workers: int | None) -> int:
+    """Processes rendering (default: one per usable CPU, this one included; 1: all here)."""
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, workers) if forked.can_fork() else 1
+
+
+class _Renderer:
+    """Renders a run's sources into a capture set, on ``workers`` CPUs.
+
+    While the model runs (the whole run recorded), the blocks it can no longer change are rendered in a
+    forked worker on another CPU (:mod:`forked`); once it has ended, what is left and the tables are
+    shared among ``workers`` of them; this process then only stores. With one worker, everything is done
+    here, block by block. The capture set is the same either way.
+    """
+
+    def __init__(self, rig: Rig, sources: Callable[[RigRun], _Sources], recording: Recording, workers: int,
+                 progress: Progress | None):
+        self.rig, self.sources, self.workers, self.progress = rig, sources, workers, progress
+        self.pool = forked.ForkPool(workers) if workers > 1 else None
+        self.next_c0: dict[str, int] = {}
+        # A recording cut short changes the blocks near its end: those wait for the model's end.
+        self.live = self.pool is not None and recording.messages == 0
+        sc = rig.scenario
+        self.messages = sum(p.count for p in sc.points()) * (2 if sc.kind == "latency" else 1)
 
     @property
-    def names(self) -> list[str]:
-        return [*self.run.buses, "probe"]
+    def checkpoints(self) -> Callable[[int], None] | None:
+        """What the model calls as it goes (:meth:`checkpoint`), if anything is to be done then."""
+        return self.checkpoint if self.live or self.progress else None
 
-    def write(self, cs: CaptureSet, name: str, progress: Progress | None) -> None:
-        """Render source ``name`` into ``cs``, with its ground truth (``truth/<name>/``)."""
-        if name == "probe":
-            _write_probe(cs, self.run, progress)
+    def __enter__(self) -> _Renderer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    def checkpoint(self, t_ps: int) -> None:
+        """The model has done everything before ``t_ps``: say how far it is, and hand the blocks that became
+        final to a worker."""
+        if self.progress:
+            self.progress("model", len(self.rig.packets), self.messages)
+        if not self.live or self.pool.running >= self.workers - 1:  # the model keeps one CPU
+            return
+        rig = self.rig
+        # What the model recorded so far (a copy of it, in the worker's memory once forked).
+        live = self.sources(RigRun(buses=rig.buses, probe_tx=rig.probe_tx, probe_rx=rig.probe_rx,
+                                   probe_phase_ps=rig.probe_phase_ps, packets=[], interrupts=[], counters={},
+                                   trigger_ps=0, end_ps=t_ps))
+        tasks = [(name, c0, c0 + live.block_clocks) for name in live.names
+                 for c0 in range(self.next_c0.get(name, 0), live.final_clock(name, t_ps) - live.block_clocks + 1,
+                                 live.block_clocks)]
+        # A fork costs this process its page tables' copy and the pages it writes after: a few blocks each.
+        if len(tasks) >= WORKER_BLOCKS:
+            self.pool.submit(tasks, partial(_encoded_task, live, False))
+            for name, _, c1 in tasks:
+                self.next_c0[name] = c1
+
+    def write(self, cs: CaptureSet, run: RigRun, progress: Progress | None) -> None:
+        """Render what is left of ``run`` (as recorded) and store every source and its tables in ``cs``."""
+        sources = self.sources(run)
+        tasks = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)]
+        if self.pool is None:
+            results: Mapping[tuple[str, int, int], _Block] = _Lazy(partial(_render_task, sources, True))
         else:
-            _write_pci(cs, name, self.run.buses[name], self.run, self.nic, self.host, self.recording, progress)
+            self.pool.collect()
+            results = self.pool.results()
+            todo = [t for t in tasks if t not in results]
+            for share in range(self.workers):
+                if todo[share::self.workers]:
+                    self.pool.submit(todo[share::self.workers], partial(_encoded_task, sources, True))
+            self.pool.collect()
+        for name in sources.names:
+            w = cs.add_source(sources.spec(name), chunk_samples=sources.chunk_samples)
+            n_clocks, truth, purpose = sources.clocks(name), [], []
+            for c0, c1 in sources.blocks(name):
+                block = results[(name, c0, c1)]
+                results.pop((name, c0, c1), None)  # stored: only its truth is kept
+                if isinstance(block.samples, EncodedBlock):
+                    w.append_encoded(block.samples)
+                else:
+                    w.append(block.samples, block.timestamps)
+                truth.append(block.truth)
+                purpose.append(block.purpose)
+                if progress:
+                    progress(name, c1, n_clocks)
+            for table in sources.tables(name, truth, purpose):
+                cs.write_table(table.path, table.rows, units=table.units, description=table.description)
 
 
-def _write_sources(cs: CaptureSet, sources: _Sources, workers: int | None, progress: Progress | None) -> None:
-    """Render every source of ``sources`` into ``cs``, on threads of their own when there are CPUs for them.
+class _Lazy(dict):
+    """Blocks rendered when asked for (the renderer with one worker: each as it is stored)."""
 
-    NumPy's array operations and HDF5's filters (checksum, shuffle, deflate: h5py lets go of the GIL while
-    HDF5 runs, though it lets one thread into HDF5 at a time) do not need the interpreter, so one source
-    renders while another is compressed. ``workers`` threads (default: one per source given two usable
-    CPUs; 1: one after the other here) write the same samples, timestamps and tables either way.
-    """
-    names = sources.names
-    workers = (len(names) if _usable_cpus() >= 2 else 1) if workers is None else min(len(names), workers)
-    if workers < 2:
-        for name in names:
-            sources.write(cs, name, progress)
-        return
-    cs.group("truth", create=True)  # made here: threads making it at once would race
-    stop = threading.Event()
+    def __init__(self, compute: Callable[[tuple[str, int, int]], _Block]):
+        super().__init__()
+        self.compute = compute
 
-    def progress_unless_stopped(name: str, done: int, total: int) -> None:
-        """Called after every block: where a thread gives up once another failed or the user interrupted."""
-        if stop.is_set():
-            raise _Stopped
-        if progress:
-            progress(name, done, total)
-
-    with ThreadPoolExecutor(workers, thread_name_prefix="nicrig-source") as pool:
-        try:
-            for done in [pool.submit(sources.write, cs, name, progress_unless_stopped) for name in names]:
-                done.result()
-        except BaseException:
-            stop.set()  # the other threads stop after their current block instead of rendering to the end
-            raise
-
-
-class _Stopped(Exception):
-    """A source's thread stops: another failed, or the user interrupted (the error that says so is theirs)."""
-
-
-def _usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    def __missing__(self, task: tuple[str, int, int]) -> _Block:
+        return self.compute(task)
 
 
 def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
@@ -341,19 +514,23 @@ def _packets_table(run: RigRun) -> np.ndarray:
 def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile, out: str | os.PathLike[str],
              recording: Recording = Recording(), progress: Progress | None = None, *,
              settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None,
-             workers: int | None = None) -> RigRun:
+             workers: int | None = None, block_clocks: int = BLOCK_CLOCKS) -> RigRun:
     """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run.
 
     ``settings`` (what the command line asked, beyond the scenario) and ``argv``
     go into the results' root attributes (``docs/formats.md``). ``workers``:
-    threads rendering the sources at once (default: one per source on a
-    machine with two CPUs or more; 1: one after the other; the capture set
-    is the same).
+    processes rendering the sources (default: one per usable CPU; 1: all in
+    this one, after the model; :class:`_Renderer`). ``block_clocks``: clocks
+    rendered and stored at a time (a power of two; chunks are at most that
+    long). The capture set is the same whatever the two.
     """
     with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}") as cs:
-        run = Rig(scenario, bus, nic, host).run()
-        recorded = recorded_part(run, recording.messages)
-        _write_sources(cs, _Sources(recorded, nic, host, recording), workers, progress)
+        rig = Rig(scenario, bus, nic, host)
+        sources = partial(_Sources, nic=nic, host=host, recording=recording, block_clocks=block_clocks)
+        with _Renderer(rig, sources, recording, _workers(workers), progress) as renderer:
+            run = rig.run(checkpoint=renderer.checkpoints, every_ps=CHECKPOINT_PS)
+            recorded = recorded_part(run, recording.messages)
+            renderer.write(cs, recorded, progress)
         cs.write_table("truth/packets", _packets_table(run),
                        units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                               "size_bytes": "byte"},

@@ -1,0 +1,82 @@
+"""Forked workers (acquisition/sim/forked.py): results come back by task, errors come back as errors, a worker
+that dies is reported, and leaving the pool leaves no process and no file behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+from nicrig.acquisition.sim.forked import ForkPool, WorkerFailed
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="forked workers need POSIX fork")
+
+
+def test_results_come_back_by_task_from_every_worker():
+    table = np.arange(10)  # read by the children from their copy of this process's memory
+    with ForkPool(2) as pool:
+        for part in ([0, 1, 2], [3, 4], [5, 6, 7, 8, 9]):
+            pool.submit(part, lambda i: (os.getpid(), table[i] ** 2))
+        pool.collect()
+        results = pool.results()
+    assert {i: r[1] for i, r in results.items()} == {i: i * i for i in range(10)}
+    assert os.getpid() not in {pid for pid, _ in results.values()}
+
+
+def test_a_workers_error_is_raised_here_with_its_traceback():
+    def fails(task):
+        raise OSError(28, f"No space left on device ({task})")
+
+    with ForkPool(1) as pool:
+        pool.submit(["block 7"], fails)
+        with pytest.raises(OSError, match=r"No space left on device \(block 7\)") as info:
+            pool.collect()
+    assert any("in a forked worker" in note and "fails" in note for note in info.value.__notes__)
+
+
+def test_an_error_that_cannot_be_pickled_comes_back_as_text():
+    class Local(Exception):  # defined in a function: pickle cannot find it again
+        pass
+
+    def fails(task):
+        raise Local("half-rendered block")
+
+    with ForkPool(1) as pool:
+        pool.submit([1], fails)
+        with pytest.raises(WorkerFailed, match="half-rendered block"):
+            pool.collect()
+
+
+def test_a_worker_that_dies_is_reported():
+    with ForkPool(1) as pool:
+        pool.submit([1], lambda task: os.kill(os.getpid(), signal.SIGKILL))
+        with pytest.raises(WorkerFailed, match="killed by signal 9"):
+            pool.collect()
+
+
+def test_leaving_the_pool_stops_its_workers_and_removes_their_files():
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(KeyboardInterrupt), ForkPool(2) as pool:
+            pool.submit([1], lambda task: os.read(read_end, 1))  # blocks until the pipe closes: never here
+            assert pool.running == 1
+            children = list(pool._running)
+            folder = pool._folder
+            raise KeyboardInterrupt
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    for pid in children:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped by the pool
+    assert not folder.exists()
+
+
+def test_a_full_pool_waits_for_room_and_keeps_every_result():
+    with ForkPool(1) as pool:
+        for i in range(4):
+            pool.submit([i], lambda task: task + 100)
+            assert pool.running <= 1
+        pool.collect()
+        assert pool.results() == {0: 100, 1: 101, 2: 102, 3: 103}
