@@ -23,7 +23,8 @@ Per bus (one host's PCI bus, with its INTA# table):
     each tied to its frame on the link; the host's CSR accesses grouped into
     **clusters** (``send``: the driver's setup before a fetch; ``interrupt``:
     the service routine's first accesses, which clear INTA#; ``update``: its
-    later CSR updates; ``other``); and the interrupts with their cause.
+    later CSR updates; ``refill``: the receive ring's tail written outside
+    the service; ``other``); and the interrupts with their cause.
 ``dma_timing(activity, pci) -> DmaTiming``, ``csr_timing(activity) -> CsrTiming``,
 ``interrupt_timing(activity) -> InterruptTiming``, ``wait_states(pci) -> dict[str, WaitStates]``,
 ``stop_counts(pci) -> StopCounts``, ``occupancy(pci, t0_ns, t1_ns, frames) -> Occupancy``
@@ -76,7 +77,11 @@ interrupt service, its update) by what the bus shows, not by idle gaps
 (under load DMA fills them): who mastered a transaction (GNT#), retries
 belonging to the access that completes (PCI 3.0 3.3.3.2.2), the access
 that cleared INTA# opening a service, the doorbell a fetch answers closing
-a send. The sequences are learnt per capture from both buses
+a send. A receive ring's refill written on its own, after the stack (Linux
+2.4's e1000), is told apart first and kept out of the sequences
+(:func:`_refill_runs`; by its register where AD was probed and the NIC's
+register map is given, :mod:`nicrig.analysis.nic_registers`). The sequences
+are learnt per capture from both buses
 (:func:`driver_sequences`); without clear evidence the accesses fall back
 to runs (``csr_gap_ns`` of idle bus at most between them, cut where a fetch
 or a service begins). ``docs/analysis.md`` says more, and what the tests
@@ -91,6 +96,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from nicrig.analysis.nic_registers import RegisterMap
 
 #: NIC bursts of one transfer follow each other within this (the NIC's own gap plus arbitration).
 DMA_GAP_NS = 500.0
@@ -113,7 +120,7 @@ PAUSE_QUANTUM_BITS = 512
 READ_COMMANDS = (b"Memory Read", b"Memory Read Multiple", b"Memory Read Line")
 WRITE_COMMANDS = (b"Memory Write", b"Memory Write and Invalidate")
 TRANSFER_ROLES = ("fetch", "receive", "writeback", "other")
-CLUSTER_ROLES = ("send", "interrupt", "update", "other")
+CLUSTER_ROLES = ("send", "interrupt", "update", "refill", "other")
 
 
 # -- small statistics ------------------------------------------------------------------------------
@@ -770,7 +777,8 @@ def driver_sequences(ev: _Evidence) -> DriverSequences | None:
 @dataclass(frozen=True)
 class _Layout:
     """A bus's tables in time order, its transfers, its register accesses and runs before they are labelled, and
-    what they show of the driver's sequences."""
+    what they show of the driver's sequences. ``accesses`` and ``evidence`` leave out the ``refills``
+    (:func:`_refill_runs`), which are labelled apart."""
 
     pci: np.ndarray
     irq: np.ndarray
@@ -782,10 +790,66 @@ class _Layout:
     accesses: list[_Access]
     cleared: dict[int, int]
     evidence: _Evidence
+    refills: list[Run]
+
+
+def _refill_runs(pci: np.ndarray, runs: list[Run], accesses: list[_Access], cleared: dict[int, int],
+                 transfers: list[Transfer], doorbell_ns: float, registers: RegisterMap | None) -> list[Run]:
+    """The runs of register accesses that hand receive descriptors back to the NIC: the ring's refill.
+
+    A driver returns the descriptors of received frames by writing the
+    receive ring's tail (Intel 8254x SDM §3.2.6: RDT; SysKonnect: the receive
+    queue's Q_CSR; Alteon: RxStdPrd), in the service's update or, where the
+    stack runs after the service (Linux 2.4's NET_RX softirq and the e1000's
+    refill tasklet), on its own once the stack has taken the frames: then a
+    refill can fall just before the next send's setup, and must not be
+    counted in it. With AD probed and the controller's ``registers`` known, a
+    run of writes to a receive tail register is a refill. Otherwise the bus
+    shows a refill as a run of the same access repeated (one tail register;
+    a write where the command was probed) that cleared no interrupt, is not
+    the run just after a service (the service's update goes there), met no
+    fetch (none in progress, none beginning within ``doorbell_ns`` of it: no
+    doorbell, nor a send whose fetch waits for the one before) and came after
+    a frame was received since the last refill.
+    """
+    if not runs:
+        return []
+    of_row = {r: k for k, a in enumerate(accesses) for r in a.rows}
+    known = pci["has_address"] if "has_address" in (pci.dtype.names or ()) else np.zeros(len(pci), bool)
+    offsets = registers.offsets(pci["address"]) if registers is not None else None
+    write = np.isin(pci["command"], WRITE_COMMANDS)
+    fetches = np.array([(t.start_ns, t.end_ns) for t in transfers if t.role == "fetch"]).reshape(-1, 2)
+    fetch_starts = np.sort(fetches[:, 0])
+    receive_ends = np.sort([t.end_ns for t in transfers if t.role == "receive"])
+    out: list[Run] = []
+    last_end = -math.inf
+    after_service = False
+    for rows, start, end in runs:
+        done = sorted({of_row[r] for r in rows if r in of_row})
+        served = any(k in cleared for k in done)
+        final = [accesses[k].rows[-1] for k in done]
+        if offsets is not None and final and known[final].all():
+            refill = bool(write[final].all() and all(int(offsets[r]) in registers.receive_tail for r in final))
+        else:
+            same = len({accesses[k].key for k in done}) == 1
+            probed = pci["command"][final] != b""
+            rang = bool(np.searchsorted(fetch_starts, end + doorbell_ns, "right")
+                        > np.searchsorted(fetch_starts, start, "left")) or bool(
+                ((fetches[:, 0] <= end) & (fetches[:, 1] >= start)).any())
+            received = bool(np.searchsorted(receive_ends, start, "left")
+                            > np.searchsorted(receive_ends, last_end, "right"))
+            refill = (same and bool(write[final][probed].all()) and not served and not after_service
+                      and not rang and received)
+        if refill:
+            out.append((rows, start, end))
+            last_end = end
+        after_service = served
+    return out
 
 
 def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | None, frames_out: np.ndarray | None,
-            dma_gap_ns: float, csr_gap_ns: float, doorbell_ns: float, descriptor_max_bytes: int) -> _Layout:
+            dma_gap_ns: float, csr_gap_ns: float, doorbell_ns: float, descriptor_max_bytes: int,
+            registers: RegisterMap | None = None) -> _Layout:
     pci = np.sort(pci, order="t_ns", kind="stable")
     irq = np.sort(irq, order="t_ns") if irq is not None else np.zeros(0, dtype=[("t_ns", "<i8"), ("t_end_ns", "<i8")])
     transfers = _transfers(pci, frames_in, frames_out, gap_ns=dma_gap_ns, descriptor_max=descriptor_max_bytes)
@@ -794,11 +858,18 @@ def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | Non
     runs, whole = _clusters(pci, csr_gap_ns, np.concatenate([fetch_starts, clearing[np.isfinite(clearing)]]))
     keys = _access_keys(pci)
     accesses = _completed_accesses(pci, keys)
-    cleared, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
+    cleared, _ = _anchors(accesses, irq, fetch_starts, doorbell_ns)
+    refills = _refill_runs(pci, runs, accesses, cleared, transfers, doorbell_ns, registers)
+    if refills:
+        # The refills are no part of the driver's send, service or update sequences: learnt and labelled without them.
+        taken = {r for rows, _, _ in refills for r in rows}
+        accesses = [a for a in accesses if a.rows[-1] not in taken]
+        cleared, _ = _anchors(accesses, irq, fetch_starts, doorbell_ns)
+    _, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
     busy = np.cumsum(np.concatenate([[0.0], (pci["t_end_ns"] - pci["t_ns"]).astype(np.float64)]))
     return _Layout(pci, irq, transfers, clearing, runs, keys,
                    _send_sequences(runs, whole, keys, fetch_starts, doorbell_ns), accesses, cleared,
-                   _evidence(accesses, cleared, rang, busy, len(fetch_starts)))
+                   _evidence(accesses, cleared, rang, busy, len(fetch_starts)), refills)
 
 
 def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:
@@ -849,6 +920,9 @@ def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:
         clusters.append(CsrCluster(role, rows, accesses[a].start_ns, accesses[b - 1].end_ns,
                                    int((~retry[list(rows)]).sum()), int(retry[list(rows)].sum()),
                                    linked_transfer[k], it))
+    clusters += [CsrCluster("refill", tuple(rows), s, e, int((~retry[rows]).sum()), int(retry[rows].sum()))
+                 for rows, s, e in lay.refills]
+    clusters.sort(key=lambda c: c.start_ns)
     service = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "interrupt"}
     update = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "update" and c.interrupt >= 0}
     cause_ends = np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")])
@@ -865,15 +939,19 @@ def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:
 def bus_activity(pci: np.ndarray, irq: np.ndarray | None = None, frames_in: np.ndarray | None = None,
                  frames_out: np.ndarray | None = None, *, dma_gap_ns: float = DMA_GAP_NS,
                  csr_gap_ns: float = CSR_GAP_NS, doorbell_ns: float = DOORBELL_NS,
-                 descriptor_max_bytes: int = DESCRIPTOR_MAX_BYTES) -> BusActivity:
+                 descriptor_max_bytes: int = DESCRIPTOR_MAX_BYTES,
+                 registers: RegisterMap | None = None) -> BusActivity:
     """One host's bus as transfers, CSR clusters and interrupts.
 
     ``pci``: the bus's decoded ``pci`` table; ``irq``: its ``irq`` table
     (INTA#), or None; ``frames_in`` / ``frames_out``: the data frames
     (:func:`data_frames`) reaching / leaving this host, or None without a
-    probe (then only the decoded commands tell transfers apart).
+    probe (then only the decoded commands tell transfers apart);
+    ``registers``: the NIC's register map (:mod:`nicrig.analysis.nic_registers`),
+    which names the accesses where AD was probed.
     """
-    lay = _layout(pci, irq, frames_in, frames_out, dma_gap_ns, csr_gap_ns, doorbell_ns, descriptor_max_bytes)
+    lay = _layout(pci, irq, frames_in, frames_out, dma_gap_ns, csr_gap_ns, doorbell_ns, descriptor_max_bytes,
+                  registers)
     seqs = driver_sequences(lay.evidence)
     return _labelled(lay, seqs) if seqs is not None else _activity(lay, _majority(lay.sends_seen), doorbell_ns)
 
@@ -882,7 +960,8 @@ def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: floa
     """Label a bus's register runs, given the driver's send sequence (if known) and the interrupts."""
     pci, irq, transfers, clearing, keys = lay.pci, lay.irq, lay.transfers, lay.clearing, lay.keys
     runs = _split_at(lay.runs, keys, signature, pci) if signature is not None else lay.runs
-    roles = ["other"] * len(runs)
+    refill_rows = {r for rows, _, _ in lay.refills for r in rows}
+    roles = ["refill" if refill_rows.issuperset(rows) else "other" for rows, _, _ in runs]
     is_send = [signature is not None and tuple(keys[i] for i in rows) == signature for rows, _, _ in runs]
     linked_transfer = [-1] * len(runs)
     linked_interrupt = [-1] * len(runs)
@@ -996,7 +1075,9 @@ class CsrTiming:
 
     ``send_setup_us``: first to last access of the driver's setup before each
     fetch; ``send_to_dma_us``: its end to the fetch's start; ``service_us`` /
-    ``update_us``: the interrupt service's first and later clusters.
+    ``update_us``: the interrupt service's first and later clusters;
+    ``refill_us`` / ``refill_accesses``: the receive ring's refills outside
+    the services (:func:`_refill_runs`).
     """
 
     send_setup_us: Spread
@@ -1004,6 +1085,8 @@ class CsrTiming:
     send_to_dma_us: Spread
     service_us: Spread
     update_us: Spread
+    refill_us: Spread
+    refill_accesses: Spread
     accesses: int
     retries: int
 
@@ -1016,6 +1099,8 @@ def csr_timing(activity: BusActivity) -> CsrTiming:
         send_to_dma_us=spread([(activity.transfers[c.transfer].start_ns - c.end_ns) / 1000 for c in sends]),
         service_us=spread([c.duration_ns / 1000 for c in activity.clusters_of_role("interrupt")]),
         update_us=spread([c.duration_ns / 1000 for c in activity.clusters_of_role("update")]),
+        refill_us=spread([c.duration_ns / 1000 for c in activity.clusters_of_role("refill")]),
+        refill_accesses=spread([c.accesses for c in activity.clusters_of_role("refill")]),
         accesses=sum(c.accesses for c in activity.clusters), retries=sum(c.retries for c in activity.clusters))
 
 
@@ -1385,13 +1470,14 @@ class BusTimeline:
 
 def bus_timeline(send_pci: np.ndarray | None, send_irq: np.ndarray | None, recv_pci: np.ndarray | None,
                  recv_irq: np.ndarray | None, ethernet: np.ndarray | None, *, link_rate_bps: float = 1e9,
-                 **options: float) -> BusTimeline:
+                 registers: RegisterMap | None = None, **options: float) -> BusTimeline:
     """Measure a capture set of the rig; any table may be None (not recorded or not decoded).
 
     The probe is at the sending host: its ``tx`` frames leave the sending
     bus and reach the receiving one, ``rx`` frames go the other way.
     Occupancy is taken over the span of the data frames one way (the whole
-    bus capture without a probe).
+    bus capture without a probe). ``registers``: both NICs' register map
+    (:mod:`nicrig.analysis.nic_registers`), for captures with AD probed.
     """
     out = data_frames(ethernet, b"tx") if ethernet is not None else None
     back = data_frames(ethernet, b"rx") if ethernet is not None else None
@@ -1406,8 +1492,8 @@ def bus_timeline(send_pci: np.ndarray | None, send_irq: np.ndarray | None, recv_
     settings = {"dma_gap_ns": DMA_GAP_NS, "csr_gap_ns": CSR_GAP_NS, "doorbell_ns": DOORBELL_NS,
                 "descriptor_max_bytes": DESCRIPTOR_MAX_BYTES, **options}
     sides = ((send_pci, send_irq, back, out), (recv_pci, recv_irq, out, back))
-    layouts = [_layout(pci, irq, f_in, f_out, **settings) if pci is not None else None  # type: ignore[arg-type]
-               for pci, irq, f_in, f_out in sides]
+    layouts = [_layout(pci, irq, f_in, f_out, **settings, registers=registers)  # type: ignore[arg-type]
+               if pci is not None else None for pci, irq, f_in, f_out in sides]
     # Both hosts run the same NIC and driver: their buses together show its register sequences.
     present = [lay for lay in layouts if lay is not None]
     seqs = driver_sequences(sum((lay.evidence for lay in present), _Evidence()))

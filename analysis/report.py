@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from nicrig.analysis import bus, cpu, expected, figures, hostprobe, latency, load, suite, sweeps, throughput
+from nicrig.analysis import (bus, cpu, expected, figures, hostprobe, latency, load, nic_registers, suite, sweeps,
+                            throughput)
 from nicrig.analysis.citations import GEIST, HUGHES_JONES, PAI, REFERENCES
 from nicrig.analysis.quantity import measured, number, setting
 from nicrig.errors import UsageError
@@ -853,7 +854,8 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
     sec = Section(f"Bus-level timeline: {name}", name)
     link = float(meta.get(probe_s, {}).get("link_rate_bps") or options.link_rate_bps or 1e9)
     tl = bus.bus_timeline(tables.get(f"{send_s}/pci"), tables.get(f"{send_s}/irq"), tables.get(f"{recv_s}/pci"),
-                          tables.get(f"{recv_s}/irq"), tables.get(f"{probe_s}/ethernet"), link_rate_bps=link)
+                          tables.get(f"{recv_s}/irq"), tables.get(f"{probe_s}/ethernet"), link_rate_bps=link,
+                          registers=nic_registers.for_device(meta.get(send_s, {}).get("device")))
     used = [f"decoded/{k}" for k, v in tables.items() if v is not None]
     src_all = f"{name}: " + ", ".join(used)
     src_send = f"{name}: decoded/{send_s}/pci, decoded/{send_s}/irq"
@@ -880,6 +882,8 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
         _bus_rows("CSR setup end -> fetch, median", lambda b: b.csr.send_to_dma_us, buses, "us"),
         _bus_rows("interrupt service's first CSR accesses, median", lambda b: b.csr.service_us, buses, "us"),
         _bus_rows("interrupt service's CSR update, median", lambda b: b.csr.update_us, buses, "us"),
+        _bus_rows("CSR accesses per receive ring refill outside the service, median", lambda b: b.csr.refill_accesses,
+                  buses, ""),
         _bus_rows("CSR accesses retried (STOP#)", lambda b: b.csr.retries, buses, ""),
         _bus_rows("transactions with STOP#", lambda b: b.stops.with_stop, buses, ""),
         _bus_rows("  of them DMA disconnects", lambda b: b.stops.disconnects_with_data

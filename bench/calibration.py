@@ -15,7 +15,7 @@ import json
 import math
 import sys
 
-from nicrig.acquisition.sim.calibration import CONFIGS, REDUCED, Row, Sizes, calibrate
+from nicrig.acquisition.sim.calibration import CONFIGS, E1000_SOFTIRQ, REDUCED, Row, Sizes, calibrate
 
 
 def _fmt(v: float) -> str:
@@ -41,6 +41,9 @@ def main() -> int:
     ap.add_argument("--reduced", action="store_true", help="short runs (as the test does)")
     ap.add_argument("--only", nargs="+", choices=sorted(CONFIGS), help="these configurations only")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--intel-softirq", action="store_true",
+                    help="what-if: the Intel PRO/1000 with Linux 2.4's receive path (rx_refill = softirq: the stack "
+                         "after the service, the ring refilled from a tasklet)")
     args = ap.parse_args()
     sizes = REDUCED if args.reduced else Sizes()
 
@@ -52,7 +55,8 @@ def main() -> int:
         def progress(done: int, total: int, what: str) -> None:
             bar.update(task, completed=done, total=total, description=what)
 
-        rows = calibrate(sizes, only=set(args.only) if args.only else None, progress=progress)
+        rows = calibrate(sizes, only=set(args.only) if args.only else None, progress=progress,
+                         nic_changes={"intel-pro1000": E1000_SOFTIRQ} if args.intel_softirq else None)
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
