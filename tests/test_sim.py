@@ -7,14 +7,17 @@ where they need the model's bookkeeping (which transaction moved which frame).
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_unprivileged
+from conftest import as_from_a_shell, run_unprivileged
 from conftest import simulate_set as _sim
 from nicrig.acquisition.capture import CaptureSet, unpack_bits
 from nicrig.acquisition.sim import profiles
@@ -309,3 +312,51 @@ def test_a_source_that_fails_fails_the_run_and_leaves_no_file(failing, workers, 
     with pytest.raises(OSError, match="No space left"):
         _sim(tmp_path, "broken", kind="stream", size_bytes=1400, spacing_us=11, count=40, seed=2, workers=workers)
     assert list(tmp_path.iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _group(pgid: int) -> str:
+    return subprocess.run(["ps", "-o", "pid,ppid,stat,cmd", "-g", str(pgid)], capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+                    reason="needs Linux's /proc/PID/task/TID/children to see the workers")
+def test_ctrl_c_while_workers_render_stops_them_all_and_leaves_nothing(tmp_path):
+    """Ctrl-C reaches the terminal's whole process group, the simulation and its forked workers: the
+    workers leave it to the simulation, which stops them, removes their results and the unfinished
+    capture set, and exits 130."""
+    out, scratch = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    scratch.mkdir()
+
+    def own_group() -> None:
+        as_from_a_shell()
+        os.setpgid(0, 0)  # as a shell puts a job in a process group of its own
+
+    proc = subprocess.Popen([sys.executable, "-m", "nicrig", "simulate", "--scenario", "stream", "--size", "1400",
+                             "--spacing-us", "11", "--count", "200000", "--rounds", "1", "--capture-count", "0",
+                             "-o", str(out / "long.h5")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=own_group, env={**os.environ, "TMPDIR": str(scratch)})
+    try:
+        while not _children(proc.pid):  # the model has handed blocks to a worker
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    for _ in range(200):  # no worker outlived it (once init has taken any zombie it left)
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"processes of the simulation's group are still there: {_group(proc.pid)}")
+    assert list(out.iterdir()) == [] and list(scratch.iterdir()) == []

@@ -70,10 +70,16 @@ class ForkPool:
             self._reap(*os.waitpid(oldest, 0))
         self._serial += 1
         out = self._folder / f"{self._serial}.pickle"
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child's coverage is not collected
-            _child(tasks, work, out)
-        self._running[pid] = out
+        # A Ctrl-C between the fork and the child's being noted would leave a worker nobody stops: it is
+        # held back until then (the child, whose mask this is too, ignores it).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child's coverage is not collected
+                _child(tasks, work, out, held)
+            self._running[pid] = out
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def collect(self, block: bool = True) -> None:
         """Take in the results of finished children (``block``: wait for all of them)."""
@@ -122,13 +128,14 @@ def _how(status: int) -> str:
     return f"exit status {os.WEXITSTATUS(status)}"
 
 
-def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path) -> None:  # pragma: no cover
+def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iterable[int]) -> None:  # pragma: no cover
     """The forked child: do the work, write ``(ok, results)`` or ``(False, (error, traceback))``, exit."""
     code = 0
     try:
         gc.disable()
         # Ctrl-C reaches the whole process group: the parent handles it and kills its workers.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         outcome: tuple[bool, Any] = (True, {task: work(task) for task in tasks})
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
         code = 1
