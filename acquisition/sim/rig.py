@@ -357,6 +357,8 @@ class _Renderer:
         self.rig, self.sources, self.workers, self.progress = rig, sources, workers, progress
         self.pool = forked.ForkPool(workers) if workers > 1 else None
         self.next_c0: dict[str, int] = {}
+        self.final: _Sources | None = None  # the run as recorded, once the model has ended
+        self.results: dict[tuple[str, int, int], _Block] = {}
         # A recording cut short changes the blocks near its end: those wait for the model's end.
         self.live = self.pool is not None and recording.messages == 0
         sc = rig.scenario
@@ -395,19 +397,25 @@ class _Renderer:
             for name, _, c1 in tasks:
                 self.next_c0[name] = c1
 
-    def write(self, cs: CaptureSet, run: RigRun, progress: Progress | None) -> None:
-        """Render what is left of ``run`` (as recorded) and store every source and its tables in ``cs``."""
-        sources = self.sources(run)
+    def finish(self, run: RigRun) -> None:
+        """The model has ended with ``run`` (as recorded): hand what is left to render to the workers."""
+        self.final = sources = self.sources(run)
         tasks = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)]
         if self.pool is None:
-            results: Mapping[tuple[str, int, int], _Block] = _Lazy(partial(_render_task, sources, True))
-        else:
-            self.pool.collect()
-            results = self.pool.results()
-            todo = [t for t in tasks if t not in results]
-            for share in range(self.workers):
-                if todo[share::self.workers]:
-                    self.pool.submit(todo[share::self.workers], partial(_encoded_task, sources, True))
+            self.results = _Lazy(partial(_render_task, sources, True))
+            return
+        self.pool.collect()
+        self.results = self.pool.results()
+        todo = [t for t in tasks if t not in self.results]
+        for share in range(self.workers):
+            if todo[share::self.workers]:
+                self.pool.submit(todo[share::self.workers], partial(_encoded_task, sources, True))
+
+    def store(self, cs: CaptureSet, progress: Progress | None) -> None:
+        """Store every source and its tables in ``cs`` (rendering them here with one worker)."""
+        sources, results = self.final, self.results
+        assert sources is not None, "store() comes after finish()"
+        if self.pool is not None:
             self.pool.collect()
         for name in sources.names:
             w = cs.add_source(sources.spec(name), chunk_samples=sources.chunk_samples)
@@ -530,27 +538,36 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
         with _Renderer(rig, sources, recording, _workers(workers), progress) as renderer:
             run = rig.run(checkpoint=renderer.checkpoints, every_ps=CHECKPOINT_PS)
             recorded = recorded_part(run, recording.messages)
-            renderer.write(cs, recorded, progress)
-        cs.write_table("truth/packets", _packets_table(run),
-                       units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
-                              "size_bytes": "byte"},
-                       description="every UDP message the applications sent; -1 = never (lost)")
-        irq = np.array(recorded.interrupts, dtype=INTERRUPT_DTYPE)
-        for col in ("t_assert_ps", "t_deassert_ps"):
-            irq[col][irq[col] >= 0] -= run.trigger_ps
-        cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
-                       description="interrupts of both hosts with the frames each service handled")
-        cs.attrs["simulation"] = json.dumps({
-            "scenario": asdict(scenario), "bus": asdict(run.buses["send_pci"].profile), "nic": asdict(nic),
-            "host": asdict(host),
-            "recording": asdict(recording), "counters": run.counters,
-        }, sort_keys=True)
-        rf = cs.nested(ResultsFile, RESULTS_GROUP, create=True,
-                       notes=f"the applications' measurements of this simulated {scenario.kind} run")
-        application.write_results(
-            rf, run, scenario, settings=application.settings_of(scenario, **(settings or {})),
-            argv=list(sys.argv if argv is None else argv),
-            simulation={"nic": nic.name, "bus": bus.name, "host": host.name,
-                        "timeline": {"trigger_ns": run.trigger_ps / 1000,
-                                     "recorded_until_ns": recorded.end_ps / 1000}})
+            renderer.finish(recorded)
+            # While the workers render what is left: what the model gives without them.
+            _write_run(cs, run, recorded, scenario, bus, nic, host, recording, settings, argv)
+            renderer.store(cs, progress)
     return run
+
+
+def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, scenario: Scenario, bus: BusProfile, nic: NicProfile,
+               host: HostProfile, recording: Recording, settings: Mapping[str, Any] | None,
+               argv: Sequence[str] | None) -> None:
+    """The run's tables beside the sources': messages, interrupts, the simulation's settings, results."""
+    cs.write_table("truth/packets", _packets_table(run),
+                   units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
+                          "size_bytes": "byte"},
+                   description="every UDP message the applications sent; -1 = never (lost)")
+    irq = np.array(recorded.interrupts, dtype=INTERRUPT_DTYPE)
+    for col in ("t_assert_ps", "t_deassert_ps"):
+        irq[col][irq[col] >= 0] -= run.trigger_ps
+    cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
+                   description="interrupts of both hosts with the frames each service handled")
+    cs.attrs["simulation"] = json.dumps({
+        "scenario": asdict(scenario), "bus": asdict(run.buses["send_pci"].profile), "nic": asdict(nic),
+        "host": asdict(host),
+        "recording": asdict(recording), "counters": run.counters,
+    }, sort_keys=True)
+    rf = cs.nested(ResultsFile, RESULTS_GROUP, create=True,
+                   notes=f"the applications' measurements of this simulated {scenario.kind} run")
+    application.write_results(
+        rf, run, scenario, settings=application.settings_of(scenario, **(settings or {})),
+        argv=list(sys.argv if argv is None else argv),
+        simulation={"nic": nic.name, "bus": bus.name, "host": host.name,
+                    "timeline": {"trigger_ns": run.trigger_ps / 1000,
+                                 "recorded_until_ns": recorded.end_ps / 1000}})
