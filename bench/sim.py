@@ -16,9 +16,9 @@ tried as one and writes ~0.1 M samples/s to a session file, so it says nothing.
 
 ``--baseline-python`` names the interpreter of another nicrig (an older
 checkout's venv, or a tree put first on ``PYTHONPATH`` by a wrapper script):
-the 11 us run is then made with both, alternately, in this one invocation,
-and the ratio of their times is printed, which a loaded machine distorts far
-less than either time alone. Paste the table into docs/benchmarks.md.
+the 11 us run and the storage floor of its sources are then made with both,
+alternately, in this one invocation, and the ratios of their times are printed,
+which a loaded machine distorts far less than either time alone. Paste the table into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -94,7 +94,13 @@ def main() -> int:
     ap.add_argument("--baseline-python", metavar="PYTHON",
                     help="also run the 11 us case with this interpreter's nicrig, alternately, and print the ratio")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each side of the comparison; the fastest counts")
+    ap.add_argument("--store-only", nargs=2, metavar=("LIKE", "OUT"), type=Path,
+                    help="only write the storage floor for the sources of capture set LIKE into OUT and print its "
+                         "seconds (how --baseline-python times another nicrig's writer)")
     args = ap.parse_args()
+    if args.store_only:
+        print(json.dumps({"seconds": _store_only(*args.store_only)}))
+        return 0
 
     load_before = os.getloadavg()
     rows = []
@@ -132,26 +138,39 @@ def main() -> int:
 
 def _compare(baseline: str, total_samples: float, with_ad: bool, repeat: int) -> None:
     """Time the 11 us run with this nicrig and with ``baseline``'s, alternately; print both and the ratios."""
-    best = {side: {"wall": float("inf"), "cpu": float("inf")} for side in ("baseline", "this")}
+    best = {(run, side): {"wall": float("inf"), "cpu": float("inf")}
+            for run in ("simulate", "storage") for side in ("baseline", "this")}
     counts = {}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        like = tmp / "like.h5"
         for _ in range(max(1, repeat)):
             for side, python in (("baseline", baseline), ("this", sys.executable)):
-                n, seconds, cpu, out, _ = _simulate(Path(tmp_name), 11.0, total_samples, with_ad, python)
-                out.unlink()
-                best[side] = {"wall": min(best[side]["wall"], seconds), "cpu": min(best[side]["cpu"], cpu)}
+                n, seconds, cpu, out, _ = _simulate(tmp, 11.0, total_samples, with_ad, python)
+                out.replace(like)
+                _keep_best(best[("simulate", side)], seconds, cpu)
                 counts[side] = n
+                # the storage floor of the same sources, written by this side's capture-set writer
+                _, cpu, r = _timed([python, __file__, "--store-only", str(like), str(tmp / "floor.h5")])
+                _keep_best(best[("storage", side)], json.loads(r.stdout)["seconds"], cpu)
     if counts["this"] != counts["baseline"]:
         print(f"note: the two nicrigs wrote different sample counts ({counts['this']:,} and {counts['baseline']:,})")
     print(f"\nside by side, 11 us spacing, best of {max(1, repeat)} (load average before: "
-          f"{' '.join(f'{v:.2f}' for v in load_before)}, after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}):")
-    for side in ("baseline", "this"):
-        wall, cpu = best[side]["wall"], best[side]["cpu"]
-        print(f"  {side:8s} {wall:8.2f} s wall {counts[side] / wall / 1e6:6.2f} M samples/s   "
-              f"{cpu:8.2f} s CPU {counts[side] / cpu / 1e6:6.2f} M samples per CPU second")
-    print(f"  this / baseline speed: {best['baseline']['wall'] / best['this']['wall']:.2f}x wall, "
-          f"{best['baseline']['cpu'] / best['this']['cpu']:.2f}x CPU")
+          f"{' '.join(f'{v:.2f}' for v in load_before)}, after: {' '.join(f'{v:.2f}' for v in os.getloadavg())};"
+          " storage: the writer alone, CPU includes starting Python):")
+    for run in ("simulate", "storage"):
+        for side in ("baseline", "this"):
+            wall, cpu = best[(run, side)]["wall"], best[(run, side)]["cpu"]
+            print(f"  {run:8s} {side:8s} {wall:8.2f} s wall {counts[side] / wall / 1e6:6.2f} M samples/s   "
+                  f"{cpu:8.2f} s CPU {counts[side] / cpu / 1e6:6.2f} M samples per CPU second")
+        print(f"  {run:8s} this / baseline speed: "
+              f"{best[(run, 'baseline')]['wall'] / best[(run, 'this')]['wall']:.2f}x wall, "
+              f"{best[(run, 'baseline')]['cpu'] / best[(run, 'this')]['cpu']:.2f}x CPU")
+
+
+def _keep_best(best: dict[str, float], wall: float, cpu: float) -> None:
+    best["wall"], best["cpu"] = min(best["wall"], wall), min(best["cpu"], cpu)
 
 
 if __name__ == "__main__":
