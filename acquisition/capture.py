@@ -26,9 +26,10 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -442,30 +443,58 @@ def encode_block(samples: np.ndarray, timestamps: np.ndarray | None, chunk_sampl
         raise UsageError(f"encode_block needs (n, unitsize) uint8 samples, got {samples.dtype} {samples.shape}")
     if chunk_samples < 1:
         raise UsageError(f"encode_block: chunk_samples must be positive, not {chunk_samples}")
-    n = len(samples)
-    starts = range(0, n, chunk_samples)
-    jobs = [(samples[c:c + chunk_samples], storage_filters(1)) for c in starts]
-    first = None
+    ts = None
     if timestamps is not None:
         ts = np.asarray(timestamps, dtype=np.int64)
-        if ts.shape != (n,):
-            raise UsageError(f"encode_block: {ts.size} timestamps for {n} samples")
-        if n and np.any(np.diff(ts) < 0):
+        if ts.shape != (len(samples),):
+            raise UsageError(f"encode_block: {ts.size} timestamps for {len(samples)} samples")
+        if _decreases(ts):
             raise UsageError("encode_block: timestamps must not decrease")
-        first = int(ts[0]) if n else None
+    return _encoded(samples, ts, chunk_samples, executor)
+
+
+def _decreases(ts: np.ndarray) -> bool:
+    """Whether some timestamp is smaller than the one before it."""
+    return bool(np.any(ts[1:] < ts[:-1]))
+
+
+def _encoded(samples: np.ndarray, ts: np.ndarray | None, chunk_samples: int, executor: Executor | None) -> EncodedBlock:
+    """:func:`encode_block` of checked arguments (uint8 samples, int64 timestamps in order or None)."""
+    starts = range(0, len(samples), chunk_samples)
+    jobs = [(samples[c:c + chunk_samples], storage_filters(1)) for c in starts]
+    if ts is not None:
         jobs += [(ts[c:c + chunk_samples], storage_filters(ts.dtype.itemsize)) for c in starts]
     encoded = tuple((executor.map if executor is not None else map)(
         lambda job: encode_chunk(job[0], chunk_samples, job[1]), jobs))
     k = len(starts)
-    return EncodedBlock(n, samples.shape[1], chunk_samples, encoded[:k],
-                        encoded[k:] if timestamps is not None else None, first)
+    return EncodedBlock(len(samples), samples.shape[1], chunk_samples, encoded[:k],
+                        None if ts is None else encoded[k:], int(ts[0]) if ts is not None and len(ts) else None)
+
+
+#: Threads that encode chunks for :meth:`SourceWriter.append`: zlib, the checksum and NumPy's copies release the
+#: GIL, so two keep both cores of a two-core machine compressing.
+ENCODER_THREADS = 2
+_encoders: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _encoder_pool() -> ThreadPoolExecutor:
+    """This process's chunk encoders (a forked child gets its own: its parent's threads do not run in it)."""
+    global _encoders
+    if _encoders is None or _encoders[0] != os.getpid():
+        _encoders = (os.getpid(), ThreadPoolExecutor(ENCODER_THREADS, thread_name_prefix="nicrig-chunk-encoder"))
+    return _encoders[1]
 
 
 class SourceWriter(Source):
     """A source being written: appends packed samples (and timestamps in state mode) in streaming fashion."""
 
     def append(self, packed: np.ndarray, timestamps_ps: np.ndarray | None = None) -> None:
-        """Append ``(n, unitsize)`` uint8 packed samples; state mode needs their local timestamps (ps)."""
+        """Append ``(n, unitsize)`` uint8 packed samples; state mode needs their local timestamps (ps).
+
+        From the first chunk boundary on, the samples' chunks are encoded on :data:`ENCODER_THREADS` threads
+        and stored whole (:meth:`append_encoded`); samples before it (an append that starts mid-chunk) are
+        written through HDF5's own filters.
+        """
         packed = np.asarray(packed, dtype=np.uint8)
         if packed.ndim != 2 or packed.shape[1] != self.unitsize:
             raise UsageError(f"source {self.name!r}: append needs (n, {self.unitsize}) uint8, got {packed.shape}")
@@ -475,18 +504,24 @@ class SourceWriter(Source):
             if timestamps_ps is None or len(timestamps_ps) != n:
                 raise UsageError(f"source {self.name!r}: state mode needs one timestamp per appended sample")
             ts = np.asarray(timestamps_ps, dtype=np.int64)
-            if n and np.any(np.diff(ts) < 0):
+            if _decreases(ts):
                 raise UsageError(f"source {self.name!r}: timestamps must not decrease")
             if n:
                 self._check_follows(int(ts[0]))
         elif timestamps_ps is not None:
             raise UsageError(f"source {self.name!r}: timing mode takes no timestamps")
-        if ts is not None:
-            assert self._timestamps is not None
-            self._timestamps.resize((n0 + n,))
-            self._timestamps[n0:] = ts
-        self._samples.resize((n0 + n, self.unitsize))
-        self._samples[n0:] = packed
+        chunk = self._direct_chunk_samples
+        head = n if chunk is None else min(n, -n0 % chunk)
+        if head:
+            if ts is not None:
+                assert self._timestamps is not None
+                self._timestamps.resize((n0 + head,))
+                self._timestamps[n0:] = ts[:head]
+            self._samples.resize((n0 + head, self.unitsize))
+            self._samples[n0:] = packed[:head]
+        if n > head:
+            assert chunk is not None
+            self._store(_encoded(packed[head:], None if ts is None else ts[head:], chunk, _encoder_pool()))
         self._flush()
 
     def append_encoded(self, block: EncodedBlock) -> None:

@@ -420,6 +420,14 @@ def test_inconsistent_input_raises(changes, message):
         PciRenderer([PciTransaction(**fields)], width_bits=32, with_ad=True)
 
 
+@pytest.mark.parametrize(("waits", "message"), [(np.array([-1]), "at clock 20: master_waits must not be negative"),
+                                               (np.array([0, 0]), "at clock 20: master_waits length differs")])
+def test_phase_arrays_are_checked_when_some_transactions_give_none(waits, message):
+    """Wait arrays may be None (no waits) for some transactions: the one at fault is still named."""
+    with pytest.raises(ValueError, match=message):
+        PciRenderer([tx(4, 0x7, 1), tx(20, 0x7, 1, master_waits=waits)], width_bits=32, with_ad=True)
+
+
 def test_64bit_validation():
     with pytest.raises(ValueError, match="memory"):
         PciRenderer([tx(4, 0x3, 1, wide=True)], width_bits=64, with_ad=False)

@@ -403,10 +403,9 @@ def _per_txn(owners: np.ndarray, count: int) -> np.ndarray:
 def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarray, dtype: Any, what: str) -> np.ndarray:
     """Concatenate per-transaction phase arrays (``None`` entries mean zeros), checking lengths."""
     count = len(values)
-    out = np.zeros(int(n.sum()), dtype)
     given = np.flatnonzero(np.fromiter(map(is_not, values, repeat(None)), np.bool_, count))
     if given.size == 0:
-        return out
+        return np.zeros(int(n.sum()), dtype)
     arrays = [values[i] for i in given] if given.size < count else values
     try:
         lengths = np.fromiter(map(len, arrays), np.int64, given.size)
@@ -415,11 +414,12 @@ def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarra
         raise ValueError(f"{what} must be one-dimensional arrays") from None
     _fail(_per_txn(given[lengths != n[given]], count), s, f"{what} length differs from len(data)")
     negative = flat < 0
-    _fail(_per_txn(np.repeat(given, lengths)[negative], count), s, f"{what} must not be negative")
-    if given.size == count:
-        out[:] = flat  # the usual case: every transaction gave its array, already in phase order
-    else:
-        out[_ranges(off[given], lengths)] = flat
+    if negative.any():
+        _fail(_per_txn(np.repeat(given, lengths)[negative], count), s, f"{what} must not be negative")
+    if given.size == count:  # the usual case: every transaction gave its array, already in phase order
+        return flat.astype(dtype, copy=False)  # flat is new: returned as it is when of the dtype already
+    out = np.zeros(int(n.sum()), dtype)
+    out[_ranges(off[given], lengths)] = flat
     return out
 
 
@@ -603,9 +603,13 @@ class _Intervals:
 
 def _intervals(starts: np.ndarray, ends: np.ndarray) -> _Intervals:
     keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    order = np.argsort(starts, kind="stable")
-    return _Intervals(starts[order], ends[order])
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+    # Per-phase signals arrive in bus order already: sorting those would only copy them.
+    if (starts[1:] < starts[:-1]).any():
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    return _Intervals(starts, ends)
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> _Intervals:
