@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from nicrig.acquisition.sim import calibration, profiles
+from nicrig.analysis import bus
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +98,18 @@ def test_an_sk_intercept_the_model_meets_is_held_to_the_tolerance(monkeypatch):
     rows = calibration.calibrate(calibration.REDUCED, only={"sk-370dle-64"})
     intercept = next(r for r in rows if r.quantity == "request-response intercept")
     assert intercept.covered and intercept.ok, intercept
+
+
+def test_the_receive_period_runs_to_the_refill_after_the_last_service():
+    # 10 frames received 10 us apart; the last service's update ends at 100 us. With the stack after the service
+    # (Linux 2.4's softirq) the ring's refill after the stack ends at 150 us: the host's work on the frames ran
+    # until then, and the period per frame is 15 us, not 10.
+    receives = tuple(bus.Transfer("receive", k, (k,), 10_000.0 * k, 10_000.0 * k + 3000, 10_000.0 * k, 1442)
+                     for k in range(10))
+    update = bus.CsrCluster("update", (10,), 99_000.0, 100_000.0, 1, 0, interrupt=0)
+    refill = bus.CsrCluster("refill", (11,), 149_000.0, 150_000.0, 1, 0)
+    interrupt = bus.Interrupt(90_000.0, 91_000.0, 93_000.0, -1, 0)
+    as_built = bus.BusActivity(15.0, receives, (update,), (interrupt,))
+    assert calibration.receive_service_period_us(as_built) == pytest.approx(10.0)
+    split = bus.BusActivity(15.0, receives, (update, refill), (interrupt,))
+    assert calibration.receive_service_period_us(split) == pytest.approx(15.0)

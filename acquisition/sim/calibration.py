@@ -292,16 +292,19 @@ def _run(folder: Path, name: str, cfg: Config, scenario: Scenario, *, nic: Mappi
 
 
 def receive_service_period_us(activity: bus.BusActivity) -> float:
-    """Receiving host's time per frame in a saturated stream: first frame's DMA to the last service's end.
+    """Receiving host's time per frame in a saturated stream: first frame's DMA to the end of the last one's work.
 
     With more offered than the host can take, its CPU is busy from the
     first frame to the end of the service that handles the last one
-    (frames it had no room for are lost on the way), so this is the
-    receiver's own pace, which the seed's throughput plateau shows
-    (§3.2) and what the application would measure.
+    (frames it had no room for are lost on the way), or, where the stack
+    runs after the service (Linux 2.4's NET_RX softirq), to the ring's
+    refill that follows the stack (``analysis.bus``'s ``refill`` clusters),
+    so this is the receiver's own pace, which the seed's throughput plateau
+    shows (§3.2) and what the application would measure.
     """
     receives = activity.of_role("receive")
     ends = [activity.clusters[i.update_cluster].end_ns for i in activity.interrupts if i.update_cluster >= 0]
+    ends += [c.end_ns for c in activity.clusters_of_role("refill")]
     if len(receives) < 8 or not ends:
         return math.nan
     return float((max(ends) - receives[0].start_ns) / len(receives) / 1000)
