@@ -7,16 +7,23 @@ setup (STATUS read, IMS write, TDT write, STATUS read), the NIC's fetch, the
 frame on the wire, its writeback, the interrupt services (ICR read, IMC
 write, then IMS), the response's receive and, with Linux 2.4's receive path,
 the refill tasklet's RDT write on its own ~12 us before the next request's
-setup, as ``rx_refill = "softirq"`` has the simulator do it.
+setup, as ``rx_refill = "softirq"`` has the simulator do it. The last test takes
+that case from the simulator itself, recorded with AD, against its truth.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pytest
+from nicrig.acquisition.capture import CaptureSet
+from nicrig.acquisition.sim import profiles
+from nicrig.acquisition.sim.calibration import E1000_SOFTIRQ
+from nicrig.acquisition.sim.model import Scenario
+from nicrig.acquisition.sim.rig import Recording, simulate
 from nicrig.analysis import bus, nic_registers
+from nicrig.decoders.batch import decode_file
 from nicrig.decoders.tables import SCHEMAS
 
 PERIOD_NS = 15
@@ -166,3 +173,26 @@ def test_register_offsets_are_taken_modulo_the_bar():
     regs = nic_registers.for_device("8086:1008")
     assert regs is nic_registers.INTEL_82544 and nic_registers.for_device("1234:5678") is None
     assert regs.offsets(np.array([0xFE002818, 0xE0023818])).tolist() == [RDT, TDT]
+
+
+def test_the_simulators_softirq_refills_are_found_by_their_register_with_ad(tmp_path):
+    # The simulator's Linux 2.4 receive path (rx_refill = "softirq"), recorded with AD and decoded: the capture's
+    # PCI device ID chooses the register map, and every RDT write of the truth, only those, is a refill.
+    path = tmp_path / "softirq-ad.h5"
+    nic = replace(profiles.load("nic", "intel-pro1000"), **E1000_SOFTIRQ)
+    simulate(Scenario(kind="latency", size_bytes=1400, request_bytes=64, count=4), profiles.load("bus", "pci64-66"),
+             nic, profiles.load("host", "supermicro-370dle"), path, Recording(with_ad=True))
+    decode_file(path)
+    with CaptureSet.open(path) as cs:
+        t = {n: cs.read_table(n) for n in cs.table_names() if n.startswith(("decoded/", "truth/"))}
+        device = cs.source("send_pci").bus["device"]
+    tl = bus.bus_timeline(t["decoded/send_pci/pci"], t["decoded/send_pci/irq"], t["decoded/recv_pci/pci"],
+                          t["decoded/recv_pci/irq"], t["decoded/probe/ethernet"],
+                          registers=nic_registers.for_device(device))
+    for side, hb in (("send", tl.send), ("recv", tl.recv)):
+        truth = t[f"truth/{side}_pci/transactions"]
+        rdt = truth[(truth["kind"] == b"csr") & (truth["address"] == nic.bar0[0] + RDT)]
+        pci = np.sort(t[f"decoded/{side}_pci/pci"], order="t_ns", kind="stable")
+        found = sorted(int(pci["t_ns"][r]) for c in hb.activity.clusters_of_role("refill") for r in c.rows)
+        assert found == sorted(round(x / 1000) for x in rdt["t_start_ps"]) and len(found) == 4
+        assert hb.csr.send_setup_us.count == 4 and hb.csr.send_setup_us.maximum < 2
