@@ -818,8 +818,10 @@ def _refill_runs(pci: np.ndarray, runs: list[Run], accesses: list[_Access], clea
     known = pci["has_address"] if "has_address" in (pci.dtype.names or ()) else np.zeros(len(pci), bool)
     offsets = registers.offsets(pci["address"]) if registers is not None else None
     write = np.isin(pci["command"], WRITE_COMMANDS)
-    fetches = np.array([(t.start_ns, t.end_ns) for t in transfers if t.role == "fetch"]).reshape(-1, 2)
-    fetch_starts = np.sort(fetches[:, 0])
+    fetches = np.array(sorted((t.start_ns, t.end_ns) for t in transfers if t.role == "fetch")).reshape(-1, 2)
+    fetch_starts = fetches[:, 0]
+    # the latest end of the fetches begun so far: a fetch is in progress at t when the reach before t passes it
+    fetch_reach = np.maximum.accumulate(fetches[:, 1]) if len(fetches) else fetches[:, 1]
     receive_ends = np.sort([t.end_ns for t in transfers if t.role == "receive"])
     out: list[Run] = []
     last_end = -math.inf
@@ -833,9 +835,10 @@ def _refill_runs(pci: np.ndarray, runs: list[Run], accesses: list[_Access], clea
         else:
             same = len({accesses[k].key for k in done}) == 1
             probed = pci["command"][final] != b""
-            rang = bool(np.searchsorted(fetch_starts, end + doorbell_ns, "right")
-                        > np.searchsorted(fetch_starts, start, "left")) or bool(
-                ((fetches[:, 0] <= end) & (fetches[:, 1] >= start)).any())
+            begun = int(np.searchsorted(fetch_starts, end, "right"))
+            rang = (int(np.searchsorted(fetch_starts, end + doorbell_ns, "right"))
+                    > int(np.searchsorted(fetch_starts, start, "left"))) or (begun > 0
+                                                                          and fetch_reach[begun - 1] >= start)
             received = bool(np.searchsorted(receive_ends, start, "left")
                             > np.searchsorted(receive_ends, last_end, "right"))
             refill = (same and bool(write[final][probed].all()) and not served and not after_service
@@ -858,14 +861,13 @@ def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | Non
     runs, whole = _clusters(pci, csr_gap_ns, np.concatenate([fetch_starts, clearing[np.isfinite(clearing)]]))
     keys = _access_keys(pci)
     accesses = _completed_accesses(pci, keys)
-    cleared, _ = _anchors(accesses, irq, fetch_starts, doorbell_ns)
+    cleared, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
     refills = _refill_runs(pci, runs, accesses, cleared, transfers, doorbell_ns, registers)
     if refills:
         # The refills are no part of the driver's send, service or update sequences: learnt and labelled without them.
         taken = {r for rows, _, _ in refills for r in rows}
         accesses = [a for a in accesses if a.rows[-1] not in taken]
-        cleared, _ = _anchors(accesses, irq, fetch_starts, doorbell_ns)
-    _, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
+        cleared, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
     busy = np.cumsum(np.concatenate([[0.0], (pci["t_end_ns"] - pci["t_ns"]).astype(np.float64)]))
     return _Layout(pci, irq, transfers, clearing, runs, keys,
                    _send_sequences(runs, whole, keys, fetch_starts, doorbell_ns), accesses, cleared,
