@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nicrig.acquisition import capture
 from nicrig.acquisition.capture import CaptureSet, EncodedBlock, SourceSpec, encode_block
 from nicrig.errors import UsageError
 from nicrig.h5file import LIBVER, STORAGE
@@ -56,6 +57,21 @@ def test_blocks_encoded_in_other_processes_read_back_as_written(tmp_path: Path) 
         np.testing.assert_array_equal(s.read_packed(), packed)
         np.testing.assert_array_equal(s.times_ps() - s.times_ps(0, 1)[0], ts - ts[0])
         assert s.num_samples == len(packed)
+
+
+def _encoded_on_this_process_threads(args: tuple[np.ndarray, np.ndarray, int]) -> EncodedBlock:
+    return encode_block(*args, executor=capture._encoder_pool())
+
+
+def test_a_forked_child_encodes_on_threads_of_its_own(tmp_path: Path) -> None:
+    """append's encoder threads exist in the parent; a child forked after them (simulate's workers) that
+    encodes on the pool gets threads of its own instead of waiting on its parent's, which do not run in it."""
+    packed, ts = _data(4 * CHUNK)
+    with CaptureSet.create(tmp_path / "c.h5") as cs:
+        cs.add_source(_spec(), chunk_samples=CHUNK).append(packed, ts)  # the parent's threads now exist
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        block = pool.apply_async(_encoded_on_this_process_threads, ((packed, ts, CHUNK),)).get(timeout=60)
+    assert block == encode_block(packed, ts, CHUNK)
 
 
 def test_an_encoded_block_must_start_on_a_chunk_boundary(tmp_path: Path) -> None:
