@@ -17,14 +17,17 @@ and timing mode; and a schedule of points cut short by the recording.
 
 from __future__ import annotations
 
+import gc
 import hashlib
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
-from nicrig.acquisition.sim.model import Point, Scenario
+from nicrig.acquisition.sim.model import CMD_MEMORY_READ, CsrAccess, Point, Scenario, full_collections_deferred
+from nicrig.acquisition.sim.pci_bus import PciTransaction
 from nicrig.acquisition.sim.rig import Recording, simulate
 
 #: (name, profiles, recording, scenario) -> sha256 of the truth tables and the sources, in name order.
@@ -136,3 +139,25 @@ def test_the_sources_are_the_same_rendered_in_small_blocks(case, workers, tmp_pa
     assert digest(path) == DIGESTS[case]
     cut_short = CASES[case][1].messages > 0
     assert bool(while_running) == (workers > 1 and not cut_short)
+
+
+def test_a_register_access_attempt_is_its_template_with_the_termination_replaced():
+    """``CsrAccess.attempt`` copies the template field by field (cheaper than ``dataclasses.replace``): every
+    field, a field added to ``PciTransaction`` later included, must come across."""
+    template = PciTransaction(start_clk=3, command=CMD_MEMORY_READ, address=0xFE000008,
+                              data=np.array([8], np.uint64), byte_enables=np.array([0xF], np.uint8),
+                              target_waits=np.array([8]), master_waits=np.array([1]), devsel=2, termination="retry",
+                              wide=True, master="host", parity_error_phases=(0,), kind="csr")
+    got = CsrAccess(False, template, 12, 5).attempt("normal")
+    assert got is not template and got.termination == "normal"
+    for f in fields(PciTransaction):
+        if f.name != "termination":
+            assert getattr(got, f.name) is getattr(template, f.name), f.name
+
+
+def test_no_full_collection_in_the_run_and_the_thresholds_as_before_after_it_even_on_error():
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), full_collections_deferred():
+        assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] > 10**9
+        raise RuntimeError("a model error")
+    assert gc.get_threshold() == before

@@ -29,12 +29,14 @@ profile field (``data/profiles``); the mechanisms are those of seed 002:
 
 from __future__ import annotations
 
+import gc
 import math
 import struct
 from collections import deque
-from dataclasses import dataclass, field, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Generator, Literal
+from typing import Any, Callable, Generator, Iterator, Literal
 
 import numpy as np
 import simpy
@@ -70,6 +72,32 @@ POINT_GAP_US = 50.0
 SETTLE_POLL_US = 5.0
 
 Process = Generator[Any, Any, Any]
+
+
+#: The oldest generation's threshold while :func:`full_collections_deferred`: never reached (a C int).
+_NO_FULL_COLLECTION = 2**31 - 1
+
+
+@contextmanager
+def full_collections_deferred() -> Iterator[None]:
+    """No full garbage collection (CPython's oldest generation) in the block; the thresholds as before after it,
+    exceptions included.
+
+    For the model's run, which builds long-lived tracked objects by the hundred thousand (bus transactions,
+    frames, rows: ~33 a frame, ~600,000 at 18,000 frames) and next to no reference cycles: ~5,000 cyclic
+    objects in a 3,600-frame run, nearly all Scapy's (its import, the PAUSE frames it builds). CPython
+    collects the oldest generation whenever it has grown by a quarter, each time traversing the whole heap:
+    seven times in an 18,000-frame run, 0.73 s of CPU, to free next to nothing. The young generations are
+    still collected (short-lived cycles go as before); one full collection follows the block. Turning the
+    collector off instead only defers the work: the first collections after the block then traverse
+    everything the block allocated (measured: the same CPU in all).
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(before[0], before[1], _NO_FULL_COLLECTION)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 @dataclass(frozen=True)
@@ -135,18 +163,32 @@ class BusRecord:
     interrupts: list[list[int]] = field(default_factory=list)  # [assert_clk, deassert_clk]
     free_clk: int = 0
     period_ps: float = field(init=False, repr=False)
+    arbitration_clocks: int = field(init=False, repr=False)
+    # The last :meth:`clock_at_or_after` question and answer: a register access asks it twice at one instant.
+    _asked: tuple[float, int] = field(default=(-1.0, 0), init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.period_ps = self.profile.period_ps
+        self.arbitration_clocks = self.profile.arbitration_clocks
 
     def clock_at_or_after(self, t_ps: float) -> int:
-        """The first rising edge at or after ``t_ps``: exactly the inverse of :meth:`time_of`."""
+        """The first rising edge at or after ``t_ps``: exactly the inverse of :meth:`time_of`.
+
+        The division guesses within an edge or two of the answer (``clk * period`` rounds); the loops step to
+        the first edge whose :meth:`time_of` is at or after ``t_ps``, so the answer is that of the definition.
+        """
+        asked, answer = self._asked
+        if t_ps == asked:
+            return answer
         phase, period = self.phase_ps, self.period_ps
-        clk = max(0, math.ceil((t_ps - phase) / period))
+        clk = math.ceil((t_ps - phase) / period)
+        if clk < 0:
+            clk = 0
         while clk > 0 and phase + round((clk - 1) * period) >= t_ps:
             clk -= 1
         while phase + round(clk * period) < t_ps:
             clk += 1
+        self._asked = (t_ps, clk)
         return clk
 
     def time_of(self, clk: int) -> int:
@@ -312,8 +354,13 @@ class CsrAccess:
     busy_retry: int
 
     def attempt(self, termination: str) -> PciTransaction:
-        """A fresh transaction of this access, ended ``termination`` ("normal" or "retry")."""
-        return replace(self.template, termination=termination)
+        """A fresh transaction of this access, ended ``termination`` ("normal" or "retry"): the template's fields
+        (its arrays shared, read-only), as ``dataclasses.replace`` would copy them at a fraction of the cost."""
+        t = self.template
+        return PciTransaction(start_clk=t.start_clk, command=t.command, address=t.address, data=t.data,
+                              byte_enables=t.byte_enables, target_waits=t.target_waits,
+                              master_waits=t.master_waits, devsel=t.devsel, termination=termination, wide=t.wide,
+                              master=t.master, parity_error_phases=t.parity_error_phases, kind=t.kind)
 
 
 class _Later(simpy.Event):
@@ -340,10 +387,7 @@ class _Bursts:
                  done: _Later):
         self.host, self.plan, self.address, self.payload, self.purpose, self.done = \
             host, plan, address, payload, purpose, done
-        profile = host.bus.profile
-        self.width = profile.bytes_per_clock
-        self.wide = profile.width_bits == 64
-        self.gap_ps = round(host.nic.dma_burst_gap_clocks * profile.period_ps)
+        self.width, self.wide, self.gap_ps = host.bus_bytes, host.bus_wide, host.dma_burst_gap_ps
         # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
         # phases are a slice of the whole transfer's.
         self.words = bus_words(payload, self.width) if address % self.width == 0 else None
@@ -441,6 +485,34 @@ class Host:
         self.posted_idle = Signal(env)
         self.csr_ready_ps = 0
         self._csr_shapes: dict[str, CsrAccess] = {}
+        # The profiles' durations in model time, worked out once (each is asked for per frame or per burst).
+        p = bus.profile
+        self.bus_bytes, self.bus_wide = p.bytes_per_clock, p.width_bits == 64
+        self.dma_burst_gap_ps = round(nic.dma_burst_gap_clocks * p.period_ps)
+        self.host_retry_ps = round(p.host_retry_clocks * p.period_ps)
+        self.csr_interval_ps = round(host.csr_interval_ns * PS_PER_NS)
+        self.csr_read_latency_ps = round(nic.csr_read_latency_ns * PS_PER_NS)
+        self.csr_recovery_ps = round(nic.csr_recovery_ns * PS_PER_NS)
+        self.irq_latency_ps = round(host.irq_latency_us * PS_PER_US)
+        self.isr_ps = round(host.isr_us * PS_PER_US)
+        self.rx_handler_ps = round(host.rx_handler_us * PS_PER_US)
+        self.tx_fetch_latency_ps = round(nic.tx_fetch_latency_ns * PS_PER_NS)
+        self.tx_mac_latency_ps = round(nic.tx_mac_latency_ns * PS_PER_NS)
+        self.rx_mac_latency_ps = round(nic.rx_mac_latency_ns * PS_PER_NS)
+        self.wakeup_ps_blocked = round(host.wakeup_us * PS_PER_US)
+        # What shapes this host's DMA (:func:`dma_plan`'s keywords), reads and writes; and the plans of its DMAs
+        # by (write, length, address past the host bridge's boundary): a handful, asked for per frame.
+        self.dma_shapes = {write: dict(
+            width_bits=p.width_bits,
+            nic_burst=nic.dma_read_burst_bytes if not write and nic.dma_read_burst_bytes else nic.dma_burst_bytes,
+            host_cut=p.host_write_disconnect_bytes if write else p.host_read_disconnect_bytes,
+            initial_wait=p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks,
+            master_wait_every=nic.rx_dma_master_wait_every) for write in (False, True)}
+        self.dma_plans: dict[tuple[bool, int, int], tuple[DmaBurst, ...]] = {}
+        # Per cause, the packet and the absolute coalescence timers (ps; None: that timer is off).
+        self.int_delays_ps = {cause: tuple(round(us * PS_PER_US) if us else None for us in delays) for cause, delays in
+                              (("tx", (nic.tx_int_delay_us, nic.tx_abs_int_delay_us)),
+                               ("rx", (nic.rx_int_delay_us, nic.rx_abs_int_delay_us)))}
         # transmit side
         self.tx_slots = nic.tx_ring
         self.tx_slot_freed = Signal(env)
@@ -499,22 +571,22 @@ class Host:
         ``busy``: its :func:`busy_clocks`, when the caller knows them already.
         """
         bus = self.bus
-        earliest = bus.clock_at_or_after(self.env.now)
-        if txn.master == "nic" and bus.free_clk <= earliest:
-            earliest += bus.profile.arbitration_clocks
-        txn.start_clk = start = max(earliest, bus.free_clk)
+        now = self.env.now
+        start = bus.clock_at_or_after(now)
+        free = bus.free_clk
+        if free <= start:
+            if txn.master == "nic":
+                start += bus.arbitration_clocks
+        else:
+            start = free
+        txn.start_clk = start
         if busy is None:
             busy = busy_clocks(txn, bus.profile.width_bits)
         bus.free_clk = start + busy + TURNAROUND_CLOCKS
         bus.transactions.append(txn)
         bus.purposes.append(purpose)
-        return max(self.env.now, bus.time_of(start + busy))
-
-    def transact(self, txn: PciTransaction, purpose: str, busy: int | None = None) -> Process:
-        """Run ``txn`` on this host's bus as soon as the bus is free; resume at its end."""
-        end_ps = self.claim(txn, purpose, busy)
-        yield self.env.timeout(end_ps - self.env.now)
-        return txn
+        end = bus.phase_ps + round((start + busy) * bus.period_ps)
+        return end if end > now else now
 
     def _csr_transaction(self, access: str) -> Process:
         """One register access on the bus (host bridge is master), after its STOP# retries.
@@ -531,20 +603,22 @@ class Host:
         shape = self._csr_shape(access)
         is_write = shape.is_write
         bus = self.bus
+        env = self.env
         retries = self.nic.csr_retries if is_write else 0
+        delayed_read = not is_write and self.nic.csr_read_latency_ns
         data_ready: int | None = None
         while True:
-            at = bus.time_of(max(bus.clock_at_or_after(self.env.now), bus.free_clk))
-            if data_ready is None and not is_write and self.nic.csr_read_latency_ns and at >= self.csr_ready_ps:
-                data_ready = at + round(self.nic.csr_read_latency_ns * PS_PER_NS)
+            at = bus.time_of(max(bus.clock_at_or_after(env.now), bus.free_clk))
+            if data_ready is None and delayed_read and at >= self.csr_ready_ps:
+                data_ready = at + self.csr_read_latency_ps
             if not (retries or at < self.csr_ready_ps or (data_ready is not None and at < data_ready)):
                 break
             retries = max(0, retries - 1)
-            yield from self.transact(shape.attempt("retry"), "csr_retry", shape.busy_retry)
-            yield self.env.timeout(round(bus.profile.host_retry_clocks * bus.profile.period_ps))
-        yield from self.transact(shape.attempt("normal"), "csr", shape.busy)
+            yield env.timeout(self.claim(shape.attempt("retry"), "csr_retry", shape.busy_retry) - env.now)
+            yield env.timeout(self.host_retry_ps)
+        yield env.timeout(self.claim(shape.attempt("normal"), "csr", shape.busy) - env.now)
         if self.nic.csr_recovery_ns:
-            self.csr_ready_ps = self.env.now + round(self.nic.csr_recovery_ns * PS_PER_NS)
+            self.csr_ready_ps = env.now + self.csr_recovery_ps
 
     def _csr_shape(self, access: str) -> CsrAccess:
         """What every access ``access`` (``'w:0x3818'``) puts on the bus, worked out once per register."""
@@ -583,8 +657,7 @@ class Host:
         Memory writes are posted (PCI 3.0 section 3.3.3.3): the CPU continues at once.
         A read waits for the posted writes ahead of it, then for its own data.
         """
-        is_write, _ = self.nic.csr_address(access)
-        if is_write:
+        if self._csr_shape(access).is_write:
             self.posted.append((access, done))
             self.posted_kick.notify()
             return
@@ -598,7 +671,7 @@ class Host:
         """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes."""
         for i, access in enumerate(accesses):
             if i:
-                yield self.env.timeout(round(self.hp.csr_interval_ns * PS_PER_NS))
+                yield self.env.timeout(self.csr_interval_ps)
             yield from self.csr(access, on_first if i == 0 else None)
 
     def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Process:
@@ -608,14 +681,11 @@ class Host:
         burst (STOP# with TRDY#) where it crosses its prefetch/posting boundary,
         and the NIC re-arbitrates for the rest (:func:`dma_plan`).
         """
-        p = self.bus.profile
-        nic_burst = self.nic.dma_read_burst_bytes if not write and self.nic.dma_read_burst_bytes else \
-            self.nic.dma_burst_bytes
-        host_cut = p.host_write_disconnect_bytes if write else p.host_read_disconnect_bytes
-        plan = dma_plan(len(payload), address % host_cut, write=write, width_bits=p.width_bits, nic_burst=nic_burst,
-                        host_cut=host_cut,
-                        initial_wait=p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks,
-                        master_wait_every=self.nic.rx_dma_master_wait_every)
+        shape = self.dma_shapes[write]
+        key = (write, len(payload), address % shape["host_cut"])
+        plan = self.dma_plans.get(key)
+        if plan is None:
+            plan = self.dma_plans[key] = dma_plan(key[1], key[2], write=write, **shape)
         if plan:
             done = _Later(self.env)
             _Bursts(self, plan, address, payload, purpose, done).claim()
@@ -656,7 +726,7 @@ class Host:
             frame = self.tx_doorbell.popleft()
             while self.tx_fifo_used + len(frame.data) > self.nic.tx_fifo_bytes:
                 yield self.tx_fifo_freed.wait()
-            yield env.timeout(round(self.nic.tx_fetch_latency_ns * PS_PER_NS))
+            yield env.timeout(self.tx_fetch_latency_ps)
             slot = self.tx_next_slot % self.nic.tx_ring
             self.tx_next_slot += 1
             buf = 0x0100_0000 + slot * 0x800
@@ -682,7 +752,7 @@ class Host:
                   handed: simpy.Event) -> Process:
         """Send a fetched frame once the NIC's data path has moved it, after the frame fetched before it: a
         NIC transmits its ring in order (a short frame never overtakes a long one still being moved)."""
-        yield self.env.timeout(max(0, moved_by - self.env.now) + round(self.nic.tx_mac_latency_ns * PS_PER_NS))
+        yield self.env.timeout(max(0, moved_by - self.env.now) + self.tx_mac_latency_ps)
         if before is not None:
             yield before
         handed.succeed()
@@ -726,7 +796,7 @@ class Host:
                 yield self.rx_desc_freed.wait()
             frame = self.rx_pending.popleft()
             self.rx_desc_free -= 1
-            yield env.timeout(round(self.nic.rx_mac_latency_ns * PS_PER_NS))
+            yield env.timeout(self.rx_mac_latency_ps)
             slot = self.rx_next_slot % self.nic.rx_ring
             self.rx_next_slot += 1
             buf = 0x0200_0000 + slot * 0x800
@@ -760,17 +830,18 @@ class Host:
         """
         if self.int_asserted:
             return
-        packet_us, absolute_us = ((self.nic.tx_int_delay_us, self.nic.tx_abs_int_delay_us) if cause == "tx"
-                                  else (self.nic.rx_int_delay_us, self.nic.rx_abs_int_delay_us))
+        packet_ps, absolute_ps = self.int_delays_ps[cause]
+        now = self.env.now
         timers = self.int_timers[cause]
-        if packet_us:
-            timers[0] = self.env.now + round(packet_us * PS_PER_US)
-        if absolute_us and timers[1] is None:
-            timers[1] = self.env.now + round(absolute_us * PS_PER_US)
-        due = self.env.now if not (packet_us or absolute_us) else min(
+        if packet_ps is not None:
+            timers[0] = now + packet_ps
+        if absolute_ps is not None and timers[1] is None:
+            timers[1] = now + absolute_ps
+        due = now if packet_ps is None and absolute_ps is None else min(
             t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None)
         # A restarted packet timer may move the interrupt later; otherwise only an earlier one matters.
-        if self.int_timer_due is not None and (self.int_timer_due == due if packet_us else self.int_timer_due <= due):
+        if self.int_timer_due is not None and (self.int_timer_due == due if packet_ps is not None
+                                               else self.int_timer_due <= due):
             return
         self.int_timer_due = due
         self.env.process(self._int_timer(due))
@@ -798,11 +869,11 @@ class Host:
         while True:
             if not self.int_asserted:
                 yield self.int_event.wait()
-            yield env.timeout(round(self.hp.irq_latency_us * PS_PER_US))
+            yield env.timeout(self.irq_latency_ps)
             with self.cpu.request(priority=0) as req:
                 yield req
                 yield from self.csr_sequence(self.nic.isr_entry_csr, on_first=self._deassert)
-                yield env.timeout(round(self.hp.isr_us * PS_PER_US))
+                yield env.timeout(self.isr_ps)
                 freed = self.tx_completed
                 self.tx_completed = 0
                 if freed:
@@ -817,7 +888,7 @@ class Host:
                 for _ in range(rx):
                     frame = self.rx_done.popleft()
                     if deferred:
-                        yield env.timeout(round(self.hp.rx_handler_us * PS_PER_US))
+                        yield env.timeout(self.rx_handler_ps)
                         self.backlog.append(frame)
                         continue
                     yield env.timeout(self.rx_stack_ps(frame, self.hp.rx_sw_us) + self.wakeup_ps())
@@ -846,7 +917,7 @@ class Host:
         on without sleeping, as a saturated stream's receiver does)."""
         if not self.hp.wakeup_us or self.rx_done or self.backlog:
             return 0
-        return round(self.hp.wakeup_us * PS_PER_US)
+        return self.wakeup_ps_blocked
 
     def _return_descriptor(self) -> None:
         self.rx_desc_free += 1
@@ -880,7 +951,7 @@ class Host:
                     self.rx_cleaned -= 1
                     with self.cpu.request(priority=1) as req:
                         yield req
-                        yield env.timeout(round(self.hp.csr_interval_ns * PS_PER_NS))
+                        yield env.timeout(self.csr_interval_ps)
                         for k, access in enumerate(self.nic.rx_refill_csr):
                             last = k == len(self.nic.rx_refill_csr) - 1
                             yield from self.csr(access, self._return_descriptor if last else None)
@@ -1023,16 +1094,17 @@ class Rig:
             self.b.on_receive = self._respond
             self.a.on_receive = self._got_response
             self.env.process(self._latency())
-        if checkpoint is None:
-            self.env.run()
-        else:
-            # Event by event (what env.run does), so that the run ends at its last event, as env.run's.
-            step, peek = self.env.step, self.env.peek
-            while (t := peek()) < simpy.core.Infinity:
-                due = (t // every_ps + 1) * every_ps
-                while peek() < due:
-                    step()
-                checkpoint(due)
+        with full_collections_deferred():
+            if checkpoint is None:
+                self.env.run()
+            else:
+                # Event by event (what env.run does), so that the run ends at its last event, as env.run's.
+                step, peek = self.env.step, self.env.peek
+                while (t := peek()) < simpy.core.Infinity:
+                    due = (t // every_ps + 1) * every_ps
+                    while peek() < due:
+                        step()
+                    checkpoint(due)
         end = self.env.now + round(tail_us * PS_PER_US)
         self._fill_wire_times()
         counters = {f"{h.name}_{k}": v for h in (self.a, self.b) for k, v in h.counters.items()}
