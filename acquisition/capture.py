@@ -26,10 +26,9 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,9 +47,11 @@ from nicrig.h5file import (
     attr_text,
     dataset_filters,
     encode_chunk,
+    encoder_pool,
     is_mapping_of,
     reading,
     storage_filters,
+    takes_encoded_chunks,
     to_json,
 )
 
@@ -471,27 +472,13 @@ def _encoded(samples: np.ndarray, ts: np.ndarray | None, chunk_samples: int, exe
                         None if ts is None else encoded[k:], int(ts[0]) if ts is not None and len(ts) else None)
 
 
-#: Threads that encode chunks for :meth:`SourceWriter.append`: zlib, the checksum and NumPy's copies release the
-#: GIL, so two keep both cores of a two-core machine compressing.
-ENCODER_THREADS = 2
-_encoders: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _encoder_pool() -> ThreadPoolExecutor:
-    """This process's chunk encoders (a forked child gets its own: its parent's threads do not run in it)."""
-    global _encoders
-    if _encoders is None or _encoders[0] != os.getpid():
-        _encoders = (os.getpid(), ThreadPoolExecutor(ENCODER_THREADS, thread_name_prefix="nicrig-chunk-encoder"))
-    return _encoders[1]
-
-
 class SourceWriter(Source):
     """A source being written: appends packed samples (and timestamps in state mode) in streaming fashion."""
 
     def append(self, packed: np.ndarray, timestamps_ps: np.ndarray | None = None) -> None:
         """Append ``(n, unitsize)`` uint8 packed samples; state mode needs their local timestamps (ps).
 
-        From the first chunk boundary on, the samples' chunks are encoded on :data:`ENCODER_THREADS` threads
+        From the first chunk boundary on, the samples' chunks are encoded on :data:`nicrig.h5file.ENCODER_THREADS` threads
         and stored whole (:meth:`append_encoded`); samples before it (an append that starts mid-chunk) are
         written through HDF5's own filters.
         """
@@ -521,7 +508,7 @@ class SourceWriter(Source):
             self._samples[n0:] = packed[:head]
         if n > head:
             assert chunk is not None
-            self._store(_encoded(packed[head:], None if ts is None else ts[head:], chunk, _encoder_pool()))
+            self._store(_encoded(packed[head:], None if ts is None else ts[head:], chunk, encoder_pool()))
         self._flush()
 
     def append_encoded(self, block: EncodedBlock) -> None:
@@ -554,14 +541,11 @@ class SourceWriter(Source):
         """Samples per chunk when this source's datasets take chunks :func:`encode_block` makes (their filters,
         read from HDF5, those it encodes with, fill value 0, chunked along samples only); else None (a file of an
         older nicrig, with other filters)."""
-        datasets = [self._samples] if self._timestamps is None else [self._samples, self._timestamps]
-        chunks = self._samples.chunks
-        if chunks is None or self._timestamps is not None and self._timestamps.chunks != chunks[:1]:
+        chunks, ts = self._samples.chunks, self._timestamps
+        if chunks is None or self._samples.dtype != np.uint8 or not takes_encoded_chunks(self._samples):
             return None
-        for ds in datasets:
-            if (ds.chunks[1:] != ds.shape[1:] or dataset_filters(ds) != storage_filters(ds.dtype.itemsize)
-                    or ds.fillvalue != 0 or ds.dtype != (np.uint8 if ds is self._samples else np.int64)):
-                return None
+        if ts is not None and (ts.chunks != chunks[:1] or ts.dtype != np.int64 or not takes_encoded_chunks(ts)):
+            return None
         return int(chunks[0])
 
     def _check_follows(self, first_ps: int) -> None:

@@ -27,6 +27,7 @@ import struct
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -113,6 +114,29 @@ def encode_chunk(rows: np.ndarray, chunk_rows: int, filters: Filters) -> bytes:
         else:
             raise UsageError(f"HDF5 filter {code}: nicrig encodes chunks for shuffle, deflate and Fletcher32 only")
     return bytes(data)
+
+
+#: Threads that encode chunks for the writers (:func:`store`, ``SourceWriter.append``): zlib, the checksum and
+#: NumPy's copies release the GIL, so two keep both cores of a two-core machine compressing.
+ENCODER_THREADS = 2
+_encoders: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def encoder_pool() -> ThreadPoolExecutor:
+    """This process's chunk encoders (a forked child gets its own: its parent's threads do not run in it)."""
+    global _encoders
+    if _encoders is None or _encoders[0] != os.getpid():
+        _encoders = (os.getpid(), ThreadPoolExecutor(ENCODER_THREADS, thread_name_prefix="nicrig-chunk-encoder"))
+    return _encoders[1]
+
+
+def takes_encoded_chunks(ds: h5py.Dataset) -> bool:
+    """Whether :func:`encode_chunk` makes ``ds``'s chunks: chunked along its first axis only, nicrig's filters
+    (read from HDF5), fill value 0, and a datatype whose bytes in memory are those in the file (no variable-length
+    parts)."""
+    return (ds.chunks is not None and ds.chunks[1:] == ds.shape[1:] and not ds.dtype.hasobject
+            and dataset_filters(ds) == storage_filters(ds.dtype.itemsize)
+            and np.asarray(ds.fillvalue, dtype=ds.dtype).tobytes() == bytes(ds.dtype.itemsize))
 
 
 #: HDF5 file format bounds: the 1.10 format, which SWMR and the superblock's status flags need.
@@ -237,8 +261,19 @@ def table_meta(path: str, data: np.ndarray, units: Mapping[str, str] | None, des
 def store(grp: h5py.Group, name: str, data: np.ndarray, attrs: Mapping[str, Any] | None = None) -> h5py.Dataset:
     """Dataset ``name`` of ``grp`` holding ``data`` as nicrig stores every dataset (:data:`STORAGE`), with
     ``attrs``. An empty one is chunked too (growable, so its chunk shape is legal): checksummed like the rest."""
-    ds = grp.create_dataset(name, data=data, chunks=True,
-                            maxshape=(None, *data.shape[1:]) if not len(data) else None, **STORAGE)
+    if not len(data) or data.dtype.hasobject:
+        ds = grp.create_dataset(name, data=data, chunks=True,
+                                maxshape=(None, *data.shape[1:]) if not len(data) else None, **STORAGE)
+    else:  # the chunks h5py picks, compressed on the encoder threads and stored whole when it can
+        ds = grp.create_dataset(name, shape=data.shape, dtype=data.dtype, chunks=True, **STORAGE)
+        if ds.dtype == data.dtype and takes_encoded_chunks(ds):
+            rows, filters, zeros = ds.chunks[0], dataset_filters(ds), (0,) * (data.ndim - 1)
+            starts = range(0, len(data), rows)
+            chunks = encoder_pool().map(lambda c: encode_chunk(data[c:c + rows], rows, filters), starts)
+            for c, chunk in zip(starts, chunks):
+                ds.id.write_direct_chunk((c, *zeros), chunk)
+        else:
+            ds[...] = data
     for k, v in (attrs or {}).items():
         ds.attrs[k] = v
     return ds

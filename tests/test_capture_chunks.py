@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nicrig.acquisition import capture
 from nicrig.acquisition.capture import CaptureSet, EncodedBlock, SourceSpec, encode_block
+from nicrig import h5file
 from nicrig.errors import UsageError
 from nicrig.h5file import LIBVER, STORAGE
 
@@ -60,7 +60,7 @@ def test_blocks_encoded_in_other_processes_read_back_as_written(tmp_path: Path) 
 
 
 def _encoded_on_this_process_threads(args: tuple[np.ndarray, np.ndarray, int]) -> EncodedBlock:
-    return encode_block(*args, executor=capture._encoder_pool())
+    return encode_block(*args, executor=h5file.encoder_pool())
 
 
 def test_a_forked_child_encodes_on_threads_of_its_own(tmp_path: Path) -> None:
