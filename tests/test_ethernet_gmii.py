@@ -42,7 +42,7 @@ from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACContro
 from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
-from scapy.utils import wrpcap
+from scapy.utils import checksum, wrpcap
 
 A_MAC, B_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 FLOW = dict(src_mac=A_MAC, dst_mac=B_MAC, src_ip="10.0.0.1", dst_ip="10.0.0.2", sport=40000, dport=5001)
@@ -439,6 +439,18 @@ def test_tshark_reads_the_frames(tmp_path: Path) -> None:
     assert all(r[5] == good for r in rows[:5])
     assert rows[5][6:8] == ["0x0001", "43981"]
     assert rows[6][6] == "0x0101" and rows[6][8] == "0x0081" and rows[6][9] == str(0x4242)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=9100), st.integers(0, 9100).map(lambda n: b"\xff" * n),
+                      st.integers(0, 9100).map(bytes)))
+@example(data=b"")
+@example(data=b"\xff")
+@example(data=b"\x00\x01\xf2\x03\xf4\xf5\xf6\xf7")  # RFC 1071 1.2's example words
+def test_internet_checksum_is_scapys(data: bytes) -> None:
+    """Any length (odd ones padded), all-ones and all-zero data (the two zeros of ones' complement): the
+    number Scapy's checksum gives, from bytes and from a bytearray."""
+    assert eth.internet_checksum(data) == checksum(data) == eth.internet_checksum(bytearray(data))
 
 
 def test_ip_identification_wraps_at_16_bits():

@@ -24,9 +24,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import simpy
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
-from nicrig.acquisition.sim.model import CMD_MEMORY_READ, CsrAccess, Point, Scenario, full_collections_deferred
+from nicrig.acquisition.sim.model import (
+    CMD_MEMORY_READ,
+    CsrAccess,
+    Point,
+    Scenario,
+    after_timeout,
+    full_collections_deferred,
+)
 from nicrig.acquisition.sim.pci_bus import PciTransaction
 from nicrig.acquisition.sim.rig import Recording, simulate
 
@@ -161,3 +169,33 @@ def test_no_full_collection_in_the_run_and_the_thresholds_as_before_after_it_eve
         assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] > 10**9
         raise RuntimeError("a model error")
     assert gc.get_threshold() == before
+
+
+def _tie_order(start) -> list[str]:
+    """The order in which four things due at the same instant happen, ``start(env, delay, then)`` making one
+    of them, among processes started and a timeout made at the same moment around it."""
+    env = simpy.Environment()
+    log: list[str] = []
+
+    def waits(name: str):
+        yield env.timeout(5)
+        log.append(name)
+
+    env.process(waits("process started before"))
+    start(env, 5, lambda: log.append("it"))
+    env.timeout(5).callbacks.append(lambda _: log.append("timeout made after"))
+    env.process(waits("process started after"))
+    env.run()
+    return log
+
+
+def test_a_timeout_and_a_call_after_it_keep_the_order_of_the_process_they_replace():
+    def as_process(env, delay, then):
+        def one_step():
+            yield env.timeout(delay)
+            then()
+        env.process(one_step())
+
+    expected = _tie_order(as_process)
+    assert expected == ["timeout made after", "process started before", "it", "process started after"]
+    assert _tie_order(lambda env, delay, then: after_timeout(env, lambda: delay, then)) == expected

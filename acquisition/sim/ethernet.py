@@ -30,6 +30,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nicrig.udpmon.payload import parse_header
 
 if TYPE_CHECKING:
@@ -274,23 +276,34 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
     return template
 
 
+def internet_checksum(data: bytes | bytearray) -> int:
+    """The Internet checksum (RFC 1071) of ``data``, zero-padded to whole 16-bit words: the ones' complement
+    of the ones' complement sum of its big-endian words, as the number to pack big-endian.
+
+    Scapy's ``checksum`` gives the same number (RFC 1071 2(B): the sum does not depend on byte order) but sums
+    the words in a Python loop; NumPy sums a 1400-byte datagram's ~5x faster, once per simulated message.
+    """
+    if len(data) % 2:
+        data = bytes(data) + b"\0"
+    total = int(np.frombuffer(data, dtype=">u2").sum(dtype=np.uint64))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
 def _ip_header(fragment_: _UdpFragment, ip_id: int) -> bytearray:
     """``fragment_``'s link and IPv4 headers with Identification ``ip_id`` (modulo 2**16: the
     field is 16 bits and wraps, RFC 6864) and the Header Checksum (RFC 791) over the IPv4 header."""
-    from scapy.utils import checksum
-
     head = bytearray(fragment_.head)
     _U16.pack_into(head, fragment_.ip_at + _IP_ID_AT, ip_id & 0xFFFF)
-    _U16.pack_into(head, fragment_.ip_at + _IP_CHECKSUM_AT, checksum(head[fragment_.ip_at:]))
+    _U16.pack_into(head, fragment_.ip_at + _IP_CHECKSUM_AT, internet_checksum(head[fragment_.ip_at:]))
     return head
 
 
 def _udp_datagram(template: _UdpTemplate, payload: bytes) -> bytes:
     """UDP header and ``payload``; the checksum (RFC 768) covers the pseudo-header and the
     whole datagram, and a computed 0 is sent as 0xFFFF (0 would mean "no checksum")."""
-    from scapy.utils import checksum
-
-    udp_checksum = checksum(template.sum_prefix + payload) or 0xFFFF
+    udp_checksum = internet_checksum(template.sum_prefix + payload) or 0xFFFF
     return template.udp_head + _U16.pack(udp_checksum) + payload
 
 

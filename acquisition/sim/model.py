@@ -373,6 +373,21 @@ class _Later(simpy.Event):
         self.env.schedule(self, simpy.events.NORMAL, delay_ps)
 
 
+def after_timeout(env: simpy.Environment, delay_ps: Callable[[], int], then: Callable[[], None]) -> None:
+    """What ``env.process`` of a generator that waits one timeout of ``delay_ps()`` and then calls ``then()``
+    does, event for event, without the generator and the process.
+
+    The process's first step runs from an urgent event made now (SimPy's ``Initialize``), and so does
+    ``delay_ps``, then the timeout is made; ``then`` runs on that timeout. Every event is made at the same
+    moment with the same priority, so SimPy's order of events (equal times by priority, then creation) is the
+    same; only the process's own end, an event nothing waits for, is not made.
+    """
+    start = simpy.Event(env)
+    start._ok, start._value = True, None
+    start.callbacks.append(lambda _: env.timeout(delay_ps()).callbacks.append(lambda _: then()))
+    env.schedule(start, simpy.events.URGENT)
+
+
 class _Bursts:
     """The bus transactions of one DMA, run by callbacks on the very events a generator would wait for.
 
@@ -464,11 +479,8 @@ class Link:
             yield env.timeout(start + on_wire_ps - env.now)
             if done is not None:
                 done()
-            env.process(self._arrive(frame, env.now + self.rig.phy_latency_ps))
-
-    def _arrive(self, frame: Frame, at_ps: int) -> Process:
-        yield self.env.timeout(at_ps - self.env.now)
-        self.deliver(frame)
+            at_ps = env.now + self.rig.phy_latency_ps
+            after_timeout(env, lambda at_ps=at_ps: at_ps - env.now, lambda frame=frame: self.deliver(frame))
 
 
 class Host:
@@ -844,10 +856,9 @@ class Host:
                                                else self.int_timer_due <= due):
             return
         self.int_timer_due = due
-        self.env.process(self._int_timer(due))
+        after_timeout(self.env, lambda: due - self.env.now, lambda: self._int_timer_expired(due))
 
-    def _int_timer(self, due: int) -> Process:
-        yield self.env.timeout(due - self.env.now)
+    def _int_timer_expired(self, due: int) -> None:
         if self.int_timer_due != due or self.int_asserted:
             return
         self.int_timer_due = None
