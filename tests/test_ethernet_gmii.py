@@ -412,6 +412,32 @@ def test_gmii_truth_rows() -> None:
     assert truth["dst"][1] == b"01:80:c2:00:00:01" and truth["fcs_ok"].all()
 
 
+@settings(deadline=None, max_examples=60)
+@given(raw=st.lists(st.tuples(st.binary(min_size=18, max_size=90), st.sampled_from(eth.KINDS),
+                              st.sampled_from([b"\x08\x00", b"\x81\x00", b"\x88\x08", b"\x86\xdd"]),
+                              st.booleans(), st.integers(-1, 2**40), st.integers(-1, 65535)), min_size=1, max_size=12))
+def test_gmii_truth_columns_are_what_each_frame_says(raw) -> None:
+    """Every truth column, read from all frames' headers at once, is what the Frame's own properties give:
+    tagged and untagged, IPv4 or not, runts too short for an IPv4 header, bad FCS and error octets."""
+    frames, clock = [], 0
+    for data, kind, ethertype, inner_ipv4, seq, quanta in raw:
+        data = data[:12] + ethertype + data[14:]
+        if ethertype == b"\x81\x00" and inner_ipv4 and len(data) >= 18:
+            data = data[:16] + b"\x08\x00" + data[18:]
+        frames.append((clock, Frame(data, kind=kind, seq=seq, pause_quanta=quanta,
+                                    error_at=tuple(range(0, len(data), 7)) if seq % 3 == 0 else ())))
+        clock += len(data) + 8 + 12
+    truth = GmiiRenderer(frames, []).truth()
+    for row, (ss, f) in zip(truth, frames):
+        assert row["ss"] == ss and row["length"] == len(f.data) and row["direction"] == b"tx"
+        assert (row["dst"], row["src"]) == (f.dst.encode(), f.src.encode())
+        assert (row["ethertype"], row["vlan_id"], row["inner_ethertype"]) == (f.ethertype, f.vlan_id,
+                                                                              f.inner_ethertype)
+        assert (row["kind"], row["seq"], row["pause_quanta"]) == (f.kind.encode(), f.seq, f.pause_quanta)
+        assert (row["fcs_ok"], row["ip_fragment_offset"]) == (f.fcs_ok, f.ip_fragment_offset)
+        assert row["error_octets"] == len(set(f.error_at))
+
+
 # -- Wireshark reads the frames --------------------------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")

@@ -65,8 +65,10 @@ UDP_HEADER_BYTES = 8
 IPV4_MIN_MTU = 68
 KINDS = ("udp", "pause", "pfc", "other")
 
-_HEADER_BYTES = 14
-_VLAN_TAG_BYTES = 4
+#: Destination and source addresses and the Length/Type field (802.3 clause 3.1.1).
+MAC_HEADER_BYTES = 14
+#: An 802.1Q tag between the source address and the Length/Type field.
+VLAN_TAG_BYTES = 4
 _PAUSE_PARAMS = struct.Struct("!HH")
 _PFC_PARAMS = struct.Struct("!HH8H")
 _U16 = struct.Struct("!H")
@@ -136,7 +138,7 @@ class Frame:
     error_at: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if len(self.data) < _HEADER_BYTES + FCS_BYTES:
+        if len(self.data) < MAC_HEADER_BYTES + FCS_BYTES:
             raise ValueError(f"frame of {len(self.data)} bytes: needs at least a 14-byte header and the FCS")
         if self.kind not in KINDS:
             raise ValueError(f"frame kind {self.kind!r}: not one of {KINDS}")
@@ -181,7 +183,7 @@ class Frame:
     def ip_fragment_offset(self) -> int:
         """The IPv4 Fragment Offset field, in units of 8 bytes (RFC 791) as Scapy's ``IP.frag``
         and Wireshark's ``ip.frag_offset`` show it; -1 if the frame does not carry IPv4."""
-        ip = _HEADER_BYTES + (_VLAN_TAG_BYTES if self.ethertype == ETHERTYPE_VLAN else 0)
+        ip = MAC_HEADER_BYTES + (VLAN_TAG_BYTES if self.ethertype == ETHERTYPE_VLAN else 0)
         if self.inner_ethertype != ETHERTYPE_IPV4 or len(self.data) < ip + IPV4_HEADER_BYTES:
             return -1
         return int.from_bytes(self.data[ip + 6:ip + 8], "big") & 0x1FFF
