@@ -346,10 +346,11 @@ def _workers(workers: int | None) -> int:
 class _Renderer:
     """Renders a run's sources into a capture set, on ``workers`` CPUs.
 
-    While the model runs (the whole run recorded), the blocks it can no longer change are rendered in a
-    forked worker on another CPU (:mod:`forked`); once it has ended, what is left and the tables are
-    shared among ``workers`` of them; this process then only stores. With one worker, everything is done
-    here, block by block. The capture set is the same either way.
+    While the model runs (the whole run recorded), the blocks it can no longer change are rendered and
+    compressed in a forked worker on another CPU (:mod:`forked`); once it has ended (:meth:`finish`), what
+    is left is shared among ``workers`` of them, and this process stores what they send back
+    (:meth:`store`). With one worker, everything is done here, block by block. The capture set is the
+    same either way.
     """
 
     def __init__(self, rig: Rig, sources: Callable[[RigRun], _Sources], recording: Recording, workers: int,
@@ -411,9 +412,9 @@ class _Renderer:
             if todo[share::self.workers]:
                 self.pool.submit(todo[share::self.workers], partial(_encoded_task, sources, True))
 
-    def store(self, cs: CaptureSet, progress: Progress | None) -> None:
+    def store(self, cs: CaptureSet) -> None:
         """Store every source and its tables in ``cs`` (rendering them here with one worker)."""
-        sources, results = self.final, self.results
+        sources, results, progress = self.final, self.results, self.progress
         assert sources is not None, "store() comes after finish()"
         if self.pool is not None:
             self.pool.collect()
@@ -541,7 +542,7 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
             renderer.finish(recorded)
             # While the workers render what is left: what the model gives without them.
             _write_run(cs, run, recorded, scenario, bus, nic, host, recording, settings, argv)
-            renderer.store(cs, progress)
+            renderer.store(cs)
     return run
 
 
