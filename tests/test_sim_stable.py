@@ -70,11 +70,11 @@ NIC_CHANGES = {
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
     "intel-stream-11us": "d9aef4429c8e8d063cdcda49c1e2d66c6a63b4615d7e52bcb79b4fc857a667f6",
-    "sk-latency-ad-32": "ef3e827f46d84bdb19a5dd9e72e36504c1f4c1a6d9db98ab631c984b5ce7a8f2",
-    "alteon-stream-timing": "0ef276fa2d2d3f09880caff6e40b31b67b43885b114c64a08e59917e191c514d",
+    "sk-latency-ad-32": "239ec3759f8d316579606ee5096ea5c1699687d8cb11a0c0e8769fe095d13181",
+    "alteon-stream-timing": "8a5542b27cb71a8f3c5a8709fb53d615a58106ab3c4a4fc146d764b89a2082e9",
     "intel-p4dp6-latency": "e2557c21ab6ec0914597c2a6b9c1139f2080bab8abe26fccea11bf3619df701f",
     "intel-stream-pause": "b79aaaa1138ed13d182a4c1d9ea836b8e82c25b7d7b84f905635fe9119991faf",
-    "sk-stream-64-retries": "5a239d759b61a3925b173c077e315d3521271a4c3c4ca8a33fcb59b575334aa0",
+    "sk-stream-64-retries": "f8d15b7b338c306d0bb19e8be0b507cbbbc1297a0404107add16f45c90b5be72",
     "intel-p4dp6-stream": "63d0ad4987985d462547b655a208b97b246b6b94c6c7ae8d3dc601ff48efd735",
     "generic-pcix-schedule": "0e7828ada39afa52a5e3f321464c05e2a1cf918836c99cb397f46a7b71a1cb4d",
 }
