@@ -149,6 +149,33 @@ def test_the_sources_are_the_same_rendered_in_small_blocks(case, workers, tmp_pa
     assert bool(while_running) == (workers > 1 and not cut_short)
 
 
+def test_no_block_handed_out_while_the_model_runs_lies_past_the_recordings_end(tmp_path, monkeypatch):
+    """The model's last checkpoint comes after its last event, up to a checkpoint period later and so past
+    the recording's end (its last event and the tail): the blocks handed out at each checkpoint lie within
+    the recording, its last block rendered once its end is known."""
+    from nicrig.acquisition.sim import forked, rig
+
+    monkeypatch.setattr(rig, "CHECKPOINT_PS", 300_000_000)  # the last checkpoint up to 300 us past the last event
+    monkeypatch.setattr(forked.ForkPool, "running", property(lambda pool: 0))  # blocks at every checkpoint
+    while_running = []
+    submit = forked.ForkPool.submit
+
+    def noting(pool, tasks, work):
+        tasks = list(tasks)
+        if not work.args[1]:
+            while_running.extend(tasks)
+        submit(pool, tasks, work)
+
+    monkeypatch.setattr(forked.ForkPool, "submit", noting)
+    path, _ = simulate_case("intel-stream-11us", tmp_path, workers=3, block_clocks=4096)
+    assert digest(path) == DIGESTS["intel-stream-11us"]
+    with CaptureSet.open(path) as cs:  # state mode: a sample a clock
+        clocks = {name: cs.source(name).num_samples for name in ("send_pci", "recv_pci", "probe")}
+    assert while_running
+    past = [(name, c0, c1) for name, c0, c1 in while_running if c1 > clocks[name]]
+    assert not past, f"{len(past)} blocks past the recording's end, the first {past[0]}"
+
+
 def test_a_register_access_attempt_is_its_template_with_the_termination_replaced():
     """``CsrAccess.attempt`` copies the template field by field (cheaper than ``dataclasses.replace``): every
     field, a field added to ``PciTransaction`` later included, must come across."""

@@ -384,6 +384,11 @@ class _Renderer:
             self.progress("model", len(self.rig.packets), self.messages)
         if not self.live or self.pool.running >= self.workers - 1:  # the model keeps one CPU
             return
+        # The model's last checkpoint comes after its last event (up to a checkpoint period later), where the
+        # recording's end (the tail after that event) is not known yet: blocks handed out then would run past
+        # it, rendered for nothing or as other than the last block. finish() hands out the rest.
+        if self.rig.env.peek() == math.inf:
+            return
         rig = self.rig
         # What the model recorded so far (a copy of it, in the worker's memory once forked).
         live = self.sources(RigRun(buses=rig.buses, probe_tx=rig.probe_tx, probe_rx=rig.probe_rx,
