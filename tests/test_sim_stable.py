@@ -145,8 +145,34 @@ def test_the_sources_are_the_same_rendered_in_small_blocks(case, workers, tmp_pa
     monkeypatch.setattr(forked.ForkPool, "submit", noting)
     path, _ = simulate_case(case, tmp_path, workers=workers, block_clocks=4096)
     assert digest(path) == DIGESTS[case]
-    cut_short = CASES[case][1].messages > 0
+    cut_short = 0 < CASES[case][1].messages < sum(p.count for p in Scenario(**CASES[case][2]).points())
     assert bool(while_running) == (workers > 1 and not cut_short)
+
+
+def test_a_recording_of_every_message_is_rendered_while_the_model_runs(tmp_path, monkeypatch):
+    """A recording of as many messages as the run sends (nicrig simulate's default --capture-count 2000 of a
+    shorter run) is the whole run: its blocks go to a worker while the model runs, as with 0, and the sources
+    and tables are the whole run's."""
+    from nicrig.acquisition.sim import forked, rig
+
+    monkeypatch.setattr(rig, "CHECKPOINT_PS", 20_000_000)
+    while_running = []
+    submit = forked.ForkPool.submit
+
+    def noting(pool, tasks, work):
+        tasks = list(tasks)
+        if not work.args[1]:
+            while_running.extend(tasks)
+        submit(pool, tasks, work)
+
+    monkeypatch.setattr(forked.ForkPool, "submit", noting)
+    names, _, scenario = CASES["intel-stream-11us"]
+    out = tmp_path / "all.h5"
+    simulate(Scenario(**scenario), profiles.load("bus", names["bus"]), profiles.load("nic", names["nic"]),
+             profiles.load("host", names["host"]), out, Recording(messages=scenario["count"]), workers=2,
+             block_clocks=4096)
+    assert while_running
+    assert digest(out) == DIGESTS["intel-stream-11us"]
 
 
 def test_no_block_handed_out_while_the_model_runs_lies_past_the_recordings_end(tmp_path, monkeypatch):

@@ -360,10 +360,12 @@ class _Renderer:
         self.next_c0: dict[str, int] = {}
         self.final: _Sources | None = None  # the run as recorded, once the model has ended
         self.results: dict[tuple[str, int, int], _Block] = {}
-        # A recording cut short changes the blocks near its end: those wait for the model's end.
-        self.live = self.pool is not None and recording.messages == 0
+        # A recording cut short (fewer messages than the run sends, recorded_part) changes the blocks near its
+        # end: those wait for the model's end. One of as many messages as the run sends or more is the whole run.
         sc = rig.scenario
-        self.messages = sum(p.count for p in sc.points()) * (2 if sc.kind == "latency" else 1)
+        sent = sum(p.count for p in sc.points())  # stream datagrams or requests
+        self.live = self.pool is not None and not 0 < recording.messages < sent
+        self.messages = sent * (2 if sc.kind == "latency" else 1)
 
     @property
     def checkpoints(self) -> Callable[[int], None] | None:
