@@ -7,7 +7,7 @@ model's behaviour changes them and must say so in its commit message, a
 change that is only meant to make it faster must not.
 
 The cases cover what the engine's shortcuts (DMA plans, the sources
-rendered on threads) could get wrong: request-response and streams; a saturated stream
+rendered in blocks by forked workers while the model runs) could get wrong: request-response and streams; a saturated stream
 whose receiver sends PAUSE and XON (a NIC with a small receive FIFO, so the
 cycles start within a short run); CSR retries (STOP#) and delayed reads of
 the host bridge interleaving with the NIC's bursts on one bus (two masters);
