@@ -124,25 +124,33 @@ def test_the_sources_are_the_same_rendered_here_or_in_workers(case, workers, tmp
     assert digest(path) == DIGESTS[case]
 
 
+def _blocks_handed_out_while_the_model_runs(monkeypatch) -> list[tuple[str, int, int]]:
+    """The blocks ``(source, c0, c1)`` the renderer will hand to forked workers while the model runs (as it goes)."""
+    from nicrig.acquisition.sim import forked
+
+    handed = []
+    submit = forked.ForkPool.submit
+
+    def noting(pool, tasks, work):
+        tasks = list(tasks)
+        if not work.args[1]:  # _encoded_task(sources, final, task): blocks of the run still going
+            handed.extend(tasks)
+        submit(pool, tasks, work)
+
+    monkeypatch.setattr(forked.ForkPool, "submit", noting)
+    return handed
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_sources_are_the_same_rendered_in_small_blocks(case, workers, tmp_path, monkeypatch):
     """Blocks of 4096 clocks, each rendered from the transactions and frames that reach into it, and, with
     a worker, handed to it every 20 us of simulated time while the model runs (all but the cut recording):
     the capture set is the one rendered whole."""
-    from nicrig.acquisition.sim import forked, rig
+    from nicrig.acquisition.sim import rig
 
     monkeypatch.setattr(rig, "CHECKPOINT_PS", 20_000_000)
-    while_running = []
-    submit = forked.ForkPool.submit
-
-    def noting(pool, tasks, work):
-        tasks = list(tasks)
-        if not work.args[1]:  # _encoded_task(sources, final, task): blocks of the run still going
-            while_running.extend(tasks)
-        submit(pool, tasks, work)
-
-    monkeypatch.setattr(forked.ForkPool, "submit", noting)
+    while_running = _blocks_handed_out_while_the_model_runs(monkeypatch)
     path, _ = simulate_case(case, tmp_path, workers=workers, block_clocks=4096)
     assert digest(path) == DIGESTS[case]
     cut_short = 0 < CASES[case][1].messages < sum(p.count for p in Scenario(**CASES[case][2]).points())
@@ -153,19 +161,10 @@ def test_a_recording_of_every_message_is_rendered_while_the_model_runs(tmp_path,
     """A recording of as many messages as the run sends (nicrig simulate's default --capture-count 2000 of a
     shorter run) is the whole run: its blocks go to a worker while the model runs, as with 0, and the sources
     and tables are the whole run's."""
-    from nicrig.acquisition.sim import forked, rig
+    from nicrig.acquisition.sim import rig
 
     monkeypatch.setattr(rig, "CHECKPOINT_PS", 20_000_000)
-    while_running = []
-    submit = forked.ForkPool.submit
-
-    def noting(pool, tasks, work):
-        tasks = list(tasks)
-        if not work.args[1]:
-            while_running.extend(tasks)
-        submit(pool, tasks, work)
-
-    monkeypatch.setattr(forked.ForkPool, "submit", noting)
+    while_running = _blocks_handed_out_while_the_model_runs(monkeypatch)
     names, _, scenario = CASES["intel-stream-11us"]
     out = tmp_path / "all.h5"
     simulate(Scenario(**scenario), profiles.load("bus", names["bus"]), profiles.load("nic", names["nic"]),
@@ -183,16 +182,7 @@ def test_no_block_handed_out_while_the_model_runs_lies_past_the_recordings_end(t
 
     monkeypatch.setattr(rig, "CHECKPOINT_PS", 300_000_000)  # the last checkpoint up to 300 us past the last event
     monkeypatch.setattr(forked.ForkPool, "running", property(lambda pool: 0))  # blocks at every checkpoint
-    while_running = []
-    submit = forked.ForkPool.submit
-
-    def noting(pool, tasks, work):
-        tasks = list(tasks)
-        if not work.args[1]:
-            while_running.extend(tasks)
-        submit(pool, tasks, work)
-
-    monkeypatch.setattr(forked.ForkPool, "submit", noting)
+    while_running = _blocks_handed_out_while_the_model_runs(monkeypatch)
     path, _ = simulate_case("intel-stream-11us", tmp_path, workers=3, block_clocks=4096)
     assert digest(path) == DIGESTS["intel-stream-11us"]
     with CaptureSet.open(path) as cs:  # state mode: a sample a clock
