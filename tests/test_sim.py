@@ -360,3 +360,22 @@ def test_ctrl_c_while_workers_render_stops_them_all_and_leaves_nothing(tmp_path)
     else:
         pytest.fail(f"processes of the simulation's group are still there: {_group(proc.pid)}")
     assert list(out.iterdir()) == [] and list(scratch.iterdir()) == []
+
+
+def test_workers_option_gives_the_same_capture_and_refuses_a_negative_count(tmp_path):
+    """``--workers 1`` (everything in simulate's own process) and ``--workers 2`` (forked workers while the
+    model runs): the same samples, timestamps and tables; ``--workers -1`` is a usage error."""
+    from test_sim_stable import digest
+
+    digests = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}.h5"
+        r = subprocess.run([sys.executable, "-m", "nicrig", "simulate", "--count", "300", "--rounds", "1",
+                            "--spacing-us", "11", "--capture-count", "0", "--workers", workers, "-o", str(out)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        digests.append(digest(out))
+    assert digests[0] == digests[1]
+    r = subprocess.run([sys.executable, "-m", "nicrig", "simulate", "--workers", "-1", "-o", str(tmp_path / "x.h5")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--workers -1" in r.stderr and not (tmp_path / "x.h5").exists()

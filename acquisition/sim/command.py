@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples-per-clock", type=int, default=None, metavar="K",
                    help="record the PCI buses in timing mode with a CLK channel, K samples per clock "
                         "(default: state mode, one sample per clock)")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="render the sources in N processes, the first blocks while the model still runs "
+                        "(default 0: one per CPU; 1: in this process, after the model); the file is the same")
     p.add_argument("--list-profiles", action="store_true", help="list the built-in profiles and exit")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.add_argument("-o", "--output", metavar="FILE.h5", help="capture set to write")
@@ -126,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("simulate needs -o FILE.h5")
     if args.samples_per_clock is not None and not 2 <= args.samples_per_clock <= 64:
         raise UsageError("--samples-per-clock must be 2 to 64")
+    if args.workers < 0:
+        raise UsageError(f"--workers {args.workers}: a number of processes, or 0 for one per CPU")
     if args.capture_count < 0:
         raise UsageError(f"--capture-count {args.capture_count}: a number of messages, or 0 for the whole run")
     scenario = scenario_of(args)
@@ -148,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             tasks[name](done)
 
         result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
-                          argv=["nicrig", *args._argv])
+                          argv=["nicrig", *args._argv], workers=args.workers or None)
 
     summary = _summary(result, args.output)
     if args.json:
