@@ -80,3 +80,19 @@ def test_a_full_pool_waits_for_room_and_keeps_every_result():
             assert pool.running <= 1
         pool.collect()
         assert pool.results() == {0: 100, 1: 101, 2: 102, 3: 103}
+
+
+def test_a_worker_that_cannot_write_its_results_says_why_and_fails(monkeypatch, capfd):
+    """A full disk under the results file: the worker's error is on standard error and the pool reports it
+    failed (not a clean exit that left an empty file)."""
+    import nicrig.acquisition.sim.forked as forked
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(forked.pickle, "dump", full_disk)  # in the child's copy of this process too
+    with ForkPool(1) as pool:
+        pool.submit([1], lambda task: task)
+        with pytest.raises(WorkerFailed, match=r"without its results \(exit status 1;"):
+            pool.collect()
+    assert "No space left on device" in capfd.readouterr().err

@@ -15,6 +15,7 @@ import gc
 import os
 import pickle
 import signal
+import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Hashable, Iterable
@@ -110,7 +111,8 @@ class ForkPool:
             with open(out, "rb") as f:
                 ok, payload = pickle.load(f)
         except (OSError, EOFError, pickle.UnpicklingError):
-            raise WorkerFailed(f"a rendering worker ended without its results ({_how(status)})") from None
+            raise WorkerFailed(f"a rendering worker ended without its results ({_how(status)}; "
+                               "what it could say is on standard error)") from None
         finally:
             out.unlink(missing_ok=True)
         if not ok:
@@ -145,9 +147,13 @@ def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iter
             try:
                 pickle.dump(outcome, f, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception:  # noqa: BLE001 - an error that does not pickle goes back as text
+                code = 1
                 f.seek(0)
                 f.truncate()
                 pickle.dump((False, (None, outcome[1][1] if not outcome[0] else traceback.format_exc())), f)
-                code = 1
+    except BaseException:  # noqa: BLE001 - no results file (a full disk): why goes where the parent's errors go
+        code = 1
+        traceback.print_exc()
+        sys.stderr.flush()
     finally:
         os._exit(code)
