@@ -51,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="record the PCI buses in timing mode with a CLK channel, K samples per clock "
                         "(default: state mode, one sample per clock)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
-                   help="render the sources in N processes, the first blocks while the model still runs "
+                   help="render the sources in N processes, the first blocks while the model still runs when "
+                        "the recording holds the whole run (--capture-count 0, or at least the run's messages) "
                         "(default 0: one per CPU; 1: in this process, after the model); the file is the same")
     p.add_argument("--list-profiles", action="store_true", help="list the built-in profiles and exit")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
