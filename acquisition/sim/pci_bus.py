@@ -870,12 +870,6 @@ def _checked(transactions: Sequence[PciTransaction], width_bits: int) -> tuple[_
     return batch, timeline
 
 
-def transaction_truth(transactions: Sequence[PciTransaction], width_bits: int) -> np.ndarray:
-    """One :data:`TRUTH_DTYPE` row per transaction, by start clock: :meth:`PciRenderer.truth` without
-    preparing to render."""
-    return _truth(*_checked(transactions, width_bits))
-
-
 class PciRenderer:
     """Render transactions to per-clock PCI signals, block by block.
 
