@@ -355,6 +355,12 @@ def _role(direction: str, small: bool, next_is_data: bool, rx_pending: bool, wb_
     return "fetch" if can_fetch else "other"
 
 
+def _address_known(pci: np.ndarray) -> np.ndarray:
+    """Per row of a decoded ``pci`` table, whether AD was probed for its address (``has_address``; a table without
+    the column knows none)."""
+    return pci["has_address"] if "has_address" in (pci.dtype.names or ()) else np.zeros(len(pci), bool)
+
+
 def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.ndarray | None, *,
                gap_ns: float, descriptor_max: int) -> list[Transfer]:
     """Sweep the NIC's transactions in time order, grouping them into transfers tied to frames."""
@@ -363,7 +369,7 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
     direction = _directions(pci)
     t0, t1 = pci["t_ns"].astype(np.float64), pci["t_end_ns"].astype(np.float64)
     descriptor = descriptor_bytes(nbytes[dma], descriptor_max)
-    known = pci["has_address"] if "has_address" in (pci.dtype.names or ()) else np.zeros(len(pci), bool)
+    known = _address_known(pci)
     address = np.where(known, pci["address"], 0).astype(np.int64)
     address[~known] = -1
     span = pci["data_phases"].astype(np.int64) * np.where(pci["wide"], 8, 4)
@@ -815,7 +821,7 @@ def _refill_runs(pci: np.ndarray, runs: list[Run], accesses: list[_Access], clea
     if not runs:
         return []
     of_row = {r: k for k, a in enumerate(accesses) for r in a.rows}
-    known = pci["has_address"] if "has_address" in (pci.dtype.names or ()) else np.zeros(len(pci), bool)
+    known = _address_known(pci)
     offsets = registers.offsets(pci["address"]) if registers is not None else None
     write = np.isin(pci["command"], WRITE_COMMANDS)
     fetches = np.array(sorted((t.start_ns, t.end_ns) for t in transfers if t.role == "fetch")).reshape(-1, 2)
