@@ -480,7 +480,8 @@ class SourceWriter(Source):
 
         From the first chunk boundary on, the samples' chunks are encoded on :data:`nicrig.h5file.ENCODER_THREADS` threads
         and stored whole (:meth:`append_encoded`); samples before it (an append that starts mid-chunk) are
-        written through HDF5's own filters.
+        written through HDF5's own filters, and so is everything appended to datasets of other filters (a file
+        of an older nicrig).
         """
         packed = np.asarray(packed, dtype=np.uint8)
         if packed.ndim != 2 or packed.shape[1] != self.unitsize:
