@@ -15,7 +15,6 @@ import gc
 import os
 import pickle
 import signal
-import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Hashable, Iterable
@@ -153,7 +152,8 @@ def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iter
                 pickle.dump((False, (None, outcome[1][1] if not outcome[0] else traceback.format_exc())), f)
     except BaseException:  # noqa: BLE001 - no results file (a full disk): why goes where the parent's errors go
         code = 1
-        traceback.print_exc()
-        sys.stderr.flush()
+        # Straight to the descriptor: sys.stderr's lock may have been held by another of the parent's threads
+        # (a progress ticker) when it forked, and would never be released here.
+        os.write(2, traceback.format_exc().encode(errors="replace"))
     finally:
         os._exit(code)
