@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nicrig.acquisition.capture import DEFAULT_CHUNK_SAMPLES, CaptureSet, SourceSpec
+from nicrig import h5file
 from nicrig.errors import UsageError
 from nicrig.h5file import STORAGE, LIBVER, dataset_filters, encode_chunk, storage_filters, store
 
@@ -179,13 +180,22 @@ def tables(draw: st.DrawFn) -> np.ndarray:
 
 @settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.one_of(tables(), arrays().map(lambda case: case[0]).filter(len)))
-def test_store_writes_the_chunks_hdf5_writes(tmp_path: Path, rows: np.ndarray) -> None:
-    """Tables (and arrays) stored through the encoder threads hold, chunk for chunk, what H5Dwrite stores."""
+def test_store_writes_the_chunks_hdf5_writes(tmp_path: Path, rows: np.ndarray, monkeypatch) -> None:
+    """Tables (and arrays) stored through the encoder threads hold, chunk for chunk, what H5Dwrite stores; every
+    table and every array chunked along its first axis only is encoded so (not left to H5Dwrite)."""
+    encoded = []
+
+    def noted(data, chunk_rows, filters):
+        encoded.append(len(data))
+        return encode_chunk(data, chunk_rows, filters)
+
     with h5py.File(tmp_path / "ours.h5", "w", libver=LIBVER) as ours, \
-            h5py.File(tmp_path / "hdf5.h5", "w", libver=LIBVER) as theirs:
+            h5py.File(tmp_path / "hdf5.h5", "w", libver=LIBVER) as theirs, monkeypatch.context() as patch:
+        patch.setattr(h5file, "encode_chunk", noted)
         a = store(ours, "t", rows)
         b = theirs.create_dataset("t", data=rows, chunks=True, **STORAGE)
         assert a.chunks == b.chunks and a.dtype == b.dtype
+        assert sum(encoded) == (len(rows) if rows.ndim == 1 or a.chunks[1:] == rows.shape[1:] else 0)
         for c in range(0, len(rows), a.chunks[0]):
             offset = (c, *[0] * (rows.ndim - 1))
             assert a.id.read_direct_chunk(offset) == b.id.read_direct_chunk(offset), f"chunk at row {c}"
