@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nicrig.acquisition import capture
 from nicrig.acquisition.capture import CaptureSet, EncodedBlock, SourceSpec, encode_block
 from nicrig import h5file
 from nicrig.errors import UsageError
@@ -136,16 +137,26 @@ def test_a_source_with_other_filters_takes_no_encoded_blocks_and_appends_as_befo
 
 @settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 3 * CHUNK), min_size=1, max_size=5), seed=st.integers(0, 2**16))
-def test_append_stores_the_chunks_hdf5_would(tmp_path: Path, sizes: list[int], seed: int) -> None:
-    """Appends of any sizes (aligned or not) leave every chunk as HDF5's own filters leave it."""
+def test_append_stores_the_chunks_hdf5_would(tmp_path: Path, sizes: list[int], seed: int, monkeypatch) -> None:
+    """Appends of any sizes (aligned or not) leave every chunk as HDF5's own filters leave it; from each
+    append's first chunk boundary on, nicrig encodes them (samples and timestamps), the rest HDF5 does."""
     packed, ts = _data(sum(sizes), seed)
     path = tmp_path / "c.h5"
-    with CaptureSet.create(path) as cs:
+    encoded = []
+
+    def noted(data, chunk_rows, filters):
+        encoded.append(len(data))
+        return h5file.encode_chunk(data, chunk_rows, filters)
+
+    with CaptureSet.create(path) as cs, monkeypatch.context() as patch:
+        patch.setattr(capture, "encode_chunk", noted)
         w = cs.add_source(_spec(), chunk_samples=CHUNK)
         start = 0
         for k in sizes:
             w.append(packed[start:start + k], ts[start:start + k])
             start += k
+    heads = [min(k, -sum(sizes[:i]) % CHUNK) for i, k in enumerate(sizes)]
+    assert sum(encoded) == 2 * sum(k - head for k, head in zip(sizes, heads))
     ref = tmp_path / "ref.h5"
     with h5py.File(ref, "w", libver=LIBVER) as f:  # the same rows through H5Dwrite, appended the same way
         for name, rows in (("samples", packed), ("timestamps_ps", ts)):
