@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,3 +100,28 @@ def test_a_worker_that_cannot_write_its_results_says_why_and_fails(monkeypatch, 
         with pytest.raises(WorkerFailed, match=r"without its results \(exit status 1;"):
             pool.collect()
     assert "No space left on device" in capfd.readouterr().err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_die_with_a_parent_killed_before_it_could_stop_them(tmp_path):
+    """SIGKILL leaves the pool no chance to stop its workers: the kernel does (PR_SET_PDEATHSIG)."""
+    script = (
+        "import os, sys, time\n"
+        "from nicrig.acquisition.sim.forked import ForkPool\n"
+        "pool = ForkPool(1)\n"
+        "pool.submit([1], lambda task: time.sleep(600))\n"
+        "print(*pool._running, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    for _ in range(200):  # the kernel's signal, then init reaps it
+        if not Path(f"/proc/{worker}").exists():
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        pytest.fail("the worker outlived its killed parent")

@@ -379,3 +379,12 @@ def test_workers_option_gives_the_same_capture_and_refuses_a_negative_count(tmp_
     r = subprocess.run([sys.executable, "-m", "nicrig", "simulate", "--workers", "-1", "-o", str(tmp_path / "x.h5")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--workers -1" in r.stderr and not (tmp_path / "x.h5").exists()
+
+
+def test_checkpoints_need_an_interval():
+    from nicrig.acquisition.sim.model import Rig, Scenario
+
+    rig = Rig(Scenario(kind="latency", size_bytes=64, count=1), profiles.load("bus", "pci64-66"),
+              profiles.load("nic", "intel-pro1000"), profiles.load("host", "supermicro-370dle"))
+    with pytest.raises(ValueError, match="positive interval"):
+        rig.run(checkpoint=lambda t_ps: None)

@@ -11,10 +11,12 @@ garbage collector (which could finalize the parent's HDF5 objects) and leaves wi
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import pickle
 import signal
+import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Hashable, Iterable
@@ -22,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 Task = Hashable
+#: prctl(2) option: the signal this process gets when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 
 class WorkerFailed(RuntimeError):
@@ -74,9 +78,10 @@ class ForkPool:
         # held back until then (the child, whose mask this is too, ignores it).
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
+            parent = os.getpid()
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child's coverage is not collected
-                _child(tasks, work, out, held)
+                _child(tasks, work, out, held, parent)
             self._running[pid] = out
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
@@ -129,7 +134,18 @@ def _how(status: int) -> str:
     return f"exit status {os.WEXITSTATUS(status)}"
 
 
-def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iterable[int]) -> None:  # pragma: no cover
+def _die_with(parent: int) -> None:  # pragma: no cover - runs in the child
+    """Have the kernel kill this worker when its parent dies (killed, say, where it could not stop its
+    workers): Linux's PR_SET_PDEATHSIG; elsewhere nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
+        os._exit(1)  # the parent died before the request took effect
+
+
+def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iterable[int],
+           parent: int) -> None:  # pragma: no cover
     """The forked child: do the work, write ``(ok, results)`` or ``(False, (error, traceback))``, exit."""
     code = 0
     try:
@@ -137,6 +153,7 @@ def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iter
         # Ctrl-C reaches the whole process group: the parent handles it and kills its workers.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _die_with(parent)
         outcome: tuple[bool, Any] = (True, {task: work(task) for task in tasks})
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
         code = 1

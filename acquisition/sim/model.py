@@ -1098,6 +1098,8 @@ class Rig:
             every_ps: int = 0) -> RigRun:
         """Run the scenario to its end; ``checkpoint(t_ps)`` is called every ``every_ps`` of simulated time,
         when every event before ``t_ps`` has happened and none after."""
+        if checkpoint is not None and every_ps <= 0:
+            raise ValueError(f"checkpoints need a positive interval, not every_ps={every_ps}")
         if self.scenario.kind == "stream":
             self.b.on_receive = self._on_frame_at("stream")
             self.env.process(self._stream())

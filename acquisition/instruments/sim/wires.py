@@ -83,8 +83,10 @@ def render(source: str, scenario: Scenario, *, bus: str = "pci64-66", nic: str =
         raise UsageError("samples per clock must be 2 to 64")
     with tempfile.TemporaryDirectory(prefix="nicrig-siminstr-") as tmp:
         path = Path(tmp) / "rig.h5"
+        # workers=1: the instrument server calls this from a handler thread; a fork beside live threads is
+        # what forked workers avoid (acquisition/sim/forked.py), and a short record gains little from them.
         simulate(scenario, profiles.load("bus", bus), profiles.load("nic", nic), profiles.load("host", host), path,
-                 Recording(with_ad=with_ad, samples_per_clock=samples_per_clock))
+                 Recording(with_ad=with_ad, samples_per_clock=samples_per_clock), workers=1)
         with CaptureSet.open(path) as cs:
             if source not in cs.source_names:
                 raise UsageError(f"the simulated rig has no source {source!r} (sources: {', '.join(cs.source_names)})")
