@@ -47,7 +47,9 @@ def _timed(cmd: list[str]) -> tuple[float, float, subprocess.CompletedProcess[st
     """Run ``cmd``; its wall-clock and CPU seconds (the CPU time a loaded machine distorts far less)."""
     cpu = _children_cpu_s()
     t = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    # From a folder of no checkout: ``python -m nicrig`` puts the working directory first on the path, which
+    # in a checkout would run that checkout's nicrig whatever the interpreter.
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
     elapsed = time.perf_counter() - t
     if r.returncode != 0:
         sys.exit(f"bench: {' '.join(cmd[:3])} failed:\n{r.stderr}")
