@@ -388,3 +388,30 @@ def test_checkpoints_need_an_interval():
               profiles.load("nic", "intel-pro1000"), profiles.load("host", "supermicro-370dle"))
     with pytest.raises(ValueError, match="positive interval"):
         rig.run(checkpoint=lambda t_ps: None)
+
+
+@pytest.mark.parametrize("wide_every", [0, 7, 1000])
+def test_a_block_rendered_from_its_window_is_the_block_of_the_whole_bus(wide_every):
+    """A 64-bit bus whose 64-bit transfers are rare, or absent (a 32-bit card in a 64-bit slot): each block
+    rendered from the transactions :func:`rig._pci_window` picks equals that block of the whole bus rendered
+    at once, AD[63:32] holding the last 64-bit transfer's value however long ago."""
+    from nicrig.acquisition.sim import rig
+    from nicrig.acquisition.sim.model import BusRecord
+    from nicrig.acquisition.sim.pci_bus import PciRenderer, PciTransaction
+
+    bus = BusRecord(profiles.load("bus", "pci64-66"), 0)
+    for k in range(300):
+        wide = bool(wide_every) and k % wide_every == 3
+        n = 1 + k % 3
+        if wide:
+            bus.wide.append(len(bus.transactions))
+        bus.transactions.append(PciTransaction(
+            start_clk=5 + 13 * k, command=0x7, address=0x1000 + 64 * k, wide=wide, master="nic" if k % 2 else "host",
+            data=np.array([(k << 40) + (j << 32) + 0xA5A5_0000 + j for j in range(n)], np.uint64),
+            byte_enables=np.full(n, 0xFF if wide else 0xF, np.uint8)))
+    clocks = 5 + 13 * 300
+    whole = PciRenderer(bus.transactions, width_bits=64, with_ad=True).render(0, clocks)
+    for c0 in range(0, clocks, 256):
+        c1 = min(clocks, c0 + 256)
+        window = PciRenderer(bus.transactions[rig._pci_window(bus, c0, c1)], width_bits=64, with_ad=True)
+        assert np.array_equal(window.render(c0, c1), whole[c0:c1]), (c0, c1)

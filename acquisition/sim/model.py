@@ -161,6 +161,8 @@ class BusRecord:
     transactions: list[PciTransaction] = field(default_factory=list)
     purposes: list[str] = field(default_factory=list)
     interrupts: list[list[int]] = field(default_factory=list)  # [assert_clk, deassert_clk]
+    #: Where in ``transactions`` the 64-bit transfers are (AD[63:32] keeps the last one's value after it).
+    wide: list[int] = field(default_factory=list)
     free_clk: int = 0
     period_ps: float = field(init=False, repr=False)
     arbitration_clocks: int = field(init=False, repr=False)
@@ -595,6 +597,8 @@ class Host:
         if busy is None:
             busy = busy_clocks(txn, bus.profile.width_bits)
         bus.free_clk = start + busy + TURNAROUND_CLOCKS
+        if txn.wide:
+            bus.wide.append(len(bus.transactions))
         bus.transactions.append(txn)
         bus.purposes.append(purpose)
         end = bus.phase_ps + round((start + busy) * bus.period_ps)

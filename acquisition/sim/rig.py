@@ -112,22 +112,23 @@ def source_clocks(run: RigRun, name: str) -> int:
 WINDOW_LEAD_CLOCKS = pci_bus.REQ_LEAD_CLOCKS + 2
 
 
-def _pci_window(transactions: Sequence[pci_bus.PciTransaction], c0: int, c1: int, wide_bus: bool) -> slice:
-    """Where, in ``transactions`` (in start order, as a bus puts them), those that shape clocks ``[c0, c1]``
-    of the bus are.
+def _pci_window(bus: BusRecord, c0: int, c1: int) -> slice:
+    """Where, in ``bus.transactions`` (in start order, as a bus puts them), those that shape clocks
+    ``[c0, c1]`` of the bus are.
 
     One bus carries one transaction at a time, so the last to start before ``c0`` (one more kept for
     margin) is the earliest that reaches into the block: its lines, or the AD value the bus holds after
     it, and the REQ# of the next NIC transaction, which depends on the NIC's previous one only when that
     ended just before it. On a 64-bit bus, AD[63:32] and C/BE[7:4]# hold what the last 64-bit transfer
-    left on them, however long ago. Those that start more than :data:`WINDOW_LEAD_CLOCKS` after ``c1``
-    cannot.
+    left on them, however long ago (found by :attr:`BusRecord.wide`, not by reading the bus back). Those
+    that start more than :data:`WINDOW_LEAD_CLOCKS` after ``c1`` cannot.
     """
-    start = attrgetter("start_clk")
+    start, transactions = attrgetter("start_clk"), bus.transactions
     lo = max(0, bisect.bisect_left(transactions, c0, key=start) - 2)
-    if wide_bus:
-        while lo > 0 and not transactions[lo].wide:
-            lo -= 1
+    if bus.profile.width_bits == 64:
+        # Before the first 64-bit transfer AD[63:32] holds 0, as it does in a window without one.
+        last_wide = bisect.bisect_right(bus.wide, lo) - 1
+        lo = bus.wide[last_wide] if last_wide >= 0 else lo
     return slice(lo, bisect.bisect_right(transactions, c1 + WINDOW_LEAD_CLOCKS, key=start))
 
 
@@ -254,7 +255,7 @@ class _Sources:
         prof = bus.profile
         reach = c1 + WINDOW_LEAD_CLOCKS
         pending_end = reach if n_clocks is None else n_clocks
-        window = _pci_window(bus.transactions, c0, c1, prof.width_bits == 64)
+        window = _pci_window(bus, c0, c1)
         renderer = pci_bus.PciRenderer(bus.transactions[window], width_bits=prof.width_bits, with_ad=rec.with_ad,
                                        interrupts=[(a, b if b >= 0 else pending_end)
                                                    for a, b in bus.interrupts if a <= reach])
@@ -507,7 +508,8 @@ def recorded_part(run: RigRun, messages: int, link_rate_bps: float = application
     for name, bus in run.buses.items():
         keep = [bus.time_of(t.start_clk) < end for t in bus.transactions]
         clk = bus.clock_at_or_after(end)
-        buses[name] = replace(bus, transactions=[t for t, k in zip(bus.transactions, keep) if k],
+        kept = [t for t, k in zip(bus.transactions, keep) if k]
+        buses[name] = replace(bus, transactions=kept, wide=[i for i, t in enumerate(kept) if t.wide],
                               purposes=[p for p, k in zip(bus.purposes, keep) if k],
                               interrupts=[[a, b if 0 <= b < clk else -1] for a, b in bus.interrupts if a < clk])
 
