@@ -65,8 +65,8 @@ def test_leaving_the_pool_stops_its_workers_and_removes_their_files():
         with pytest.raises(KeyboardInterrupt), ForkPool(2) as pool:
             pool.submit([1], lambda task: os.read(read_end, 1))  # blocks until the pipe closes: never here
             assert pool.running == 1
-            children = list(pool._running)
-            folder = pool._folder
+            children = pool.children
+            folder = pool.folder
             raise KeyboardInterrupt
     finally:
         os.close(write_end)
@@ -110,7 +110,7 @@ def test_workers_die_with_a_parent_killed_before_it_could_stop_them(tmp_path):
         "from nicrig.acquisition.sim.forked import ForkPool\n"
         "pool = ForkPool(1)\n"
         "pool.submit([1], lambda task: time.sleep(600))\n"
-        "print(*pool._running, flush=True)\n"
+        "print(*pool.children, flush=True)\n"
         "time.sleep(600)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

@@ -61,6 +61,16 @@ class ForkPool:
         self.close()
 
     @property
+    def children(self) -> list[int]:
+        """Process ids of the children not yet collected."""
+        return list(self._running)
+
+    @property
+    def folder(self) -> Path:
+        """Where the children leave their results (removed with the pool)."""
+        return self._folder
+
+    @property
     def running(self) -> int:
         """Children still running (finished ones are collected first)."""
         self.collect(block=False)
