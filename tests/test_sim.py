@@ -324,10 +324,12 @@ def _group(pgid: int) -> str:
 
 @pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
                     reason="needs Linux's /proc/PID/task/TID/children to see the workers")
-def test_ctrl_c_while_workers_render_stops_them_all_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_stopped_while_workers_render_it_stops_them_all_and_leaves_nothing(stop, tmp_path):
     """Ctrl-C reaches the terminal's whole process group, the simulation and its forked workers: the
     workers leave it to the simulation, which stops them, removes their results and the unfinished
-    capture set, and exits 130."""
+    capture set, and exits 130. SIGTERM (``kill``, ``timeout``, a job scheduler) reaches the simulation
+    alone: the same (nicrig.interrupts)."""
     out, scratch = tmp_path / "out", tmp_path / "tmp"
     out.mkdir()
     scratch.mkdir()
@@ -344,13 +346,16 @@ def test_ctrl_c_while_workers_render_stops_them_all_and_leaves_nothing(tmp_path)
         while not _children(proc.pid):  # the model has handed blocks to a worker
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGINT)
+        if stop == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.terminate()
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, err
+    assert proc.returncode == 130 and "nicrig: interrupted" in err, err
     for _ in range(200):  # no worker outlived it (once init has taken any zombie it left)
         try:
             os.killpg(proc.pid, 0)

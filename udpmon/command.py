@@ -480,10 +480,11 @@ def _execute(args: argparse.Namespace, kind: Kind) -> int:
 def _sweep(run: Run, kind: Kind, plan: Any, sweeper: Any, results: list[tuple[dict[str, Any] | None, Any]]) -> None:
     """Every step of ``plan``: apply, measure under ``sweep/step<k>/``, and put every setting back at the end."""
     import numpy as np
+    from nicrig.interrupts import signals_interrupt
     from nicrig.udpmon import sweep as W
 
     progress = run.progress.task("udpmon sweep", len(plan.steps), "steps")
-    with W.signals_interrupt():
+    with signals_interrupt():
         try:
             for i, step in enumerate(plan.steps):
                 W.note(f"sweep step {i}: {W.step_label(step)}")

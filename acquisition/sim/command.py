@@ -118,6 +118,7 @@ def scenario_of(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.sim import profiles
     from nicrig.acquisition.sim.rig import Recording, simulate
+    from nicrig.interrupts import signals_interrupt
     from nicrig.progress import Progress
 
     from nicrig.errors import UsageError
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     settings = {"count": args.count, "order": args.order, "order_seed": args.order_seed, "nic": nic.name,
                 "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count}
 
-    with Progress() as bar:
+    with signals_interrupt(), Progress() as bar:
         tasks: dict[str, Any] = {}
 
         def progress(name: str, done: int, total: int) -> None:

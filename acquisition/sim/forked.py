@@ -162,6 +162,7 @@ def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iter
         gc.disable()
         # Ctrl-C reaches the whole process group: the parent handles it and kills its workers.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: a SIGTERM here ends the worker
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _die_with(parent)
         outcome: tuple[bool, Any] = (True, {task: work(task) for task in tasks})
