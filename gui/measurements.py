@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from nicrig.analysis import bus
+from nicrig.analysis import bus, nic_registers
 from nicrig.gui.background import Job
 from nicrig.gui.lanes import STYLE_NAMES, Boxes, format_ns
 from PySide6 import QtWidgets
@@ -123,9 +123,12 @@ def host_measurements(trace: HostTrace, t0_ns: float, t1_ns: float, shift_ns: fl
 
 
 def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: float, t1_ns: float,
-                  max_paths: int = 6, hosts: list[tuple[HostTrace, float]] = ()) -> list[Measurement]:
+                  max_paths: int = 6, hosts: list[tuple[HostTrace, float]] = (),
+                  devices: dict[str, str] | None = None) -> list[Measurement]:
     """Bus-level measurements (``nicrig.analysis.bus``) of the decoded tables in ``[t0_ns, t1_ns]``, and the
-    host probe's of each (trace, view minus CLOCK_MONOTONIC) in ``hosts``."""
+    host probe's of each (trace, view minus CLOCK_MONOTONIC) in ``hosts``. ``devices``: each source's PCI
+    ``vendor:device``, whose register map (``nicrig.analysis.nic_registers``) names the accesses where AD
+    was probed, as the report does."""
     rig = rig_roles(sources, tables)
     host_rows = [m for trace, shift in hosts for m in host_measurements(trace, t0_ns, t1_ns, shift)]
     if rig.send is None and rig.probe is None:
@@ -138,7 +141,8 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
         return cut.get(f"{source}/{decoder}") if source else None
 
     tl = bus.bus_timeline(get(rig.send, "pci"), get(rig.send, "irq"), get(rig.recv, "pci"), get(rig.recv, "irq"),
-                          get(rig.probe, "ethernet"))
+                          get(rig.probe, "ethernet"),
+                          registers=nic_registers.for_device((devices or {}).get(rig.send or "")))
     out: list[Measurement] = []
     for paths, way in ((tl.paths_out, "out"), (tl.paths_in, "in")):
         for p in paths[:max_paths]:
@@ -148,6 +152,8 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
             continue
         out.append(Measurement(f"{name}: summary", ""))
         rows = [_spread("  CSR setup per send", host.csr.send_setup_us),
+                _spread("  CSR accesses per receive ring refill outside the service", host.csr.refill_accesses,
+                        "accesses"),
                 _spread("  DMA per sent frame (fetch)", host.dma.fetch_us),
                 _spread("  DMA per received frame", host.dma.receive_us),
                 _spread("  DMA burst", host.dma.burst_us),
@@ -223,7 +229,9 @@ class MeasurementsPanel(QtWidgets.QWidget):
         tables = {name.split("/", 1)[1]: doc.table_shifted(name) for name in doc.tables}
         sources = doc.source_order()
         hosts = [(t, doc.host_shift_ns(t)) for t in doc.traces]
-        job = Job("measuring", lambda progress: measure_range(tables, sources, t0_ns, t1_ns, hosts=hosts), self)
+        devices = {name: str(doc.data[name].source.bus.get("device") or "") for name in sources}
+        job = Job("measuring", lambda progress: measure_range(tables, sources, t0_ns, t1_ns, hosts=hosts,
+                                                              devices=devices), self)
         self.note.setText(f"measuring {t0_ns / 1000:.3f} .. {t1_ns / 1000:.3f} us ...")
         return self.window_.start_job(job, on_done=self.show_results)
 

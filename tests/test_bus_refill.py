@@ -196,3 +196,23 @@ def test_the_simulators_softirq_refills_are_found_by_their_register_with_ad(tmp_
         found = sorted(int(pci["t_ns"][r]) for c in hb.activity.clusters_of_role("refill") for r in c.rows)
         assert found == sorted(round(x / 1000) for x in rdt["t_start_ps"]) and len(found) == 4
         assert hb.csr.send_setup_us.count == 4 and hb.csr.send_setup_us.maximum < 2
+
+
+def test_the_gui_measures_the_refills_with_the_captures_register_map(tmp_path):
+    """The GUI's measurements (cursors around the whole run) count the refill's accesses as the report does:
+    the map comes from the capture's PCI device ID, and the refills are no part of the send setups."""
+    from nicrig.gui.measurements import measure_range
+
+    path = tmp_path / "softirq-ad.h5"
+    nic = replace(profiles.load("nic", "intel-pro1000"), **E1000_SOFTIRQ)
+    simulate(Scenario(kind="latency", size_bytes=1400, request_bytes=64, count=4), profiles.load("bus", "pci64-66"),
+             nic, profiles.load("host", "supermicro-370dle"), path, Recording(with_ad=True))
+    decode_file(path)
+    with CaptureSet.open(path) as cs:
+        tables = {n.split("/", 1)[1]: cs.read_table(n) for n in cs.table_names() if n.startswith("decoded/")}
+        devices = {name: str(cs.source(name).bus.get("device") or "") for name in cs.source_names}
+    found = {m.name: m.value for m in measure_range(tables, ["send_pci", "probe", "recv_pci"], -np.inf, np.inf,
+                                                    devices=devices)}
+    assert found["  CSR accesses per receive ring refill outside the service"].startswith("median 1 accesses")
+    setup = found["  CSR setup per send"]
+    assert float(setup.split()[1]) < 2, setup  # a refill merged into it would make it ~14 us
