@@ -175,15 +175,25 @@ def test_register_offsets_are_taken_modulo_the_bar():
     assert regs.offsets(np.array([0xFE002818, 0xE0023818])).tolist() == [RDT, TDT]
 
 
-def test_the_simulators_softirq_refills_are_found_by_their_register_with_ad(tmp_path):
-    # The simulator's Linux 2.4 receive path (rx_refill = "softirq"), recorded with AD and decoded: the capture's
-    # PCI device ID chooses the register map, and every RDT write of the truth, only those, is a refill.
-    path = tmp_path / "softirq-ad.h5"
-    nic = replace(profiles.load("nic", "intel-pro1000"), **E1000_SOFTIRQ)
+SOFTIRQ_NIC = replace(profiles.load("nic", "intel-pro1000"), **E1000_SOFTIRQ)
+
+
+@pytest.fixture(scope="module")
+def softirq_ad(tmp_path_factory):
+    """The simulator's Linux 2.4 receive path (rx_refill = "softirq"), four request-responses recorded with AD,
+    decoded."""
+    path = tmp_path_factory.mktemp("softirq") / "softirq-ad.h5"
     simulate(Scenario(kind="latency", size_bytes=1400, request_bytes=64, count=4), profiles.load("bus", "pci64-66"),
-             nic, profiles.load("host", "supermicro-370dle"), path, Recording(with_ad=True))
+             SOFTIRQ_NIC, profiles.load("host", "supermicro-370dle"), path, Recording(with_ad=True))
     decode_file(path)
-    with CaptureSet.open(path) as cs:
+    return path
+
+
+def test_the_simulators_softirq_refills_are_found_by_their_register_with_ad(softirq_ad):
+    # The capture's PCI device ID chooses the register map, and every RDT write of the truth, only those, is a
+    # refill.
+    nic = SOFTIRQ_NIC
+    with CaptureSet.open(softirq_ad) as cs:
         t = {n: cs.read_table(n) for n in cs.table_names() if n.startswith(("decoded/", "truth/"))}
         device = cs.source("send_pci").bus["device"]
     tl = bus.bus_timeline(t["decoded/send_pci/pci"], t["decoded/send_pci/irq"], t["decoded/recv_pci/pci"],
@@ -198,17 +208,12 @@ def test_the_simulators_softirq_refills_are_found_by_their_register_with_ad(tmp_
         assert hb.csr.send_setup_us.count == 4 and hb.csr.send_setup_us.maximum < 2
 
 
-def test_the_gui_measures_the_refills_with_the_captures_register_map(tmp_path):
+def test_the_gui_measures_the_refills_with_the_captures_register_map(softirq_ad):
     """The GUI's measurements (cursors around the whole run) count the refill's accesses as the report does:
     the map comes from the capture's PCI device ID, and the refills are no part of the send setups."""
     from nicrig.gui.measurements import measure_range
 
-    path = tmp_path / "softirq-ad.h5"
-    nic = replace(profiles.load("nic", "intel-pro1000"), **E1000_SOFTIRQ)
-    simulate(Scenario(kind="latency", size_bytes=1400, request_bytes=64, count=4), profiles.load("bus", "pci64-66"),
-             nic, profiles.load("host", "supermicro-370dle"), path, Recording(with_ad=True))
-    decode_file(path)
-    with CaptureSet.open(path) as cs:
+    with CaptureSet.open(softirq_ad) as cs:
         tables = {n.split("/", 1)[1]: cs.read_table(n) for n in cs.table_names() if n.startswith("decoded/")}
         devices = {name: str(cs.source(name).bus.get("device") or "") for name in cs.source_names}
     found = {m.name: m.value for m in measure_range(tables, ["send_pci", "probe", "recv_pci"], -np.inf, np.inf,
