@@ -42,7 +42,6 @@ unless ``force``.
 from __future__ import annotations
 
 import json
-import os
 import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -663,10 +662,6 @@ def decode_file(path: Path, *, sources: list[str] | None = None, stacks: list[st
     if result.error is not None:
         raise DecodeError(result.error)
     return result.as_dict()
-
-
-def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def summary_json(results: list[FileResult]) -> str:

@@ -36,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nicrig.cpus import usable_cpus
     from nicrig.decoders import batch
     from nicrig.progress import Progress
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers < 0:
         raise UsageError("--workers must be >= 0")
-    workers = args.workers or batch.default_workers()
+    workers = args.workers or usable_cpus()
 
     def report(result: batch.FileResult) -> None:
         if result.error is not None:

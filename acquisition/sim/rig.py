@@ -50,6 +50,7 @@ from nicrig.acquisition.sim.model import (
     Scenario,
 )
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
+from nicrig.cpus import usable_cpus
 from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
 
 BLOCK_CLOCKS = 1 << 20
@@ -339,9 +340,7 @@ def _encoded_task(sources: _Sources, final: bool, task: tuple[str, int, int]) ->
 
 def _workers(workers: int | None) -> int:
     """Processes rendering (default: one per usable CPU, this one included; 1: all here)."""
-    if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, workers) if forked.can_fork() else 1
+    return max(1, usable_cpus() if workers is None else workers) if forked.can_fork() else 1
 
 
 class _Renderer:
@@ -409,19 +408,19 @@ class _Renderer:
     def finish(self, run: RigRun) -> None:
         """The model has ended with ``run`` (as recorded): hand what is left to render to the workers."""
         self.final = sources = self.sources(run)
-        tasks = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)]
         if self.pool is None:
-            self.results = _Lazy(partial(_render_task, sources, True))
             return
         self.pool.collect()
         self.results = self.pool.results()
-        todo = [t for t in tasks if t not in self.results]
+        todo = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
+                if (name, c0, c1) not in self.results]
         for share in range(self.workers):
             if todo[share::self.workers]:
                 self.pool.submit(todo[share::self.workers], partial(_encoded_task, sources, True))
 
     def store(self, cs: CaptureSet) -> None:
-        """Store every source and its tables in ``cs`` (rendering them here with one worker)."""
+        """Store every source and its tables in ``cs`` (rendering here what no worker did: everything, with
+        one worker)."""
         sources, results, progress = self.final, self.results, self.progress
         assert sources is not None, "store() comes after finish()"
         if self.pool is not None:
@@ -430,8 +429,8 @@ class _Renderer:
             w = cs.add_source(sources.spec(name), chunk_samples=sources.chunk_samples)
             n_clocks, truth, purpose = sources.clocks(name), [], []
             for c0, c1 in sources.blocks(name):
-                block = results[(name, c0, c1)]
-                results.pop((name, c0, c1), None)  # stored: only its truth is kept
+                # Once stored, only its truth is kept.
+                block = results.pop((name, c0, c1), None) or _render_task(sources, True, (name, c0, c1))
                 if isinstance(block.samples, EncodedBlock):
                     w.append_encoded(block.samples)
                 else:
@@ -442,17 +441,6 @@ class _Renderer:
                     progress(name, c1, n_clocks)
             for table in sources.tables(name, truth, purpose):
                 cs.write_table(table.path, table.rows, units=table.units, description=table.description)
-
-
-class _Lazy(dict):
-    """Blocks rendered when asked for (the renderer with one worker: each as it is stored)."""
-
-    def __init__(self, compute: Callable[[tuple[str, int, int]], _Block]):
-        super().__init__()
-        self.compute = compute
-
-    def __missing__(self, task: tuple[str, int, int]) -> _Block:
-        return self.compute(task)
 
 
 def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
