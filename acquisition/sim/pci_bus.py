@@ -861,15 +861,6 @@ def _pack(words: Sequence[np.ndarray], unitsize: int) -> np.ndarray:
 # -- the renderer -------------------------------------------------------------------------------
 
 
-def _checked(transactions: Sequence[PciTransaction], width_bits: int) -> tuple[_Batch, _Timeline]:
-    """The transactions as arrays and their clocks, validated (ValueError on inconsistent input)."""
-    _check_width(width_bits)
-    batch = _batch(transactions, width_bits)
-    timeline = _timeline(batch)
-    _check_timeline(batch, timeline)
-    return batch, timeline
-
-
 class PciRenderer:
     """Render transactions to per-clock PCI signals, block by block.
 
@@ -887,9 +878,12 @@ class PciRenderer:
         with_ad: bool,
         interrupts: Sequence[tuple[int, int]] = (),
     ):
+        _check_width(width_bits)
         self.width_bits = width_bits
         self.with_ad = with_ad
-        batch, timeline = _checked(transactions, width_bits)
+        batch = _batch(transactions, width_bits)
+        timeline = _timeline(batch)
+        _check_timeline(batch, timeline)
         self._control = _control(batch, timeline, interrupts, width_bits)
         self._datapath = _datapath(batch, timeline, width_bits) if with_ad else None
         self._truth = _truth(batch, timeline)
