@@ -101,10 +101,15 @@ def _blocks(n_clocks: int, block_clocks: int = BLOCK_CLOCKS) -> Iterator[tuple[i
         yield c0, min(n_clocks, c0 + block_clocks)
 
 
+def _probe_edge(run: RigRun, t_ps: int) -> int:
+    """The probe's first 125 MHz clock edge at or after ``t_ps`` (as ``BusRecord.clock_at_or_after``)."""
+    return max(0, math.ceil((t_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
+
+
 def source_clocks(run: RigRun, name: str) -> int:
     """Clocks (samples in state mode) that source ``name`` (``send_pci``, ``recv_pci``, ``probe``) records."""
     if name == "probe":
-        return max(1, math.ceil((run.end_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
+        return max(1, _probe_edge(run, run.end_ps))
     return run.buses[name].clock_at_or_after(run.end_ps)
 
 
@@ -196,15 +201,14 @@ class _Sources:
         """How far (exclusive) source ``name`` can be rendered once the model has done everything before
         ``t_ps``: every transaction or frame it starts from then on begins at a clock edge at or after it."""
         if name == "probe":
-            edge = max(0, math.ceil((t_ps - self.run.probe_phase_ps) / GMII_PERIOD_PS))
-            return edge - 1
+            return _probe_edge(self.run, t_ps) - 1
         return self.run.buses[name].clock_at_or_after(t_ps) - WINDOW_LEAD_CLOCKS - 1
 
     def spec(self, name: str) -> SourceSpec:
         """The source's description (channels, mode, rates, trigger) in the capture set."""
         run = self.run
         if name == "probe":
-            trig = max(0, math.ceil((run.trigger_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
+            trig = _probe_edge(run, run.trigger_ps)
             return SourceSpec("probe", PROBE_CHANNELS, "state", samplerate_hz=125e6, trigger_sample=trig,
                               offset_ps=run.probe_phase_ps + trig * GMII_PERIOD_PS - run.trigger_ps,
                               bus={"kind": "gmii", "link_rate_bps": 1e9, "at": "host A (send)"},
