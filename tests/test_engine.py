@@ -118,22 +118,25 @@ def responder(peer=("127.0.0.1", None), **kwargs) -> Iterator[tuple[socket.socke
 def schedule_problems(times: np.ndarray, t0: int, spacing: int) -> list[str]:
     """Broken invariants of send ``times`` against the schedule t0 + i*spacing.
 
-    They hold however loaded the machine is: no packet leaves early, and a
-    late packet leaves sooner than ``spacing`` after its predecessor
-    (catch-up). Relative pacing (UDPmon's) would keep at least the spacing,
-    so every stall would push all later packets back for good. How close to
-    the schedule packets leave is a speed figure: bench/ measures it.
+    They hold however loaded the machine is: no packet leaves early, and
+    while the sender is behind, some packets leave sooner than ``spacing``
+    after their predecessor (catch-up). Relative pacing (UDPmon's) keeps at
+    least the spacing after every packet, so every stall would push all
+    later packets back for good. How many catch up is load, not pacing: a
+    machine whose every send costs more than the spacing catches up on few
+    (CI saw a median gap of 235 us while behind). How close to the schedule
+    packets leave is a speed figure: bench/ measures it.
     """
     late = times - (t0 + np.arange(len(times), dtype=np.int64) * spacing)
     broken = []
     if (late < 0).any():
         broken.append(f"{(late < 0).sum()} packets sent early")
     behind = np.flatnonzero(late[1:] > 200_000) + 1
-    if len(behind):
+    if len(behind) >= 10:
         gaps = np.diff(times)[behind - 1]
-        if np.mean(gaps < spacing) < 0.5:
-            broken.append(f"late packets kept their spacing (median gap {np.median(gaps)} ns): "
-                          "the schedule moved")
+        if not (gaps < spacing).any():
+            broken.append(f"no late packet left sooner than the spacing after its predecessor "
+                          f"(shortest gap {gaps.min()} ns): the schedule moved")
     return broken
 
 
