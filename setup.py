@@ -59,7 +59,7 @@ setup(
         "imagecodecs>=2024.1.1",  # HDF5's own Fletcher32 (h5checksum), for chunks nicrig encodes itself
         "scapy>=2.5",
         "rich>=13",
-        "simpy>=4,<5",  # the model makes events as SimPy 4 does inside (acquisition/sim/model.py _Later, after_timeout)
+        "simpy>=4,<5",  # the model queues calls and events as SimPy 4 does inside (acquisition/sim/scheduler.py)
         "pyvcd>=0.5",
         "scipy>=1.10",
         "dask[distributed]>=2023.1",

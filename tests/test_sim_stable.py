@@ -32,11 +32,11 @@ from nicrig.acquisition.sim.model import (
     CsrAccess,
     Point,
     Scenario,
-    after_timeout,
     full_collections_deferred,
 )
 from nicrig.acquisition.sim.pci_bus import PciTransaction
 from nicrig.acquisition.sim.rig import Recording, simulate
+from nicrig.acquisition.sim.scheduler import Engine, after_timeout
 
 #: (name, profiles, recording, scenario) -> sha256 of the truth tables and the sources, in name order.
 CASES = {
@@ -217,7 +217,7 @@ def test_no_full_collection_in_the_run_and_the_thresholds_as_before_after_it_eve
 def _tie_order(start) -> list[str]:
     """The order in which four things due at the same instant happen, ``start(env, delay, then)`` making one
     of them, among processes started and a timeout made at the same moment around it."""
-    env = simpy.Environment()
+    env = Engine()
     log: list[str] = []
 
     def waits(name: str):
@@ -242,3 +242,37 @@ def test_a_timeout_and_a_call_after_it_keep_the_order_of_the_process_they_replac
     expected = _tie_order(as_process)
     assert expected == ["timeout made after", "process started before", "it", "process started after"]
     assert _tie_order(lambda env, delay, then: after_timeout(env, lambda: delay, then)) == expected
+
+
+def test_a_queued_call_keeps_the_order_of_the_timeout_it_replaces():
+    def as_timeout(env, delay, then):
+        env.timeout(delay).callbacks.append(lambda _: then())
+
+    expected = _tie_order(as_timeout)
+    assert expected == ["it", "timeout made after", "process started before", "process started after"]
+    assert _tie_order(lambda env, delay, then: env.call_in(delay, then)) == expected
+    with pytest.raises(ValueError, match="negative delay"):
+        Engine().call_in(-1, lambda: None)
+
+
+def test_the_engine_runs_events_as_simpy_does_until_a_time_and_on_a_failure():
+    env = Engine()
+    seen: list[int] = []
+
+    def ticks():
+        while True:
+            yield env.timeout(3)
+            seen.append(env.now)
+
+    env.process(ticks())
+    env.call_in(4, lambda: seen.append(-env.now))
+    env.run(until=10)
+    assert seen == [3, -4, 6, 9] and env.now == 10
+
+    def fails():
+        yield env.timeout(1)
+        raise KeyError("model fault")
+
+    env.process(fails())
+    with pytest.raises(KeyError, match="model fault"):
+        env.run()

@@ -55,6 +55,7 @@ from nicrig.acquisition.sim.pci_bus import (
     busy_clocks,
 )
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
+from nicrig.acquisition.sim.scheduler import Engine, Later, after_timeout
 from nicrig.udpmon.payload import Kind, make_payload
 
 from nicrig.errors import UsageError
@@ -365,43 +366,18 @@ class CsrAccess:
                               master=t.master, parity_error_phases=t.parity_error_phases, kind=t.kind)
 
 
-class _Later(simpy.Event):
-    """An event whose maker learns only later when it is due (``Event.succeed`` takes no delay)."""
-
-    def succeed_in(self, delay_ps: int) -> None:
-        """Schedule it ``delay_ps`` from now, as a ``Timeout`` made at this moment would be."""
-        self._ok = True
-        self._value = None
-        self.env.schedule(self, simpy.events.NORMAL, delay_ps)
-
-
-def after_timeout(env: simpy.Environment, delay_ps: Callable[[], int], then: Callable[[], None]) -> None:
-    """What ``env.process`` of a generator that waits one timeout of ``delay_ps()`` and then calls ``then()``
-    does, event for event, without the generator and the process.
-
-    The process's first step runs from an urgent event made now (SimPy's ``Initialize``), and so does
-    ``delay_ps``, then the timeout is made; ``then`` runs on that timeout. Every event is made at the same
-    moment with the same priority, so SimPy's order of events (equal times by priority, then creation) is the
-    same; only the process's own end, an event nothing waits for, is not made.
-    """
-    start = simpy.Event(env)
-    start._ok, start._value = True, None
-    start.callbacks.append(lambda _: env.timeout(delay_ps()).callbacks.append(lambda _: then()))
-    env.schedule(start, simpy.events.URGENT)
-
-
 class _Bursts:
     """The bus transactions of one DMA, run by callbacks on the very events a generator would wait for.
 
     As a process, a DMA would claim the bus for a burst, wait for its end, wait the NIC's gap between
-    bursts and claim again; here each of those timeouts is made at the same moment, due at the same time,
-    so the order of every event of the run (SimPy orders equal times by creation) is the same, but a burst
-    costs two plain callbacks instead of two resumptions of a generator nested three deep. The last burst's
-    end is ``done``, the event the DMA's process waits on.
+    bursts and claim again; here each of those timeouts is a call (:meth:`Engine.call_in`) queued at the
+    same moment, due at the same time, so the order of everything in the run (SimPy orders equal times by
+    creation) is the same, but a burst costs two queued calls instead of two events resuming a generator
+    nested three deep. The last burst's end is ``done``, the event the DMA's process waits on.
     """
 
     def __init__(self, host: Host, plan: tuple[DmaBurst, ...], address: int, payload: bytes, purpose: str,
-                 done: _Later):
+                 done: Later):
         self.host, self.plan, self.address, self.payload, self.purpose, self.done = \
             host, plan, address, payload, purpose, done
         self.width, self.wide, self.gap_ps = host.bus_bytes, host.bus_wide, host.dma_burst_gap_ps
@@ -410,7 +386,7 @@ class _Bursts:
         self.words = bus_words(payload, self.width) if address % self.width == 0 else None
         self.next = 0
 
-    def claim(self, _event: simpy.Event | None = None) -> None:
+    def claim(self) -> None:
         """Put the next burst on the bus as soon as it is free (:meth:`Host.claim`); call back at its end."""
         burst = self.plan[self.next]
         self.next += 1
@@ -429,17 +405,17 @@ class _Bursts:
         if self.next == len(self.plan):
             self.done.succeed_in(end_ps - env.now)
         else:
-            env.timeout(end_ps - env.now).callbacks.append(self._ended)
+            env.call_in(end_ps - env.now, self._ended)
 
-    def _ended(self, _event: simpy.Event) -> None:
+    def _ended(self) -> None:
         """A burst is over: the NIC turns its FIFO round before it asks for the bus again."""
-        self.host.env.timeout(self.gap_ps).callbacks.append(self.claim)
+        self.host.env.call_in(self.gap_ps, self.claim)
 
 
 class Link:
     """One direction of the full-duplex link: a MAC transmitter with PAUSE handling (802.3 Annex 31B)."""
 
-    def __init__(self, env: simpy.Environment, rig: Rig, name: str, probe: list[tuple[int, Frame]]):
+    def __init__(self, env: Engine, rig: Rig, name: str, probe: list[tuple[int, Frame]]):
         self.env, self.rig, self.name, self.probe = env, rig, name, probe
         self.control: deque[Frame] = deque()
         self.data: deque[tuple[Frame, Callable[[], None]]] = deque()
@@ -488,7 +464,7 @@ class Link:
 class Host:
     """One host: CPU, driver, NIC (DMA engines, FIFOs, interrupt logic) on its bus."""
 
-    def __init__(self, env: simpy.Environment, rig: Rig, name: str, bus: BusRecord,
+    def __init__(self, env: Engine, rig: Rig, name: str, bus: BusRecord,
                  nic: NicProfile, host: HostProfile, tx_link: Link, mac: str, ip: str):
         self.env, self.rig, self.name, self.bus = env, rig, name, bus
         self.nic, self.hp, self.tx_link = nic, host, tx_link
@@ -703,7 +679,7 @@ class Host:
         if plan is None:
             plan = self.dma_plans[key] = dma_plan(key[1], key[2], write=write, **shape)
         if plan:
-            done = _Later(self.env)
+            done = Later(self.env)
             _Bursts(self, plan, address, payload, purpose, done).claim()
             yield done
 
@@ -994,7 +970,7 @@ class Rig:
         # Independent clocks: each bus and the probe get their own phase.
         phases = self.rng.integers(0, 1 << 30, size=3)
         self.probe_phase_ps = int(phases[2] % GMII_PERIOD_PS)
-        self.env = simpy.Environment()
+        self.env = Engine()
         self.buses = {
             "send_pci": BusRecord(bus, int(phases[0] % round(bus.period_ps))),
             "recv_pci": BusRecord(bus, int(phases[1] % round(bus.period_ps))),
