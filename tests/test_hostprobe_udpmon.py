@@ -82,7 +82,7 @@ def test_both_ends_recorded_with_their_clock_offset(traced_stream):
     rx = remote.of("net:netif_receive_skb")
     rx = rx[(rx["len"] == 1028) & (rx["device"] == hosts.b.interface.encode())]
     assert len(rx) >= len(received) > 100
-    assert not tracefs.nicrig_instances(tracefs.root())
+    assert not tracefs.stale_instances(tracefs.root())
 
 
 def test_a_daemon_without_allow_trace_refuses_clearly(two_hosts, tmp_path):  # noqa: F811
@@ -99,7 +99,7 @@ def test_a_daemon_without_allow_trace_refuses_clearly(two_hosts, tmp_path):  # n
         daemon.wait(10)
     assert r.returncode == 2
     assert "kernel tracing is not permitted on this daemon" in r.stderr and "--allow-trace" in r.stderr
-    assert not out.exists() and not tracefs.nicrig_instances(tracefs.root())
+    assert not out.exists() and not tracefs.stale_instances(tracefs.root())
 
 
 def test_stream_packets_matched_to_net_rx_runs_and_polls(traced_stream):

@@ -93,15 +93,16 @@ def remove_instance(path: Path, attempts: int = 50) -> None:
     path.rmdir()
 
 
+def stale_instances(base: Path) -> list[str]:
+    """Names of the nicrig instances whose owning process is gone (each is named for its owner's pid)."""
+    return [name for name in nicrig_instances(base) if not pid_alive(int(_INSTANCE.match(name)[1]))]
+
+
 def sweep_stale(base: Path) -> list[str]:
     """Remove nicrig instances whose owning process is gone; returns their names."""
-    removed = []
-    instances = base / "instances"
-    for entry in sorted(instances.iterdir()) if instances.is_dir() else []:
-        m = _INSTANCE.match(entry.name)
-        if m and not pid_alive(int(m[1])):
-            remove_instance(entry)
-            removed.append(entry.name)
+    removed = stale_instances(base)
+    for name in removed:
+        remove_instance(base / "instances" / name)
     return removed
 
 
