@@ -413,7 +413,7 @@ class Source:
 
 @dataclass(frozen=True)
 class EncodedBlock:
-    """A block of a source's samples (and timestamps) encoded as HDF5 stores them, chunk by chunk
+    """A block of a source's samples (and timestamps) encoded for the source's HDF5 filters, chunk by chunk
     (:func:`encode_block`), for :meth:`SourceWriter.append_encoded`. Picklable: made in a thread or another
     process, stored by the writer's.
 
@@ -434,9 +434,9 @@ def encode_block(samples: np.ndarray, timestamps: np.ndarray | None, chunk_sampl
                  executor: Executor | None = None) -> EncodedBlock:
     """``(n, unitsize)`` uint8 packed samples and, in state mode, their ``n`` non-decreasing local timestamps (ps),
     encoded as a source of a capture set stores them (shuffle, gzip level 1 and Fletcher32 on chunks of
-    ``chunk_samples`` samples, :data:`nicrig.h5file.STORAGE`).
+    ``chunk_samples`` samples, :data:`nicrig.h5file.STORAGE`; deflated by ISA-L, :func:`nicrig.h5file.encode_chunk`).
 
-    No HDF5 call: it runs in any thread or process. ``executor`` encodes the chunks concurrently (zlib and the
+    No HDF5 call: it runs in any thread or process. ``executor`` encodes the chunks concurrently (ISA-L and the
     checksum release the GIL); without one they are encoded here, one after another.
     """
     samples = np.asarray(samples)
