@@ -55,7 +55,7 @@ from nicrig.acquisition.sim.pci_bus import (
     busy_clocks,
 )
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
-from nicrig.acquisition.sim.scheduler import Engine, Later, after_timeout
+from nicrig.acquisition.sim.scheduler import Cpu, Engine, Later, after_timeout
 from nicrig.udpmon.payload import Kind, make_payload
 
 from nicrig.errors import UsageError
@@ -473,7 +473,7 @@ class Host:
         self.env, self.rig, self.name, self.bus = env, rig, name, bus
         self.nic, self.hp, self.tx_link = nic, host, tx_link
         self.mac, self.ip = mac, ip
-        self.cpu = simpy.PriorityResource(env, capacity=1)
+        self.cpu = Cpu(env)
         self.posted: deque[tuple[str, Callable[[], None] | None]] = deque()
         self.posted_kick = Signal(env)
         self.posted_idle = Signal(env)

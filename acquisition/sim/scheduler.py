@@ -9,6 +9,11 @@ callback itself in the queue, with the id the event would have taken at the
 same moment. The order of everything that happens is then SimPy's to the event,
 at a fraction of the cost of making, scheduling and running an event.
 
+A host's CPU (:class:`Cpu`) is SimPy's ``PriorityResource`` of capacity one
+in the same way: the grant that SimPy makes an event stays an event (a
+process waits on it), the release's event, which only grants the next
+waiter, is a call.
+
 This module is where the model leans on SimPy 4's internals (its queue entries
 ``(time, priority, id, event)``, its id counter, ``Event._ok``/``_value``):
 setup.py pins SimPy below 5, and tests/test_sim_stable.py checks the order of
@@ -17,13 +22,14 @@ ties against SimPy's own processes.
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
-from types import FunctionType, MethodType
+from heapq import heapify, heappop, heappush
+from itertools import count
+from types import FunctionType, MethodType, TracebackType
 from typing import Callable
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import NORMAL, URGENT, EventPriority
+from simpy.events import NORMAL, PENDING, URGENT, EventPriority
 
 #: What :meth:`Engine.call_in` puts in the queue (a SimPy event is neither).
 _CALLS = (FunctionType, MethodType)
@@ -84,3 +90,99 @@ def after_timeout(env: Engine, delay_ps: Callable[[], int], then: Callable[[], N
     priority, then creation) is the same; only the process's own end, an event nothing waits for, is not made.
     """
     env.call_in(0, lambda: env.call_in(delay_ps(), then), URGENT)
+
+
+class Cpu:
+    """A processor one process at a time uses, granted by priority (lower first), then in order of request;
+    SimPy 4.1's ``PriorityResource(env, capacity=1)`` as the model uses it, event for event.
+
+    ``with cpu.request(priority=p) as req: yield req`` holds it for the block, as with SimPy. Here is what
+    SimPy schedules, and what this class does in its place at the same moment (so with the same priority and
+    the next event id):
+
+    - ``request()`` makes a ``PriorityRequest`` and sorts it into the queue by ``(priority, time of
+      request)``, a stable sort; then (``_trigger_put``) if nobody holds the resource, the head of the queue
+      (not necessarily this request) is granted: ``Event.succeed()`` schedules it, NORMAL. Here the request
+      is a plain :class:`CpuRequest` event, and its grant is the same ``schedule`` call. SimPy's request
+      also carries a callback (``_trigger_get``) that runs before the waiting process resumes; it works the
+      queue of releases, which is always empty then (a release succeeds as it is made), so it is not kept.
+    - Leaving the block (``Request.__exit__``) removes a request not yet granted from the queue (an
+      exception while waiting), then, unless the generator is being closed (``GeneratorExit``), releases
+      it: a ``Release`` event takes the holder off the resource and is scheduled at once, NORMAL; its only
+      callback (``_trigger_put`` again) grants the head of the queue when it runs, if nobody holds the
+      resource by then (a request made meanwhile may have been granted straight away). Here that event is
+      :meth:`Engine.call_in` ``(0, self._grant_next)``.
+
+    Nothing is preempted (SimPy's ``PriorityResource`` ignores ``preempt``; its requests, made with the
+    default ``preempt=True``, sort by priority and time alone, which is what this class takes).
+    tests/test_scheduler.py runs random mixes of requests, releases, timeouts and interrupts on both and
+    compares every step.
+    """
+
+    def __init__(self, env: Engine):
+        self.env = env
+        self.user: CpuRequest | None = None
+        #: Requests not yet granted: a heap of (priority, order of request, request).
+        self.waiting: list[tuple[int, int, CpuRequest]] = []
+        self._order = count()
+        #: What a release queues (one bound method for the run, not one a release).
+        self._release_call = self._grant_next
+
+    @property
+    def count(self) -> int:
+        """How many processes hold the CPU (0 or 1), as ``Resource.count``."""
+        return 0 if self.user is None else 1
+
+    def request(self, priority: int = 0) -> CpuRequest:
+        """A request for the CPU at ``priority`` (lower first), granted now if the CPU is free."""
+        req = CpuRequest(self)
+        if self.user is None and not self.waiting:
+            self._grant(req)
+        else:
+            heappush(self.waiting, (priority, next(self._order), req))
+            if self.user is None:
+                self._grant(heappop(self.waiting)[2])
+        return req
+
+    def _grant(self, req: CpuRequest) -> None:
+        """Give the CPU to ``req``: its event is due now, as ``Event.succeed()`` schedules it."""
+        self.user = req
+        req._ok = True
+        req._value = None
+        env = self.env
+        heappush(env._queue, (env._now, NORMAL, next(env._eid), req))
+
+    def _grant_next(self) -> None:
+        """What the ``Release`` event's callback does: grant the first waiting request if the CPU is free."""
+        if self.user is None and self.waiting:
+            self._grant(heappop(self.waiting)[2])
+
+
+class CpuRequest(simpy.Event):
+    """A request for a :class:`Cpu`: an event that succeeds when the CPU is granted; a context manager that
+    releases it."""
+
+    def __init__(self, cpu: Cpu):
+        self.env = cpu.env
+        self.callbacks = []
+        self._value = PENDING
+        self.cpu = cpu
+
+    def __enter__(self) -> CpuRequest:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        """Withdraw the request if it is still waiting (an exception while waiting), and release the CPU,
+        unless the generator is being closed, as SimPy's ``Request.__exit__``: the ``Release`` event made
+        now is :meth:`Engine.call_in` ``(0, cpu._grant_next)``, inlined."""
+        cpu = self.cpu
+        if self._value is PENDING:
+            cpu.waiting = [w for w in cpu.waiting if w[2] is not self]
+            heapify(cpu.waiting)
+        if exc_type is GeneratorExit:
+            return
+        if cpu.user is self:
+            cpu.user = None
+        env = self.env
+        heappush(env._queue, (env._now, NORMAL, next(env._eid), cpu._release_call))
