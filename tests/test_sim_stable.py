@@ -277,3 +277,25 @@ def test_the_engine_runs_events_as_simpy_does_until_a_time_and_on_a_failure():
     env.process(fails())
     with pytest.raises(KeyError, match="model fault"):
         env.run()
+
+
+def test_advance_runs_what_is_due_before_its_bound_in_steps_order():
+    def scripted(env: Engine, log: list) -> None:
+        def ticks():
+            while True:
+                yield env.timeout(3)
+                log.append(("tick", env.now))
+
+        env.process(ticks())
+        for t in (0, 4, 6, 6, 12):
+            env.call_in(t, lambda t=t: log.append(("call", env.now, t)))
+
+    stepped, advanced = [], []
+    a, b = Engine(), Engine()
+    scripted(a, stepped)
+    scripted(b, advanced)
+    while a.peek() < 9:
+        a.step()
+    b.advance(9)
+    assert advanced == stepped and b.now == a.now == 6 and b.peek() == a.peek() == 9
+    assert ("call", 12, 12) not in advanced

@@ -1093,14 +1093,12 @@ class Rig:
             self.env.process(self._latency())
         with fewer_collections():
             if checkpoint is None:
-                self.env.run()
+                self.env.advance(math.inf)
             else:
-                # Event by event (what env.run does), so that the run ends at its last event, as env.run's.
-                step, peek = self.env.step, self.env.peek
-                while (t := peek()) < simpy.core.Infinity:
+                # The run ends at its last event (its time is env.now), the last checkpoint after it.
+                while (t := self.env.peek()) < math.inf:
                     due = (t // every_ps + 1) * every_ps
-                    while peek() < due:
-                        step()
+                    self.env.advance(due)
                     checkpoint(due)
         end = self.env.now + round(tail_us * PS_PER_US)
         self._fill_wire_times()

@@ -22,6 +22,7 @@ ties against SimPy's own processes.
 
 from __future__ import annotations
 
+import math
 from heapq import heapify, heappop, heappush
 from itertools import count
 from types import FunctionType, MethodType, TracebackType
@@ -47,27 +48,38 @@ class Engine(simpy.Environment):
 
     def step(self) -> None:
         """Process the next event, or make the next call; as :meth:`simpy.Environment.step` otherwise."""
-        try:
-            self._now, _, _, event = heappop(self._queue)
-        except IndexError:
-            raise EmptySchedule from None
-        if event.__class__ in _CALLS:
-            event()
-            return
-        callbacks, event.callbacks = event.callbacks, None
-        for k, callback in enumerate(callbacks):
+        if not self._queue:
+            raise EmptySchedule
+        self.advance(math.inf, limit=1)
+
+    def advance(self, before: float, limit: int = -1) -> None:
+        """Process every event and make every call due before ``before`` (ps; ``math.inf``: all), in order;
+        at most ``limit`` of them when it is not negative.
+
+        What ``while env.peek() < before: env.step()`` does, without the two method calls an event: the loop
+        that runs the model (and :meth:`step`, with ``limit`` 1).
+        """
+        queue = self._queue
+        while queue and queue[0][0] < before and limit:
+            limit -= 1
+            self._now, _, _, event = heappop(queue)
+            if event.__class__ in _CALLS:
+                event()
+                continue
+            callbacks, event.callbacks = event.callbacks, None
             try:
-                callback(event)
+                for callback in callbacks:
+                    callback(event)
             except StopSimulation:
                 # run(until=...) ended here: the rest of the callbacks run when the simulation resumes.
-                event.callbacks = callbacks[k + 1:]
+                event.callbacks = callbacks[callbacks.index(callback) + 1:]
                 self.schedule(event, EventPriority(-1))
                 raise
-        if not event._ok and not hasattr(event, "_defused"):
-            # A failed event nobody handled: raise a copy of its exception, with a fresh traceback.
-            exc = type(event._value)(*event._value.args)
-            exc.__cause__ = event._value
-            raise exc
+            if not event._ok and not hasattr(event, "_defused"):
+                # A failed event nobody handled: raise a copy of its exception, with a fresh traceback.
+                exc = type(event._value)(*event._value.args)
+                exc.__cause__ = event._value
+                raise exc
 
 
 class Later(simpy.Event):
