@@ -35,7 +35,7 @@ from nicrig.acquisition.sim.model import (
     fewer_collections,
 )
 from nicrig.acquisition.sim.pci_bus import PciTransaction
-from nicrig.acquisition.sim.rig import Recording, simulate
+from nicrig.acquisition.sim.rig import Recording, _with_columns, simulate
 from nicrig.acquisition.sim.scheduler import Engine, after_timeout
 
 #: (name, profiles, recording, scenario) -> sha256 of the truth tables and the sources, in name order.
@@ -299,3 +299,15 @@ def test_advance_runs_what_is_due_before_its_bound_in_steps_order():
     b.advance(9)
     assert advanced == stepped and b.now == a.now == 6 and b.peek() == a.peek() == 9
     assert ("call", 12, 12) not in advanced
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_columns_appended_keep_every_field_of_a_table_padded_or_packed(align: bool):
+    table = np.zeros(5, dtype=np.dtype([("ss", "<i8"), ("kind", "S3"), ("wide", "?"), ("n", "<i4")], align=align))
+    table["ss"], table["kind"], table["wide"], table["n"] = np.arange(5) * 10**12, b"dma", [1, 0, 1, 0, 1], -7
+    out = _with_columns(table, t_ps=np.arange(5, dtype=np.int64), purpose=np.array([b"csr"] * 5, dtype="S20"))
+    assert out.dtype.names == (*table.dtype.names, "t_ps", "purpose")
+    for name in table.dtype.names:
+        assert (out[name] == table[name]).all(), name
+    assert (out["t_ps"] == np.arange(5)).all() and (out["purpose"] == b"csr").all()
+    assert len(_with_columns(table[:0], t_ps=np.zeros(0, np.int64))) == 0

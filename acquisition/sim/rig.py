@@ -85,11 +85,16 @@ def _clock_times(phase_ps: int, period_ps: float, clocks: np.ndarray) -> np.ndar
 
 
 def _with_columns(table: np.ndarray, **columns: np.ndarray) -> np.ndarray:
-    """``table`` with extra columns appended (NumPy's recfunctions does this a row at a time)."""
+    """``table`` with extra columns appended (NumPy's recfunctions does this a row at a time).
+
+    The new dtype's ``descr`` starts with the table's, padding included, so each new row starts with the bytes
+    of the old one: those are copied as one block of rows (a field at a time took twice as long).
+    """
     extra = [(name, np.asarray(col).dtype.str) for name, col in columns.items()]
     out = np.empty(len(table), dtype=table.dtype.descr + extra)
-    for name in table.dtype.names:
-        out[name] = table[name]
+    rows = len(table)
+    out.view(np.uint8).reshape(rows, out.itemsize)[:, :table.itemsize] = \
+        np.ascontiguousarray(table).view(np.uint8).reshape(rows, table.itemsize)
     for name, col in columns.items():
         out[name] = col
     return out
