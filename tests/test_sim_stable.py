@@ -30,6 +30,7 @@ from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import (
     CMD_MEMORY_READ,
     CsrAccess,
+    Rig,
     Point,
     Scenario,
     fewer_collections,
@@ -311,3 +312,13 @@ def test_columns_appended_keep_every_field_of_a_table_padded_or_packed(align: bo
         assert (out[name] == table[name]).all(), name
     assert (out["t_ps"] == np.arange(5)).all() and (out["purpose"] == b"csr").all()
     assert len(_with_columns(table[:0], t_ps=np.zeros(0, np.int64))) == 0
+
+
+def test_the_run_freezes_what_it_made_at_each_checkpoint_and_thaws_it_after():
+    rig = Rig(Scenario(kind="stream", size_bytes=1400, spacing_us=11, count=400, seed=7),
+              profiles.load("bus", "pci64-66"), profiles.load("nic", "intel-pro1000"),
+              profiles.load("host", "supermicro-370dle"))
+    frozen: list[int] = []
+    rig.run(checkpoint=lambda t_ps: frozen.append(gc.get_freeze_count()), every_ps=1_000_000_000)
+    assert len(frozen) >= 4 and all(n > 0 for n in frozen) and frozen == sorted(frozen)
+    assert gc.get_freeze_count() == 0

@@ -79,12 +79,15 @@ Process = Generator[Any, Any, Any]
 _NO_FULL_COLLECTION = 2**31 - 1
 #: The youngest generation's threshold then (net tracked allocations between collections; CPython's is 700).
 _YOUNG_THRESHOLD = 100_000
+#: How often (simulated ps) the model's run freezes what it has made (:func:`fewer_collections`).
+FREEZE_EVERY_PS = 2_000_000_000
 
 
 @contextmanager
 def fewer_collections() -> Iterator[None]:
-    """No full garbage collection (CPython's oldest generation) in the block, and young ones far apart; the
-    thresholds as before after it, exceptions included.
+    """No full garbage collection (CPython's oldest generation) in the block, young ones far apart, and what
+    is frozen in it (``gc.freeze``) collectable again after it; the thresholds as before after it, exceptions
+    included.
 
     For the model's run, which builds long-lived tracked objects by the hundred thousand (bus transactions,
     frames, rows: ~33 a frame, ~600,000 at 18,000 frames) and next to no reference cycles: ~5,000 cyclic
@@ -93,15 +96,18 @@ def fewer_collections() -> Iterator[None]:
     seven times in an 18,000-frame run, 0.73 s of CPU, to free next to nothing. The young generations every
     700 net allocations: ~370 collections in a 6,000-frame run, each traversing survivors that nearly all
     live on; at :data:`_YOUNG_THRESHOLD` a handful do (2.8% fewer instructions in a 2,400-frame run of
-    the model, cachegrind), and short-lived cycles still go. One full collection follows the block. Turning the
-    collector off instead only defers the work: the first collections after the block then traverse
-    everything the block allocated (measured: the same CPU in all).
+    the model, cachegrind), and short-lived cycles still go. The run freezes what it has made every
+    :data:`FREEZE_EVERY_PS` (:meth:`Rig.run`), so that collections never traverse it again. One full
+    collection follows the block. Turning the collector off instead only defers the work: the first
+    collections after the block then traverse everything the block allocated (measured: the same CPU in all).
+    Objects the caller froze before the block are collectable after it too.
     """
     before = gc.get_threshold()
     gc.set_threshold(max(before[0], _YOUNG_THRESHOLD), before[1], _NO_FULL_COLLECTION)
     try:
         yield
     finally:
+        gc.unfreeze()
         gc.set_threshold(*before)
 
 
@@ -1091,14 +1097,16 @@ class Rig:
             self.b.on_receive = self._respond
             self.a.on_receive = self._got_response
             self.env.process(self._latency())
+        every_ps = every_ps if checkpoint is not None else FREEZE_EVERY_PS
         with fewer_collections():
-            if checkpoint is None:
-                self.env.advance(math.inf)
-            else:
-                # The run ends at its last event (its time is env.now), the last checkpoint after it.
-                while (t := self.env.peek()) < math.inf:
-                    due = (t // every_ps + 1) * every_ps
-                    self.env.advance(due)
+            # The run ends at its last event (its time is env.now), the last checkpoint after it.
+            while (t := self.env.peek()) < math.inf:
+                due = (t // every_ps + 1) * every_ps
+                self.env.advance(due)
+                # What the run has made lives on: the collector stops traversing it, and the forked workers
+                # (checkpoint) share its pages instead of the collections after the fork copying them.
+                gc.freeze()
+                if checkpoint is not None:
                     checkpoint(due)
         end = self.env.now + round(tail_us * PS_PER_US)
         self._fill_wire_times()
