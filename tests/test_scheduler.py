@@ -17,7 +17,8 @@ import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nicrig.acquisition.sim.scheduler import Cpu, CpuRequest, Engine
+from nicrig.acquisition.sim.scheduler import Cpu, CpuRequest, Engine, Process
+from simpy.events import URGENT, Initialize, Interruption, Timeout
 from simpy.resources.resource import PriorityRequest, Release
 
 #: One step of a process: ("pause", ps), ("call", ps): a plain call queued ``ps`` ahead, or
@@ -183,3 +184,331 @@ def test_random_requests_releases_timeouts_and_interrupts_run_as_on_simpys_prior
     interrupts = data.draw(st.lists(st.tuples(st.integers(0, 12), st.integers(0, len(processes) - 1)),
                                     max_size=3))
     assert_same(processes, interrupts)
+
+
+# -- Process: the engine's processes against SimPy's ---------------------------------------------------------
+#
+# One program of processes runs three times in an Engine: on SimPy's ``simpy.Process`` (waiting with
+# ``env.timeout``), on the engine's ``Process`` waiting with ``env.timeout`` events, and on it waiting with
+# ``yield delay`` (an int). Every queue entry (time, priority, id, what it stands for) and everything the
+# generators saw must be the same.
+
+#: How a process waits ``d``: SimPy's way, or the engine's plain delay.
+Pause = Callable[[Engine, int], object]
+
+
+def _timeout(env: Engine, d: int) -> object:
+    return env.timeout(d)
+
+
+def _delay(env: Engine, d: int) -> object:
+    return d
+
+
+def _kind(item: object, priority: int) -> str:
+    """What a queue entry stands for, named alike for SimPy's processes and the engine's."""
+    if isinstance(item, simpy.Process):
+        return "process end"
+    if isinstance(item, Initialize):
+        return "start"
+    if isinstance(item, Timeout):
+        return "timeout"
+    if isinstance(item, Interruption):
+        return "interruption"
+    if isinstance(item, simpy.events.Condition):
+        return "condition"
+    if isinstance(item, simpy.Event):
+        return "event"
+    if isinstance(getattr(item, "__self__", None), Process):
+        return "start" if priority == URGENT else "timeout"
+    if getattr(item, "__name__", "") == "_ignored":
+        return "timeout"  # an interrupted process's delay: SimPy's Timeout, left with no callback
+    return "call"
+
+
+class _ProcessTrace(Engine):
+    """An Engine whose processes are SimPy's or its own, writing down every queue entry it takes."""
+
+    def __init__(self, simpys: bool) -> None:
+        super().__init__()
+        self.simpys = simpys
+        self.steps: list[tuple[int, int, int, str]] = []
+
+    def process(self, generator):
+        return simpy.Process(self, generator) if self.simpys else super().process(generator)
+
+    def step(self) -> None:
+        if self._queue:
+            at, priority, eid, item = self._queue[0]
+            self.steps.append((at, int(priority), eid, _kind(item, priority)))
+        super().step()
+
+
+def _seen(value: object, names: dict[int, str]) -> object:
+    """What a generator received, comparable across runs (events by their names in the program)."""
+    if isinstance(value, simpy.events.ConditionValue):
+        return ("condition", tuple(names.get(id(e), type(e).__name__) for e in value.events),
+                tuple(value.values()))
+    if isinstance(value, BaseException):
+        return (type(value).__name__, value.args if not isinstance(value, simpy.Interrupt) else value.cause,
+                type(value.__cause__).__name__)
+    return value
+
+
+def trace(program: Callable[[Engine, Pause, Callable[..., None]], None], simpys: bool, pause: Pause) -> Outcome:
+    """Run ``program(env, pause, note)`` and the engine to its end; the engine's steps and the notes (time,
+    active process, what was noted), and how the run ended."""
+    env = _ProcessTrace(simpys)
+    log: list[tuple] = []
+    procs: list[object] = []
+    names: dict[int, str] = {}
+
+    def note(*what: object) -> None:
+        active = env.active_process
+        log.append((env.now, procs.index(active) if active in procs else active,
+                    *(_seen(w, names) for w in what)))
+
+    env.procs, env.names = procs, names
+    program(env, pause, note)
+    try:
+        env.run()
+    except Exception as error:  # a failure nobody handled ends both runs alike
+        log.append(("run failed", env.now, type(error).__name__, error.args))
+    return Outcome(env.steps, log)
+
+
+def assert_processes_alike(program) -> Outcome:
+    expected = trace(program, True, _timeout)
+    for pause in (_timeout, _delay):
+        got = trace(program, False, pause)
+        assert got.log == expected.log
+        assert got.steps == expected.steps
+    return expected
+
+
+def _start(env: Engine, generator) -> object:
+    proc = env.process(generator)
+    env.procs.append(proc)
+    return proc
+
+
+def test_a_process_resumes_at_once_on_an_event_already_processed_and_later_on_one_only_triggered():
+    def program(env, pause, note):
+        done, due = env.event(), env.event()
+        env.names.update({id(done): "done", id(due): "due"})
+        done.succeed("early")
+
+        def waiter():
+            yield pause(env, 2)
+            note("done", (yield done))  # processed at 0: no wait
+            due.succeed("now")
+            note("due", (yield due))  # triggered, not processed: waits for its turn
+            note("again", (yield due))
+            return "bye"
+
+        def other():
+            yield pause(env, 2)
+            note("other at 2")
+
+        _start(env, waiter())
+        _start(env, other())
+
+    out = assert_processes_alike(program)
+    assert [entry[2:] for entry in out.log] == [("done", "early"), ("other at 2",), ("due", "now"), ("again", "now")]
+    assert [kind for *_, kind in out.steps] == ["start", "start", "event", "timeout", "timeout", "event",
+                                                "process end", "process end"]
+
+
+def test_a_failed_event_is_thrown_in_as_a_copy_and_a_failed_process_fails_its_waiters():
+    def program(env, pause, note):
+        bad = env.event()
+
+        def fails():
+            try:
+                yield bad
+            except KeyError as error:
+                note("caught", error, error.__cause__ is not None)
+            yield pause(env, 1)
+            raise LookupError("gone")
+
+        def joins(proc):
+            try:
+                yield proc
+            except LookupError as error:
+                note("child failed", error)
+            return 7
+
+        def parent(child):
+            note("joined", (yield _start(env, joins(child))))
+
+        child = _start(env, fails())
+        _start(env, parent(child))
+        env.call_in(3, lambda: bad.fail(KeyError("k")))
+
+    out = assert_processes_alike(program)
+    assert (3, 0, "caught", ("KeyError", ("k",), "KeyError"), True) in out.log
+    assert out.log[-1] == (4, 1, "joined", 7)
+
+
+def test_a_failure_nobody_waits_for_ends_the_run_when_the_process_end_is_processed():
+    def program(env, pause, note):
+        def fails():
+            yield pause(env, 1)
+            raise ValueError("nobody listens")
+
+        def later():
+            yield pause(env, 1)
+            note("after the failure, same time")
+
+        _start(env, fails())
+        _start(env, later())
+
+    out = assert_processes_alike(program)
+    assert out.log == [(1, 1, "after the failure, same time"), ("run failed", 1, "ValueError", ("nobody listens",))]
+
+
+def test_any_of_a_timeout_and_an_event_and_a_process_started_from_a_callback():
+    def program(env, pause, note):
+        kick = env.event()
+        env.names[id(kick)] = "kick"
+
+        def runs():
+            value = yield env.timeout(5, "t") | kick
+            note("any", value)
+            value = yield env.timeout(1, "t2") | env.event()
+            note("any", value)
+
+        def started_by_a_call():
+            # Started at 2 by a call queued before that timeout, it runs before it (URGENT), and its wait of
+            # 0 ends before the condition that ``kick`` triggers is processed.
+            note("started")
+            kick.succeed("k")
+            yield pause(env, 0)
+            note("same time, after")
+
+        _start(env, runs())
+        env.call_in(2, lambda: _start(env, started_by_a_call()))
+        env.timeout(2).callbacks.append(lambda _: note("timeout made after the call"))
+
+    out = assert_processes_alike(program)
+    assert [entry[2:] for entry in out.log] == [
+        ("started",), ("timeout made after the call",), ("same time, after",),
+        ("any", ("condition", ("kick",), ("k",))), ("any", ("condition", ("Timeout",), ("t2",)))]
+
+
+def test_an_interrupt_takes_a_process_off_its_delay_or_its_event():
+    def program(env, pause, note):
+        never = env.event()
+
+        def sleeper():
+            for wait in (lambda: pause(env, 10), lambda: never, lambda: pause(env, 10)):
+                try:
+                    yield wait()
+                    note("woke")
+                except simpy.Interrupt as interrupt:
+                    note("interrupted", interrupt)
+            return "done"
+
+        proc = _start(env, sleeper())
+
+        def interrupter():
+            proc.interrupt("before it starts")
+            for at in (3, 4):
+                yield pause(env, at - env.now)
+                proc.interrupt(at)
+            yield pause(env, 16)
+            try:
+                proc.interrupt("dead")
+            except RuntimeError as error:  # its message names the process by address: not comparable
+                note("refused", type(error).__name__)
+
+        _start(env, interrupter())
+
+    out = assert_processes_alike(program)
+    assert out.log == [
+        (0, 0, "interrupted", ("Interrupt", "before it starts", "Interrupt")),
+        (3, 0, "interrupted", ("Interrupt", 3, "Interrupt")), (4, 0, "interrupted", ("Interrupt", 4, "Interrupt")),
+        (20, 1, "refused", "RuntimeError")]
+    # The delays it was taken off (due at 10 and 13) stay queued, with nothing to resume.
+    assert [(at, kind) for at, _, _, kind in out.steps if at in (10, 13)] == [(10, "timeout"), (13, "timeout")]
+
+
+def test_a_negative_delay_and_an_invalid_yield_fail_in_the_generator_or_the_run():
+    def program(env, pause, note):
+        def negative():
+            try:
+                yield pause(env, -1)
+            except ValueError as error:
+                note("negative", error)
+            yield "not an event"
+
+        _start(env, negative())
+
+    out = assert_processes_alike(program)
+    assert out.log[0] == (0, 0, "negative", ("ValueError", ("Negative delay -1",), "NoneType"))
+    assert out.log[-1][:3] == ("run failed", 0, "RuntimeError")
+
+
+#: One step of a process in a random program: ("pause", d), ("wait", k): shared event k, ("succeed", k),
+#: ("fail", k), ("any", d, k): a timeout of d or event k, ("spawn", d): start a child that waits d and
+#: returns, ("join",): wait for the last child, ("interrupt", j), ("call", d): a plain call d ahead that
+#: starts a child.
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("pause"), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["wait", "succeed", "fail"]), st.integers(0, 2)),
+    st.tuples(st.just("any"), st.integers(0, 3), st.integers(0, 2)),
+    st.tuples(st.sampled_from(["spawn", "call"]), st.integers(0, 3)),
+    st.tuples(st.just("join")),
+    st.tuples(st.just("interrupt"), st.integers(0, 3)),
+), min_size=1, max_size=8)
+
+
+def _random_program(programs: list[list[tuple]]):
+    def program(env, pause, note):
+        events = [env.event() for _ in range(3)]
+        env.names.update({id(e): f"e{k}" for k, e in enumerate(events)})
+
+        def child(d):
+            yield pause(env, d)
+            note("child", d)
+            return d
+
+        def worker(k, ops):
+            last = None
+            for i, op in enumerate(ops):
+                try:
+                    if op[0] == "pause":
+                        yield pause(env, op[1])
+                    elif op[0] == "wait":
+                        note("got", k, i, (yield events[op[1]]))
+                    elif op[0] in ("succeed", "fail") and not events[op[1]].triggered:
+                        if op[0] == "succeed":
+                            events[op[1]].succeed((k, i))
+                        else:
+                            events[op[1]].fail(KeyError(k, i))
+                    elif op[0] == "any":
+                        note("any", k, i, (yield env.timeout(op[1], (k, i)) | events[op[2]]))
+                    elif op[0] == "spawn":
+                        last = _start(env, child(op[1]))
+                    elif op[0] == "join" and last is not None:
+                        note("joined", k, i, (yield last))
+                    elif op[0] == "interrupt" and op[1] < len(env.procs):
+                        target = env.procs[op[1]]
+                        if target.is_alive and target is not env.active_process:
+                            target.interrupt((k, i))
+                    elif op[0] == "call":
+                        env.call_in(op[1], lambda d=op[1]: _start(env, child(d)))
+                except (simpy.Interrupt, KeyError) as error:
+                    note("threw", k, i, error)
+            note("ends", k)
+
+        for k, ops in enumerate(programs):
+            _start(env, worker(k, ops))
+
+    return program
+
+
+@settings(deadline=None, max_examples=300)
+@given(programs=st.lists(_ops, min_size=1, max_size=4))
+def test_random_programs_run_as_on_simpys_processes(programs):
+    assert_processes_alike(_random_program(programs))

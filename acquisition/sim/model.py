@@ -2,7 +2,9 @@
 
 The model decides *when* every bus transaction, frame and interrupt happens;
 ``pci_bus`` and ``gmii`` turn its output into signals. Time is SimPy time in
-integer picoseconds from the start of the run. Host A sends (stream) or
+integer picoseconds from the start of the run. The processes run on
+:class:`~nicrig.acquisition.sim.scheduler.Engine`'s :class:`Process`: one waits
+``d`` ps with ``yield d`` (SimPy's ``yield env.timeout(d)``, without the event). Host A sends (stream) or
 requests (latency); host B receives or responds. What each step costs is a
 profile field (``data/profiles``); the mechanisms are those of seed 002:
 
@@ -464,7 +466,7 @@ class Link:
             self.probe.append((clk, frame))
             on_wire_ps = self.rig.ps(frame_time_on_wire_ns(len(frame.data), self.rig.link_rate_bps))
             self.free_ps = start + self.rig.ps(wire_time_ns(len(frame.data), self.rig.link_rate_bps))
-            yield env.timeout(start + on_wire_ps - env.now)
+            yield start + on_wire_ps - env.now
             if done is not None:
                 done()
             at_ps = env.now + self.rig.phy_latency_ps
@@ -616,9 +618,9 @@ class Host:
             if not (retries or at < self.csr_ready_ps or (data_ready is not None and at < data_ready)):
                 break
             retries = max(0, retries - 1)
-            yield env.timeout(self.claim(shape.attempt("retry"), "csr_retry", shape.busy_retry) - env.now)
-            yield env.timeout(self.host_retry_ps)
-        yield env.timeout(self.claim(shape.attempt("normal"), "csr", shape.busy) - env.now)
+            yield self.claim(shape.attempt("retry"), "csr_retry", shape.busy_retry) - env.now
+            yield self.host_retry_ps
+        yield self.claim(shape.attempt("normal"), "csr", shape.busy) - env.now
         if self.nic.csr_recovery_ns:
             self.csr_ready_ps = env.now + self.csr_recovery_ps
 
@@ -673,7 +675,7 @@ class Host:
         """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes."""
         for i, access in enumerate(accesses):
             if i:
-                yield self.env.timeout(self.csr_interval_ps)
+                yield self.csr_interval_ps
             yield from self.csr(access, on_first if i == 0 else None)
 
     def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Process:
@@ -706,7 +708,7 @@ class Host:
         with self.cpu.request(priority=1) as req:
             yield req
             sw_us = self.hp.tx_sw_us + self.hp.copy_ns_per_byte * len(payload) / 1000
-            yield self.env.timeout(round(sw_us * PS_PER_US))
+            yield round(sw_us * PS_PER_US)
         for frame in frames:
             # Ring full: the driver stops the queue and the sender blocks, off the CPU.
             while self.tx_slots == 0:
@@ -728,7 +730,7 @@ class Host:
             frame = self.tx_doorbell.popleft()
             while self.tx_fifo_used + len(frame.data) > self.nic.tx_fifo_bytes:
                 yield self.tx_fifo_freed.wait()
-            yield env.timeout(self.tx_fetch_latency_ps)
+            yield self.tx_fetch_latency_ps
             slot = self.tx_next_slot % self.nic.tx_ring
             self.tx_next_slot += 1
             buf = 0x0100_0000 + slot * 0x800
@@ -754,7 +756,7 @@ class Host:
                   handed: simpy.Event) -> Process:
         """Send a fetched frame once the NIC's data path has moved it, after the frame fetched before it: a
         NIC transmits its ring in order (a short frame never overtakes a long one still being moved)."""
-        yield self.env.timeout(max(0, moved_by - self.env.now) + self.tx_mac_latency_ps)
+        yield max(0, moved_by - self.env.now) + self.tx_mac_latency_ps
         if before is not None:
             yield before
         handed.succeed()
@@ -798,7 +800,7 @@ class Host:
                 yield self.rx_desc_freed.wait()
             frame = self.rx_pending.popleft()
             self.rx_desc_free -= 1
-            yield env.timeout(self.rx_mac_latency_ps)
+            yield self.rx_mac_latency_ps
             slot = self.rx_next_slot % self.nic.rx_ring
             self.rx_next_slot += 1
             buf = 0x0200_0000 + slot * 0x800
@@ -806,7 +808,7 @@ class Host:
             yield from self.dma(True, buf, frame.data[:-4], "rx_data")
             if moved_by > env.now:
                 # The NIC's data path still moving the frame: its descriptor is written back after.
-                yield env.timeout(moved_by - env.now)
+                yield moved_by - env.now
             yield from self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
                                 "rx_desc_writeback")
             self.rx_fifo_used -= len(frame.data)
@@ -870,11 +872,11 @@ class Host:
         while True:
             if not self.int_asserted:
                 yield self.int_event.wait()
-            yield env.timeout(self.irq_latency_ps)
+            yield self.irq_latency_ps
             with self.cpu.request(priority=0) as req:
                 yield req
                 yield from self.csr_sequence(self.nic.isr_entry_csr, on_first=self._deassert)
-                yield env.timeout(self.isr_ps)
+                yield self.isr_ps
                 freed = self.tx_completed
                 self.tx_completed = 0
                 if freed:
@@ -889,10 +891,10 @@ class Host:
                 for _ in range(rx):
                     frame = self.rx_done.popleft()
                     if deferred:
-                        yield env.timeout(self.rx_handler_ps)
+                        yield self.rx_handler_ps
                         self.backlog.append(frame)
                         continue
-                    yield env.timeout(self.rx_stack_ps(frame, self.hp.rx_sw_us) + self.wakeup_ps())
+                    yield self.rx_stack_ps(frame, self.hp.rx_sw_us) + self.wakeup_ps()
                     self.on_receive(frame, env.now)
                 row = self.rig.interrupt_rows[self._row]
                 row[3], row[4] = rx, freed
@@ -943,8 +945,8 @@ class Host:
                 frame = self.backlog.popleft()
                 with self.cpu.request(priority=1) as req:
                     yield req
-                    yield env.timeout(self.rx_stack_ps(frame, self.hp.rx_sw_us - self.hp.rx_handler_us)
-                                      + self.wakeup_ps())
+                    yield (self.rx_stack_ps(frame, self.hp.rx_sw_us - self.hp.rx_handler_us)
+                           + self.wakeup_ps())
                 self.on_receive(frame, env.now)
             elif self.rx_cleaned:
                 # The refill runs to its end, taking the descriptors services clean meanwhile too.
@@ -952,7 +954,7 @@ class Host:
                     self.rx_cleaned -= 1
                     with self.cpu.request(priority=1) as req:
                         yield req
-                        yield env.timeout(self.csr_interval_ps)
+                        yield self.csr_interval_ps
                         for k, access in enumerate(self.nic.rx_refill_csr):
                             last = k == len(self.nic.rx_refill_csr) - 1
                             yield from self.csr(access, self._return_descriptor if last else None)
@@ -1019,14 +1021,14 @@ class Rig:
     def _settle(self) -> Process:
         """Wait until both hosts have settled, then :data:`POINT_GAP_US` more: the gap between two points."""
         while not (self.a.settled() and self.b.settled()):
-            yield self.env.timeout(round(SETTLE_POLL_US * PS_PER_US))
-        yield self.env.timeout(round(POINT_GAP_US * PS_PER_US))
+            yield round(SETTLE_POLL_US * PS_PER_US)
+        yield round(POINT_GAP_US * PS_PER_US)
 
     def _stream(self) -> Process:
         """Every point's stream, each packet due at its stream's start + its number x spacing (an absolute
         schedule: a late packet does not delay the rest). Messages are numbered through the whole run."""
         seq = 0
-        yield self.env.timeout(round(self.scenario.start_us * PS_PER_US))
+        yield round(self.scenario.start_us * PS_PER_US)
         for k, point in enumerate(self.scenario.points()):
             if k:
                 yield from self._settle()
@@ -1035,7 +1037,7 @@ class Rig:
             for i in range(point.count):
                 due = t0 + i * spacing
                 if due > self.env.now:
-                    yield self.env.timeout(due - self.env.now)
+                    yield due - self.env.now
                 self._note_send("stream", seq, point.size_bytes, k)
                 frames = yield from self.a.send_message(self._message(Kind.STREAM, seq, point.size_bytes), self.b,
                                                         seq)
@@ -1046,7 +1048,7 @@ class Rig:
         """Every point's requests, one at a time: the next :data:`LATENCY_GAP_US` after the previous response."""
         sc = self.scenario
         seq = 0
-        yield self.env.timeout(round(sc.start_us * PS_PER_US))
+        yield round(sc.start_us * PS_PER_US)
         for k, point in enumerate(sc.points()):
             if k:
                 yield from self._settle()
@@ -1058,7 +1060,7 @@ class Rig:
                                                         seq)
                 self.packets[("request", seq)][3] = len(frames)
                 yield answered
-                yield self.env.timeout(round(LATENCY_GAP_US * PS_PER_US))
+                yield round(LATENCY_GAP_US * PS_PER_US)
                 seq += 1
 
     def _respond(self, frame: Frame, t_ps: int) -> None:

@@ -14,6 +14,12 @@ in the same way: the grant that SimPy makes an event stays an event (a
 process waits on it), the release's event, which only grants the next
 waiter, is a call.
 
+A process (:meth:`Engine.process`, :class:`Process`) is SimPy's in the same
+way too: its start and the end of a delay it waits (``yield delay_ps``, an
+``int``, in place of ``yield env.timeout(delay_ps)``) are calls of the
+process itself, queued where SimPy queues its ``Initialize`` event and the
+``Timeout``; every other event it waits on is a SimPy event, as before.
+
 This module is where the model leans on SimPy 4's internals (its queue entries
 ``(time, priority, id, event)``, its id counter, ``Event._ok``/``_value``):
 setup.py pins SimPy below 5, and tests/test_sim_stable.py checks the order of
@@ -26,18 +32,34 @@ import math
 from heapq import heapify, heappop, heappush
 from itertools import count
 from types import FunctionType, MethodType, TracebackType
-from typing import Callable
+from typing import Callable, Generator
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import NORMAL, PENDING, URGENT, EventPriority
+from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Interruption, Timeout, _describe_frame
 
 #: What :meth:`Engine.call_in` puts in the queue (a SimPy event is neither).
 _CALLS = (FunctionType, MethodType)
 
 
 class Engine(simpy.Environment):
-    """A SimPy environment whose queue also holds plain calls (:meth:`call_in`)."""
+    """A SimPy environment whose queue also holds plain calls (:meth:`call_in`), and whose processes are
+    :class:`Process`."""
+
+    # SimPy's ``env.process``, ``env.timeout`` and ``env.event`` are descriptors that build a bound method at
+    # every use (``BoundClass.__get__``; ``bind_early`` binds only ``Environment``'s own, not a subclass's):
+    # these are plain methods making the same objects.
+    def process(self, generator: Generator[Event | int, object, object]) -> Process:
+        """Start ``generator`` as a process (:class:`Process`), as ``simpy.Environment.process``."""
+        return Process(self, generator)
+
+    def timeout(self, delay: int, value: object = None) -> Timeout:
+        """An event due ``delay`` from now, as ``simpy.Environment.timeout``."""
+        return Timeout(self, delay, value)
+
+    def event(self) -> Event:
+        """A new event, as ``simpy.Environment.event``."""
+        return Event(self)
 
     def call_in(self, delay: int, call: Callable[[], None], priority: EventPriority = NORMAL) -> None:
         """Run ``call()`` ``delay`` from now, where a ``Timeout`` made now (``priority`` NORMAL; an already
@@ -198,3 +220,142 @@ class CpuRequest(simpy.Event):
             cpu.user = None
         env = self.env
         heappush(env._queue, (env._now, NORMAL, next(env._eid), cpu._release_call))
+
+
+def _ignored() -> None:
+    """What an interrupted process's delay becomes in the queue (SimPy's ``Timeout`` stays there, with
+    nothing left to call)."""
+
+
+class _NegativeDelay:
+    """A negative delay a process yielded: the ``ValueError`` SimPy's ``Timeout`` raises, to throw in."""
+
+    _ok = False
+
+    def __init__(self, delay: int):
+        self._value = ValueError(f"Negative delay {delay}")
+
+
+class Process(simpy.Process):
+    """A generator run as SimPy 4.1's ``Process`` runs it, schedule for schedule, with less work a step; it
+    may also wait ``yield delay_ps`` (a non-negative ``int``): a ``Timeout`` of that delay made at the yield,
+    without the event.
+
+    What SimPy schedules, and what this class does in its place at the same moment (so with the same time,
+    priority and the next event id, which is all the queue orders by):
+
+    - Start: ``Process.__init__`` makes an ``Initialize`` event, scheduled now, URGENT, whose one callback
+      is ``_resume``. Here :meth:`_resume` itself is queued (:meth:`Engine.call_in` ``(0, ..., URGENT)``);
+      :attr:`target` is ``None`` until it runs, not that event.
+    - A yielded event not yet processed: ``_resume`` is appended to its callbacks at the yield (after any
+      callback given it before, such as a ``Condition``'s ``_build_value``); the same here. A delay
+      (``int``): SimPy's ``env.timeout(d)`` schedules a ``Timeout`` at ``now + d``, NORMAL, with
+      ``_resume`` its only callback; here :meth:`_resume` is queued there (:meth:`Engine.call_in`
+      ``(d, ...)``) and :attr:`target` is ``None``. Nothing runs between a ``Timeout``'s creation and its
+      yield in a ``yield env.timeout(d)``, so the id is the one it would have taken. A negative delay is
+      thrown into the generator at the yield as the ``ValueError`` ``Timeout`` raises.
+    - A yielded event already processed: the generator is sent its value (thrown its exception) at once,
+      in the same step, as SimPy's ``_resume`` loop does; nothing is scheduled.
+    - A failed event: it is defused and a copy of its exception (``__cause__`` the original) thrown in.
+    - The generator returns (raises): the process, an event, succeeds with the return value (fails with
+      the exception) and is scheduled now, NORMAL, as SimPy's; processes waiting on it resume then, and
+      a failure nobody waits for is raised by :meth:`Engine.advance`.
+    - ``env.active_process`` is the process while its generator runs, ``None`` after, as SimPy's.
+    - :meth:`interrupt` makes SimPy's ``Interruption`` (URGENT, now); when it runs, the process stops
+      waiting (its ``_resume`` leaves the event's callbacks, or its queued delay becomes a call of
+      nothing: SimPy's ``Timeout`` stays queued with no callback) and ``Interrupt`` is thrown in.
+
+    tests/test_scheduler.py runs the same generators on SimPy's ``Process`` and on this class and compares
+    every queue entry and everything the generators saw.
+    """
+
+    def __init__(self, env: Engine, generator: Generator[Event | int, object, object]):
+        if not hasattr(generator, "throw"):
+            raise ValueError(f"{generator} is not a generator.")
+        self.env = env
+        self.callbacks = []
+        self._generator = generator
+        self._target = None
+        #: The one bound method a step queues or hands an event (SimPy binds ``_resume`` anew each time).
+        self._wake = self._resume
+        heappush(env._queue, (env._now, URGENT, next(env._eid), self._wake))
+
+    def _resume(self, event: Event | None = None) -> None:
+        """Run the generator to its next wait: sent ``event``'s value (thrown its exception), or ``None``
+        when called from the queue (the start, a delay's end)."""
+        env = self.env
+        env._active_proc = self
+        generator = self._generator
+        while True:
+            try:
+                if event is None:
+                    target = generator.send(None)
+                elif event._ok:
+                    target = generator.send(event._value)
+                elif event.__class__ is _NegativeDelay:
+                    target = generator.throw(event._value)
+                else:
+                    event._defused = True
+                    exc = type(event._value)(*event._value.args)
+                    exc.__cause__ = event._value
+                    target = generator.throw(exc)
+            except StopIteration as stop:
+                self._ok = True
+                self._value = stop.value
+                break
+            except BaseException as error:
+                self._ok = False
+                # As SimPy: this function's frame says nothing about the failure.
+                error.__traceback__ = error.__traceback__.tb_next
+                self._value = error
+                break
+            if target.__class__ is int:
+                if target >= 0:
+                    heappush(env._queue, (env._now + target, NORMAL, next(env._eid), self._wake))
+                    self._target = None
+                    env._active_proc = None
+                    return
+                event = _NegativeDelay(target)
+                continue
+            try:
+                callbacks = target.callbacks
+            except AttributeError:
+                where = _describe_frame(generator.gi_frame)
+                raise RuntimeError(f'\n{where}Invalid yield value "{target}"') from None
+            if callbacks is not None:
+                callbacks.append(self._wake)
+                self._target = target
+                env._active_proc = None
+                return
+            event = target
+        heappush(env._queue, (env._now, NORMAL, next(env._eid), self))
+        self._target = None
+        env._active_proc = None
+
+    def interrupt(self, cause: object = None) -> None:
+        """Throw ``simpy.Interrupt(cause)`` into the process, as ``simpy.Process.interrupt`` (an
+        ``Interruption`` event, now, URGENT)."""
+        _Interruption(self, cause)
+
+    def _stop_waiting(self) -> None:
+        """Take the process off what it waits for (an interrupt came first)."""
+        target = self._target
+        if target is not None:
+            target.callbacks.remove(self._wake)
+            return
+        queue = self.env._queue
+        for i, (at, priority, eid, item) in enumerate(queue):
+            if item is self._wake:
+                queue[i] = (at, priority, eid, _ignored)
+                return
+
+
+class _Interruption(Interruption):
+    """SimPy's ``Interruption`` of a :class:`Process`."""
+
+    def _interrupt(self, event: Event) -> None:
+        process = self.process
+        if process._value is not PENDING:
+            return
+        process._stop_waiting()
+        process._resume(self)
