@@ -17,8 +17,8 @@ import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nicrig.acquisition.sim.scheduler import Cpu, CpuRequest, Engine, Process
-from simpy.events import URGENT, Initialize, Interruption, Timeout
+from nicrig.acquisition.sim.scheduler import Cpu, CpuRequest, Engine, Later, Process, Signal
+from simpy.events import NORMAL, URGENT, Initialize, Interruption, Timeout
 from simpy.resources.resource import PriorityRequest, Release
 
 #: One step of a process: ("pause", ps), ("call", ps): a plain call queued ``ps`` ahead, or
@@ -220,10 +220,41 @@ def _kind(item: object, priority: int) -> str:
     if isinstance(item, simpy.Event):
         return "event"
     if isinstance(getattr(item, "__self__", None), Process):
-        return "start" if priority == URGENT else "timeout"
+        if priority == URGENT:
+            return "start"
+        # A resumption queued in place of the event of a Signal or a Later the process waits for, or of a
+        # Timeout.
+        return "event" if isinstance(item.__self__._target, (Signal, Later)) else "timeout"
     if getattr(item, "__name__", "") == "_ignored":
         return "timeout"  # an interrupted process's delay: SimPy's Timeout, left with no callback
+    if getattr(item, "__name__", "") == "_unheard":
+        return "event"  # a Signal's or a Later's end nobody waits for: SimPy's event, with no callback
     return "call"
+
+
+class _EventSignal:
+    """The model's ``Signal`` made of SimPy events: a fresh event a wait, succeeded by ``notify``."""
+
+    def __init__(self, env: Engine) -> None:
+        self._env = env
+        self._event = env.event()
+
+    def wait(self) -> simpy.Event:
+        self._event = self._env.event()
+        return self._event
+
+    def notify(self) -> None:
+        if not self._event.triggered:
+            self._event.succeed()
+
+
+class _EventLater(simpy.Event):
+    """The model's ``Later`` as a SimPy event scheduled when its delay is known."""
+
+    def succeed_in(self, delay_ps: int) -> None:
+        self._ok = True
+        self._value = None
+        self.env.schedule(self, NORMAL, delay_ps)
 
 
 class _ProcessTrace(Engine):
@@ -236,6 +267,16 @@ class _ProcessTrace(Engine):
 
     def process(self, generator):
         return simpy.Process(self, generator) if self.simpys else super().process(generator)
+
+    def signal(self) -> object:
+        return _EventSignal(self) if self.simpys else Signal(self)
+
+    def on(self, signal: object) -> object:
+        """What a process yields to wait for ``signal``'s next announcement."""
+        return signal.wait() if self.simpys else signal
+
+    def later(self) -> object:
+        return _EventLater(self) if self.simpys else Later(self)
 
     def step(self) -> None:
         if self._queue:
@@ -449,6 +490,158 @@ def test_a_negative_delay_and_an_invalid_yield_fail_in_the_generator_or_the_run(
     assert out.log[-1][:3] == ("run failed", 0, "RuntimeError")
 
 
+# -- Signal and Later: a process's wait without the event ---------------------------------------------------
+#
+# The same programs, with the model's Signal and Later made of SimPy events in the SimPy run (``env.signal``,
+# ``env.on``, ``env.later`` of _ProcessTrace pick them).
+
+
+def test_a_signal_resumes_its_waiter_after_what_was_queued_before_the_announcement():
+    def program(env, pause, note):
+        kick = env.signal()
+        kick.notify()  # nobody waits yet: SimPy's first event is scheduled all the same, with no callback
+
+        def waiter():
+            for _ in range(3):
+                note("heard", (yield env.on(kick)))
+
+        def announcer():
+            yield pause(env, 2)
+            env.call_in(0, lambda: note("queued before"))
+            kick.notify()
+            kick.notify()  # already announced since the wait: nothing
+            env.call_in(0, lambda: note("queued after"))
+            yield pause(env, 1)
+            kick.notify()
+            yield pause(env, 0)
+            note("its own wait of 0 came first")
+            kick.notify()
+
+        _start(env, waiter())
+        _start(env, announcer())
+
+    out = assert_processes_alike(program)
+    assert [entry[2:] for entry in out.log] == [
+        ("queued before",), ("heard", None), ("queued after",), ("heard", None),
+        ("its own wait of 0 came first",), ("heard", None)]
+    assert [kind for *_, kind in out.steps].count("event") == 4
+
+
+def test_a_signal_waited_in_a_condition_is_announced_later_with_the_condition_over():
+    def program(env, pause, note):
+        changed = env.signal()
+
+        def waiter():
+            note("any", (yield env.timeout(2, "t") | changed.wait()))
+            note("heard", (yield env.on(changed)))
+            note("any", (yield env.timeout(5, "t") | changed.wait()))
+
+        def announcer():
+            yield pause(env, 3)
+            changed.notify()  # the plain wait's, after the condition's timeout won
+            yield pause(env, 1)
+            changed.notify()
+
+        _start(env, waiter())
+        _start(env, announcer())
+
+    out = assert_processes_alike(program)
+    assert [entry[:1] + entry[2:] for entry in out.log] == [
+        (2, "any", ("condition", ("Timeout",), ("t",))), (3, "heard", None),
+        (4, "any", ("condition", ("Event",), (None,)))]
+
+
+def test_an_interrupted_signal_wait_leaves_the_announcement_to_nobody():
+    def program(env, pause, note):
+        kick = env.signal()
+
+        def waiter():
+            for _ in range(3):
+                try:
+                    note("heard", (yield env.on(kick)))
+                except simpy.Interrupt as interrupt:
+                    note("interrupted", interrupt)
+                    yield pause(env, 2)
+
+        proc = _start(env, waiter())
+
+        def others():
+            yield pause(env, 1)
+            proc.interrupt("waiting")  # before the announcement
+            yield pause(env, 1)
+            kick.notify()  # its event is scheduled, with nobody waiting
+            yield pause(env, 2)
+            kick.notify()
+            yield pause(env, 1)
+            kick.notify()
+            proc.interrupt("announced")  # after it: the Interruption (URGENT) comes first
+
+        _start(env, others())
+
+    out = assert_processes_alike(program)
+    assert [entry[:1] + entry[2:] for entry in out.log] == [
+        (1, "interrupted", ("Interrupt", "waiting", "Interrupt")), (4, "heard", None),
+        (5, "interrupted", ("Interrupt", "announced", "Interrupt"))]
+    assert [(at, kind) for at, _, _, kind in out.steps if kind == "event"] == [(2, "event"), (4, "event"),
+                                                                               (5, "event")]
+
+
+def test_a_later_known_before_or_after_its_yield_and_interrupted_before_or_after_it_is_known():
+    def program(env, pause, note):
+        def dma():
+            known_now = env.later()
+            known_now.succeed_in(3)
+            note("now", (yield known_now))
+            known_later = env.later()
+            env.call_in(2, lambda: known_later.succeed_in(1))
+            note("later", (yield known_later))
+            for known_at in (4, 1):  # interrupted at 2: before it is known, after
+                try:
+                    abandoned = env.later()
+                    env.call_in(known_at, lambda abandoned=abandoned: abandoned.succeed_in(5))
+                    yield abandoned
+                except simpy.Interrupt as interrupt:
+                    note("interrupted", interrupt)
+                yield pause(env, 10 - (env.now - 6) % 10)
+            return "done"
+
+        proc = _start(env, dma())
+
+        def interrupter():
+            for at in (8, 18):
+                yield pause(env, at - env.now)
+                proc.interrupt(at)
+
+        _start(env, interrupter())
+
+    out = assert_processes_alike(program)
+    assert [entry[:1] + entry[2:] for entry in out.log] == [
+        (3, "now", None), (6, "later", None), (8, "interrupted", ("Interrupt", 8, "Interrupt")),
+        (18, "interrupted", ("Interrupt", 18, "Interrupt"))]
+    # Both abandoned ends stay queued (due at 15 and 22), with nobody to resume.
+    assert [(at, kind) for at, _, _, kind in out.steps if at in (15, 22)] == [(15, "event"), (22, "event")]
+
+
+def test_a_later_is_waited_by_the_process_that_made_it():
+    env = Engine()
+    with pytest.raises(RuntimeError, match="made by the Process"):
+        Later(env)
+    made: list[Later] = []
+
+    def maker():
+        made.append(Later(env))
+        yield 1
+
+    def other():
+        yield 0
+        yield made[0]
+
+    env.process(maker())
+    env.process(other())
+    with pytest.raises(RuntimeError, match="another process"):
+        env.run()
+
+
 #: One step of a process in a random program: ("pause", d), ("wait", k): shared event k, ("succeed", k),
 #: ("fail", k), ("any", d, k): a timeout of d or event k, ("spawn", d): start a child that waits d and
 #: returns, ("join",): wait for the last child, ("interrupt", j), ("call", d): a plain call d ahead that
@@ -460,6 +653,9 @@ _ops = st.lists(st.one_of(
     st.tuples(st.sampled_from(["spawn", "call"]), st.integers(0, 3)),
     st.tuples(st.just("join")),
     st.tuples(st.just("interrupt"), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["on", "notify"]), st.integers(0, 1)),
+    st.tuples(st.sampled_from(["any on", "call notify"]), st.integers(0, 3), st.integers(0, 1)),
+    st.tuples(st.just("later"), st.integers(0, 3), st.integers(0, 4)),
 ), min_size=1, max_size=8)
 
 
@@ -467,6 +663,7 @@ def _random_program(programs: list[list[tuple]]):
     def program(env, pause, note):
         events = [env.event() for _ in range(3)]
         env.names.update({id(e): f"e{k}" for k, e in enumerate(events)})
+        signals = [env.signal() for _ in range(2)]
 
         def child(d):
             yield pause(env, d)
@@ -498,6 +695,22 @@ def _random_program(programs: list[list[tuple]]):
                             target.interrupt((k, i))
                     elif op[0] == "call":
                         env.call_in(op[1], lambda d=op[1]: _start(env, child(d)))
+                    elif op[0] == "on":
+                        note("heard", k, i, (yield env.on(signals[op[1]])))
+                    elif op[0] == "notify":
+                        signals[op[1]].notify()
+                    elif op[0] == "any on":
+                        note("any on", k, i, (yield env.timeout(op[1], (k, i)) | signals[op[2]].wait()))
+                    elif op[0] == "call notify":
+                        env.call_in(op[1], signals[op[2]].notify)
+                    elif op[0] == "later":
+                        # Its end known at once (0), or from a call queued ``when - 1`` ahead.
+                        later, due, when = env.later(), op[1], op[2]
+                        if when:
+                            env.call_in(when - 1, lambda later=later, due=due: later.succeed_in(due))
+                        else:
+                            later.succeed_in(due)
+                        note("later", k, i, (yield later))
                 except (simpy.Interrupt, KeyError) as error:
                     note("threw", k, i, error)
             note("ends", k)
@@ -511,4 +724,5 @@ def _random_program(programs: list[list[tuple]]):
 @settings(deadline=None, max_examples=300)
 @given(programs=st.lists(_ops, min_size=1, max_size=4))
 def test_random_programs_run_as_on_simpys_processes(programs):
+    """Waits, shared events, conditions, children, interrupts, signals and Laters, mixed."""
     assert_processes_alike(_random_program(programs))

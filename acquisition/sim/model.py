@@ -57,7 +57,7 @@ from nicrig.acquisition.sim.pci_bus import (
     busy_clocks,
 )
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
-from nicrig.acquisition.sim.scheduler import Cpu, Engine, Later, after_timeout
+from nicrig.acquisition.sim.scheduler import Cpu, Engine, Later, Signal, after_timeout
 from nicrig.udpmon.payload import Kind, make_payload
 
 from nicrig.errors import UsageError
@@ -236,27 +236,6 @@ INTERRUPT_DTYPE = np.dtype([
 ])
 
 
-class Signal:
-    """A condition one process waits for and others announce, any number of times.
-
-    SimPy events fire once; this hands the waiter a fresh event each time. A
-    waiter re-checks its condition in a loop, so an announcement with nobody
-    waiting is harmless, and none is lost (check and wait happen in one step).
-    """
-
-    def __init__(self, env: simpy.Environment):
-        self._env = env
-        self._event = env.event()
-
-    def wait(self) -> simpy.Event:
-        self._event = self._env.event()
-        return self._event
-
-    def notify(self) -> None:
-        if not self._event.triggered:
-            self._event.succeed()
-
-
 def is_last_fragment(frame: Frame) -> bool:
     """False while the IPv4 "more fragments" flag is set (RFC 791), True otherwise."""
     if frame.ip_fragment_offset < 0:
@@ -385,7 +364,7 @@ class _Bursts:
     bursts and claim again; here each of those timeouts is a call (:meth:`Engine.call_in`) queued at the
     same moment, due at the same time, so the order of everything in the run (SimPy orders equal times by
     creation) is the same, but a burst costs two queued calls instead of two events resuming a generator
-    nested three deep. The last burst's end is ``done``, the event the DMA's process waits on.
+    nested three deep. The last burst's end is ``done`` (a :class:`Later`), which the DMA's process waits for.
     """
 
     def __init__(self, host: Host, plan: tuple[DmaBurst, ...], address: int, payload: bytes, purpose: str,
@@ -455,7 +434,7 @@ class Link:
         env = self.env
         while True:
             if not self.control and not self.data:
-                yield self.kick.wait()
+                yield self.kick
                 continue
             if not self.control and env.now < self.paused_until:
                 yield env.timeout(self.paused_until - env.now) | self.pause_changed.wait() | self.kick.wait()
@@ -647,7 +626,7 @@ class Host:
         while True:
             if not self.posted:
                 self.posted_idle.notify()
-                yield self.posted_kick.wait()
+                yield self.posted_kick
                 continue
             access, done = self.posted[0]
             yield from self._csr_transaction(access)
@@ -666,7 +645,7 @@ class Host:
             self.posted_kick.notify()
             return
         while self.posted:
-            yield self.posted_idle.wait()
+            yield self.posted_idle
         yield from self._csr_transaction(access)
         if done is not None:
             done()
@@ -712,7 +691,7 @@ class Host:
         for frame in frames:
             # Ring full: the driver stops the queue and the sender blocks, off the CPU.
             while self.tx_slots == 0:
-                yield self.tx_slot_freed.wait()
+                yield self.tx_slot_freed
             self.tx_slots -= 1
             with self.cpu.request(priority=1) as req:
                 yield req
@@ -725,11 +704,11 @@ class Host:
         env = self.env
         while True:
             if not self.tx_doorbell:
-                yield self.tx_kick.wait()
+                yield self.tx_kick
                 continue
             frame = self.tx_doorbell.popleft()
             while self.tx_fifo_used + len(frame.data) > self.nic.tx_fifo_bytes:
-                yield self.tx_fifo_freed.wait()
+                yield self.tx_fifo_freed
             yield self.tx_fetch_latency_ps
             slot = self.tx_next_slot % self.nic.tx_ring
             self.tx_next_slot += 1
@@ -794,10 +773,10 @@ class Host:
         env = self.env
         while True:
             if not self.rx_pending:
-                yield self.rx_kick.wait()
+                yield self.rx_kick
                 continue
             while self.rx_desc_free == 0:
-                yield self.rx_desc_freed.wait()
+                yield self.rx_desc_freed
             frame = self.rx_pending.popleft()
             self.rx_desc_free -= 1
             yield self.rx_mac_latency_ps
@@ -871,7 +850,7 @@ class Host:
         env = self.env
         while True:
             if not self.int_asserted:
-                yield self.int_event.wait()
+                yield self.int_event
             yield self.irq_latency_ps
             with self.cpu.request(priority=0) as req:
                 yield req
@@ -961,7 +940,7 @@ class Host:
                         if not self.nic.rx_refill_csr:
                             self._return_descriptor()
             else:
-                yield self.backlog_kick.wait()
+                yield self.backlog_kick
 
 
 class Rig:

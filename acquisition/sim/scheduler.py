@@ -18,7 +18,9 @@ A process (:meth:`Engine.process`, :class:`Process`) is SimPy's in the same
 way too: its start and the end of a delay it waits (``yield delay_ps``, an
 ``int``, in place of ``yield env.timeout(delay_ps)``) are calls of the
 process itself, queued where SimPy queues its ``Initialize`` event and the
-``Timeout``; every other event it waits on is a SimPy event, as before.
+``Timeout``. So are the waits of a :class:`Signal` (``yield signal``, where SimPy's wait is a fresh event
+the announcement succeeds) and of a :class:`Later` (a DMA's end): queued calls of the process where SimPy
+schedules those events; every other event it waits on is a SimPy event, as before.
 
 This module is where the model leans on SimPy 4's internals (its queue entries
 ``(time, priority, id, event)``, its id counter, ``Event._ok``/``_value``):
@@ -49,7 +51,7 @@ class Engine(simpy.Environment):
     # SimPy's ``env.process``, ``env.timeout`` and ``env.event`` are descriptors that build a bound method at
     # every use (``BoundClass.__get__``; ``bind_early`` binds only ``Environment``'s own, not a subclass's):
     # these are plain methods making the same objects.
-    def process(self, generator: Generator[Event | int, object, object]) -> Process:
+    def process(self, generator: Generator[Event | Signal | Later | int, object, object]) -> Process:
         """Start ``generator`` as a process (:class:`Process`), as ``simpy.Environment.process``."""
         return Process(self, generator)
 
@@ -104,14 +106,77 @@ class Engine(simpy.Environment):
                 raise exc
 
 
-class Later(simpy.Event):
-    """An event whose maker learns only later when it is due (``Event.succeed`` takes no delay)."""
+class Later:
+    """The end of something a process starts and then waits for (``yield later``), due at a moment its maker
+    learns only later: SimPy's event scheduled by :meth:`succeed_in` (``Event.succeed`` takes no delay), with
+    nothing but that process waiting on it, without the event.
+
+    It is made and yielded in one step of a :class:`Process` (the process waiting is the one active when it
+    is made). :meth:`succeed_in` queues the process's resumption where SimPy schedules the event (NORMAL, at
+    the moment of the call, due ``delay_ps`` later), whether the process has yielded it yet or not (a
+    scheduled event's callbacks are read when it is processed); the process resumes with ``None``, the
+    event's value.
+    """
+
+    __slots__ = ("env", "_then", "_queued")
+
+    def __init__(self, env: Engine):
+        process = env._active_proc
+        if process.__class__ is not Process:
+            raise RuntimeError("a Later is made by the Process that waits for it")
+        self.env = env
+        #: What its end queues: the waiting process's resumption (:func:`_unheard` once it was interrupted).
+        self._then = process._wake
+        self._queued = False
 
     def succeed_in(self, delay_ps: int) -> None:
-        """Schedule it ``delay_ps`` from now, as a ``Timeout`` made at this moment would be."""
-        self._ok = True
-        self._value = None
-        self.env.schedule(self, NORMAL, delay_ps)
+        """Schedule its end ``delay_ps`` from now, as a ``Timeout`` made at this moment would be."""
+        env = self.env
+        heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), self._then))
+        self._queued = True
+
+
+class Signal:
+    """A condition one process waits for and others announce, any number of times: what a fresh SimPy
+    event made at every wait (``yield env.event()``) and succeeded by the announcement is, without the
+    event.
+
+    A waiter re-checks its condition in a loop, so an announcement with nobody waiting is harmless, and
+    none is lost (check and wait happen in one step). ``yield signal`` in a :class:`Process` waits for the
+    next :meth:`notify`; :meth:`wait` gives that wait as a SimPy event instead, for a condition
+    (``timeout | signal.wait()``). A wait replaces the one before it: one process waits at a time.
+
+    What SimPy does with the event, and what this does in its place: the announcement succeeds the event of
+    the last wait unless it already has been (scheduled now, NORMAL); when it is processed, its waiter
+    resumes with ``None``. Here :meth:`notify` queues the waiting process's resumption at that moment
+    (:meth:`Engine.call_in` ``(0, ...)``); the event first made (before any wait) and one whose waiter was
+    interrupted are scheduled with nobody to resume, and so is a call of nothing here (:func:`_unheard`).
+    """
+
+    __slots__ = ("_env", "_next")
+
+    def __init__(self, env: Engine):
+        self._env = env
+        #: What the next notify does: queue this call, succeed this event, or nothing (``None``: it was
+        #: announced since the last wait).
+        self._next: Callable[[], None] | Event | None = _unheard
+
+    def wait(self) -> Event:
+        """The next announcement as a SimPy event (a fresh one a wait)."""
+        event = self._next = Event(self._env)
+        return event
+
+    def notify(self) -> None:
+        """Announce the condition: whoever waits resumes now (after what is queued before)."""
+        then = self._next
+        if then is None:
+            return
+        self._next = None
+        if then.__class__ in _CALLS:
+            env = self._env
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), then))
+        else:
+            then.succeed()
 
 
 def after_timeout(env: Engine, delay_ps: Callable[[], int], then: Callable[[], None]) -> None:
@@ -227,6 +292,11 @@ def _ignored() -> None:
     nothing left to call)."""
 
 
+def _unheard() -> None:
+    """What a :class:`Signal`'s or a :class:`Later`'s end with no process left to resume is in the queue
+    (SimPy's event, scheduled with no callback)."""
+
+
 class _NegativeDelay:
     """A negative delay a process yielded: the ``ValueError`` SimPy's ``Timeout`` raises, to throw in."""
 
@@ -254,6 +324,9 @@ class Process(simpy.Process):
       ``(d, ...)``) and :attr:`target` is ``None``. Nothing runs between a ``Timeout``'s creation and its
       yield in a ``yield env.timeout(d)``, so the id is the one it would have taken. A negative delay is
       thrown into the generator at the yield as the ``ValueError`` ``Timeout`` raises.
+    - A :class:`Signal` or a :class:`Later`: SimPy's event for it has only this process waiting; the process
+      is handed to it (:attr:`target` is it), and it queues :meth:`_resume` where SimPy schedules the event
+      (see those classes).
     - A yielded event already processed: the generator is sent its value (thrown its exception) at once,
       in the same step, as SimPy's ``_resume`` loop does; nothing is scheduled.
     - A failed event: it is defused and a copy of its exception (``__cause__`` the original) thrown in.
@@ -263,13 +336,14 @@ class Process(simpy.Process):
     - ``env.active_process`` is the process while its generator runs, ``None`` after, as SimPy's.
     - :meth:`interrupt` makes SimPy's ``Interruption`` (URGENT, now); when it runs, the process stops
       waiting (its ``_resume`` leaves the event's callbacks, or its queued delay becomes a call of
-      nothing: SimPy's ``Timeout`` stays queued with no callback) and ``Interrupt`` is thrown in.
+      nothing: SimPy's ``Timeout`` stays queued with no callback; a Signal's or Later's end, queued or
+      not yet, resumes nobody) and ``Interrupt`` is thrown in.
 
     tests/test_scheduler.py runs the same generators on SimPy's ``Process`` and on this class and compares
     every queue entry and everything the generators saw.
     """
 
-    def __init__(self, env: Engine, generator: Generator[Event | int, object, object]):
+    def __init__(self, env: Engine, generator: Generator[Event | Signal | Later | int, object, object]):
         if not hasattr(generator, "throw"):
             raise ValueError(f"{generator} is not a generator.")
         self.env = env
@@ -317,6 +391,17 @@ class Process(simpy.Process):
                     return
                 event = _NegativeDelay(target)
                 continue
+            if target.__class__ is Signal:
+                target._next = self._wake
+                self._target = target
+                env._active_proc = None
+                return
+            if target.__class__ is Later:
+                if target._then is not self._wake:
+                    raise RuntimeError(f"{target} was made by another process")
+                self._target = target
+                env._active_proc = None
+                return
             try:
                 callbacks = target.callbacks
             except AttributeError:
@@ -340,13 +425,24 @@ class Process(simpy.Process):
     def _stop_waiting(self) -> None:
         """Take the process off what it waits for (an interrupt came first)."""
         target = self._target
-        if target is not None:
+        left = _ignored
+        if target.__class__ is Signal:
+            if target._next is self._wake:
+                target._next = _unheard
+                return
+            left = _unheard
+        elif target.__class__ is Later:
+            if not target._queued:
+                target._then = _unheard
+                return
+            left = _unheard
+        elif target is not None:
             target.callbacks.remove(self._wake)
             return
         queue = self.env._queue
         for i, (at, priority, eid, item) in enumerate(queue):
             if item is self._wake:
-                queue[i] = (at, priority, eid, _ignored)
+                queue[i] = (at, priority, eid, left)
                 return
 
 
