@@ -24,8 +24,9 @@ schedules those events; every other event it waits on is a SimPy event, as befor
 
 This module is where the model leans on SimPy 4's internals (its queue entries
 ``(time, priority, id, event)``, its id counter, ``Event._ok``/``_value``):
-setup.py pins SimPy below 5, and tests/test_sim_stable.py checks the order of
-ties against SimPy's own processes.
+setup.py pins SimPy below 5. tests/test_scheduler.py runs the same programs on
+SimPy's classes and on these and compares every queue entry; tests/test_sim_stable.py
+checks that the model's output is the one it gave on SimPy alone.
 """
 
 from __future__ import annotations
