@@ -82,6 +82,12 @@ setup(
             ["udpmon/_engine.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        # The rig model's bus clock arithmetic (acquisition/sim/model.py BusRecord).
+        Extension(
+            "nicrig.acquisition.sim._clock",
+            ["acquisition/sim/_clock.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         Extension(
             "nicrig.decoders._wait",
             ["decoders/_wait.c"],

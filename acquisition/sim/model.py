@@ -42,6 +42,7 @@ from typing import Any, Callable, Generator, Iterator, Literal
 
 import numpy as np
 import simpy
+from nicrig.acquisition.sim._clock import Clock
 from nicrig.acquisition.sim.ethernet import (
     Frame,
     frame_time_on_wire_ns,
@@ -179,36 +180,17 @@ class BusRecord:
     free_clk: int = 0
     period_ps: float = field(init=False, repr=False)
     arbitration_clocks: int = field(init=False, repr=False)
-    # The last :meth:`clock_at_or_after` question and answer: a register access asks it twice at one instant.
-    _asked: tuple[float, int] = field(default=(-1.0, 0), init=False, repr=False)
+    #: The first rising edge at or after a time (ps, int or float): exactly the inverse of :attr:`time_of`.
+    clock_at_or_after: Callable[[float], int] = field(init=False, repr=False, compare=False)
+    #: The time (ps) of a rising edge: ``phase_ps + round(clk * period_ps)``.
+    time_of: Callable[[int], int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.period_ps = self.profile.period_ps
         self.arbitration_clocks = self.profile.arbitration_clocks
-
-    def clock_at_or_after(self, t_ps: float) -> int:
-        """The first rising edge at or after ``t_ps``: exactly the inverse of :meth:`time_of`.
-
-        The division guesses within an edge or two of the answer (``clk * period`` rounds); the loops step to
-        the first edge whose :meth:`time_of` is at or after ``t_ps``, so the answer is that of the definition.
-        """
-        asked, answer = self._asked
-        if t_ps == asked:
-            return answer
-        phase, period = self.phase_ps, self.period_ps
-        clk = math.ceil((t_ps - phase) / period)
-        if clk < 0:
-            clk = 0
-        while clk > 0 and phase + round((clk - 1) * period) >= t_ps:
-            clk -= 1
-        while phase + round(clk * period) < t_ps:
-            clk += 1
-        self._asked = (t_ps, clk)
-        return clk
-
-    def time_of(self, clk: int) -> int:
-        """Time (ps) of rising edge ``clk``."""
-        return self.phase_ps + round(clk * self.period_ps)
+        # The model asks these ~34 times a frame: _clock.c does Python's float arithmetic at C's cost.
+        clock = Clock(self.phase_ps, self.period_ps)
+        self.clock_at_or_after, self.time_of = clock.at_or_after, clock.time_of
 
 
 @dataclass
@@ -568,7 +550,7 @@ class Host:
             bus.wide.append(len(bus.transactions))
         bus.transactions.append(txn)
         bus.purposes.append(purpose)
-        end = bus.phase_ps + round((start + busy) * bus.period_ps)
+        end = bus.time_of(start + busy)
         return end if end > now else now
 
     def _csr_transaction(self, access: str) -> Process:

@@ -1,0 +1,73 @@
+"""The model's bus clock (acquisition/sim/_clock.c) gives the answers of its Python definition, which it replaced
+for speed (issue 18 point 5): edge k at phase + round(k * period) ps, and the first edge at or after a time."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from nicrig.acquisition.sim._clock import Clock
+
+#: Periods (ps) of the buses the profiles name (33, 66, 100, 133 MHz PCI/PCI-X) and the probe's 125 MHz.
+PERIODS = [1e12 / 33.333333e6, 1e12 / 66.666667e6, 1e12 / 66.666666e6, 1e12 / 100e6, 1e12 / 133.333333e6, 8000.0]
+
+
+def time_of(phase: int, period: float, clk: int) -> int:
+    return phase + round(clk * period)
+
+
+def at_or_after(phase: int, period: float, t: float) -> int:
+    """The definition: the smallest clk >= 0 with time_of(clk) >= t."""
+    clk = max(math.ceil((t - phase) / period), 0)
+    while clk > 0 and time_of(phase, period, clk - 1) >= t:
+        clk -= 1
+    while time_of(phase, period, clk) < t:
+        clk += 1
+    return clk
+
+
+@settings(max_examples=500, deadline=None)
+@given(phase=st.integers(0, 40_000), period=st.one_of(st.sampled_from(PERIODS), st.floats(100.0, 1e6)),
+       t=st.one_of(st.integers(-10**6, 10**13), st.floats(-1e6, 1e13, allow_nan=False)),
+       nudge=st.integers(-2, 2))
+@example(phase=0, period=1e12 / 66.666667e6, t=10**12, nudge=0)
+@example(phase=7, period=8000.0, t=8007, nudge=0)  # exactly on an edge
+def test_edges_and_times_are_those_of_the_python_definition(phase, period, t, nudge):
+    clock = Clock(phase, period)
+    want = at_or_after(phase, period, t)
+    assert clock.at_or_after(t) == want
+    assert clock.at_or_after(t) == want  # the cached answer
+    for k in (want - 1, want, want + 1, want + nudge):
+        if k >= 0:
+            assert clock.time_of(k) == time_of(phase, period, k)
+    # an edge's own time maps back to it; a picosecond later, to the next
+    edge = clock.time_of(want)
+    assert clock.at_or_after(edge) == want and clock.at_or_after(edge + 1) == want + 1
+
+
+def test_numpy_integers_and_floats_are_times_too_and_bad_arguments_are_refused():
+    clock = Clock(3, 15000.0)
+    assert clock.at_or_after(np.int64(30_004)) == clock.at_or_after(30_004) == 3
+    assert clock.at_or_after(np.float64(30_002.5)) == 2 and clock.time_of(np.int32(2)) == 30_003
+    assert clock.at_or_after(-1) == 0 and clock.at_or_after(-1.0) == 0
+    with pytest.raises(OverflowError, match="2\\*\\*53"):
+        clock.at_or_after(2**60)
+    with pytest.raises(ValueError, match="NaN"):
+        clock.at_or_after(math.nan)
+    with pytest.raises(TypeError):
+        clock.at_or_after("10")
+    for period in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="positive and finite"):
+            Clock(0, period)
+
+
+def test_a_clock_pickles_and_says_what_it_is():
+    clock = Clock(1234, 14999.999925)
+    again = pickle.loads(pickle.dumps(clock))
+    assert (again.phase_ps, again.period_ps) == (1234, 14999.999925)
+    assert again.at_or_after(10**9) == clock.at_or_after(10**9) == 66667
+    assert repr(clock) == "Clock(phase_ps=1234, period_ps=14999.999925)"
