@@ -15,7 +15,7 @@ from typing import Callable
 
 import pytest
 import simpy
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from nicrig.acquisition.sim.scheduler import Cpu, CpuRequest, Engine, Later, Process, Signal
 from simpy.events import NORMAL, URGENT, Initialize, Interruption, Timeout
@@ -289,7 +289,7 @@ def _seen(value: object, names: dict[int, str]) -> object:
     """What a generator received, comparable across runs (events by their names in the program)."""
     if isinstance(value, simpy.events.ConditionValue):
         return ("condition", tuple(names.get(id(e), type(e).__name__) for e in value.events),
-                tuple(value.values()))
+                tuple(_seen(v, names) for v in value.values()))
     if isinstance(value, BaseException):
         return (type(value).__name__, value.args if not isinstance(value, simpy.Interrupt) else value.cause,
                 type(value.__cause__).__name__)
@@ -723,6 +723,7 @@ def _random_program(programs: list[list[tuple]]):
 
 @settings(deadline=None, max_examples=300)
 @given(programs=st.lists(_ops, min_size=1, max_size=4))
+@example(programs=[[("wait", 1)], [("any", 0, 1)], [("fail", 1)]])  # a failed event's exception in a condition
 def test_random_programs_run_as_on_simpys_processes(programs):
     """Waits, shared events, conditions, children, interrupts, signals and Laters, mixed."""
     assert_processes_alike(_random_program(programs))
