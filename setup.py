@@ -82,10 +82,15 @@ setup(
             ["udpmon/_engine.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
-        # The rig model's bus clock arithmetic (acquisition/sim/model.py BusRecord).
+        # The rig model's bus clock arithmetic (acquisition/sim/model.py BusRecord) and event loop (scheduler.py).
         Extension(
             "nicrig.acquisition.sim._clock",
             ["acquisition/sim/_clock.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
+        Extension(
+            "nicrig.acquisition.sim._scheduler",
+            ["acquisition/sim/_scheduler.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
         Extension(

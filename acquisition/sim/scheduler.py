@@ -38,10 +38,12 @@ from types import FunctionType, MethodType, TracebackType
 from typing import Callable, Generator
 
 import simpy
-from simpy.core import EmptySchedule, StopSimulation
+from simpy.core import EmptySchedule
 from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Interruption, Timeout, _describe_frame
 
-#: What :meth:`Engine.call_in` puts in the queue (a SimPy event is neither).
+from nicrig.acquisition.sim._scheduler import advance as _advance
+
+#: What :meth:`Engine.call_in` puts in the queue (a SimPy event is neither; ``_scheduler.c`` checks the same two).
 _CALLS = (FunctionType, MethodType)
 
 
@@ -81,30 +83,23 @@ class Engine(simpy.Environment):
         """Process every event and make every call due before ``before`` (ps; ``math.inf``: all), in order;
         at most ``limit`` of them when it is not negative.
 
-        What ``while env.peek() < before: env.step()`` does, without the two method calls an event: the loop
-        that runs the model (and :meth:`step`, with ``limit`` 1).
+        What ``while env.peek() < before: env.step()`` does: the loop that runs the model (and :meth:`step`,
+        with ``limit`` 1), in C (``_scheduler.c``): each entry taken off the queue sets :attr:`now`, then a
+        call is made, or a SimPy event's callbacks, detached from it, run in order.
         """
-        queue = self._queue
-        while queue and queue[0][0] < before and limit:
-            limit -= 1
-            self._now, _, _, event = heappop(queue)
-            if event.__class__ in _CALLS:
-                event()
-                continue
-            callbacks, event.callbacks = event.callbacks, None
-            try:
-                for callback in callbacks:
-                    callback(event)
-            except StopSimulation:
-                # run(until=...) ended here: the rest of the callbacks run when the simulation resumes.
-                event.callbacks = callbacks[callbacks.index(callback) + 1:]
-                self.schedule(event, EventPriority(-1))
-                raise
-            if not event._ok and not hasattr(event, "_defused"):
-                # A failed event nobody handled: raise a copy of its exception, with a fresh traceback.
-                exc = type(event._value)(*event._value.args)
-                exc.__cause__ = event._value
-                raise exc
+        _advance(self, before, limit)
+
+    def _after_stop(self, event: Event, callbacks: list[Callable[[Event], None]], k: int) -> None:
+        """Callback ``k`` of ``event`` stopped the run (``run(until=...)``): the rest run when it resumes."""
+        event.callbacks = callbacks[k + 1:]
+        self.schedule(event, EventPriority(-1))
+
+    @staticmethod
+    def _unhandled(event: Event) -> None:
+        """``event`` failed and nothing handled it: raise a copy of its exception, with a fresh traceback."""
+        exc = type(event._value)(*event._value.args)
+        exc.__cause__ = event._value
+        raise exc
 
 
 class Later:
