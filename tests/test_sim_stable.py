@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
+import subprocess
+import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -322,3 +325,20 @@ def test_the_run_freezes_what_it_made_at_each_checkpoint_and_thaws_it_after():
     rig.run(checkpoint=lambda t_ps: frozen.append(gc.get_freeze_count()), every_ps=1_000_000_000)
     assert len(frozen) >= 4 and all(n > 0 for n in frozen) and frozen == sorted(frozen)
     assert gc.get_freeze_count() == 0
+
+
+def test_bench_model_fingerprints_a_run_and_says_when_they_differ(tmp_path: Path):
+    script = Path(__file__).parent.parent / "bench" / "model.py"
+    saved = tmp_path / "fp.json"
+    run = subprocess.run([sys.executable, str(script), "pcix-sched", "--save", str(saved), "--checkpoints"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    fingerprint = json.loads(saved.read_text())["pcix-sched"]
+    assert len(fingerprint) == 64
+    again = subprocess.run([sys.executable, str(script), "pcix-sched", "--expect", str(saved), "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and json.loads(again.stdout)["expected"] == "same", again.stderr
+    saved.write_text(json.dumps({"pcix-sched": "0" * 64}))
+    wrong = subprocess.run([sys.executable, str(script), "pcix-sched", "--expect", str(saved)],
+                           capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 1 and "DIFFERS" in wrong.stdout and "pcix-sched" in wrong.stderr
