@@ -210,6 +210,14 @@ def test_a_register_access_attempt_is_its_template_with_the_termination_replaced
             assert getattr(got, f.name) is getattr(template, f.name), f.name
 
 
+def test_pci_transactions_fields_are_in_the_order_the_model_passes_them():
+    """The model makes its hot transactions with positional arguments (``_Bursts.claim``, ``CsrAccess.attempt``):
+    a field moved or added before the last would shift them silently."""
+    assert [f.name for f in fields(PciTransaction)] == [
+        "start_clk", "command", "address", "data", "byte_enables", "target_waits", "master_waits", "devsel",
+        "termination", "wide", "master", "parity_error_phases", "kind"]
+
+
 def test_no_full_collection_in_the_run_and_the_thresholds_as_before_after_it_even_on_error():
     before = gc.get_threshold()
     with pytest.raises(RuntimeError), fewer_collections():
