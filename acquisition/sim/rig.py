@@ -369,6 +369,7 @@ class _Renderer:
         self.next_c0: dict[str, int] = {}
         self.final: _Sources | None = None  # the run as recorded, once the model has ended
         self.results: dict[tuple[str, int, int], _Block] = {}
+        self.shares: list[list[tuple[str, int, int]]] = []  # of the blocks left when the model ended (finish)
         # A recording cut short (fewer messages than the run sends, recorded_part) changes the blocks near its
         # end: those wait for the model's end. One of as many messages as the run sends or more is the whole run.
         sc = rig.scenario
@@ -415,17 +416,24 @@ class _Renderer:
                 self.next_c0[name] = c1
 
     def finish(self, run: RigRun) -> None:
-        """The model has ended with ``run`` (as recorded): hand what is left to render to the workers."""
+        """The model has ended with ``run`` (as recorded): share what is left to render among the workers. The
+        shares that find a worker free start now; the others when :meth:`store` needs them, so that this
+        process writes the run's own tables meanwhile instead of waiting for a worker still busy with the
+        blocks the model's last checkpoint handed out."""
         self.final = sources = self.sources(run)
         if self.pool is None:
             return
-        self.pool.collect()
         self.results = self.pool.results()
+        # Handed out while the model ran: the whole blocks before next_c0 (the same in the run as recorded).
         todo = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
-                if (name, c0, c1) not in self.results]
-        for share in range(self.workers):
-            if todo[share::self.workers]:
-                self.pool.submit(todo[share::self.workers], partial(_encoded_task, sources, True))
+                if c0 >= self.next_c0.get(name, 0)]
+        self.shares = [todo[k::self.workers] for k in range(self.workers) if todo[k::self.workers]]
+        self._hand_out(wait=False)
+
+    def _hand_out(self, wait: bool) -> None:
+        """Start the shares :meth:`finish` made: those that find a worker free, or (``wait``) all of them."""
+        while self.shares and (wait or self.pool.running < self.workers):
+            self.pool.submit(self.shares.pop(0), partial(_encoded_task, self.final, True))
 
     def store(self, cs: CaptureSet) -> None:
         """Store every source and its tables in ``cs`` (rendering here what no worker did: everything, with
@@ -433,6 +441,7 @@ class _Renderer:
         sources, results, progress = self.final, self.results, self.progress
         assert sources is not None, "store() comes after finish()"
         if self.pool is not None:
+            self._hand_out(wait=True)
             self.pool.collect()
         for name in sources.names:
             w = cs.add_source(sources.spec(name), chunk_samples=sources.chunk_samples)
