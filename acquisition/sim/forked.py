@@ -80,8 +80,7 @@ class ForkPool:
         """Fork a child that runs ``work(task)`` for each of ``tasks``, waiting for room first."""
         tasks = list(tasks)
         while len(self._running) >= self.limit:
-            oldest = next(iter(self._running))
-            self._reap(*os.waitpid(oldest, 0))
+            self.wait_oldest()
         self._serial += 1
         out = self._folder / f"{self._serial}.pickle"
         # A Ctrl-C between the fork and the child's being noted would leave a worker nobody stops: it is
@@ -104,6 +103,15 @@ class ForkPool:
             done, status = os.waitpid(pid, 0 if block else os.WNOHANG)
             if done:
                 self._reap(done, status)
+
+    def wait_oldest(self) -> bool:
+        """Take in the results of the child started first of those still running, waiting for it to end;
+        False when none is running."""
+        if not self._running:
+            return False
+        oldest = next(iter(self._running))
+        self._reap(*os.waitpid(oldest, 0))
+        return True
 
     def results(self) -> dict[Task, Any]:
         """Every finished child's results so far, by task."""

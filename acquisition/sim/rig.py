@@ -427,8 +427,19 @@ class _Renderer:
         # Handed out while the model ran: the whole blocks before next_c0 (the same in the run as recorded).
         todo = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
                 if c0 >= self.next_c0.get(name, 0)]
-        self.shares = [todo[k::self.workers] for k in range(self.workers) if todo[k::self.workers]]
+        # In order, so that store() can write the first sources while the last blocks are being rendered.
+        size = -(-len(todo) // self.workers)
+        self.shares = [todo[k:k + size] for k in range(0, len(todo), size)] if todo else []
         self._hand_out(wait=False)
+
+    def _block(self, task: tuple[str, int, int]) -> _Block:
+        """Block ``task``, rendered: from the worker that has it (waiting for it to end), or here."""
+        results = self.results
+        if self.pool is not None:
+            self.pool.collect(block=False)
+            while task not in results and self.pool.wait_oldest():
+                pass
+        return results.pop(task, None) or _render_task(self.final, True, task)
 
     def _hand_out(self, wait: bool) -> None:
         """Start the shares :meth:`finish` made: those that find a worker free, or (``wait``) all of them."""
@@ -436,19 +447,18 @@ class _Renderer:
             self.pool.submit(self.shares.pop(0), partial(_encoded_task, self.final, True))
 
     def store(self, cs: CaptureSet) -> None:
-        """Store every source and its tables in ``cs`` (rendering here what no worker did: everything, with
-        one worker)."""
-        sources, results, progress = self.final, self.results, self.progress
+        """Store every source and its tables in ``cs``, each block as soon as its worker is done with it
+        (rendering here what no worker did: everything, with one worker)."""
+        sources, progress = self.final, self.progress
         assert sources is not None, "store() comes after finish()"
         if self.pool is not None:
             self._hand_out(wait=True)
-            self.pool.collect()
         for name in sources.names:
             w = cs.add_source(sources.spec(name), chunk_samples=sources.chunk_samples)
             n_clocks, truth, purpose = sources.clocks(name), [], []
             for c0, c1 in sources.blocks(name):
                 # Once stored, only its truth is kept.
-                block = results.pop((name, c0, c1), None) or _render_task(sources, True, (name, c0, c1))
+                block = self._block((name, c0, c1))
                 if isinstance(block.samples, EncodedBlock):
                     w.append_encoded(block.samples)
                 else:
