@@ -86,6 +86,16 @@ def test_a_full_pool_waits_for_room_and_keeps_every_result():
         assert pool.results() == {0: 100, 1: 101, 2: 102, 3: 103}
 
 
+def test_waiting_for_the_oldest_worker_takes_in_its_results_first():
+    with ForkPool(2) as pool:
+        assert not pool.wait_oldest()  # nobody running
+        pool.submit(["slow"], lambda task: time.sleep(0.3) or task)
+        pool.submit(["quick"], lambda task: task)
+        assert pool.wait_oldest() and "slow" in pool.results()
+        assert pool.wait_oldest() and pool.results() == {"slow": "slow", "quick": "quick"}
+        assert not pool.wait_oldest() and pool.running == 0
+
+
 def test_a_worker_that_cannot_write_its_results_says_why_and_fails(monkeypatch, capfd):
     """A full disk under the results file: the worker's error is on standard error and the pool reports it
     failed (not a clean exit that left an empty file)."""
