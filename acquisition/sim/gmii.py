@@ -154,6 +154,9 @@ def _u16(head: np.ndarray, at: int | np.ndarray) -> np.ndarray:
     """The big-endian (network order) 16-bit field at byte ``at`` of each row (``at``: one per row, or for all)."""
     rows = np.arange(len(head))
     return head[rows, at] << 8 | head[rows, np.add(at, 1)]
+
+
+#: Each byte value's two lowercase hexadecimal digits, as ASCII.
 _HEX = np.frombuffer(b"".join(b"%02x" % i for i in range(256)), np.uint8).reshape(256, 2)
 
 

@@ -207,6 +207,11 @@ class RigRun:
     trigger_ps: int
     end_ps: int
 
+    @property
+    def probe_clock(self) -> Clock:
+        """The probe's 125 MHz clock (its edges at ``probe_phase_ps`` + k x 8 ns)."""
+        return Clock(self.probe_phase_ps, GMII_PERIOD_PS)
+
 
 PACKET_DTYPE = np.dtype([
     ("seq", "<i8"), ("kind", "S8"), ("size_bytes", "<i8"), ("frames", "<i8"),
@@ -424,8 +429,8 @@ class Link:
                 yield env.timeout(self.paused_until - env.now) | self.pause_changed.wait() | self.kick.wait()
                 continue
             frame, done = (self.control.popleft(), None) if self.control else self.data.popleft()
-            clk = max(math.ceil((max(env.now, self.free_ps) - self.rig.probe_phase_ps) / GMII_PERIOD_PS), 0)
-            start = self.rig.probe_phase_ps + clk * GMII_PERIOD_PS
+            clk = self.rig.probe_clock.at_or_after(max(env.now, self.free_ps))
+            start = self.rig.probe_clock.time_of(clk)
             self.probe.append((clk, frame))
             on_wire_ps = self.rig.ps(frame_time_on_wire_ns(len(frame.data), self.rig.link_rate_bps))
             self.free_ps = start + self.rig.ps(wire_time_ns(len(frame.data), self.rig.link_rate_bps))
@@ -945,6 +950,7 @@ class Rig:
         # Independent clocks: each bus and the probe get their own phase.
         phases = self.rng.integers(0, 1 << 30, size=3)
         self.probe_phase_ps = int(phases[2] % GMII_PERIOD_PS)
+        self.probe_clock = Clock(self.probe_phase_ps, GMII_PERIOD_PS)
         self.env = Engine()
         self.buses = {
             "send_pci": BusRecord(bus, int(phases[0] % round(bus.period_ps))),
@@ -1096,4 +1102,4 @@ class Rig:
                 for kind in kinds:
                     row = self.packets.get((kind, frame.seq))
                     if row is not None and row[5] < 0:
-                        row[5] = self.probe_phase_ps + clk * GMII_PERIOD_PS
+                        row[5] = self.probe_clock.time_of(clk)

@@ -106,15 +106,10 @@ def _blocks(n_clocks: int, block_clocks: int = BLOCK_CLOCKS) -> Iterator[tuple[i
         yield c0, min(n_clocks, c0 + block_clocks)
 
 
-def _probe_edge(run: RigRun, t_ps: int) -> int:
-    """The probe's first 125 MHz clock edge at or after ``t_ps`` (as ``BusRecord.clock_at_or_after``)."""
-    return max(0, math.ceil((t_ps - run.probe_phase_ps) / GMII_PERIOD_PS))
-
-
 def source_clocks(run: RigRun, name: str) -> int:
     """Clocks (samples in state mode) that source ``name`` (``send_pci``, ``recv_pci``, ``probe``) records."""
     if name == "probe":
-        return max(1, _probe_edge(run, run.end_ps))
+        return max(1, run.probe_clock.at_or_after(run.end_ps))
     return run.buses[name].clock_at_or_after(run.end_ps)
 
 
@@ -206,16 +201,16 @@ class _Sources:
         """How far (exclusive) source ``name`` can be rendered once the model has done everything before
         ``t_ps``: every transaction or frame it starts from then on begins at a clock edge at or after it."""
         if name == "probe":
-            return _probe_edge(self.run, t_ps) - 1
+            return self.run.probe_clock.at_or_after(t_ps) - 1
         return self.run.buses[name].clock_at_or_after(t_ps) - WINDOW_LEAD_CLOCKS - 1
 
     def spec(self, name: str) -> SourceSpec:
         """The source's description (channels, mode, rates, trigger) in the capture set."""
         run = self.run
         if name == "probe":
-            trig = _probe_edge(run, run.trigger_ps)
+            trig = run.probe_clock.at_or_after(run.trigger_ps)
             return SourceSpec("probe", PROBE_CHANNELS, "state", samplerate_hz=125e6, trigger_sample=trig,
-                              offset_ps=run.probe_phase_ps + trig * GMII_PERIOD_PS - run.trigger_ps,
+                              offset_ps=run.probe_clock.time_of(trig) - run.trigger_ps,
                               bus={"kind": "gmii", "link_rate_bps": 1e9, "at": "host A (send)"},
                               roles={**gmii.ROLES, "act": "LINK_ACT"},
                               instrument={"model": "nicrig simulated GMII probe", "mode": "state",
@@ -529,8 +524,10 @@ def recorded_part(run: RigRun, messages: int, link_rate_bps: float = application
                               purposes=[p for p, k in zip(bus.purposes, keep) if k],
                               interrupts=[[a, b if 0 <= b < clk else -1] for a, b in bus.interrupts if a < clk])
 
+    probe = run.probe_clock
+
     def before(frames: list) -> list:
-        return [(clk, f) for clk, f in frames if run.probe_phase_ps + clk * GMII_PERIOD_PS < end]
+        return [(clk, f) for clk, f in frames if probe.time_of(clk) < end]
 
     return replace(run, buses=buses, probe_tx=before(run.probe_tx), probe_rx=before(run.probe_rx),
                    interrupts=[(h, a, d if 0 <= d < end else -1, rx, tx)
