@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Benchmark and oracle for speed work on the simulated instruments: runs the model once per case, then renders
+and encodes every block of every source serially (as ``nicrig simulate``'s workers do, one process), prints the
+CPU seconds of rendering and of encoding per source and a fingerprint of everything rendered.
+
+The fingerprint is a SHA-256 of every block's samples and timestamps, every bus block's ground-truth rows and
+purposes, and every source's truth tables: a change meant only to make rendering faster leaves every case's
+fingerprint as it was. ``--save FILE`` keeps them, ``--expect FILE`` compares (exit 1 on any difference).
+The cases are ``bench/model.py``'s, recorded in state mode with control lines only (as ``bench/sim.py``), with
+AD/C/BE#/PAR (``--with-ad``) or in timing mode (``--samples-per-clock K``).
+
+CPU seconds on this VM scatter by +-30% between identical runs; instruction counts do not. ``--passes N``
+renders everything N times, so that under ``valgrind --tool=cachegrind --cache-sim=no`` the difference of
+``--passes 2`` and ``--passes 1`` (with ``--no-hash``) is one pass of rendering and encoding without the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from model import CASES, rig_of
+from nicrig.acquisition.capture import encode_block
+from nicrig.acquisition.sim import profiles
+from nicrig.acquisition.sim import rig as rig_module
+
+DEFAULT = ["s2400", "sk-retry", "alteon", "intel-pause"]
+
+
+def measure(case: str, recording: rig_module.Recording, *, hashed: bool, passes: int) -> dict:
+    rig = rig_of(case)
+    run = rig.run()
+    host = profiles.load("host", CASES[case][0][2])
+    sources = rig_module._Sources(run, rig.nic, host, recording)
+    render_s: dict[str, float] = defaultdict(float)
+    encode_s: dict[str, float] = defaultdict(float)
+    h = hashlib.sha256()
+    for _ in range(passes):
+        for name in sources.names:
+            n_clocks = sources.clocks(name)
+            truth, purpose = [], []
+            for c0, c1 in sources.blocks(name):
+                t = time.process_time()
+                block = sources.render(name, c0, c1, n_clocks)
+                t2 = time.process_time()
+                encode_block(block.samples, block.timestamps, sources.chunk_samples)
+                encode_s[name] += time.process_time() - t2
+                render_s[name] += t2 - t
+                if block.truth is not None:
+                    truth.append(block.truth)
+                    purpose.append(block.purpose)
+                if hashed:
+                    h.update(block.samples.tobytes())
+                    h.update(b"-" if block.timestamps is None else block.timestamps.tobytes())
+            t = time.process_time()
+            tables = sources.tables(name, truth, purpose)
+            render_s[name] += time.process_time() - t
+            if hashed:
+                for table in tables:
+                    h.update(table.path.encode() + str(table.rows.dtype).encode() + table.rows.tobytes())
+    return {"case": case, "samples": sum(sources.clocks(n) for n in sources.names),
+            "render_cpu_s": {n: round(s, 3) for n, s in render_s.items()},
+            "encode_cpu_s": {n: round(s, 3) for n, s in encode_s.items()},
+            "fingerprint": h.hexdigest() if hashed else None}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("cases", nargs="*", metavar="CASE", help=f"bench/model.py cases (default: {', '.join(DEFAULT)})")
+    ap.add_argument("--with-ad", action="store_true", help="record AD/C/BE#/PAR too")
+    ap.add_argument("--samples-per-clock", type=int, metavar="K", help="timing mode, K samples per bus clock")
+    ap.add_argument("--passes", type=int, default=1, help="render everything this many times (default 1)")
+    ap.add_argument("--no-hash", action="store_true", help="no fingerprint (under Valgrind)")
+    ap.add_argument("--save", type=Path, metavar="FILE", help="write the fingerprints to FILE (JSON)")
+    ap.add_argument("--expect", type=Path, metavar="FILE", help="compare the fingerprints with FILE's; exit 1 if any differ")
+    ap.add_argument("--json", action="store_true", help="one JSON object per case")
+    args = ap.parse_args()
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        ap.error(f"unknown case(s) {', '.join(unknown)} (bench/model.py --list shows them)")
+    if args.no_hash and (args.save or args.expect):
+        ap.error("--save and --expect need the fingerprints (no --no-hash)")
+    if args.passes < 1:
+        ap.error("--passes: at least 1")
+    recording = rig_module.Recording(with_ad=args.with_ad, samples_per_clock=args.samples_per_clock)
+    variant = f"{'+ad' if args.with_ad else ''}{f'+x{args.samples_per_clock}' if args.samples_per_clock else ''}"
+    expected = json.loads(args.expect.read_text()) if args.expect else {}
+    results, differ = {}, []
+    for case in args.cases or DEFAULT:
+        r = measure(case, recording, hashed=not args.no_hash, passes=args.passes)
+        key = case + variant
+        results[key] = r["fingerprint"]
+        verdict = ""
+        if key in expected:
+            verdict = "same" if expected[key] == r["fingerprint"] else "DIFFERS"
+            if verdict == "DIFFERS":
+                differ.append(key)
+        if args.json:
+            print(json.dumps({**r, **({"expected": verdict} if verdict else {})}))
+        else:
+            per = "  ".join(f"{n} {r['render_cpu_s'][n]:.2f}+{r['encode_cpu_s'][n]:.2f}" for n in r["render_cpu_s"])
+            print(f"{key:16s} {r['samples']:11,d} samples  render+encode s CPU: {per}  "
+                  f"{(r['fingerprint'] or '-')[:16]} {verdict}")
+    if args.save:
+        args.save.write_text(json.dumps({**(json.loads(args.save.read_text()) if args.save.exists() else {}),
+                                         **results}, indent=1) + "\n")
+    if differ:
+        print(f"fingerprints differ from {args.expect}: {', '.join(differ)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
