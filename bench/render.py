@@ -43,7 +43,7 @@ def measure(case: str, recording: rig_module.Recording, *, hashed: bool, passes:
     for _ in range(passes):
         for name in sources.names:
             n_clocks = sources.clocks(name)
-            truth, purpose = [], []
+            truth = []
             for c0, c1 in sources.blocks(name):
                 t = time.process_time()
                 block = sources.render(name, c0, c1, n_clocks)
@@ -53,12 +53,11 @@ def measure(case: str, recording: rig_module.Recording, *, hashed: bool, passes:
                 render_s[name] += t2 - t
                 if block.truth is not None:
                     truth.append(block.truth)
-                    purpose.append(block.purpose)
                 if hashed:
                     h.update(block.samples.tobytes())
                     h.update(b"-" if block.timestamps is None else block.timestamps.tobytes())
             t = time.process_time()
-            tables = sources.tables(name, truth, purpose)
+            tables = sources.tables(name, truth)
             render_s[name] += time.process_time() - t
             if hashed:
                 for table in tables:

@@ -96,6 +96,46 @@ def test_waiting_for_the_oldest_worker_takes_in_its_results_first():
         assert not pool.wait_oldest() and pool.running == 0
 
 
+def test_a_result_comes_back_as_soon_as_its_worker_has_it():
+    """wait_for takes in a task's result while its worker is still busy with the next task of its batch."""
+    read_end, write_end = os.pipe()
+    try:
+        with ForkPool(2) as pool:
+            assert not pool.wait_for("first")  # nobody has it
+            pool.submit(["first", "second"], lambda task: task if task == "first" else os.read(read_end, 1))
+            assert pool.wait_for("first") and pool.results() == {"first": "first"}
+            assert pool.running == 1  # still waiting to be let go on "second"
+            os.write(write_end, b"x")
+            assert pool.wait_for("second") and pool.results() == {"first": "first", "second": b"x"}
+            pool.collect()
+            assert pool.running == 0 and not pool.wait_for("third")
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+
+
+def test_results_before_a_failure_are_kept_and_the_failure_raised_when_reached():
+    def second_fails(task):
+        if task == 2:
+            raise ValueError("block 2 does not render")
+        return task * 10
+
+    with ForkPool(1) as pool:
+        pool.submit([1, 2, 3], second_fails)
+        assert pool.wait_for(1) and pool.results() == {1: 10}
+        with pytest.raises(ValueError, match="block 2 does not render"):
+            pool.wait_for(2)
+        assert 3 not in pool.results()
+
+
+def test_a_worker_killed_halfway_is_reported_after_the_results_it_gave():
+    with ForkPool(1) as pool:
+        pool.submit([1, 2], lambda task: task if task == 1 else os.kill(os.getpid(), signal.SIGKILL))
+        assert pool.wait_for(1)
+        with pytest.raises(WorkerFailed, match="killed by signal 9"):
+            pool.wait_for(2)
+
+
 def test_a_worker_that_cannot_write_its_results_says_why_and_fails(monkeypatch, capfd):
     """A full disk under the results file: the worker's error is on standard error and the pool reports it
     failed (not a clean exit that left an empty file)."""
@@ -104,7 +144,7 @@ def test_a_worker_that_cannot_write_its_results_says_why_and_fails(monkeypatch, 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(forked.pickle, "dump", full_disk)  # in the child's copy of this process too
+    monkeypatch.setattr(forked, "_write_record", full_disk)  # in the child's copy of this process too
     with ForkPool(1) as pool:
         pool.submit([1], lambda task: task)
         with pytest.raises(WorkerFailed, match=r"without its results \(exit status 1;"):

@@ -20,8 +20,9 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 Task = Hashable
 #: prctl(2) option: the signal this process gets when its parent dies (linux/prctl.h).
@@ -37,8 +38,21 @@ def can_fork() -> bool:
     return hasattr(os, "fork")
 
 
+@dataclass
+class _Worker:
+    """A running child: the tasks it was given, the file it writes their results to (one pickled record a
+    task, in order) and the pipe on which it says each record is complete (a byte a record)."""
+
+    tasks: list[Task]
+    out: Path
+    ready: int  # the pipe's read end
+    file: BinaryIO | None = None  # opened at the first complete record
+    taken: int = 0  # records read so far
+
+
 class ForkPool:
-    """Runs batches of tasks in forked children, at most ``limit`` at once; collects their results by task.
+    """Runs batches of tasks in forked children, at most ``limit`` at once; collects their results by task,
+    each as soon as its child has it (:meth:`wait_for`), not only when the child's batch is done.
 
     Use as a context manager: leaving it kills and reaps children still running (an error or Ctrl-C in
     this process) and removes the result files. A child's exception is raised again here, with the
@@ -49,7 +63,7 @@ class ForkPool:
         if limit < 1:
             raise ValueError("a pool needs room for at least one worker")
         self.limit = limit
-        self._running: dict[int, Path] = {}
+        self._running: dict[int, _Worker] = {}
         self._results: dict[Task, Any] = {}
         self._folder = Path(tempfile.mkdtemp(prefix="nicrig-workers-"))
         self._serial = 0
@@ -83,6 +97,7 @@ class ForkPool:
             self.wait_oldest()
         self._serial += 1
         out = self._folder / f"{self._serial}.pickle"
+        ready, told = os.pipe()
         # A Ctrl-C between the fork and the child's being noted would leave a worker nobody stops: it is
         # held back until then (the child, whose mask this is too, ignores it).
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -90,8 +105,11 @@ class ForkPool:
             parent = os.getpid()
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child's coverage is not collected
-                _child(tasks, work, out, held, parent)
-            self._running[pid] = out
+                os.close(ready)
+                _child(tasks, work, out, told, held, parent)
+            # Closed here at once, before any other fork, so that the child's exit is the pipe's end.
+            os.close(told)
+            self._running[pid] = _Worker(tasks, out, ready)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
@@ -113,37 +131,83 @@ class ForkPool:
         self._reap(*os.waitpid(oldest, 0))
         return True
 
+    def wait_for(self, task: Task) -> bool:
+        """Wait until ``task``'s result is in :meth:`results` (as soon as its child has it, while that child
+        goes on with its other tasks); False if no running child has the task."""
+        while task not in self._results:
+            pid = next((pid for pid, w in self._running.items() if task in w.tasks), None)
+            if pid is None:
+                return False
+            worker = self._running[pid]
+            told = os.read(worker.ready, 4096)
+            if told:
+                self._take(worker, len(told))
+            else:  # the child has ended
+                self._reap(*os.waitpid(pid, 0))
+        return True
+
     def results(self) -> dict[Task, Any]:
-        """Every finished child's results so far, by task."""
+        """Every result taken in so far, by task."""
         return self._results
 
     def close(self) -> None:
         for pid in self._running:
             os.kill(pid, signal.SIGKILL)
-        for pid in list(self._running):
+        for pid, worker in list(self._running.items()):
             os.waitpid(pid, 0)
+            self._close(worker)
         self._running.clear()
         for path in self._folder.iterdir():
             path.unlink()
         self._folder.rmdir()
 
-    def _reap(self, pid: int, status: int) -> None:
-        out = self._running.pop(pid)
+    def _take(self, worker: _Worker, records: int) -> None:
+        """Read ``records`` more of ``worker``'s complete records: results, or the error that ended it."""
+        if not records:
+            return
         try:
-            with open(out, "rb") as f:
-                ok, payload = pickle.load(f)
-        except (OSError, EOFError, pickle.UnpicklingError):
-            raise WorkerFailed(f"a rendering worker ended without its results ({_how(status)}; "
-                               "what it could say is on standard error)") from None
-        finally:
-            out.unlink(missing_ok=True)
-        if not ok:
+            if worker.file is None:
+                worker.file = open(worker.out, "rb")
+            loaded = [pickle.load(worker.file) for _ in range(records)]
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            raise WorkerFailed(f"a rendering worker's results could not be read back: {exc}") from None
+        for ok, *payload in loaded:
+            worker.taken += 1
+            if ok:
+                task, result = payload
+                self._results[task] = result
+                continue
             error, text = payload
             if error is None:
                 raise WorkerFailed(f"a rendering worker failed:\n{text}")
             error.add_note(f"in a forked worker:\n{text}")
             raise error
-        self._results.update(payload)
+
+    def _reap(self, pid: int, status: int) -> None:
+        """Take in an ended child's remaining records; it must have given every task's result."""
+        worker = self._running.pop(pid)
+        try:
+            self._take(worker, len(_read_all(worker.ready)))
+            if worker.taken < len(worker.tasks):
+                raise WorkerFailed(f"a rendering worker ended without its results ({_how(status)}; "
+                                   "what it could say is on standard error)")
+        finally:
+            self._close(worker)
+
+    @staticmethod
+    def _close(worker: _Worker) -> None:
+        os.close(worker.ready)
+        if worker.file is not None:
+            worker.file.close()
+        worker.out.unlink(missing_ok=True)
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything left in pipe ``fd`` whose writers have all gone."""
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _how(status: int) -> str:
@@ -162,30 +226,42 @@ def _die_with(parent: int) -> None:  # pragma: no cover - runs in the child
         os._exit(1)  # the parent died before the request took effect
 
 
-def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, mask: Iterable[int],
+def _record(*fields: Any) -> bytes:
+    """One record of a results file, pickled."""
+    return pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _write_record(f: BinaryIO, told: int, record: bytes) -> None:
+    """Append a record to the results file and, once it is there whole, say so on the pipe."""
+    f.write(record)
+    f.flush()
+    os.write(told, b"\0")
+
+
+def _child(tasks: list[Task], work: Callable[[Task], Any], out: Path, told: int, mask: Iterable[int],
            parent: int) -> None:  # pragma: no cover
-    """The forked child: do the work, write ``(ok, results)`` or ``(False, (error, traceback))``, exit."""
+    """The forked child: do the work, writing ``(True, task, result)`` for each task as soon as it is done, or
+    ``(False, error, traceback)`` when one fails; exit."""
     code = 0
-    try:
-        gc.disable()
-        # Ctrl-C reaches the whole process group: the parent handles it and kills its workers.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: a SIGTERM here ends the worker
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        _die_with(parent)
-        outcome: tuple[bool, Any] = (True, {task: work(task) for task in tasks})
-    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-        code = 1
-        outcome = (False, (exc, traceback.format_exc()))
     try:
         with open(out, "wb") as f:
             try:
-                pickle.dump(outcome, f, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception:  # noqa: BLE001 - an error that does not pickle goes back as text
+                gc.disable()
+                # Ctrl-C reaches the whole process group: the parent handles it and kills its workers.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: a SIGTERM here ends the worker
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                _die_with(parent)
+                for task in tasks:
+                    _write_record(f, told, _record(True, task, work(task)))
+            except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
                 code = 1
-                f.seek(0)
-                f.truncate()
-                pickle.dump((False, (None, outcome[1][1] if not outcome[0] else traceback.format_exc())), f)
+                text = traceback.format_exc()
+                try:
+                    failure = _record(False, exc, text)
+                except Exception:  # noqa: BLE001 - an error that does not pickle goes back as text
+                    failure = _record(False, None, text)
+                _write_record(f, told, failure)
     except BaseException:  # noqa: BLE001 - no results file (a full disk): why goes where the parent's errors go
         code = 1
         # Straight to the descriptor: sys.stderr's lock may have been held by another of the parent's threads

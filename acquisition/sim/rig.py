@@ -149,12 +149,11 @@ def _probe_window(frames: Sequence[tuple[int, Frame]], c0: int, c1: int) -> Sequ
 class _Block:
     """A rendered block of a source: its samples, their timestamps (state mode) or both encoded as the
     capture set stores them (timestamps then None), and on a bus the ground truth of the transactions that
-    start in it and what each was for."""
+    start in it, with their times on the bus's clock and what each was for."""
 
     samples: np.ndarray | EncodedBlock
     timestamps: np.ndarray | None
     truth: np.ndarray | None = None
-    purpose: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -264,18 +263,22 @@ class _Sources:
         renderer = pci_bus.PciRenderer(bus.transactions[window], width_bits=prof.width_bits, with_ad=rec.with_ad,
                                        interrupts=[(a, b if b >= 0 else pending_end)
                                                    for a, b in bus.interrupts if a <= reach])
-        # The block's own transactions (the last block's: all that are left), with what each was for.
+        # The block's own transactions (the last block's: all that are left), with their times (from the bus's
+        # clock, not yet the trigger: the run may still be going) and what each was for.
         truth = renderer.truth()
         mine = (truth["ss"] >= c0) & ((truth["ss"] < c1) | (c1 == n_clocks))
-        truth, purpose = truth[mine], np.array(bus.purposes[window], dtype="S20")[mine]
+        truth = truth[mine]
+        truth = _with_columns(truth, t_start_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["ss"]),
+                              t_end_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["es"]),
+                              purpose=np.array(bus.purposes[window], dtype="S20")[mine])
         if rec.samples_per_clock is not None:
-            return _Block(renderer.render(c0, c1, samples_per_clock=int(rec.samples_per_clock)), None, truth, purpose)
-        return _Block(renderer.render(c0, c1), _clock_times(bus.phase_ps, prof.period_ps, np.arange(c0, c1)), truth,
-                      purpose)
+            return _Block(renderer.render(c0, c1, samples_per_clock=int(rec.samples_per_clock)), None, truth)
+        return _Block(renderer.render(c0, c1), _clock_times(bus.phase_ps, prof.period_ps, np.arange(c0, c1)), truth)
 
-    def tables(self, name: str, truth: Sequence[np.ndarray], purpose: Sequence[np.ndarray]) -> list[_Table]:
+    def tables(self, name: str, truth: Sequence[np.ndarray]) -> list[_Table]:
         """Source ``name``'s ground truth (``truth/<name>/...``), on the common timeline; a bus's is made of
-        its blocks' ``truth`` and ``purpose`` (:meth:`render`), in order."""
+        its blocks' ``truth`` (:meth:`render`), in order."""
+
         run = self.run
         if name == "probe":
             frames = gmii.GmiiRenderer(run.probe_tx, run.probe_rx).truth()
@@ -291,13 +294,9 @@ class _Sources:
         prof = bus.profile
         n_clocks = self.clocks(name)
         irqs = [(a, b if b >= 0 else n_clocks) for a, b in bus.interrupts]
-        rows = np.concatenate(truth)
-        table = _with_columns(
-            rows,
-            t_start_ps=_clock_times(bus.phase_ps, prof.period_ps, rows["ss"]) - run.trigger_ps,
-            t_end_ps=_clock_times(bus.phase_ps, prof.period_ps, rows["es"]) - run.trigger_ps,
-            purpose=np.concatenate(purpose),
-        )
+        table = np.concatenate(truth)
+        table["t_start_ps"] -= run.trigger_ps
+        table["t_end_ps"] -= run.trigger_ps
         clocks = np.array(irqs, dtype=np.int64).reshape(-1, 2)
         irq = np.zeros(len(clocks), dtype=[("ss", "<i8"), ("es", "<i8"), ("t_assert_ps", "<i8"),
                                            ("t_deassert_ps", "<i8")])
@@ -422,35 +421,36 @@ class _Renderer:
         # Handed out while the model ran: the whole blocks before next_c0 (the same in the run as recorded).
         todo = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
                 if c0 >= self.next_c0.get(name, 0)]
-        # In order, so that store() can write the first sources while the last blocks are being rendered.
-        size = -(-len(todo) // self.workers)
-        self.shares = [todo[k:k + size] for k in range(0, len(todo), size)] if todo else []
-        self._hand_out(wait=False)
+        # Dealt out in turn, each share in order: the workers render the first blocks store() needs first, and
+        # it writes them (and a bus's table once its last block is in) while they go on with the rest.
+        self.shares = [share for k in range(self.workers) if (share := todo[k::self.workers])]
+        self._hand_out()
 
     def _block(self, task: tuple[str, int, int]) -> _Block:
         """Block ``task``, rendered: from the worker that has it (waiting for it to end), or here."""
-        results = self.results
         if self.pool is not None:
-            self.pool.collect(block=False)
-            while task not in results and self.pool.wait_oldest():
-                pass
-        return results.pop(task, None) or _render_task(self.final, True, task)
+            self._hand_out()
+            while not self.pool.wait_for(task) and self.shares:  # its share waits for a worker to end
+                self._hand_out(1)
+        return self.results.pop(task, None) or _render_task(self.final, True, task)
 
-    def _hand_out(self, wait: bool) -> None:
-        """Start the shares :meth:`finish` made: those that find a worker free, or (``wait``) all of them."""
-        while self.shares and (wait or self.pool.running < self.workers):
+    def _hand_out(self, waiting_for: int = 0) -> None:
+        """Start the shares :meth:`finish` made that find a worker free, and (waiting for room) at least
+        ``waiting_for`` of them."""
+        while self.shares and (waiting_for > 0 or self.pool.running < self.workers):
             self.pool.submit(self.shares.pop(0), partial(_encoded_task, self.final, True))
+            waiting_for -= 1
 
     def store(self, cs: CaptureSet) -> None:
         """Store every source and its tables in ``cs``, each block as soon as its worker is done with it
         (rendering here what no worker did: everything, with one worker)."""
         sources, progress = self.final, self.progress
         assert sources is not None, "store() comes after finish()"
-        if self.pool is not None:
-            self._hand_out(wait=True)
+        # The probe's tables need none of its blocks: made while the workers render them, not after.
+        ahead = {"probe": sources.tables("probe", [])}
         for name in sources.names:
             w = cs.add_source(sources.spec(name), chunk_samples=sources.chunk_samples)
-            n_clocks, truth, purpose = sources.clocks(name), [], []
+            n_clocks, truth = sources.clocks(name), []
             for c0, c1 in sources.blocks(name):
                 # Once stored, only its truth is kept.
                 block = self._block((name, c0, c1))
@@ -459,10 +459,9 @@ class _Renderer:
                 else:
                     w.append(block.samples, block.timestamps)
                 truth.append(block.truth)
-                purpose.append(block.purpose)
                 if progress:
                     progress(name, c1, n_clocks)
-            for table in sources.tables(name, truth, purpose):
+            for table in ahead.get(name) or sources.tables(name, truth):
                 cs.write_table(table.path, table.rows, units=table.units, description=table.description)
 
 
