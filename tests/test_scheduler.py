@@ -10,6 +10,8 @@ release, a timeout, a process starting, an interrupt, a plain call) and everythi
 
 from __future__ import annotations
 
+import heapq
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,6 +19,7 @@ import pytest
 import simpy
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from nicrig.acquisition.sim._scheduler import push as _push
 from nicrig.acquisition.sim.scheduler import Cpu, CpuRequest, Engine, Later, Process, Signal
 from simpy.events import NORMAL, URGENT, Initialize, Interruption, Timeout
 from simpy.resources.resource import PriorityRequest, Release
@@ -727,3 +730,32 @@ def _random_program(programs: list[list[tuple]]):
 def test_random_programs_run_as_on_simpys_processes(programs):
     """Waits, shared events, conditions, children, interrupts, signals and Laters, mixed."""
     assert_processes_alike(_random_program(programs))
+
+
+# -- the queue's C heap (_scheduler.c: push, and the pop in advance) -------------------------------------------
+
+#: Queue keys: times of every size the model makes and beyond a long long, floats, priorities, ids.
+_keys = st.tuples(st.one_of(st.integers(0, 40), st.integers(2**30, 2**31), st.integers(2**62, 2**65),
+                            st.floats(0, 50, allow_nan=False)),
+                  st.sampled_from([URGENT, NORMAL, -1, 2**64]))
+
+
+@settings(deadline=None, max_examples=300)
+@given(keys=st.lists(_keys, max_size=60), pops=st.lists(st.integers(0, 8), max_size=8), data=st.data())
+def test_the_queue_is_heapqs_heap_pushed_and_popped_in_c(keys, pops, data):
+    """Entries pushed by ``push`` or by ``heapq.heappush`` (as SimPy's own code does), mixed, and popped by
+    ``advance``: the queue is, entry for entry, the list heapq's functions make of the same entries, and the
+    calls run in the tuples' order (time, priority, then id)."""
+    env, reference, ran = Engine(), [], []
+    for eid, (at, priority) in enumerate(keys):
+        entry = (at, priority, eid, lambda eid=eid: ran.append(eid))
+        (_push if data.draw(st.booleans()) else heapq.heappush)(env._queue, entry)
+        heapq.heappush(reference, entry)
+    assert env._queue == reference
+    taken = []
+    for n in pops:
+        env.advance(math.inf, limit=n)
+        taken += [heapq.heappop(reference)[2] for _ in range(min(n, len(reference)))]
+        assert ran == taken and env._queue == reference
+    env.advance(math.inf)
+    assert ran == [eid for *_, eid, _ in sorted((at, p, eid, None) for eid, (at, p) in enumerate(keys))]

@@ -2,18 +2,166 @@
  *
  * It does what the Python loop did, step for step, so the order of everything is
  * unchanged: take the first (time, priority, id, item) entry off the queue (a heap,
- * popped with _heapq.heappop), set the environment's _now, then either call the item
+ * popped as heapq.heappop does), set the environment's _now, then either call the item
  * (a plain function or bound method queued by Engine.call_in) or run a SimPy event's
  * callbacks, detached from it first, in order. The two rare endings go back to
  * Python: a StopSimulation from a callback (run(until=...)) and an event that failed
  * with nobody to handle it (Engine._after_stop, Engine._unhandled).
+ *
+ * The queue is a heap as the heapq module keeps it (SimPy's own events are pushed
+ * with heapq.heappush), ordered by its entries' tuple order. push() and the loop's
+ * pop are heapq's algorithms with one difference: entries whose time, priority and
+ * id are all ints that fit a long long (every entry the model makes) are compared
+ * on those C integers, instead of through the tuple and int rich comparisons, which
+ * were a tenth of the model's instructions. Ids are unique, so the first three
+ * fields always decide and the order is the tuples' own; any other entry (a float
+ * time, say) is compared as tuples, as heapq compares it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-static PyObject *heappop;        /* _heapq.heappop */
 static PyObject *stop_simulation; /* simpy.core.StopSimulation */
 static PyObject *str_queue, *str_now, *str_callbacks, *str_ok, *str_defused, *str_after_stop, *str_unhandled;
+
+/* a < b for two queue entries, in their tuples' order: 1 or 0, or -1 with an exception set.
+ *
+ * Field by field, as the tuple comparison goes: the same object is equal (small ints, such as the
+ * priorities, are shared); two exact ints that fit a long long are compared as C integers; anything
+ * else (a float time, an entry that is not a tuple of three or more) falls back to the tuples' own
+ * comparison. Entries' ids are unique, so one of the first three fields always decides. */
+static int
+entry_lt(PyObject *a, PyObject *b)
+{
+    if (PyTuple_CheckExact(a) && PyTuple_CheckExact(b) && PyTuple_GET_SIZE(a) >= 3 && PyTuple_GET_SIZE(b) >= 3) {
+        for (int i = 0; i < 3; i++) {
+            PyObject *x = PyTuple_GET_ITEM(a, i), *y = PyTuple_GET_ITEM(b, i);
+            if (x == y)
+                continue;
+            if (!PyLong_CheckExact(x) || !PyLong_CheckExact(y))
+                break;
+            int ox, oy;
+            long long vx = PyLong_AsLongLongAndOverflow(x, &ox), vy = PyLong_AsLongLongAndOverflow(y, &oy);
+            if (ox || oy)
+                break;
+            if (vx != vy)
+                return vx < vy;
+        }
+    }
+    return PyObject_RichCompareBool(a, b, Py_LT);
+}
+
+/* heapq's _siftdown: move the entry at pos up towards startpos while it is less than its parent. */
+static int
+sift_down(PyListObject *heap, Py_ssize_t startpos, Py_ssize_t pos)
+{
+    Py_ssize_t size = PyList_GET_SIZE(heap);
+    PyObject *newitem = heap->ob_item[pos];
+    while (pos > startpos) {
+        Py_ssize_t parentpos = (pos - 1) >> 1;
+        PyObject *parent = heap->ob_item[parentpos];
+        Py_INCREF(newitem);
+        Py_INCREF(parent);
+        int lt = entry_lt(newitem, parent);
+        Py_DECREF(parent);
+        Py_DECREF(newitem);
+        if (lt < 0)
+            return -1;
+        if (size != PyList_GET_SIZE(heap)) {
+            PyErr_SetString(PyExc_RuntimeError, "the event queue changed size during a comparison");
+            return -1;
+        }
+        if (!lt)
+            break;
+        /* swap the two references: the list still owns exactly one of each */
+        parent = heap->ob_item[parentpos];
+        newitem = heap->ob_item[pos];
+        heap->ob_item[parentpos] = newitem;
+        heap->ob_item[pos] = parent;
+        pos = parentpos;
+    }
+    return 0;
+}
+
+/* heapq's _siftup: move the smaller child up until a leaf is reached at pos, then sift the entry
+ * that was at pos down into place (fewer comparisons than stopping early, as heapq explains). */
+static int
+sift_up(PyListObject *heap, Py_ssize_t pos)
+{
+    Py_ssize_t endpos = PyList_GET_SIZE(heap), startpos = pos;
+    Py_ssize_t limit = endpos >> 1;
+    while (pos < limit) {
+        Py_ssize_t childpos = 2 * pos + 1;
+        if (childpos + 1 < endpos) {
+            PyObject *a = heap->ob_item[childpos], *b = heap->ob_item[childpos + 1];
+            Py_INCREF(a);
+            Py_INCREF(b);
+            int lt = entry_lt(a, b);
+            Py_DECREF(a);
+            Py_DECREF(b);
+            if (lt < 0)
+                return -1;
+            if (endpos != PyList_GET_SIZE(heap)) {
+                PyErr_SetString(PyExc_RuntimeError, "the event queue changed size during a comparison");
+                return -1;
+            }
+            childpos += (lt == 0);
+        }
+        PyObject *tmp1 = heap->ob_item[childpos], *tmp2 = heap->ob_item[pos];
+        heap->ob_item[childpos] = tmp2;
+        heap->ob_item[pos] = tmp1;
+        pos = childpos;
+    }
+    return sift_down(heap, startpos, pos);
+}
+
+/* heapq.heappop: the least entry (a new reference), or NULL with an exception set. */
+static PyObject *
+heap_pop(PyObject *heap)
+{
+    Py_ssize_t n = PyList_GET_SIZE(heap);
+    if (n == 0) {
+        PyErr_SetString(PyExc_IndexError, "index out of range");
+        return NULL;
+    }
+    PyObject *last = PyList_GET_ITEM(heap, n - 1);
+    Py_INCREF(last);
+    if (PyList_SetSlice(heap, n - 1, n, NULL) < 0) {
+        Py_DECREF(last);
+        return NULL;
+    }
+    if (n == 1)
+        return last;
+    PyObject *first = PyList_GET_ITEM(heap, 0);
+    PyList_SET_ITEM(heap, 0, last); /* the list's reference to first passes to the caller */
+    if (sift_up((PyListObject *)heap, 0) < 0) {
+        Py_DECREF(first);
+        return NULL;
+    }
+    return first;
+}
+
+PyDoc_STRVAR(push_doc,
+"push(queue, entry) -> None\n\n"
+"heapq.heappush(queue, entry), comparing (time, priority, id, ...) entries of ints on C integers.");
+
+static PyObject *
+push(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "push(queue, entry) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *heap = args[0];
+    if (!PyList_Check(heap)) {
+        PyErr_SetString(PyExc_TypeError, "the queue must be a list");
+        return NULL;
+    }
+    if (PyList_Append(heap, args[1]) < 0)
+        return NULL;
+    if (sift_down((PyListObject *)heap, 0, PyList_GET_SIZE(heap) - 1) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
 
 /* Run one SimPy event's callbacks; 0, or -1 with an exception set. */
 static int
@@ -116,7 +264,7 @@ advance(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         if (!due)
             break;
         limit--;
-        PyObject *entry = PyObject_CallOneArg(heappop, queue);
+        PyObject *entry = heap_pop(queue);
         if (entry == NULL)
             goto error;
         PyObject *item = PyTuple_GET_ITEM(entry, 3);
@@ -145,6 +293,7 @@ error:
 
 static PyMethodDef methods[] = {
     {"advance", (PyCFunction)(void (*)(void))advance, METH_FASTCALL, advance_doc},
+    {"push", (PyCFunction)(void (*)(void))push, METH_FASTCALL, push_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -170,8 +319,6 @@ attr_of(const char *module, const char *name)
 PyMODINIT_FUNC
 PyInit__scheduler(void)
 {
-    if ((heappop = attr_of("_heapq", "heappop")) == NULL)
-        return NULL;
     if ((stop_simulation = attr_of("simpy.core", "StopSimulation")) == NULL)
         return NULL;
     if (!(str_queue = PyUnicode_InternFromString("_queue")) || !(str_now = PyUnicode_InternFromString("_now"))

@@ -22,6 +22,10 @@ process itself, queued where SimPy queues its ``Initialize`` event and the
 the announcement succeeds) and of a :class:`Later` (a DMA's end): queued calls of the process where SimPy
 schedules those events; every other event it waits on is a SimPy event, as before.
 
+The queue stays heapq's heap of ``(time, priority, id, item)`` tuples; ``_scheduler.c`` pushes and pops
+it with heapq's algorithms, comparing the three ints of an entry as C integers (SimPy's own pushes, with
+heapq, keep the same heap).
+
 This module is where the model leans on SimPy 4's internals (its queue entries
 ``(time, priority, id, event)``, its id counter, ``Event._ok``/``_value``):
 setup.py pins SimPy below 5. tests/test_scheduler.py runs the same programs on
@@ -42,6 +46,7 @@ from simpy.core import EmptySchedule
 from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Interruption, Timeout, _describe_frame
 
 from nicrig.acquisition.sim._scheduler import advance as _advance
+from nicrig.acquisition.sim._scheduler import push as _push  # heapq.heappush, comparing entries' ints in C
 
 #: What :meth:`Engine.call_in` puts in the queue (a SimPy event is neither; ``_scheduler.c`` checks the same two).
 _CALLS = (FunctionType, MethodType)
@@ -66,12 +71,16 @@ class Engine(simpy.Environment):
         """A new event, as ``simpy.Environment.event``."""
         return Event(self)
 
+    def schedule(self, event: Event, priority: EventPriority = NORMAL, delay: int = 0) -> None:
+        """Schedule ``event`` ``delay`` from now, as ``simpy.Environment.schedule`` (with the C push)."""
+        _push(self._queue, (self._now + delay, priority, next(self._eid), event))
+
     def call_in(self, delay: int, call: Callable[[], None], priority: EventPriority = NORMAL) -> None:
         """Run ``call()`` ``delay`` from now, where a ``Timeout`` made now (``priority`` NORMAL; an already
         triggered event scheduled now, URGENT) would run the one callback it was given."""
         if delay < 0:
             raise ValueError(f"negative delay {delay}")
-        heappush(self._queue, (self._now + delay, priority, next(self._eid), call))
+        _push(self._queue, (self._now + delay, priority, next(self._eid), call))
 
     def step(self) -> None:
         """Process the next event, or make the next call; as :meth:`simpy.Environment.step` otherwise."""
@@ -128,7 +137,7 @@ class Later:
     def succeed_in(self, delay_ps: int) -> None:
         """Schedule its end ``delay_ps`` from now, as a ``Timeout`` made at this moment would be."""
         env = self.env
-        heappush(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), self._then))
+        _push(env._queue, (env._now + delay_ps, NORMAL, next(env._eid), self._then))
         self._queued = True
 
 
@@ -170,7 +179,7 @@ class Signal:
         self._next = None
         if then.__class__ in _CALLS:
             env = self._env
-            heappush(env._queue, (env._now, NORMAL, next(env._eid), then))
+            _push(env._queue, (env._now, NORMAL, next(env._eid), then))
         else:
             then.succeed()
 
@@ -245,7 +254,7 @@ class Cpu:
         req._ok = True
         req._value = None
         env = self.env
-        heappush(env._queue, (env._now, NORMAL, next(env._eid), req))
+        _push(env._queue, (env._now, NORMAL, next(env._eid), req))
 
     def _grant_next(self) -> None:
         """What the ``Release`` event's callback does: grant the first waiting request if the CPU is free."""
@@ -280,7 +289,7 @@ class CpuRequest(simpy.Event):
         if cpu.user is self:
             cpu.user = None
         env = self.env
-        heappush(env._queue, (env._now, NORMAL, next(env._eid), cpu._release_call))
+        _push(env._queue, (env._now, NORMAL, next(env._eid), cpu._release_call))
 
 
 def _ignored() -> None:
@@ -348,7 +357,7 @@ class Process(simpy.Process):
         self._target = None
         #: The one bound method a step queues or hands an event (SimPy binds ``_resume`` anew each time).
         self._wake = self._resume
-        heappush(env._queue, (env._now, URGENT, next(env._eid), self._wake))
+        _push(env._queue, (env._now, URGENT, next(env._eid), self._wake))
 
     def _resume(self, event: Event | None = None) -> None:
         """Run the generator to its next wait: sent ``event``'s value (thrown its exception), or ``None``
@@ -381,7 +390,7 @@ class Process(simpy.Process):
                 break
             if target.__class__ is int:
                 if target >= 0:
-                    heappush(env._queue, (env._now + target, NORMAL, next(env._eid), self._wake))
+                    _push(env._queue, (env._now + target, NORMAL, next(env._eid), self._wake))
                     self._target = None
                     env._active_proc = None
                     return
@@ -409,7 +418,7 @@ class Process(simpy.Process):
                 env._active_proc = None
                 return
             event = target
-        heappush(env._queue, (env._now, NORMAL, next(env._eid), self))
+        _push(env._queue, (env._now, NORMAL, next(env._eid), self))
         self._target = None
         env._active_proc = None
 
