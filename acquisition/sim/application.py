@@ -18,6 +18,7 @@ common timeline of the capture set is the same clock less
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -91,17 +92,36 @@ def stream_points(run: RigRun, scenario: Scenario) -> list[StreamPoint]:
     return out
 
 
-def write_results(rf: ResultsFile, run: RigRun, scenario: Scenario, *, settings: Mapping[str, Any],
-                  argv: Sequence[str], simulation: Mapping[str, Any]) -> None:
-    """The run's application-level results in the udpmon layout (``latency/`` or ``stream/``), marked simulated."""
+@dataclass(frozen=True)
+class Measured:
+    """What the applications measured in a run, ready to store: a latency run's visits, or a stream run's points
+    with their ``stream/points`` rows (the rates, whose confidence intervals need SciPy)."""
+
+    kind: str
+    visits: list[LatencyVisit] = field(default_factory=list)
+    points: list[StreamPoint] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def measure(run: RigRun, scenario: Scenario) -> Measured:
+    """The applications' measurements of ``run``. Pure: ``nicrig simulate`` has a forked worker make them while
+    it stores the sources."""
     if scenario.kind == "latency":
-        write_latency(rf, latency_visits(run, scenario), mtu=scenario.mtu, bin_us=BIN_US,
-                      gap_ns=round(LATENCY_GAP_US * 1000))
+        return Measured("latency", visits=latency_visits(run, scenario))
+    points = stream_points(run, scenario)
+    return Measured("stream", points=points,
+                    rows=[point_row(p, link_rate_bps=LINK_RATE_BPS, mtu=scenario.mtu,
+                                    wire_overhead=WIRE_OVERHEAD_BYTES) for p in points])
+
+
+def write_results(rf: ResultsFile, measured: Measured, scenario: Scenario, *, settings: Mapping[str, Any],
+                  argv: Sequence[str], simulation: Mapping[str, Any]) -> None:
+    """The run's application-level results (:func:`measure`) in the udpmon layout (``latency/`` or ``stream/``),
+    marked simulated."""
+    if measured.kind == "latency":
+        write_latency(rf, measured.visits, mtu=scenario.mtu, bin_us=BIN_US, gap_ns=round(LATENCY_GAP_US * 1000))
     else:
-        points = stream_points(run, scenario)
-        rows = [point_row(p, link_rate_bps=LINK_RATE_BPS, mtu=scenario.mtu, wire_overhead=WIRE_OVERHEAD_BYTES)
-                for p in points]
-        write_stream(rf, points, rows, wire_overhead=WIRE_OVERHEAD_BYTES, bin_us=BIN_US,
+        write_stream(rf, measured.points, measured.rows, wire_overhead=WIRE_OVERHEAD_BYTES, bin_us=BIN_US,
                      link_rate_bps=LINK_RATE_BPS)
     rf.set_run(scenario.kind, peer="simulated host B", argv=argv, settings=dict(settings), remote={"interface": None},
                simulation=dict(simulation))

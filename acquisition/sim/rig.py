@@ -23,7 +23,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from operator import attrgetter, itemgetter
@@ -65,6 +65,8 @@ TAIL_US = 20.0
 #: (ns): a few clocks of idle bus, so that the decoders see each one end.
 STOP_MARGIN_NS = 200
 MSI_WINDOW = [0xFEE00000, 0x100000]
+#: Jobs of the run's end (:meth:`_Renderer.finish`): the probe's truth tables, the applications' measurements.
+_PROBE_TABLES, _MEASURED = "probe tables", "measured"
 Progress = Callable[[str, int, int], None]
 
 
@@ -341,6 +343,12 @@ def _encoded_task(sources: _Sources, final: bool, task: tuple[str, int, int]) ->
                    timestamps=None)
 
 
+def _final_task(sources: _Sources, jobs: Mapping[str, Callable[[], Any]], task: str | tuple[str, int, int]) -> Any:
+    """A task of the run's end in a worker: a job by name (:meth:`_Renderer.finish`), or a block to render and
+    compress."""
+    return jobs[task]() if isinstance(task, str) else _encoded_task(sources, True, task)
+
+
 def _workers(workers: int | None) -> int:
     """Processes rendering (default: one per usable CPU, this one included; 1: all here)."""
     return max(1, usable_cpus() if workers is None else workers) if forked.can_fork() else 1
@@ -351,9 +359,9 @@ class _Renderer:
 
     While the model runs (the whole run recorded), the blocks it can no longer change are rendered and
     compressed in a forked worker on another CPU (:mod:`forked`); once it has ended (:meth:`finish`), what
-    is left is shared among ``workers`` of them, and this process stores what they send back
-    (:meth:`store`). With one worker, everything is done here, block by block. The capture set is the
-    same either way.
+    is left, and the other work of the run's end (jobs: the probe's tables, the caller's), is shared among
+    ``workers`` of them, and this process stores what they send back (:meth:`store`, :meth:`job`). With
+    one worker, everything is done here, when asked for. The capture set is the same either way.
     """
 
     def __init__(self, rig: Rig, sources: Callable[[RigRun], _Sources], recording: Recording, workers: int,
@@ -362,8 +370,9 @@ class _Renderer:
         self.pool = forked.ForkPool(workers) if workers > 1 else None
         self.next_c0: dict[str, int] = {}
         self.final: _Sources | None = None  # the run as recorded, once the model has ended
-        self.results: dict[tuple[str, int, int], _Block] = {}
-        self.shares: list[list[tuple[str, int, int]]] = []  # of the blocks left when the model ended (finish)
+        self.results: dict[Hashable, Any] = {}  # blocks by (source, c0, c1), jobs' results by name
+        self.jobs: dict[str, Callable[[], Any]] = {}
+        self.shares: list[list[Hashable]] = []  # of the blocks and jobs left when the model ended (finish)
         # A recording cut short (fewer messages than the run sends, recorded_part) changes the blocks near its
         # end: those wait for the model's end. One of as many messages as the run sends or more is the whole run.
         sc = rig.scenario
@@ -409,36 +418,44 @@ class _Renderer:
             for name, _, c1 in tasks:
                 self.next_c0[name] = c1
 
-    def finish(self, run: RigRun) -> None:
-        """The model has ended with ``run`` (as recorded): share what is left to render among the workers. The
-        shares that find a worker free start now; the others when :meth:`store` needs them, so that this
-        process writes the run's own tables meanwhile instead of waiting for a worker still busy with the
-        blocks the model's last checkpoint handed out."""
+    def finish(self, run: RigRun, jobs: Mapping[str, Callable[[], Any]] | None = None) -> None:
+        """The model has ended with ``run`` (as recorded): share what is left to render, and ``jobs`` (work for
+        the end of the run, by name, whose results :meth:`job` gives; pure, with picklable results), among the
+        workers. The shares that find a worker free start now; the others when :meth:`store` needs them."""
         self.final = sources = self.sources(run)
+        # The probe's tables need none of its blocks (the buses' are made of theirs).
+        self.jobs = {_PROBE_TABLES: partial(sources.tables, "probe", []), **(jobs or {})}
         if self.pool is None:
             return
         self.results = self.pool.results()
         # Handed out while the model ran: the whole blocks before next_c0 (the same in the run as recorded).
-        todo = [(name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
-                if c0 >= self.next_c0.get(name, 0)]
-        # Dealt out in turn, each share in order: the workers render the first blocks store() needs first, and
-        # it writes them (and a bus's table once its last block is in) while they go on with the rest.
+        todo = [*self.jobs, *((name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
+                              if c0 >= self.next_c0.get(name, 0))]
+        # Dealt out in turn, each share in order: the jobs first, then the first blocks store() needs, which it
+        # writes (and a bus's table once its last block is in) while the workers go on with the rest.
         self.shares = [share for k in range(self.workers) if (share := todo[k::self.workers])]
         self._hand_out()
 
+    def job(self, name: str) -> Any:
+        """The result of job ``name`` (:meth:`finish`): from the worker that has it (waiting for it), or made here."""
+        return self._result(name, self.jobs[name])
+
     def _block(self, task: tuple[str, int, int]) -> _Block:
-        """Block ``task``, rendered: from the worker that has it (waiting for it to end), or here."""
+        """Block ``task``, rendered: from the worker that has it (waiting for it), or here."""
+        return self._result(task, partial(_render_task, self.final, True, task))
+
+    def _result(self, task: Hashable, here: Callable[[], Any]) -> Any:
         if self.pool is not None:
             self._hand_out()
             while not self.pool.wait_for(task) and self.shares:  # its share waits for a worker to end
                 self._hand_out(1)
-        return self.results.pop(task, None) or _render_task(self.final, True, task)
+        return self.results.pop(task) if task in self.results else here()
 
     def _hand_out(self, waiting_for: int = 0) -> None:
         """Start the shares :meth:`finish` made that find a worker free, and (waiting for room) at least
         ``waiting_for`` of them."""
         while self.shares and (waiting_for > 0 or self.pool.running < self.workers):
-            self.pool.submit(self.shares.pop(0), partial(_encoded_task, self.final, True))
+            self.pool.submit(self.shares.pop(0), partial(_final_task, self.final, self.jobs))
             waiting_for -= 1
 
     def store(self, cs: CaptureSet) -> None:
@@ -446,8 +463,6 @@ class _Renderer:
         (rendering here what no worker did: everything, with one worker)."""
         sources, progress = self.final, self.progress
         assert sources is not None, "store() comes after finish()"
-        # The probe's tables need none of its blocks: made while the workers render them, not after.
-        ahead = {"probe": sources.tables("probe", [])}
         for name in sources.names:
             w = cs.add_source(sources.spec(name), chunk_samples=sources.chunk_samples)
             n_clocks, truth = sources.clocks(name), []
@@ -461,7 +476,7 @@ class _Renderer:
                 truth.append(block.truth)
                 if progress:
                     progress(name, c1, n_clocks)
-            for table in ahead.get(name) or sources.tables(name, truth):
+            for table in self.job(_PROBE_TABLES) if name == "probe" else sources.tables(name, truth):
                 cs.write_table(table.path, table.rows, units=table.units, description=table.description)
 
 
@@ -560,17 +575,18 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
         with _Renderer(rig, sources, recording, _workers(workers), progress) as renderer:
             run = rig.run(checkpoint=renderer.checkpoints, every_ps=CHECKPOINT_PS)
             recorded = recorded_part(run, recording.messages)
-            renderer.finish(recorded)
-            # While the workers render what is left: what the model gives without them.
-            _write_run(cs, run, recorded, scenario, bus, nic, host, recording, settings, argv)
+            renderer.finish(recorded, {_MEASURED: partial(application.measure, run, scenario)})
             renderer.store(cs)
+            _write_run(cs, run, recorded, renderer.job(_MEASURED), scenario, bus, nic, host, recording, settings,
+                       argv)
     return run
 
 
-def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, scenario: Scenario, bus: BusProfile, nic: NicProfile,
-               host: HostProfile, recording: Recording, settings: Mapping[str, Any] | None,
-               argv: Sequence[str] | None) -> None:
-    """The run's tables beside the sources': messages, interrupts, the simulation's settings, results."""
+def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: application.Measured, scenario: Scenario,
+               bus: BusProfile, nic: NicProfile, host: HostProfile, recording: Recording,
+               settings: Mapping[str, Any] | None, argv: Sequence[str] | None) -> None:
+    """The run's tables beside the sources': messages, interrupts, the simulation's settings, the applications'
+    results (``measured``)."""
     cs.write_table("truth/packets", _packets_table(run),
                    units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                           "size_bytes": "byte"},
@@ -588,7 +604,7 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, scenario: Scenario
     rf = cs.nested(ResultsFile, RESULTS_GROUP, create=True,
                    notes=f"the applications' measurements of this simulated {scenario.kind} run")
     application.write_results(
-        rf, run, scenario, settings=application.settings_of(scenario, **(settings or {})),
+        rf, measured, scenario, settings=application.settings_of(scenario, **(settings or {})),
         argv=list(sys.argv if argv is None else argv),
         simulation={"nic": nic.name, "bus": bus.name, "host": host.name,
                     "timeline": {"trigger_ns": run.trigger_ps / 1000,
