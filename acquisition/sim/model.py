@@ -59,7 +59,7 @@ from nicrig.acquisition.sim.pci_bus import (
 )
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
 from nicrig.acquisition.sim.scheduler import Cpu, Engine, Later, Signal, after_timeout
-from nicrig.udpmon.payload import Kind, make_payload
+from nicrig.udpmon.payload import Kind, UniformBytes, make_payload
 
 from nicrig.errors import UsageError
 
@@ -951,6 +951,8 @@ class Rig:
         phases = self.rng.integers(0, 1 << 30, size=3)
         self.probe_phase_ps = int(phases[2] % GMII_PERIOD_PS)
         self.probe_clock = Clock(self.probe_phase_ps, GMII_PERIOD_PS)
+        # The payloads' random fill: the rest of the generator's draws (UniformBytes: nothing else draws).
+        self.payload_fill = UniformBytes(self.rng)
         self.env = Engine()
         self.buses = {
             "send_pci": BusRecord(bus, int(phases[0] % round(bus.period_ps))),
@@ -975,7 +977,7 @@ class Rig:
         return round(ns * PS_PER_NS)
 
     def _message(self, kind: Kind, seq: int, size: int) -> bytes:
-        return make_payload(size, kind, seq, test_id=self.scenario.seed, rng=self.rng)
+        return make_payload(size, kind, seq, test_id=self.scenario.seed, rng=self.payload_fill)
 
     def _note_send(self, kind: str, seq: int, size: int, point: int) -> None:
         self.packets[(kind, seq)] = [seq, kind, size, 0, self.env.now, -1, -1, point]
