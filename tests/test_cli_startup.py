@@ -66,10 +66,11 @@ pause_frame("02:00:00:00:00:01", 1)
 
 def test_a_simulated_stream_writes_its_results_without_scipy_stats(tmp_path):
     """The stream's rate interval needs Student's t quantile only: ``scipy.special`` (a fraction of
-    ``scipy.stats``'s second of import) serves it, so a whole ``nicrig simulate`` never loads ``scipy.stats``."""
+    ``scipy.stats``'s second of import) serves it, so a whole ``nicrig simulate`` never loads ``scipy.stats``.
+    With one worker (this process) measuring the results too, not a forked one."""
     out = tmp_path / "s.h5"
     argv = ["simulate", "--scenario", "stream", "--size", "1400", "--spacing-us", "11", "--count", "60",
-            "--rounds", "1", "--capture-count", "0", "-o", str(out)]
+            "--rounds", "1", "--capture-count", "0", "--workers", "1", "-o", str(out)]
     body = _CLI.format(argv=argv) + """
 import h5py, math
 with h5py.File({out!r}) as f:

@@ -483,3 +483,23 @@ def test_ip_identification_wraps_at_16_bits():
     """A stream longer than 65535 packets: the 16-bit Identification wraps instead of failing."""
     big = udp_frames(payload(1400, 70_000), **FLOW, ip_id=70_000)  # type: ignore[arg-type]
     assert big == udp_frames(payload(1400, 70_000), **FLOW, ip_id=70_000 - 65536)  # type: ignore[arg-type]
+
+
+def test_building_frames_leaves_the_routing_tables_unread_and_scapy_as_it_was():
+    """The frames name every address, so Scapy's import skips reading the host's routes (conf.route_autoload,
+    restored after it); they load on request (Scapy adds the loopback routes to whatever the host has)."""
+    import sys
+
+    script = """
+from nicrig.acquisition.sim.ethernet import pause_frame, udp_frames
+udp_frames(bytes(3000), src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02", src_ip="10.0.0.1",
+           dst_ip="10.0.0.2", sport=5001, dport=5002, ip_id=7)
+pause_frame("02:00:00:00:00:01", 3)
+from scapy.config import conf
+assert conf.route.routes == [] and conf.route_autoload and conf.route6_autoload
+conf.route.resync()
+print(len(conf.route.routes))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0

@@ -17,15 +17,17 @@ identification, the checksums, the FCS). MAC Control parameters (PAUSE, PFC) are
 here from the annex layouts, which the tests check against Scapy and Wireshark.
 
 Scapy is imported by the functions that build frames, not with this module: importing
-its ``inet`` layer reads the host's routing table and costs about 0.3 s of CPU, which
-every ``nicrig`` command that imports the simulator paid before doing anything.
+its ``inet`` layer costs about 0.3 s of CPU (a third of it reading the host's routing
+tables, which these functions skip), which every ``nicrig`` command that imports the
+simulator paid before doing anything.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -223,6 +225,22 @@ class _UdpFragment:
     end: int
 
 
+@contextmanager
+def _scapy_without_routes() -> Iterator[None]:
+    """Scapy's layers, imported without reading the host's IPv4 and IPv6 routing tables (over netlink, about a
+    third of the import): the frames built here name every address, so no route is ever looked up. The switch
+    is Scapy's own ``conf.route_autoload`` (for hosts with large tables), as it was after the import; should
+    anything in this process need the routes, ``conf.route.resync()`` reads them."""
+    from scapy.config import conf
+
+    saved = conf.route_autoload, conf.route6_autoload
+    conf.route_autoload = conf.route6_autoload = False
+    try:
+        yield
+    finally:
+        conf.route_autoload, conf.route6_autoload = saved
+
+
 @dataclass(frozen=True, slots=True)
 class _UdpTemplate:
     """The per-packet-invariant part of a flow shape's frames. ``udp_head`` is the UDP
@@ -240,9 +258,10 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
     """Build the frames of a zero payload of ``payload_len`` bytes with Scapy (fragmented by
     Scapy's ``fragment`` when over ``mtu``) and keep their layout: every header byte, every
     fragment's offset, flags and length come from Scapy, dissected back from its output."""
-    from scapy.layers.inet import IP, UDP, fragment
-    from scapy.layers.l2 import Dot1Q, Ether
-    from scapy.packet import Raw
+    with _scapy_without_routes():
+        from scapy.layers.inet import IP, UDP, fragment
+        from scapy.layers.l2 import Dot1Q, Ether
+        from scapy.packet import Raw
 
     link: list[Packet] = [Ether(dst=dst_mac, src=src_mac)]
     if vlan is not None:
@@ -346,8 +365,9 @@ def pause_frame(src_mac: str, quanta: int) -> Frame:
     """
     if not 0 <= quanta <= 0xFFFF:
         raise ValueError(f"pause quanta {quanta}: pause_time is a 16-bit field")
-    from scapy.layers.l2 import Ether
-    from scapy.packet import Raw
+    with _scapy_without_routes():
+        from scapy.layers.l2 import Ether
+        from scapy.packet import Raw
 
     header = Ether(dst=MAC_CONTROL_DST, src=src_mac, type=ETHERTYPE_MAC_CONTROL)
     return _finish(_stack(header, Raw(_PAUSE_PARAMS.pack(OPCODE_PAUSE, quanta))), "pause", pause_quanta=quanta)
@@ -364,8 +384,9 @@ def pfc_frame(src_mac: str, class_enable: int, quanta8: Sequence[int]) -> Frame:
         raise ValueError(f"class_enable {class_enable:#x}: one bit for each of 8 priorities")
     if len(quanta8) != 8 or any(not 0 <= q <= 0xFFFF for q in quanta8):
         raise ValueError(f"quanta8 {quanta8}: needs eight 16-bit pause times")
-    from scapy.layers.l2 import Ether
-    from scapy.packet import Raw
+    with _scapy_without_routes():
+        from scapy.layers.l2 import Ether
+        from scapy.packet import Raw
 
     header = Ether(dst=MAC_CONTROL_DST, src=src_mac, type=ETHERTYPE_MAC_CONTROL)
     return _finish(_stack(header, Raw(_PFC_PARAMS.pack(OPCODE_PFC, class_enable, *quanta8))), "pfc")
