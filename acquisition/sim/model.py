@@ -253,10 +253,11 @@ def _dma_spans(address: int, length: int, nic_burst: int, host_cut: int) -> list
 
 
 def bus_words(payload: bytes, width: int) -> np.ndarray:
-    """``payload`` as data phases of a ``width``-byte bus (little-endian, the last one zero-padded), uint64."""
+    """``payload`` as data phases of a ``width``-byte bus (little-endian, the last one zero-padded), uint64;
+    read-only on a 64-bit bus (the bytes' own buffer, not a copy)."""
     n = max(1, -(-len(payload) // width))
     padded = payload.ljust(n * width, b"\0")
-    return np.frombuffer(padded, dtype="<u8" if width == 8 else "<u4").astype(np.uint64)
+    return np.frombuffer(padded, dtype="<u8" if width == 8 else "<u4").astype(np.uint64, copy=False)
 
 
 def byte_enables(length: int, width: int) -> np.ndarray:
