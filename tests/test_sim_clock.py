@@ -71,3 +71,54 @@ def test_a_clock_pickles_and_says_what_it_is():
     assert (again.phase_ps, again.period_ps) == (1234, 14999.999925)
     assert again.at_or_after(10**9) == clock.at_or_after(10**9) == 66667
     assert repr(clock) == "Clock(phase_ps=1234, period_ps=14999.999925)"
+
+
+@settings(max_examples=300, deadline=None)
+@given(phase=st.integers(0, 40_000), period=st.one_of(st.sampled_from(PERIODS), st.floats(100.0, 1e6)),
+       first=st.integers(-10**6, 10**12), n=st.integers(0, 300),
+       picks=st.lists(st.integers(-10**6, 10**12), max_size=50))
+def test_edge_times_in_bulk_are_time_of_each_edge(phase, period, first, n, picks):
+    """time_range and times_of fill int64 arrays with what time_of (and the Python definition) gives edge by
+    edge: the rig's block timestamps and truth tables are these, and must not change with the method."""
+    clock = Clock(phase, period)
+    out = np.full(n, -1, dtype=np.int64)
+    assert clock.time_range(first, out) is out
+    assert out.tolist() == [time_of(phase, period, k) for k in range(first, first + n)]
+    clocks = np.array(picks, dtype=np.int64)
+    times = clock.times_of(clocks, np.empty(len(clocks), dtype=np.int64))
+    assert times.tolist() == [clock.time_of(k) for k in picks] == [time_of(phase, period, k) for k in picks]
+
+
+def test_bulk_edge_times_read_and_write_strided_columns():
+    """A structured table's columns are strided views: times_of reads one and writes another in place."""
+    clock = Clock(17, 1e12 / 66.666667e6)
+    table = np.zeros(5, dtype=[("ss", "<i8"), ("kind", "S3"), ("t_ps", "<i8")])
+    table["ss"] = [0, 1, 2, 10**9, 3]
+    clock.times_of(table["ss"], table["t_ps"])
+    assert table["t_ps"].tolist() == [time_of(17, clock.period_ps, k) for k in table["ss"].tolist()]
+    assert table["kind"].tolist() == [b""] * 5
+    every_other = np.zeros(8, dtype=np.int64)
+    clock.time_range(4, every_other[::2])
+    assert every_other.tolist() == [clock.time_of(4), 0, clock.time_of(5), 0, clock.time_of(6), 0, clock.time_of(7), 0]
+
+
+def test_bulk_edge_times_refuse_what_they_cannot_fill_exactly():
+    clock = Clock(0, 15000.0)
+    for bad in (np.zeros(3, np.int32), np.zeros(3, np.float64), np.zeros(3, np.uint64), np.zeros((2, 2), np.int64),
+                np.zeros(3, ">i8")):
+        with pytest.raises(TypeError, match="int64"):
+            clock.time_range(0, bad)
+        with pytest.raises(TypeError, match="int64"):
+            clock.times_of(bad, np.zeros(bad.shape[0], np.int64))
+    read_only = np.zeros(3, np.int64)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        clock.time_range(0, read_only)
+    with pytest.raises(ValueError, match="3 clocks, 2 places"):
+        clock.times_of(np.zeros(3, np.int64), np.zeros(2, np.int64))
+    with pytest.raises(OverflowError):
+        clock.times_of(np.array([0, 2**62], np.int64), np.zeros(2, np.int64))
+    with pytest.raises(OverflowError):
+        clock.time_range(2**63 - 2, np.zeros(3, np.int64))
+    with pytest.raises(TypeError):
+        clock.time_range(0, bytearray(8))

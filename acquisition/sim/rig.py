@@ -39,6 +39,7 @@ from nicrig.acquisition.capture import (
     unitsize_for,
 )
 from nicrig.acquisition.sim import application, forked, gmii, pci_bus
+from nicrig.acquisition.sim._clock import Clock
 from nicrig.acquisition.sim.ethernet import Frame, frame_time_on_wire_ns
 from nicrig.acquisition.sim.model import (
     GMII_PERIOD_PS,
@@ -81,9 +82,19 @@ class Recording:
     messages: int = 0
 
 
-def _clock_times(phase_ps: int, period_ps: float, clocks: np.ndarray) -> np.ndarray:
-    """Times (ps) of rising edges ``clocks`` of a clock with this phase and period (as ``BusRecord.time_of``)."""
-    return phase_ps + np.rint(np.asarray(clocks, dtype=np.float64) * period_ps).astype(np.int64)
+def _bus_clock(bus: BusRecord) -> Clock:
+    """The clock of ``bus``, whose edges ``BusRecord.time_of`` gives one at a time."""
+    return Clock(bus.phase_ps, bus.period_ps)
+
+
+def _block_times(clock: Clock, c0: int, c1: int) -> np.ndarray:
+    """Times (ps) of rising edges ``[c0, c1)`` of ``clock``: a state-mode block's timestamps, in one C pass."""
+    return clock.time_range(c0, np.empty(c1 - c0, dtype=np.int64))
+
+
+def _times_of(clock: Clock, clocks: np.ndarray) -> np.ndarray:
+    """Times (ps) of rising edges ``clocks`` (int64) of ``clock``, each as ``clock.time_of`` gives it."""
+    return clock.times_of(clocks, np.empty(len(clocks), dtype=np.int64))
 
 
 def _with_columns(table: np.ndarray, **columns: np.ndarray) -> np.ndarray:
@@ -256,7 +267,7 @@ class _Sources:
         if name == "probe":
             renderer = gmii.GmiiRenderer(_probe_window(run.probe_tx, c0, c1), _probe_window(run.probe_rx, c0, c1))
             return _Block(_with_link_activity(renderer.render(c0, c1)),
-                          _clock_times(run.probe_phase_ps, GMII_PERIOD_PS, np.arange(c0, c1)))
+                          _block_times(run.probe_clock, c0, c1))
         bus, rec = run.buses[name], self.recording
         prof = bus.profile
         reach = c1 + WINDOW_LEAD_CLOCKS
@@ -270,12 +281,12 @@ class _Sources:
         truth = renderer.truth()
         mine = (truth["ss"] >= c0) & ((truth["ss"] < c1) | (c1 == n_clocks))
         truth = truth[mine]
-        truth = _with_columns(truth, t_start_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["ss"]),
-                              t_end_ps=_clock_times(bus.phase_ps, prof.period_ps, truth["es"]),
+        clock = _bus_clock(bus)
+        truth = _with_columns(truth, t_start_ps=_times_of(clock, truth["ss"]), t_end_ps=_times_of(clock, truth["es"]),
                               purpose=np.array(bus.purposes[window], dtype="S20")[mine])
         if rec.samples_per_clock is not None:
             return _Block(renderer.render(c0, c1, samples_per_clock=int(rec.samples_per_clock)), None, truth)
-        return _Block(renderer.render(c0, c1), _clock_times(bus.phase_ps, prof.period_ps, np.arange(c0, c1)), truth)
+        return _Block(renderer.render(c0, c1), _block_times(clock, c0, c1), truth)
 
     def tables(self, name: str, truth: Sequence[np.ndarray]) -> list[_Table]:
         """Source ``name``'s ground truth (``truth/<name>/...``), on the common timeline; a bus's is made of
@@ -286,14 +297,14 @@ class _Sources:
             frames = gmii.GmiiRenderer(run.probe_tx, run.probe_rx).truth()
             table = _with_columns(
                 frames,
-                t_start_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, frames["ss"]) - run.trigger_ps,
-                t_end_ps=_clock_times(run.probe_phase_ps, GMII_PERIOD_PS, frames["es"]) - run.trigger_ps,
+                t_start_ps=_times_of(run.probe_clock, frames["ss"]) - run.trigger_ps,
+                t_end_ps=_times_of(run.probe_clock, frames["es"]) - run.trigger_ps,
             )
             return [_Table("truth/probe/frames", table,
                            {"ss": "clock", "es": "clock", "t_start_ps": "ps", "t_end_ps": "ps", "length": "byte"},
                            "every frame on the link at host A's GMII, both directions")]
         bus = run.buses[name]
-        prof = bus.profile
+        clock = _bus_clock(bus)
         n_clocks = self.clocks(name)
         irqs = [(a, b if b >= 0 else n_clocks) for a, b in bus.interrupts]
         table = np.concatenate(truth)
@@ -303,8 +314,8 @@ class _Sources:
         irq = np.zeros(len(clocks), dtype=[("ss", "<i8"), ("es", "<i8"), ("t_assert_ps", "<i8"),
                                            ("t_deassert_ps", "<i8")])
         irq["ss"], irq["es"] = clocks[:, 0], clocks[:, 1]
-        irq["t_assert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["ss"]) - run.trigger_ps
-        irq["t_deassert_ps"] = _clock_times(bus.phase_ps, prof.period_ps, irq["es"]) - run.trigger_ps
+        irq["t_assert_ps"] = _times_of(clock, irq["ss"]) - run.trigger_ps
+        irq["t_deassert_ps"] = _times_of(clock, irq["es"]) - run.trigger_ps
         return [
             _Table(f"truth/{name}/transactions", table,
                    {"ss": "clock", "es": "clock", "t_start_ps": "ps", "t_end_ps": "ps", "bytes": "byte"},
@@ -485,8 +496,8 @@ def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
     width = bus.profile.width_bits
     start = np.array([t.start_clk for t in bus.transactions], dtype=np.int64)
     end = start + np.array([pci_bus.busy_clocks(t, width) for t in bus.transactions], dtype=np.int64)
-    return (_clock_times(bus.phase_ps, bus.profile.period_ps, start),
-            _clock_times(bus.phase_ps, bus.profile.period_ps, end))
+    clock = _bus_clock(bus)
+    return _times_of(clock, start), _times_of(clock, end)
 
 
 def quiet_instant_ps(spans: Sequence[tuple[np.ndarray, np.ndarray]], t_ps: int, margin_ps: int) -> int:
