@@ -318,6 +318,13 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``signum`` (``SigCgt`` in /proc/PID/status, a hex mask
+    with bit ``signum - 1`` for each signal; proc(5))."""
+    caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)
+
+
 def _group(pgid: int) -> str:
     return subprocess.run(["ps", "-o", "pid,ppid,stat,cmd", "-g", str(pgid)], capture_output=True, text=True).stdout
 
@@ -343,7 +350,9 @@ def test_stopped_while_workers_render_it_stops_them_all_and_leaves_nothing(stop,
                              "-o", str(out / "long.h5")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=own_group, env={**os.environ, "TMPDIR": str(scratch)})
     try:
-        while not _children(proc.pid):  # the model has handed blocks to a worker
+        # The model has handed blocks to a worker, and SIGTERM is simulate's to handle: importing h5py runs
+        # ``uname -p`` (platform.uname), a child that appears before simulate takes SIGTERM over.
+        while not (_children(proc.pid) and _catches(proc.pid, signal.SIGTERM)):
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.05)
         if stop == "ctrl-c":
