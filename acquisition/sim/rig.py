@@ -36,7 +36,6 @@ from nicrig.acquisition.capture import (
     EncodedBlock,
     SourceSpec,
     encode_block,
-    unitsize_for,
 )
 from nicrig.acquisition.sim import application, forked, gmii, pci_bus
 from nicrig.acquisition.sim._clock import Clock
@@ -332,12 +331,12 @@ _LINK_ACT_BIT, _TX_EN_BIT = PROBE_CHANNELS.index("LINK_ACT"), PROBE_CHANNELS.ind
 
 
 def _with_link_activity(block: np.ndarray) -> np.ndarray:
-    """GMII samples with LINK_ACT added: high while A's frame (preamble to FCS) is on the medium."""
-    out = np.zeros((len(block), unitsize_for(len(PROBE_CHANNELS))), dtype=np.uint8)
-    out[:, :block.shape[1]] = block
+    """GMII samples with LINK_ACT added (in place): high while A's frame (preamble to FCS) is on the medium.
+    Channel 20 is bit 4 of the third byte, which the GMII's 20 channels leave free (the capture set refuses
+    samples of another width)."""
     tx_en = (block[:, _TX_EN_BIT // 8] >> (_TX_EN_BIT % 8)) & 1
-    out[:, _LINK_ACT_BIT // 8] |= tx_en << (_LINK_ACT_BIT % 8)
-    return out
+    block[:, _LINK_ACT_BIT // 8] |= tx_en << (_LINK_ACT_BIT % 8)
+    return block
 
 
 def _render_task(sources: _Sources, final: bool, task: tuple[str, int, int]) -> _Block:
