@@ -82,6 +82,12 @@ setup(
             ["udpmon/_engine.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        # HDF5's shuffle filter for the chunks nicrig encodes itself (nicrig/h5file.py encode_chunk).
+        Extension(
+            "nicrig._h5shuffle",
+            ["nicrig/_h5shuffle.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         # The rig model's bus clock arithmetic (acquisition/sim/model.py BusRecord) and event loop (scheduler.py).
         Extension(
             "nicrig.acquisition.sim._clock",

@@ -214,3 +214,34 @@ def test_store_writes_chunks_that_decode_as_hdf5s(tmp_path: Path, rows: np.ndarr
             offset = (c, *[0] * (rows.ndim - 1))
             assert inflated(f["t"], offset) == inflated(g["t"], offset), f"chunk at row {c}"
         assert f["t"][()].tobytes() == rows.tobytes() == g["t"][()].tobytes()
+
+
+def _planes(data: bytes, size: int) -> bytes:
+    """HDF5's shuffle (H5Zshuffle.c) by its definition: byte j of every whole element, for j = 0 .. size - 1, then
+    the bytes after the last whole element as they are."""
+    whole = len(data) // size * size
+    return b"".join(data[j:whole:size] for j in range(size)) + data[whole:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.one_of(st.sampled_from([1, 2, 3, 4, 8, 12]), st.integers(1, 40)), n=st.integers(0, 200),
+       rest=st.integers(0, 7), seed=st.integers(0, 2**32 - 1))
+def test_the_shuffle_lays_out_hdf5s_byte_planes(size: int, n: int, rest: int, seed: int) -> None:
+    """nicrig._h5shuffle (C, with an SSE2 path for 8-byte elements 16 at a time) against the definition, over
+    element counts around its blocks of 16 and bytes left over after the last whole element."""
+    from nicrig._h5shuffle import shuffle
+
+    data = np.random.default_rng(seed).integers(0, 256, n * size + rest % size, dtype=np.uint8).tobytes()
+    assert shuffle(data, size) == _planes(data, size)
+    assert shuffle(memoryview(data), size) == _planes(data, size)
+
+
+def test_the_shuffle_refuses_a_size_below_one_and_what_is_not_bytes() -> None:
+    from nicrig._h5shuffle import shuffle
+
+    with pytest.raises(ValueError, match="element size 0"):
+        shuffle(b"abcd", 0)
+    with pytest.raises(TypeError):
+        shuffle("abcd", 2)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        shuffle(np.arange(8)[::2], 8)
