@@ -734,8 +734,9 @@ def test_random_programs_run_as_on_simpys_processes(programs):
 
 # -- the queue's C heap (_scheduler.c: push, and the pop in advance) -------------------------------------------
 
-#: Queue keys: times of every size the model makes and beyond a long long, floats, priorities, ids.
+#: Queue keys: times of every size the model makes, beyond a long long, negative, floats; priorities.
 _keys = st.tuples(st.one_of(st.integers(0, 40), st.integers(2**30, 2**31), st.integers(2**62, 2**65),
+                            st.integers(-2**65, -1),
                             st.floats(0, 50, allow_nan=False)),
                   st.sampled_from([URGENT, NORMAL, -1, 2**64]))
 
