@@ -94,6 +94,12 @@ setup(
             ["acquisition/sim/_clock.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        # The PCI bus renderer's walk over transactions and its painting of control lines (acquisition/sim/pci_bus.py).
+        Extension(
+            "nicrig.acquisition.sim._pci_render",
+            ["acquisition/sim/_pci_render.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         Extension(
             "nicrig.acquisition.sim._scheduler",
             ["acquisition/sim/_scheduler.c"],

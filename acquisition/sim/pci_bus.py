@@ -97,6 +97,7 @@ from typing import Any
 
 import numpy as np
 from nicrig.acquisition.capture import unitsize_for
+from nicrig.acquisition.sim import _pci_render
 
 #: Idle clocks between one transaction's last busy clock and the next address phase.
 TURNAROUND_CLOCKS = 1
@@ -423,8 +424,9 @@ def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarra
     return out
 
 
-def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
-    txs = sorted(transactions, key=attrgetter("start_clk"))
+def _scalar_fields(txs: list[PciTransaction]) -> tuple[np.ndarray, ...]:
+    """The general path's per-transaction fields: start, command, address, devsel, termination code
+    (-1: unknown), wide, nic, master neither host nor nic, and the data arrays with their lengths."""
     count = len(txs)
     # map() with attrgetter walks the objects in C: a generator expression costs a Python frame a field.
     def field(name: str) -> Iterator[Any]:
@@ -441,13 +443,31 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
     wide = np.fromiter(field("wide"), np.bool_, count)
     master = list(field("master"))
     nic = np.fromiter(map(eq, master, repeat("nic")), np.bool_, count)
+    stranger = ~nic & np.fromiter(map(ne, master, repeat("host")), np.bool_, count)
     data = list(field("data"))
     n = np.fromiter(map(len, data), np.int64, count)
+    return s, cmd, addr, devsel, term, wide, nic, stranger, data, n
+
+
+def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
+    txs = sorted(transactions, key=attrgetter("start_clk"))
+    count = len(txs)
+    # One walk in C over the usual input (most of the renderer's CPU when done field by field); None when
+    # anything is unusual, and then the general path below reads the objects and reports what is wrong.
+    gathered = _pci_render.gather(txs, TERMINATIONS, PciTransaction)
+    if gathered is None:
+        s, cmd, addr, devsel, term, wide, nic, stranger, data, n = _scalar_fields(txs)
+    else:
+        columns, flags, kinds, *phases = gathered
+        s, cmd, addr, devsel, term, n, perr_counts = np.frombuffer(columns, np.int64).reshape(7, count)
+        addr = addr.view(np.uint64)
+        wide, nic = np.frombuffer(flags, np.bool_).reshape(2, count)
+        stranger = np.zeros(count, np.bool_)
     off = np.cumsum(n) - n
 
     _fail(s < 0, s, "start_clk must be >= 0")
     _fail(term < 0, s, f"unknown termination; use one of {TERMINATIONS}")
-    _fail(~nic & np.fromiter(map(ne, master, repeat("host")), np.bool_, count), s, "master must be 'host' or 'nic'")
+    _fail(stranger, s, "master must be 'host' or 'nic'")
     _fail((cmd < 0) | (cmd > 15), s, "command must be a C/BE# code 0..15")
     _fail(cmd == DAC_COMMAND, s, "Dual Address Cycle is a prefix: give the command and an address >= 2**32")
     _fail((devsel < 0) | (devsel > DEVSEL_WINDOW), s, "devsel must be 0 (none) or 1..4")
@@ -463,17 +483,23 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
 
     ti = np.repeat(np.arange(count, dtype=np.int64), n)
     k = np.arange(ti.size, dtype=np.int64) - off[ti]
-    data = _phase_field(data, n, off, s, np.uint64, "data")
-    be = _phase_field(list(field("byte_enables")), n, off, s, np.int64, "byte_enables")
+    if gathered is None:
+        data = _phase_field(data, n, off, s, np.uint64, "data")
+        be = _phase_field([t.byte_enables for t in txs], n, off, s, np.int64, "byte_enables")
+    else:
+        data = np.frombuffer(phases[0], np.uint64)
+        be, tw, mw = (np.frombuffer(column, np.int64) for column in phases[1:])
     lanes = np.where(wide, 0xFF, 0x0F)
     _fail(_per_txn(ti[be > lanes[ti]], count), s, "byte_enables name lanes beyond the transfer width")
     mwi_short = (be != lanes[ti]) & (cmd[ti] == MWI_COMMAND)
     _fail(_per_txn(ti[mwi_short], count), s, "Memory Write and Invalidate enables every byte lane")
-    tw = _phase_field(list(field("target_waits")), n, off, s, np.int64, "target_waits")
-    mw = _phase_field(list(field("master_waits")), n, off, s, np.int64, "master_waits")
-
-    perr = list(field("parity_error_phases"))
-    perr_counts = np.fromiter(map(len, perr), np.int64, count)
+    if gathered is None:
+        tw = _phase_field([t.target_waits for t in txs], n, off, s, np.int64, "target_waits")
+        mw = _phase_field([t.master_waits for t in txs], n, off, s, np.int64, "master_waits")
+        perr = [t.parity_error_phases for t in txs]
+        perr_counts = np.fromiter(map(len, perr), np.int64, count)
+    else:
+        perr = [txs[i].parity_error_phases for i in np.flatnonzero(perr_counts)]
     perr_k = np.fromiter(chain.from_iterable(perr), np.int64, int(perr_counts.sum()))
     perr_t = np.repeat(np.arange(count, dtype=np.int64), perr_counts)
     done = _completed_phases(term, n)
@@ -492,7 +518,8 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
         n=n,
         wide=wide,
         nic=nic,
-        kind=np.array(list(field("kind")), dtype="S16").reshape(count),
+        kind=np.array([t.kind for t in txs], dtype="S16").reshape(count) if gathered is None
+        else np.frombuffer(kinds, "S16"),
         off=off,
         ti=ti,
         k=k,
@@ -547,10 +574,13 @@ def _timeline(b: _Batch) -> _Timeline:
     total = np.cumsum(span)
     base = np.zeros(count, np.int64)
     base[has] = total[first] - span[first]
-    complete = total - base[b.ti]
-    begin = np.where(b.k == 0, b0[b.ti], complete - span + 1)
+    complete = total - np.repeat(base, b.n)
+    # Phase 0 begins at b0 and its TRDY# clock counts from e0; later phases follow their predecessor.
+    begin = complete - span + 1
+    begin[first] = b0[has]
     iready = begin + b.mw
-    tready = np.where(b.k == 0, t0[b.ti], begin + b.tw)
+    tready = begin + b.tw
+    tready[first] = t0[has]
     t_last, i_last, p_last = t0.copy(), i0.copy(), np.zeros(count, np.int64)
     t_last[has], i_last[has], p_last[has] = tready[last_phase], iready[last_phase], complete[last_phase]
     frame_end, last, stop = _end_clocks(b.term, b.n, a, dv, t0, i0, t_last, i_last, p_last, np.maximum, np.where)
@@ -571,7 +601,7 @@ def _timeline(b: _Batch) -> _Timeline:
         iready=iready,
         tready=tready,
         complete=complete,
-        transfers=b.k < done[b.ti],
+        transfers=np.repeat(done > 0, b.n),  # done is all of n or none
     )
 
 
@@ -609,7 +639,8 @@ def _intervals(starts: np.ndarray, ends: np.ndarray) -> _Intervals:
     if (starts[1:] < starts[:-1]).any():
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
-    return _Intervals(starts, ends)
+    # paint() reads contiguous int64 arrays (interrupts come as the columns of a 2-D array).
+    return _Intervals(np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(ends, np.int64))
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> _Intervals:
@@ -788,22 +819,26 @@ def _datapath(b: _Batch, tl: _Timeline, width_bits: int) -> _Datapath:
 
 def _truth(b: _Batch, tl: _Timeline) -> np.ndarray:
     count = b.s.size
-    tp = tl.transfers
-    ti = b.ti[tp]
+    moved = tl.done > 0  # a transaction's phases all transfer (done == n) or none do
+    run = np.zeros(b.tw.size + 1, np.int64)
 
-    def per_txn(weights: np.ndarray) -> np.ndarray:
-        return np.rint(np.bincount(ti, weights=weights, minlength=count)).astype(np.int64)
+    def per_txn(values: np.ndarray) -> np.ndarray:
+        """Sum of per-phase ``values`` over each transaction's transferring phases."""
+        np.cumsum(values, dtype=np.int64, out=run[1:])
+        return np.where(moved, run[b.off + b.n] - run[b.off], 0)
 
     stopped = (b.term != _NORMAL) & (b.term != _MABORT)
     # Wait clocks count the data-phase clocks b0..L on which IRDY# (master) or both TRDY# and
-    # STOP# (target) are deasserted: what a decoder measures on the wires.
+    # STOP# (target) are deasserted: what a decoder measures on the wires. The transferring
+    # phases fill b0..P_{n-1} one after the other, and phase k has IRDY# on from begin_k +
+    # master_waits[k], TRDY# from begin_k + target_waits[k] (phase 0: from e0 + target_waits[0]).
     data_clocks = tl.last - tl.b0 + 1
-    irdy_on = per_txn(tl.complete[tp] - tl.iready[tp] + 1) + np.where(
-        tl.done > 0, tl.last - tl.p_last, tl.last - tl.i0 + 1
+    irdy_on = np.where(moved, tl.p_last - tl.b0 + 1 - per_txn(b.mw), 0) + np.where(
+        moved, tl.last - tl.p_last, tl.last - tl.i0 + 1
     )
     stop_on = np.where(stopped, tl.last - tl.stop + 1, 0)
     both_on = np.where(b.term == _DWD, tl.p_last - tl.t_last + 1, 0)
-    target_on = per_txn(tl.complete[tp] - tl.tready[tp] + 1) + stop_on - both_on
+    target_on = np.where(moved, tl.p_last - tl.e0 + 1 - per_txn(b.tw), 0) + stop_on - both_on
     out = np.zeros(count, TRUTH_DTYPE)
     out["ss"] = b.s
     out["es"] = tl.last + 1
@@ -812,7 +847,7 @@ def _truth(b: _Batch, tl: _Timeline) -> np.ndarray:
     out["address"] = b.addr
     out["dac"] = b.dac
     out["data_phases"] = tl.done
-    out["bytes"] = per_txn(np.bitwise_count(b.be[tp]).astype(np.float64))
+    out["bytes"] = per_txn(np.bitwise_count(b.be))
     out["termination"] = np.array(TERMINATIONS, "S24")[b.term]
     out["kind"] = b.kind
     out["master"] = np.where(b.nic, b"nic", b"host")
@@ -923,25 +958,21 @@ class PciRenderer:
         """1-D packed records for clocks ``[c0, c1)``; ``clk_slot`` reserves bit 0 for CLK."""
         n_ctrl = len(self._control)
         unitsize = unitsize_for(clk_slot + len(channels_for(self.width_bits, self.with_ad, False)))
-        ctrl = self._paint_control(c0, c1, clk_slot)
+        if self._datapath is None and unitsize in (1, 2, 4, 8):
+            # Control lines alone: a sample is one little-endian integer, painted in place.
+            return self._paint_control(c0, c1, clk_slot, np.dtype(f"<u{unitsize}"))
+        ctrl = self._paint_control(c0, c1, clk_slot, np.dtype(np.uint64))
         if self._datapath is None:
             return _pack([ctrl], unitsize)
         return _pack(self._datapath_words(c0, c1, clk_slot + n_ctrl, ctrl), unitsize)
 
-    def _paint_control(self, c0: int, c1: int, clk_slot: int) -> np.ndarray:
-        """Electrical control bits per clock: +bit where an interval opens, -bit where it closes, cumsum."""
-        n = c1 - c0
-        edges = np.zeros(n + 1, np.int64)
-        for bit, iv in enumerate(self._control, start=clk_slot):
-            j0 = int(np.searchsorted(iv.ends, c0, "right"))
-            j1 = int(np.searchsorted(iv.starts, c1, "left"))
-            if j0 < j1:
-                # Within one signal the opening clocks are distinct, and so are the closing ones.
-                edges[np.maximum(iv.starts[j0:j1] - c0, 0)] += 1 << bit
-                edges[np.minimum(iv.ends[j0:j1] - c0, n)] -= 1 << bit
-        asserted = np.cumsum(edges[:n]).view(np.uint64)
-        idle_high = np.uint64(((1 << len(self._control)) - 1) << clk_slot)
-        return asserted ^ idle_high
+    def _paint_control(self, c0: int, c1: int, clk_slot: int, dtype: np.dtype) -> np.ndarray:
+        """Electrical control bits per clock, bit ``clk_slot`` on (in C: painting each asserted interval's
+        clocks costs less than NumPy's passes over every clock of the block)."""
+        out = np.empty(c1 - c0, dtype)
+        idle_high = ((1 << len(self._control)) - 1) << clk_slot
+        _pci_render.paint(out, c0, clk_slot, idle_high, [(iv.starts, iv.ends) for iv in self._control])
+        return out
 
     def _datapath_words(self, c0: int, c1: int, first_bit: int, ctrl: np.ndarray) -> list[np.ndarray]:
         """Control bits plus AD, C/BE#, PAR(64) placed from ``first_bit`` on, as 64-bit words."""
