@@ -39,7 +39,7 @@ from nicrig.acquisition.sim.model import (
     fewer_collections,
 )
 from nicrig.acquisition.sim.pci_bus import PciTransaction
-from nicrig.acquisition.sim.rig import Recording, _with_columns, simulate
+from nicrig.acquisition.sim.rig import Recording, _rows_concatenated, _with_columns, simulate
 from nicrig.acquisition.sim.scheduler import Engine, after_timeout
 
 #: (name, profiles, recording, scenario) -> sha256 of the truth tables and the sources, in name order.
@@ -323,6 +323,21 @@ def test_columns_appended_keep_every_field_of_a_table_padded_or_packed(align: bo
         assert (out[name] == table[name]).all(), name
     assert (out["t_ps"] == np.arange(5)).all() and (out["purpose"] == b"csr").all()
     assert len(_with_columns(table[:0], t_ps=np.zeros(0, np.int64))) == 0
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_tables_concatenated_as_rows_are_numpys_concatenation(align: bool):
+    dtype = np.dtype([("ss", "<i8"), ("kind", "S3"), ("wide", "?"), ("n", "<i4")], align=align)
+    parts = [np.zeros(k, dtype=dtype) for k in (3, 0, 4)]
+    for i, part in enumerate(parts):
+        part["ss"], part["kind"], part["wide"], part["n"] = np.arange(len(part)) + 10 * i, b"dm%d" % i, i % 2, -i
+    whole = _rows_concatenated([parts[0], parts[1], parts[2][::2]])  # a strided part is copied first
+    expected = np.concatenate([parts[0], parts[1], parts[2][::2]])
+    assert whole.dtype == dtype and len(whole) == 5
+    for name in dtype.names:
+        assert (whole[name] == expected[name]).all(), name
+    with pytest.raises(TypeError, match="different dtypes"):
+        _rows_concatenated([parts[0], np.zeros(2, dtype=[("ss", "<i8")])])
 
 
 def test_the_run_freezes_what_it_made_at_each_checkpoint_and_thaws_it_after():

@@ -112,6 +112,16 @@ def _with_columns(table: np.ndarray, **columns: np.ndarray) -> np.ndarray:
     return out
 
 
+def _rows_concatenated(tables: Sequence[np.ndarray]) -> np.ndarray:
+    """Tables of one structured dtype end to end, copied as whole rows (``np.concatenate`` copies a structured
+    dtype a field at a time: ~6x as long for a bus's 20 columns)."""
+    dtype = tables[0].dtype
+    if any(t.dtype != dtype for t in tables):
+        raise TypeError(f"tables of different dtypes: {sorted({str(t.dtype) for t in tables})}")
+    row = np.dtype((np.void, dtype.itemsize))
+    return np.concatenate([np.ascontiguousarray(t).view(row) for t in tables]).view(dtype)
+
+
 def _blocks(n_clocks: int, block_clocks: int = BLOCK_CLOCKS) -> Iterator[tuple[int, int]]:
     """Clock ranges to render and append one at a time, so memory stays bounded for deep captures."""
     for c0 in range(0, n_clocks, block_clocks):
@@ -306,7 +316,7 @@ class _Sources:
         clock = _bus_clock(bus)
         n_clocks = self.clocks(name)
         irqs = [(a, b if b >= 0 else n_clocks) for a, b in bus.interrupts]
-        table = np.concatenate(truth)
+        table = _rows_concatenated(truth)
         table["t_start_ps"] -= run.trigger_ps
         table["t_end_ps"] -= run.trigger_ps
         clocks = np.array(irqs, dtype=np.int64).reshape(-1, 2)
