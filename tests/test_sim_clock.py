@@ -122,3 +122,15 @@ def test_bulk_edge_times_refuse_what_they_cannot_fill_exactly():
         clock.time_range(2**63 - 2, np.zeros(3, np.int64))
     with pytest.raises(TypeError):
         clock.time_range(0, bytearray(8))
+
+
+@pytest.mark.parametrize("period", [2.5, 0.5, 1.5, 8000.0, 1e12 / 66.666667e6])
+def test_ties_and_products_near_two_to_the_51_round_as_python_does(period):
+    """Products exactly halfway (k * 2.5 for odd k: to even, as round()) and around 2**51, where the clock's
+    inline rounding hands over to rint(), in both signs."""
+    clock = Clock(11, period)
+    near = int(2**51 / period)
+    for first in (-41, -7, 0, 1, near - 20, -near - 20, 2 * near):
+        out = clock.time_range(first, np.empty(40, dtype=np.int64))
+        assert out.tolist() == [time_of(11, period, k) for k in range(first, first + 40)]
+        assert [clock.time_of(k) for k in range(first, first + 40)] == out.tolist()
