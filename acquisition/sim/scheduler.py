@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from heapq import heapify, heappop, heappush
 from itertools import count
+from operator import attrgetter
 from types import FunctionType, MethodType, TracebackType
 from typing import Callable, Generator
 
@@ -55,6 +56,10 @@ _CALLS = (FunctionType, MethodType)
 class Engine(simpy.Environment):
     """A SimPy environment whose queue also holds plain calls (:meth:`call_in`), and whose processes are
     :class:`Process`."""
+
+    #: The current time, as SimPy's ``now``: the model asks ~80 times a simulated frame; SimPy's property runs a
+    #: Python function each time, this one's getter (``attrgetter``) none.
+    now = property(attrgetter("_now"), doc="The current simulation time.")
 
     # SimPy's ``env.process``, ``env.timeout`` and ``env.event`` are descriptors that build a bound method at
     # every use (``BoundClass.__get__``; ``bind_early`` binds only ``Environment``'s own, not a subclass's):
