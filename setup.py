@@ -95,6 +95,12 @@ setup(
             extra_compile_args=["-O2", "-Wall"],
         ),
         # The PCI bus renderer's walk over transactions and its painting of control lines (acquisition/sim/pci_bus.py).
+        # The GMII probe's samples packed in one pass (acquisition/sim/gmii.py).
+        Extension(
+            "nicrig.acquisition.sim._gmii_pack",
+            ["acquisition/sim/_gmii_pack.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         Extension(
             "nicrig.acquisition.sim._pci_render",
             ["acquisition/sim/_pci_render.c"],

@@ -503,3 +503,32 @@ print(len(conf.route.routes))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 0
+
+
+def test_gmii_copies_tx_en_onto_a_spare_channel_and_the_packer_refuses_bad_lines() -> None:
+    """The rig's LINK_ACT is TX_EN's copy on channel 20 (a spare bit of the third byte), drawn in the same pass
+    as the lines (_gmii_pack.c); everything else is as without it."""
+    from nicrig.acquisition.sim._gmii_pack import pack
+
+    (f,) = udp(300)
+    r = GmiiRenderer([(12, replace(f, error_at=(4,)))], [(30, pause_frame(B_MAC, 2))])
+    plain = r.render(0, 500)
+    for channel in (20, 23):
+        copied = r.render(0, 500, tx_en_copy=channel)
+        bits = unpack_bits(copied, 24)
+        assert np.array_equal(bits[:, channel], bits[:, CHANNELS.index("TX_EN")])
+        assert bits[:, 12].any() and np.array_equal(np.delete(bits, channel, axis=1),
+                                                    np.delete(unpack_bits(plain, 24), channel, axis=1))
+    with pytest.raises(ValueError, match="channel 20 to 23"):
+        r.render(0, 10, tx_en_copy=19)
+    line = np.zeros(4, np.uint8)
+    out = np.empty((4, 3), np.uint8)
+    assert pack(out, None, None, None, None) is out and not out.any()
+    with pytest.raises(ValueError, match="both lines or both None"):
+        pack(out, line, None, None, None)
+    with pytest.raises(ValueError, match="txd has 3 clocks, out 4"):
+        pack(out, line[:3], line[:3], None, None)
+    with pytest.raises(TypeError, match="uint8"):
+        pack(out, None, None, line.astype(np.int16), line)
+    with pytest.raises(ValueError, match="whole number of 3-byte samples"):
+        pack(np.empty(7, np.uint8), None, None, None, None)

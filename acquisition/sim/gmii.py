@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 
 import numpy as np
+from nicrig.acquisition.sim._gmii_pack import pack
 from nicrig.acquisition.sim.ethernet import (
     ETHERTYPE_IPV4,
     ETHERTYPE_VLAN,
@@ -185,23 +186,19 @@ class GmiiRenderer:
         ends = [int(lane.ends[-1]) for lane in (self._tx, self._rx) if len(lane.ends)]
         return max(ends, default=0)
 
-    def render(self, c0: int, c1: int) -> np.ndarray:
-        """Packed samples ``(c1 - c0, 3)`` uint8 of clocks [c0, c1); blocks concatenate to one call."""
+    def render(self, c0: int, c1: int, tx_en_copy: int | None = None) -> np.ndarray:
+        """Packed samples ``(c1 - c0, 3)`` uint8 of clocks [c0, c1); blocks concatenate to one call.
+
+        ``tx_en_copy``: a channel after :data:`CHANNELS` (20 to 23, the third byte's free bits) that repeats
+        TX_EN, as a probe's frame-presence wire does; None: those bits stay 0.
+        """
         if not 0 <= c0 <= c1:
             raise ValueError(f"clock range [{c0}, {c1}): needs 0 <= c0 <= c1")
-        out = np.zeros((c1 - c0, UNITSIZE), dtype=np.uint8)
-        # Channel k is bit k % 8 of byte k // 8: byte 0 = TX_EN, TX_ER, TXD[0..5]; byte 1 = TXD[6..7], RX_DV,
-        # RX_ER, RXD[0..3]; byte 2 = RXD[4..7]. uint8 shifts drop the bits that belong to the next byte. An idle
-        # lane leaves its bytes 0; ER is drawn last, on the few clocks it is high.
+        # One pass in C (_gmii_pack.c: channel k is bit k % 8 of byte k // 8); an idle lane (None) draws 0. ER is
+        # drawn last, on the few clocks it is high.
         tx, rx = self._tx.lines(c0, c1), self._rx.lines(c0, c1)
-        if rx is not None:
-            rxd, rx_dv = rx
-            out[:, 1] = (rxd << 4) | (rx_dv << 2)
-            out[:, 2] = rxd >> 4
-        if tx is not None:
-            txd, tx_en = tx
-            out[:, 0] = (txd << 2) | tx_en
-            out[:, 1] |= txd >> 6
+        out = pack(np.empty((c1 - c0, UNITSIZE), dtype=np.uint8), *(tx or (None, None)), *(rx or (None, None)),
+                   -1 if tx_en_copy is None else tx_en_copy)
         for lane, byte, bit in ((self._tx, 0, _TX_ER_BIT), (self._rx, 1, _RX_ER_BIT)):
             e0, e1 = np.searchsorted(lane.error_clocks, [c0, c1])
             out[lane.error_clocks[e0:e1] - c0, byte] |= bit

@@ -275,7 +275,7 @@ class _Sources:
         run = self.run
         if name == "probe":
             renderer = gmii.GmiiRenderer(_probe_window(run.probe_tx, c0, c1), _probe_window(run.probe_rx, c0, c1))
-            return _Block(_with_link_activity(renderer.render(c0, c1)),
+            return _Block(renderer.render(c0, c1, tx_en_copy=_LINK_ACT_CHANNEL),
                           _block_times(run.probe_clock, c0, c1))
         bus, rec = run.buses[name], self.recording
         prof = bus.profile
@@ -335,18 +335,10 @@ class _Sources:
 
 
 #: The probe's channels: the GMII at host A, and a frame-presence wire for A to B
-#: like seed 002's Gigabit Ethernet probe card (figure 4.3's bottom traces).
+#: like seed 002's Gigabit Ethernet probe card (figure 4.3's bottom traces): high while A's frame
+#: (preamble to FCS) is on the medium, TX_EN's copy (:meth:`GmiiRenderer.render`).
 PROBE_CHANNELS = [*gmii.CHANNELS, "LINK_ACT"]
-_LINK_ACT_BIT, _TX_EN_BIT = PROBE_CHANNELS.index("LINK_ACT"), PROBE_CHANNELS.index("TX_EN")
-
-
-def _with_link_activity(block: np.ndarray) -> np.ndarray:
-    """GMII samples with LINK_ACT added (in place): high while A's frame (preamble to FCS) is on the medium.
-    Channel 20 is bit 4 of the third byte, which the GMII's 20 channels leave free (the capture set refuses
-    samples of another width)."""
-    tx_en = (block[:, _TX_EN_BIT // 8] >> (_TX_EN_BIT % 8)) & 1
-    block[:, _LINK_ACT_BIT // 8] |= tx_en << (_LINK_ACT_BIT % 8)
-    return block
+_LINK_ACT_CHANNEL = PROBE_CHANNELS.index("LINK_ACT")
 
 
 def _render_task(sources: _Sources, final: bool, task: tuple[str, int, int]) -> _Block:
