@@ -368,7 +368,8 @@ def _fail(mask: np.ndarray, starts: np.ndarray, message: str) -> None:
 
 @dataclass(slots=True)
 class _Batch:
-    """All transactions as flat arrays, sorted by start clock; per-phase arrays use ``off``/``n``."""
+    """All transactions as flat arrays, sorted by start clock; per-phase arrays use ``off``/``n``
+    (transaction ``i``'s phases are ``off[i] .. off[i] + n[i] - 1``)."""
 
     s: np.ndarray
     cmd: np.ndarray
@@ -382,8 +383,6 @@ class _Batch:
     nic: np.ndarray
     kind: np.ndarray
     off: np.ndarray
-    ti: np.ndarray
-    k: np.ndarray
     data: np.ndarray
     be: np.ndarray
     tw: np.ndarray
@@ -399,6 +398,13 @@ def _completed_phases(term: np.ndarray, n: np.ndarray) -> np.ndarray:
 def _per_txn(owners: np.ndarray, count: int) -> np.ndarray:
     """Boolean per transaction: True for every transaction index listed in ``owners``."""
     return np.bincount(owners, minlength=count) > 0
+
+
+def _owners(off: np.ndarray, phases: np.ndarray) -> np.ndarray:
+    """Transaction index of each of ``phases`` (flat phase indices); ``off`` as in :class:`_Batch`.
+
+    Transactions without phases share their ``off`` with the next one: the last of equal offsets owns."""
+    return np.searchsorted(off, phases, "right") - 1
 
 
 def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarray, dtype: Any, what: str) -> np.ndarray:
@@ -481,8 +487,6 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
     _fail(wide & ~memory, s, "only memory commands may transfer 64 bits (spec 3.8)")
     _fail(wide & ((addr & np.uint64(4)) != 0), s, "64-bit transfers start QWORD aligned (address bit 2 = 0)")
 
-    ti = np.repeat(np.arange(count, dtype=np.int64), n)
-    k = np.arange(ti.size, dtype=np.int64) - off[ti]
     if gathered is None:
         data = _phase_field(data, n, off, s, np.uint64, "data")
         be = _phase_field([t.byte_enables for t in txs], n, off, s, np.int64, "byte_enables")
@@ -490,9 +494,12 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
         data = np.frombuffer(phases[0], np.uint64)
         be, tw, mw = (np.frombuffer(column, np.int64) for column in phases[1:])
     lanes = np.where(wide, 0xFF, 0x0F)
-    _fail(_per_txn(ti[be > lanes[ti]], count), s, "byte_enables name lanes beyond the transfer width")
-    mwi_short = (be != lanes[ti]) & (cmd[ti] == MWI_COMMAND)
-    _fail(_per_txn(ti[mwi_short], count), s, "Memory Write and Invalidate enables every byte lane")
+    beyond = np.flatnonzero(be > np.repeat(lanes, n))
+    _fail(_per_txn(_owners(off, beyond), count), s, "byte_enables name lanes beyond the transfer width")
+    mwi = np.flatnonzero(cmd == MWI_COMMAND)
+    mwi_phases = _ranges(off[mwi], n[mwi])
+    mwi_short = mwi_phases[be[mwi_phases] != np.repeat(lanes[mwi], n[mwi])]
+    _fail(_per_txn(_owners(off, mwi_short), count), s, "Memory Write and Invalidate enables every byte lane")
     if gathered is None:
         tw = _phase_field([t.target_waits for t in txs], n, off, s, np.int64, "target_waits")
         mw = _phase_field([t.master_waits for t in txs], n, off, s, np.int64, "master_waits")
@@ -505,7 +512,7 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
     done = _completed_phases(term, n)
     unfinished = perr_t[(perr_k < 0) | (perr_k >= done[perr_t])]
     _fail(_per_txn(unfinished, count), s, "parity_error_phases must name data phases that complete")
-    perr_phase = np.zeros(ti.size, np.bool_)
+    perr_phase = np.zeros(be.size, np.bool_)
     perr_phase[off[perr_t] + perr_k] = True
     return _Batch(
         s=s,
@@ -521,8 +528,6 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
         kind=np.array([t.kind for t in txs], dtype="S16").reshape(count) if gathered is None
         else np.frombuffer(kinds, "S16"),
         off=off,
-        ti=ti,
-        k=k,
         data=data,
         be=be,
         tw=tw,
@@ -569,14 +574,16 @@ def _timeline(b: _Batch) -> _Timeline:
     tw0[has], mw0[has] = b.tw[first], b.mw[first]
     t0, i0 = e0 + tw0, b0 + mw0
     # Phase k >= 1 lasts 1 + max(waits) clocks; phase 0 ends at max(t0, i0): a segmented cumsum.
-    span = 1 + np.maximum(b.tw, b.mw)
+    span = np.maximum(b.tw, b.mw)
+    span += 1
     span[first] = np.maximum(t0, i0)[has]
-    total = np.cumsum(span)
+    complete = np.cumsum(span)
     base = np.zeros(count, np.int64)
-    base[has] = total[first] - span[first]
-    complete = total - np.repeat(base, b.n)
+    base[has] = complete[first] - span[first]
+    complete -= np.repeat(base, b.n)
     # Phase 0 begins at b0 and its TRDY# clock counts from e0; later phases follow their predecessor.
-    begin = complete - span + 1
+    begin = complete - span
+    begin += 1
     begin[first] = b0[has]
     iready = begin + b.mw
     tready = begin + b.tw
@@ -611,11 +618,12 @@ def _check_timeline(b: _Batch, tl: _Timeline) -> None:
     answered = (b.devsel > 0) & (b.n > 0)
     _fail(answered & (tl.t0 - b.s > TARGET_INITIAL_LATENCY), b.s, "target initial latency exceeds 16 clocks")
     _fail(tl.i0 - b.s > MASTER_INITIAL_LATENCY, b.s, "master takes more than 8 clocks to assert IRDY#")
-    later = b.k > 0
-    slow_t = later & (b.tw >= SUBSEQUENT_LATENCY)
-    slow_m = later & (b.mw >= SUBSEQUENT_LATENCY)
-    _fail(_per_txn(b.ti[slow_t], b.s.size), b.s, "target subsequent latency exceeds 8 clocks")
-    _fail(_per_txn(b.ti[slow_m], b.s.size), b.s, "master subsequent latency exceeds 8 clocks")
+    first = b.off[b.n > 0]  # phase 0 has the initial latency limits above
+    for waits, who in ((b.tw, "target"), (b.mw, "master")):
+        slow = waits >= SUBSEQUENT_LATENCY
+        slow[first] = False
+        _fail(_per_txn(_owners(b.off, np.flatnonzero(slow)), b.s.size), b.s,
+              f"{who} subsequent latency exceeds 8 clocks")
     gap = b.s[1:] - tl.last[:-1]
     _fail(np.append(gap <= TURNAROUND_CLOCKS, False), b.s, "the next transaction starts before the bus is idle again")
 
@@ -657,17 +665,26 @@ def _union(starts: np.ndarray, ends: np.ndarray) -> _Intervals:
 def _control(b: _Batch, tl: _Timeline, interrupts: Sequence[tuple[int, int]], width_bits: int) -> list[_Intervals]:
     """Asserted intervals of every control signal, in channel order (module doc for the clocks)."""
     after_last = tl.last + 1
-    tp = tl.transfers
+    moved = tl.done > 0
+    # Per-phase clocks of the phases that transfer (usually all of them: no copies then).
+    transferring: Callable[[np.ndarray], np.ndarray] = (
+        (lambda x: x) if moved.all() else (lambda x: x[tl.transfers])
+    )
     # IRDY# runs from each transferring phase's IRDY# clock to its completion; the last such run
     # (or, when nothing transfers, one run from phase 0's IRDY# clock) covers the final phase at L.
-    irdy_end = tl.complete + 1
-    moved = tl.done > 0
+    # The runs are built in bus order, which is their order in time: no sort.
+    irdy_start, irdy_end = tl.iready.copy(), tl.complete + 1
     irdy_end[(b.off + tl.done - 1)[moved]] = after_last[moved]
-    idle_master = ~moved
-    irdy = _intervals(
-        np.concatenate([tl.iready[tp], tl.i0[idle_master]]),
-        np.concatenate([irdy_end[tp], after_last[idle_master]]),
-    )
+    idle = np.flatnonzero(~moved & (b.n > 0))  # the one run takes phase 0's place
+    irdy_start[b.off[idle]], irdy_end[b.off[idle]] = tl.i0[idle], after_last[idle]
+    shown = tl.transfers.copy()
+    shown[b.off[idle]] = True
+    empty = np.flatnonzero(b.n == 0)  # target aborts without data: a run of their own, between phases
+    if empty.size:
+        at = b.off[empty]
+        irdy_start, irdy_end = np.insert(irdy_start, at, tl.i0[empty]), np.insert(irdy_end, at, after_last[empty])
+        shown = np.insert(shown, at, True)
+    irdy = _intervals(*((irdy_start, irdy_end) if shown.all() else (irdy_start[shown], irdy_end[shown])))
     stopped = (b.term != _NORMAL) & (b.term != _MABORT)
     claimed = b.devsel > 0
     # Target abort: DEVSEL# goes high on the clock STOP# is asserted (spec 3.3.3.2.1).
@@ -687,7 +704,7 @@ def _control(b: _Batch, tl: _Timeline, interrupts: Sequence[tuple[int, int]], wi
     signals = {
         "FRAME#": _intervals(b.s, tl.frame_end),
         "IRDY#": irdy,
-        "TRDY#": _intervals(tl.tready[tp], tl.complete[tp] + 1),
+        "TRDY#": _intervals(transferring(tl.tready), transferring(tl.complete) + 1),
         "DEVSEL#": _intervals(tl.dv[claimed], devsel_end[claimed]),
         "STOP#": _intervals(tl.stop[stopped], after_last[stopped]),
         "REQ#": _intervals(req_from, b.s[nic]),
@@ -754,12 +771,13 @@ def _datapath(b: _Batch, tl: _Timeline, width_bits: int) -> _Datapath:
     low_addr = np.where(memory, b.addr & np.uint64(0xFFFFFFFC), b.addr & dword)  # AD[1:0] = linear order
     high_addr = b.addr >> np.uint64(32)
     first_cmd = np.where(b.dac, DAC_COMMAND, b.cmd)
-    ti = b.ti
+    ti = np.repeat(np.arange(b.s.size, dtype=np.int64), b.n)  # each phase's transaction
+    k = np.arange(ti.size, dtype=np.int64) - b.off[ti]  # and its number there
     # Retry and master abort never leave phase 0; read data needs a target to drive it.
     reached = np.where((b.term == _RETRY) | (b.term == _MABORT), np.minimum(b.n, 1), b.n)
-    shown = b.k < reached[ti]
+    shown = k < reached[ti]
     driven = shown & ~(b.rd & (b.devsel == 0))[ti]
-    drive_at = np.where(b.rd[ti] & (b.k == 0), tl.e0[ti], tl.begin)
+    drive_at = np.where(b.rd[ti] & (k == 0), tl.e0[ti], tl.begin)
     cbe = ~b.be.astype(np.uint64)
     empty = b.n == 0
     empty_write = empty & ~b.rd
@@ -855,7 +873,7 @@ def _truth(b: _Batch, tl: _Timeline) -> np.ndarray:
     out["master_wait_clocks"] = data_clocks - irdy_on
     out["devsel"] = b.devsel
     out["wide"] = b.wide
-    out["parity_error"] = _per_txn(b.ti[b.perr_phase], count)
+    out["parity_error"] = _per_txn(_owners(b.off, np.flatnonzero(b.perr_phase)), count)
     out["stop_asserted"] = stopped
     return out
 
