@@ -5,7 +5,7 @@ CPU seconds and a fingerprint of everything the model produced.
 The fingerprint is a SHA-256 of every bus transaction (every field and array), every purpose and interrupt,
 every frame at the probe, every packet and interrupt row, the counters and the run's times: a change meant
 only to make the model faster leaves every case's fingerprint as it was. ``--save FILE`` keeps them,
-``--expect FILE`` compares (exit 1 on any difference). The cases go beyond tests/test_sim_stable.py's in
+``--expect FILE`` compares (exit 1 on any difference; bench/fingerprints.py). The cases go beyond tests/test_sim_stable.py's in
 length (hundreds to thousands of frames, PAUSE cycles, CSR retries, delayed reads, schedules).
 
 CPU seconds on this VM scatter by +-30% between identical runs; instruction counts do not. For those, run
@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
+import fingerprints
 import numpy as np
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import Point, Rig, RigRun, Scenario
@@ -99,10 +98,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("cases", nargs="*", metavar="CASE", help=f"cases to run (default: {', '.join(DEFAULT)})")
     ap.add_argument("--list", action="store_true", help="list the cases and stop")
-    ap.add_argument("--no-hash", action="store_true", help="no fingerprint (under Valgrind: count the model only)")
     ap.add_argument("--checkpoints", action="store_true", help="run with simulate's checkpoints")
-    ap.add_argument("--save", type=Path, metavar="FILE", help="write the fingerprints to FILE (JSON)")
-    ap.add_argument("--expect", type=Path, metavar="FILE", help="compare the fingerprints with FILE's; exit 1 if any differ")
+    fingerprints.add_arguments(ap)
     ap.add_argument("--json", action="store_true", help="one JSON object per case")
     args = ap.parse_args()
     if args.list:
@@ -112,30 +109,16 @@ def main() -> int:
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)} (--list shows them)")
-    if args.no_hash and (args.save or args.expect):
-        ap.error("--save and --expect need the fingerprints (no --no-hash)")
-    expected = json.loads(args.expect.read_text()) if args.expect else {}
-    results, differ = {}, []
+    oracle = fingerprints.Oracle(ap, args)
     for case in args.cases or DEFAULT:
         r = measure(case, hashed=not args.no_hash, checkpoints=args.checkpoints)
-        results[case] = r["fingerprint"]
-        verdict = ""
-        if case in expected:
-            same = expected[case] == r["fingerprint"]
-            verdict = "same" if same else "DIFFERS"
-            if not same:
-                differ.append(case)
+        verdict = oracle.verdict(case, r["fingerprint"])
         if args.json:
             print(json.dumps({**r, **({"expected": verdict} if verdict else {})}))
         else:
             print(f"{case:12s} {r['frames']:7d} frames {r['cpu_s']:8.3f} s CPU  "
                   f"{(r['fingerprint'] or '-')[:16]} {verdict}")
-    if args.save:
-        args.save.write_text(json.dumps(results, indent=1) + "\n")
-    if differ:
-        print(f"fingerprints differ from {args.expect}: {', '.join(differ)}", file=sys.stderr)
-        return 1
-    return 0
+    return oracle.close()
 
 
 if __name__ == "__main__":

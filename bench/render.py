@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
+import fingerprints
 from model import CASES, rig_of
 from nicrig.acquisition.capture import encode_block
 from nicrig.acquisition.sim import profiles
@@ -74,44 +73,28 @@ def main() -> int:
     ap.add_argument("--with-ad", action="store_true", help="record AD/C/BE#/PAR too")
     ap.add_argument("--samples-per-clock", type=int, metavar="K", help="timing mode, K samples per bus clock")
     ap.add_argument("--passes", type=int, default=1, help="render everything this many times (default 1)")
-    ap.add_argument("--no-hash", action="store_true", help="no fingerprint (under Valgrind)")
-    ap.add_argument("--save", type=Path, metavar="FILE", help="write the fingerprints to FILE (JSON)")
-    ap.add_argument("--expect", type=Path, metavar="FILE", help="compare the fingerprints with FILE's; exit 1 if any differ")
+    fingerprints.add_arguments(ap)
     ap.add_argument("--json", action="store_true", help="one JSON object per case")
     args = ap.parse_args()
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)} (bench/model.py --list shows them)")
-    if args.no_hash and (args.save or args.expect):
-        ap.error("--save and --expect need the fingerprints (no --no-hash)")
     if args.passes < 1:
         ap.error("--passes: at least 1")
     recording = rig_module.Recording(with_ad=args.with_ad, samples_per_clock=args.samples_per_clock)
     variant = f"{'+ad' if args.with_ad else ''}{f'+x{args.samples_per_clock}' if args.samples_per_clock else ''}"
-    expected = json.loads(args.expect.read_text()) if args.expect else {}
-    results, differ = {}, []
+    oracle = fingerprints.Oracle(ap, args)
     for case in args.cases or DEFAULT:
         r = measure(case, recording, hashed=not args.no_hash, passes=args.passes)
         key = case + variant
-        results[key] = r["fingerprint"]
-        verdict = ""
-        if key in expected:
-            verdict = "same" if expected[key] == r["fingerprint"] else "DIFFERS"
-            if verdict == "DIFFERS":
-                differ.append(key)
+        verdict = oracle.verdict(key, r["fingerprint"])
         if args.json:
             print(json.dumps({**r, **({"expected": verdict} if verdict else {})}))
         else:
             per = "  ".join(f"{n} {r['render_cpu_s'][n]:.2f}+{r['encode_cpu_s'][n]:.2f}" for n in r["render_cpu_s"])
             print(f"{key:16s} {r['samples']:11,d} samples  render+encode s CPU: {per}  "
                   f"{(r['fingerprint'] or '-')[:16]} {verdict}")
-    if args.save:
-        args.save.write_text(json.dumps({**(json.loads(args.save.read_text()) if args.save.exists() else {}),
-                                         **results}, indent=1) + "\n")
-    if differ:
-        print(f"fingerprints differ from {args.expect}: {', '.join(differ)}", file=sys.stderr)
-        return 1
-    return 0
+    return oracle.close()
 
 
 if __name__ == "__main__":
