@@ -1,8 +1,10 @@
 """The PCI bus renderer's C loops (acquisition/sim/_pci_render.c) give what their Python definitions give.
 
 ``gather`` reads the usual transactions in one walk and declines (None) anything else, which the Python path
-then reads and reports: the renderer's flat columns are the same either way, and so are its errors. ``paint``
-writes the control lines per clock from asserted intervals, here against setting each interval's clocks.
+then reads and reports: the renderer's flat columns are the same either way, and so are its errors.
+``phases`` gives every data phase's clocks as the module doc of ``pci_bus`` defines them, transaction by
+transaction here. ``paint`` writes the control lines per clock from asserted intervals, here against setting
+each interval's clocks.
 """
 
 from __future__ import annotations
@@ -131,9 +133,10 @@ def test_gather_reads_the_models_transactions_and_declines_the_rest():
     got = _pci_render.gather(txs, TERMINATIONS, PciTransaction)
     assert got is not None
     columns, flags, kinds, data, be, tw, mw = got
-    cols = np.frombuffer(columns, np.int64).reshape(7, 300)
+    cols = np.frombuffer(columns, np.int64).reshape(10, 300)
     np.testing.assert_array_equal(cols[0], 10 + 12 * np.arange(300))
     np.testing.assert_array_equal(cols[5], 4)
+    np.testing.assert_array_equal(cols[7:].T, [[32, 3, 0 if i % 2 else 3] for i in range(300)])
     assert np.frombuffer(kinds, "S16")[7] == b"rx-data"
     np.testing.assert_array_equal(np.frombuffer(mw, np.int64).reshape(300, 4)[1], 0)
     np.testing.assert_array_equal(np.frombuffer(tw, np.int64).reshape(300, 4)[1], [2, 0, 1, 0])
@@ -192,3 +195,47 @@ def test_paint_refuses_what_it_cannot_read():
         _pci_render.paint(out, 0, 60, 1, [ok] * 5)
     with pytest.raises(ValueError, match="fit in 8 bits"):
         _pci_render.paint(np.zeros(4, np.uint8), 0, 0, 0x1FF, [ok])
+
+
+def _phase_clocks(b0: int, e0: int, tw: list[int], mw: list[int]) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
+    """The module doc's clocks of one transaction: per phase (begin, IRDY#, TRDY#, completion); t0, i0 and
+    the last phase's TRDY#, IRDY#, completion (0 without phases)."""
+    rows, begin = [], b0
+    for k, (t, m) in enumerate(zip(tw, mw)):
+        irdy, trdy = begin + m, (e0 if k == 0 else begin) + t
+        rows.append((begin, irdy, trdy, max(irdy, trdy)))
+        begin = max(irdy, trdy) + 1
+    if not rows:
+        return rows, (e0, b0, e0, b0, 0)
+    return rows, (rows[0][2], rows[0][1], rows[-1][2], rows[-1][1], rows[-1][3])
+
+
+@settings(max_examples=300, deadline=None)
+@given(txs=st.lists(st.tuples(st.integers(0, 10**12), st.integers(0, 4), st.integers(0, 1),
+                              st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), max_size=6)), max_size=8))
+def test_phases_are_the_module_docs_clocks(txs):
+    b0 = np.array([s + 1 for s, _, _, _ in txs], np.int64)
+    e0 = np.array([max(s + devsel, s + 1 + rd) for s, devsel, rd, _ in txs], np.int64)
+    n = np.array([len(w) for *_, w in txs], np.int64)
+    tw = np.array([t for *_, w in txs for t, _ in w], np.int64)
+    mw = np.array([m for *_, w in txs for _, m in w], np.int64)
+    per_phase = [np.full(tw.size, -1, np.int64) for _ in range(4)]
+    per_txn = [np.full(len(txs), -1, np.int64) for _ in range(5)]
+    _pci_render.phases(b0, e0, n, tw, mw, *per_phase, *per_txn)
+    rows, ends = [], []
+    for i, (*_, w) in enumerate(txs):
+        r, e = _phase_clocks(int(b0[i]), int(e0[i]), [t for t, _ in w], [m for _, m in w])
+        rows += r
+        ends.append(e)
+    assert np.stack(per_phase, axis=1).tolist() == [list(r) for r in rows]
+    assert np.stack(per_txn, axis=1).tolist() == [list(e) for e in ends]
+
+
+def test_phases_refuses_arrays_that_do_not_fit():
+    one, two = np.zeros(1, np.int64), np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="do not match"):
+        _pci_render.phases(one, one, np.array([3]), two, two, two, two, two, two, one, one, one, one, one)
+    with pytest.raises(ValueError, match="do not match"):
+        _pci_render.phases(one, one, np.array([-1]), two, two, two, two, two, two, one, one, one, one, one)
+    with pytest.raises(TypeError, match="n must be a contiguous 1-D int64 array"):
+        _pci_render.phases(one, one, np.array([2], np.int32), two, two, two, two, two, two, one, one, one, one, one)

@@ -10,6 +10,8 @@
  * differs, a negative count, an unknown name) makes it answer None, and the Python
  * path, which stays the definition, then extracts the fields and raises its messages.
  *
+ * phases(): every data phase's clocks, one pass over the phases.
+ *
  * paint(): control lines per clock from asserted intervals, written straight into the
  * samples (NumPy's running sum over the block's ~1 Mi clocks needed a 64-bit word a clock
  * and several passes over them before packing).
@@ -29,8 +31,10 @@ static const char *const field_names[N_FIELDS] = {
 };
 static PyObject *field_str[N_FIELDS];
 
-/* int64 columns of gather()'s first result, one row each (address holds uint64 bits). */
-enum { C_START, C_COMMAND, C_ADDRESS, C_DEVSEL, C_TERM, C_PHASES, C_PERR, N_COLUMNS };
+/* int64 columns of gather()'s first result, one row each (address holds uint64 bits); the last three
+ * are sums over the transaction's phases (the truth table's bytes and wait clocks need them). */
+enum { C_START, C_COMMAND, C_ADDRESS, C_DEVSEL, C_TERM, C_PHASES, C_PERR, C_BE_BITS, C_TW_SUM, C_MW_SUM,
+       N_COLUMNS };
 /* The width of the S16 'kind' column of the truth table. */
 #define KIND_BYTES 16
 
@@ -254,11 +258,13 @@ done:
     return ok;
 }
 
-/* The per-phase columns from the arrays gather_scalars() kept: 1 done, 0 not for the fast
- * path, -1 error (no memory). */
+/* The per-phase columns from the arrays gather_scalars() kept, and each transaction's sums of its
+ * byte enables' set bits, target waits and master waits into the rows C_BE_BITS.. of cols: 1 done,
+ * 0 not for the fast path, -1 error (no memory). */
 static int
-gather_phases(PyObject *const *arrays, const int64_t *phases, Py_ssize_t count, uint64_t *const *columns)
+gather_phases(PyObject *const *arrays, int64_t *cols, Py_ssize_t count, uint64_t *const *columns)
 {
+    const int64_t *phases = cols + C_PHASES * count;
     Views *views = PyMem_Calloc(1, sizeof(Views));
     if (views == NULL) {
         PyErr_NoMemory();
@@ -285,6 +291,12 @@ gather_phases(PyObject *const *arrays, const int64_t *phases, Py_ssize_t count, 
             } else {
                 const Py_buffer *view = cached_view(views, obj);
                 ok = view != NULL && copy_phases(view, n, 0, dst);
+            }
+            if (c >= 1) {
+                int64_t sum = 0;
+                for (Py_ssize_t k = 0; k < n; k++)
+                    sum += c == 1 ? __builtin_popcountll(dst[k]) : (int64_t)dst[k];
+                cols[(C_BE_BITS + c - 1) * count + i] = sum;
             }
         }
         at += n;
@@ -337,7 +349,7 @@ gather(PyObject *module, PyObject *args)
                 goto out;
             dst[c] = (uint64_t *)PyByteArray_AS_STRING(columns[c]);
         }
-        ok = gather_phases(arrays, col + C_PHASES * count, count, dst);
+        ok = gather_phases(arrays, col, count, dst);
         if (ok < 0)
             goto out;
     }
@@ -493,6 +505,90 @@ fail:
     return NULL;
 }
 
+/* phases(b0, e0, n, target_waits, master_waits, begin, iready, tready, complete, t0, i0, t_last, i_last,
+ * p_last): the clocks of every data phase (pci_bus.py's module doc, "Transaction timeline"). Phase 0
+ * begins at b0, asserts IRDY# at i0 = b0 + master_waits[0] and TRDY# at t0 = e0 + target_waits[0] and
+ * completes at max(t0, i0); phase k >= 1 begins the clock after phase k - 1 completes, asserts IRDY# and
+ * TRDY# its waits later and completes when both are asserted. One pass over the phases instead of
+ * NumPy's segmented running sum and its fix-ups (a dozen passes). A transaction without phases has
+ * t0 = e0, i0 = b0 and p_last = 0. */
+static PyObject *
+phases(PyObject *module, PyObject *args)
+{
+    enum { B0, E0, N, TW, MW, BEGIN, IREADY, TREADY, COMPLETE, T0, I0, T_LAST, I_LAST, P_LAST, N_ARRAYS };
+    static const char *const names[N_ARRAYS] = {"b0", "e0", "n", "target_waits", "master_waits", "begin",
+                                                 "iready", "tready", "complete", "t0", "i0", "t_last",
+                                                 "i_last", "p_last"};
+    PyObject *objs[N_ARRAYS];
+    Py_buffer views[N_ARRAYS];
+    int64_t *a[N_ARRAYS];
+    int got = 0;
+    PyObject *result = NULL;
+    if (!PyArg_UnpackTuple(args, "phases", N_ARRAYS, N_ARRAYS, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                           &objs[5], &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11], &objs[12],
+                           &objs[13]))
+        return NULL;
+    for (; got < N_ARRAYS; got++) {
+        if (int64_buffer(objs[got], &views[got], names[got]) < 0)
+            goto out;
+        if (got >= BEGIN && views[got].readonly) {
+            PyErr_Format(PyExc_TypeError, "%s must be writable", names[got]);
+            got++;
+            goto out;
+        }
+        a[got] = views[got].buf;
+    }
+    Py_ssize_t count = views[B0].shape[0], total = views[TW].shape[0];
+    int fits = views[E0].shape[0] == count && views[N].shape[0] == count && views[MW].shape[0] == total;
+    for (int j = BEGIN; j <= COMPLETE; j++)
+        fits = fits && views[j].shape[0] == total;
+    for (int j = T0; j <= P_LAST; j++)
+        fits = fits && views[j].shape[0] == count;
+    Py_ssize_t sum = 0;
+    for (Py_ssize_t i = 0; i < count && fits; i++) {
+        fits = a[N][i] >= 0 && a[N][i] <= total - sum;
+        sum += fits ? a[N][i] : 0;
+    }
+    if (!fits || sum != total) {
+        PyErr_SetString(PyExc_ValueError, "phases: array lengths do not match the transactions' phase counts");
+        goto out;
+    }
+    Py_ssize_t p = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t t0 = a[E0][i], i0 = a[B0][i];
+        Py_ssize_t end = p + a[N][i];
+        if (p < end) {
+            t0 += a[TW][p];
+            i0 += a[MW][p];
+            a[BEGIN][p] = a[B0][i];
+            a[IREADY][p] = i0;
+            a[TREADY][p] = t0;
+            a[COMPLETE][p] = t0 > i0 ? t0 : i0;
+            for (p++; p < end; p++) {
+                int64_t begin = a[COMPLETE][p - 1] + 1, tw = a[TW][p], mw = a[MW][p];
+                a[BEGIN][p] = begin;
+                a[IREADY][p] = begin + mw;
+                a[TREADY][p] = begin + tw;
+                a[COMPLETE][p] = begin + (tw > mw ? tw : mw);
+            }
+            a[T_LAST][i] = a[TREADY][p - 1];
+            a[I_LAST][i] = a[IREADY][p - 1];
+            a[P_LAST][i] = a[COMPLETE][p - 1];
+        } else {
+            a[T_LAST][i] = t0;
+            a[I_LAST][i] = i0;
+            a[P_LAST][i] = 0;
+        }
+        a[T0][i] = t0;
+        a[I0][i] = i0;
+    }
+    result = Py_NewRef(Py_None);
+out:
+    for (int j = 0; j < got; j++)
+        PyBuffer_Release(&views[j]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS,
      PyDoc_STR("gather(transactions: list, terminations: tuple, cls: type) -> None | (columns, flags, kinds, "
@@ -500,9 +596,16 @@ static PyMethodDef methods[] = {
                "cls: the transactions' usual class, whose slots are read directly. "
                "Every field of every transaction in one walk, as bytearrays: columns holds int64 rows start_clk, "
                "command, address (uint64 bits), devsel, termination (index in terminations), data phases, "
-               "len(parity_error_phases); flags the bool rows wide and master == 'nic'; kinds the S16 kind; "
+               "len(parity_error_phases), the sums of bits set in byte_enables, of target_waits and of "
+               "master_waits; flags the bool rows wide and master == 'nic'; kinds the S16 kind; "
                "then the per-phase columns (uint64 data, int64 others; None waits as zeros). None when any "
                "transaction is outside what this reads: the caller's general path then handles them.")},
+    {"phases", phases, METH_VARARGS,
+     PyDoc_STR("phases(b0, e0, n, target_waits, master_waits, begin, iready, tready, complete, t0, i0, t_last, "
+               "i_last, p_last) -> None\n\n"
+               "Every data phase's begin, IRDY#, TRDY# and completion clocks, and per transaction t0, i0 and "
+               "the last phase's TRDY#, IRDY# and completion clocks (0 without phases), into the given "
+               "contiguous int64 arrays (pci_bus.py's module doc for the clocks).")},
     {"paint", paint, METH_VARARGS,
      PyDoc_STR("paint(out, c0, first_bit, idle, signals) -> None\n\n"
                "out[k] (clock c0 + k; native unsigned 8-64 bit words) = idle ^ the bits first_bit + s of every "

@@ -383,6 +383,9 @@ class _Batch:
     nic: np.ndarray
     kind: np.ndarray
     off: np.ndarray
+    be_bits: np.ndarray
+    tw_sum: np.ndarray
+    mw_sum: np.ndarray
     data: np.ndarray
     be: np.ndarray
     tw: np.ndarray
@@ -398,6 +401,13 @@ def _completed_phases(term: np.ndarray, n: np.ndarray) -> np.ndarray:
 def _per_txn(owners: np.ndarray, count: int) -> np.ndarray:
     """Boolean per transaction: True for every transaction index listed in ``owners``."""
     return np.bincount(owners, minlength=count) > 0
+
+
+def _phase_sums(values: np.ndarray, off: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Per transaction, the sum of per-phase ``values`` over its phases (int64)."""
+    run = np.zeros(values.size + 1, np.int64)
+    np.cumsum(values, dtype=np.int64, out=run[1:])
+    return run[off + n] - run[off]
 
 
 def _owners(off: np.ndarray, phases: np.ndarray) -> np.ndarray:
@@ -465,7 +475,8 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
         s, cmd, addr, devsel, term, wide, nic, stranger, data, n = _scalar_fields(txs)
     else:
         columns, flags, kinds, *phases = gathered
-        s, cmd, addr, devsel, term, n, perr_counts = np.frombuffer(columns, np.int64).reshape(7, count)
+        s, cmd, addr, devsel, term, n, perr_counts, be_bits, tw_sum, mw_sum = np.frombuffer(
+            columns, np.int64).reshape(10, count)
         addr = addr.view(np.uint64)
         wide, nic = np.frombuffer(flags, np.bool_).reshape(2, count)
         stranger = np.zeros(count, np.bool_)
@@ -505,6 +516,7 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
         mw = _phase_field([t.master_waits for t in txs], n, off, s, np.int64, "master_waits")
         perr = [t.parity_error_phases for t in txs]
         perr_counts = np.fromiter(map(len, perr), np.int64, count)
+        be_bits, tw_sum, mw_sum = (_phase_sums(v, off, n) for v in (np.bitwise_count(be), tw, mw))
     else:
         perr = [txs[i].parity_error_phases for i in np.flatnonzero(perr_counts)]
     perr_k = np.fromiter(chain.from_iterable(perr), np.int64, int(perr_counts.sum()))
@@ -528,6 +540,9 @@ def _batch(transactions: Sequence[PciTransaction], width_bits: int) -> _Batch:
         kind=np.array([t.kind for t in txs], dtype="S16").reshape(count) if gathered is None
         else np.frombuffer(kinds, "S16"),
         off=off,
+        be_bits=be_bits,
+        tw_sum=tw_sum,
+        mw_sum=mw_sum,
         data=data,
         be=be,
         tw=tw,
@@ -567,29 +582,10 @@ def _timeline(b: _Batch) -> _Timeline:
     b0 = a + 1
     dv = a + b.devsel
     e0 = np.maximum(dv, b0 + b.rd)
-    has = b.n > 0
-    first, last_phase = b.off[has], (b.off + b.n - 1)[has]
-    tw0 = np.zeros(count, np.int64)
-    mw0 = np.zeros(count, np.int64)
-    tw0[has], mw0[has] = b.tw[first], b.mw[first]
-    t0, i0 = e0 + tw0, b0 + mw0
-    # Phase k >= 1 lasts 1 + max(waits) clocks; phase 0 ends at max(t0, i0): a segmented cumsum.
-    span = np.maximum(b.tw, b.mw)
-    span += 1
-    span[first] = np.maximum(t0, i0)[has]
-    complete = np.cumsum(span)
-    base = np.zeros(count, np.int64)
-    base[has] = complete[first] - span[first]
-    complete -= np.repeat(base, b.n)
-    # Phase 0 begins at b0 and its TRDY# clock counts from e0; later phases follow their predecessor.
-    begin = complete - span
-    begin += 1
-    begin[first] = b0[has]
-    iready = begin + b.mw
-    tready = begin + b.tw
-    tready[first] = t0[has]
-    t_last, i_last, p_last = t0.copy(), i0.copy(), np.zeros(count, np.int64)
-    t_last[has], i_last[has], p_last[has] = tready[last_phase], iready[last_phase], complete[last_phase]
+    # Every phase's begin, IRDY#, TRDY# and completion clocks (module doc), in one pass in C.
+    begin, iready, tready, complete = (np.empty(b.tw.size, np.int64) for _ in range(4))
+    t0, i0, t_last, i_last, p_last = (np.empty(count, np.int64) for _ in range(5))
+    _pci_render.phases(b0, e0, b.n, b.tw, b.mw, begin, iready, tready, complete, t0, i0, t_last, i_last, p_last)
     frame_end, last, stop = _end_clocks(b.term, b.n, a, dv, t0, i0, t_last, i_last, p_last, np.maximum, np.where)
     done = _completed_phases(b.term, b.n)
     return _Timeline(
@@ -838,12 +834,6 @@ def _datapath(b: _Batch, tl: _Timeline, width_bits: int) -> _Datapath:
 def _truth(b: _Batch, tl: _Timeline) -> np.ndarray:
     count = b.s.size
     moved = tl.done > 0  # a transaction's phases all transfer (done == n) or none do
-    run = np.zeros(b.tw.size + 1, np.int64)
-
-    def per_txn(values: np.ndarray) -> np.ndarray:
-        """Sum of per-phase ``values`` over each transaction's transferring phases."""
-        np.cumsum(values, dtype=np.int64, out=run[1:])
-        return np.where(moved, run[b.off + b.n] - run[b.off], 0)
 
     stopped = (b.term != _NORMAL) & (b.term != _MABORT)
     # Wait clocks count the data-phase clocks b0..L on which IRDY# (master) or both TRDY# and
@@ -851,12 +841,12 @@ def _truth(b: _Batch, tl: _Timeline) -> np.ndarray:
     # phases fill b0..P_{n-1} one after the other, and phase k has IRDY# on from begin_k +
     # master_waits[k], TRDY# from begin_k + target_waits[k] (phase 0: from e0 + target_waits[0]).
     data_clocks = tl.last - tl.b0 + 1
-    irdy_on = np.where(moved, tl.p_last - tl.b0 + 1 - per_txn(b.mw), 0) + np.where(
+    irdy_on = np.where(moved, tl.p_last - tl.b0 + 1 - b.mw_sum, 0) + np.where(
         moved, tl.last - tl.p_last, tl.last - tl.i0 + 1
     )
     stop_on = np.where(stopped, tl.last - tl.stop + 1, 0)
     both_on = np.where(b.term == _DWD, tl.p_last - tl.t_last + 1, 0)
-    target_on = np.where(moved, tl.p_last - tl.e0 + 1 - per_txn(b.tw), 0) + stop_on - both_on
+    target_on = np.where(moved, tl.p_last - tl.e0 + 1 - b.tw_sum, 0) + stop_on - both_on
     out = np.zeros(count, TRUTH_DTYPE)
     out["ss"] = b.s
     out["es"] = tl.last + 1
@@ -865,7 +855,7 @@ def _truth(b: _Batch, tl: _Timeline) -> np.ndarray:
     out["address"] = b.addr
     out["dac"] = b.dac
     out["data_phases"] = tl.done
-    out["bytes"] = per_txn(np.bitwise_count(b.be))
+    out["bytes"] = np.where(moved, b.be_bits, 0)
     out["termination"] = np.array(TERMINATIONS, "S24")[b.term]
     out["kind"] = b.kind
     out["master"] = np.where(b.nic, b"nic", b"host")
