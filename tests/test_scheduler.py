@@ -645,6 +645,70 @@ def test_a_later_is_waited_by_the_process_that_made_it():
         env.run()
 
 
+def _failure_and_return(env: Engine, make: Callable) -> tuple:
+    """A process that fails with a traceback three frames deep and one that returns a value, and another that
+    waits for both: what it was given, and the frames the failure's traceback passes through."""
+    seen = []
+
+    def deep(n):
+        if n == 0:
+            raise KeyError("deep")
+        deep(n - 1)
+
+    def fails():
+        yield env.timeout(1)
+        deep(2)
+
+    def returns():
+        yield env.timeout(2)
+        return ("value", 2)
+
+    def waits(failing, returning):
+        try:
+            yield failing
+        except KeyError as error:
+            tb, frames = error.__cause__.__traceback__, []
+            while tb is not None:
+                frames.append(tb.tb_frame.f_code.co_name)
+                tb = tb.tb_next
+            seen.append(frames)
+        seen.append((yield returning))
+        seen.append((failing.ok, failing.is_alive, returning.ok, returning.is_alive, returning.value))
+
+    failing, returning = make(env, fails()), make(env, returns())
+    make(env, waits(failing, returning))
+    env.run()
+    return tuple(map(repr, seen))
+
+
+def test_a_failed_process_keeps_the_generators_traceback_and_an_ended_one_its_value_as_simpys():
+    """The C step (_scheduler.c resume): a failure's traceback starts in the generator (no frame of the step),
+    a returned value is the process's, as with SimPy's Process."""
+    expected = _failure_and_return(Engine(), simpy.Process)
+    assert expected[0] == repr(["fails", "deep", "deep", "deep"])
+    assert _failure_and_return(Engine(), Process) == expected
+
+
+def test_the_c_step_takes_only_the_engines_processes():
+    """resume() reads and writes Process's and Engine's slots at their offsets: it refuses anything else."""
+    from nicrig.acquisition.sim._scheduler import bind, resume
+
+    with pytest.raises(TypeError, match="scheduler.Process"):
+        resume(simpy.Process(simpy.Environment(), (n for n in ())))
+
+    stray = Process.__new__(Process)
+    stray.env = simpy.Environment()
+    with pytest.raises(TypeError, match="scheduler.Engine"):
+        resume(stray)
+    with pytest.raises(TypeError, match="not a __slots__ member"):
+        bind(Signal, Later, type("Plain", (), {"_now": 0}), Process)
+    # the refused bind changed nothing: processes still run
+    env = Engine()
+    Process(env, (n for n in (1, 2)))
+    env.run()
+    assert env.now == 3
+
+
 #: One step of a process in a random program: ("pause", d), ("wait", k): shared event k, ("succeed", k),
 #: ("fail", k), ("any", d, k): a timeout of d or event k, ("spawn", d): start a child that waits d and
 #: returns, ("join",): wait for the last child, ("interrupt", j), ("call", d): a plain call d ahead that

@@ -16,12 +16,25 @@
  * were a tenth of the model's instructions. Ids are unique, so the first three
  * fields always decide and the order is the tuples' own; any other entry (a float
  * time, say) is compared as tuples, as heapq compares it.
+ *
+ * resume() is a process's step (scheduler.py's Process._resume), the generator driven to its next wait with
+ * the same entries queued at the same moments; a Process's _wake is it, bound to the process, so the queue
+ * and events' callbacks call it with no Python frame between.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX: what a __slots__ member holds */
 
 static PyObject *stop_simulation; /* simpy.core.StopSimulation */
+static PyObject *normal;          /* simpy.events.NORMAL, the priority of a process's delay and end */
+static PyObject *describe_frame;  /* simpy.events._describe_frame, for an invalid yield's message */
+static PyObject *zero;
 static PyObject *str_queue, *str_now, *str_callbacks, *str_ok, *str_defused, *str_after_stop, *str_unhandled;
+static PyObject *str_value, *str_next,
+    *str_then, *str_args, *str_cause, *str_send, *str_throw, *str_append, *str_gi_frame, *str_stop_value;
+/* scheduler.py's Signal and Later, given by bind() when scheduler.py is imported (this module cannot import
+ * scheduler.py, which imports it) */
+static PyObject *signal_class, *later_class;
 
 /* Compare two exact ints: -1, 0 or 1 as x <, == or > y; 2 when it cannot tell cheaply (the caller then
  * compares the tuples). Never raises.
@@ -171,6 +184,15 @@ heap_pop(PyObject *heap)
     return first;
 }
 
+/* heapq.heappush onto a list: 0, or -1 with an exception set. */
+static int
+heap_push(PyObject *heap, PyObject *entry)
+{
+    if (PyList_Append(heap, entry) < 0)
+        return -1;
+    return sift_down((PyListObject *)heap, 0, PyList_GET_SIZE(heap) - 1);
+}
+
 PyDoc_STRVAR(push_doc,
 "push(queue, entry) -> None\n\n"
 "heapq.heappush(queue, entry), comparing (time, priority, id, ...) entries of ints in C.");
@@ -187,11 +209,50 @@ push(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "the queue must be a list");
         return NULL;
     }
-    if (PyList_Append(heap, args[1]) < 0)
-        return NULL;
-    if (sift_down((PyListObject *)heap, 0, PyList_GET_SIZE(heap) - 1) < 0)
+    if (heap_push(heap, args[1]) < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+/* The attributes advance() and resume() use on every step are __slots__ of scheduler.py's Engine and Process
+ * (bind() finds where they are): read and written at their offsets, as a C struct's fields, where getattr and
+ * setattr would look each up in the type's MRO and then the instance, which cost as much as the Python frame
+ * resume() replaces. Python's own code reads them as fast as before (a slot is as fast as an instance
+ * attribute to its specialised bytecode). */
+static PyTypeObject *engine_type, *process_type;
+static Py_ssize_t at_now, at_queue, at_eid, at_active_proc; /* Engine's */
+static Py_ssize_t at_env, at_generator, at_target, at_wake; /* Process's */
+#define SLOT(obj, at) (*(PyObject **)((char *)(obj) + (at)))
+
+/* obj's slot at `at` (a new reference), or NULL with AttributeError set if it was never set. */
+static PyObject *
+slot_get(PyObject *obj, Py_ssize_t at, const char *name)
+{
+    PyObject *v = SLOT(obj, at);
+    if (v == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'", Py_TYPE(obj)->tp_name, name);
+        return NULL;
+    }
+    return Py_NewRef(v);
+}
+
+/* Set obj's slot at `at` to v. */
+static void
+slot_set(PyObject *obj, Py_ssize_t at, PyObject *v)
+{
+    Py_XSETREF(SLOT(obj, at), Py_NewRef(v));
+}
+
+/* Whether a triggered SimPy event succeeded (its _ok is true): 1 or 0, or -1 with an exception set. */
+static int
+event_ok(PyObject *event)
+{
+    PyObject *ok = PyObject_GetAttr(event, str_ok);
+    if (ok == NULL)
+        return -1;
+    int is_ok = PyObject_IsTrue(ok);
+    Py_DECREF(ok);
+    return is_ok;
 }
 
 /* Run one SimPy event's callbacks; 0, or -1 with an exception set. */
@@ -240,11 +301,7 @@ run_callbacks(PyObject *env, PyObject *event)
         Py_DECREF(r);
     }
     Py_DECREF(callbacks);
-    PyObject *ok = PyObject_GetAttr(event, str_ok);
-    if (ok == NULL)
-        return -1;
-    int is_ok = PyObject_IsTrue(ok);
-    Py_DECREF(ok);
+    int is_ok = event_ok(event);
     if (is_ok < 0)
         return -1;
     if (!is_ok) {
@@ -275,6 +332,7 @@ advance(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     long long limit = PyLong_AsLongLong(args[2]);
     if (limit == -1 && PyErr_Occurred())
         return NULL;
+    int is_engine = engine_type != NULL && PyObject_TypeCheck(env, engine_type);
     PyObject *queue = PyObject_GetAttr(env, str_queue);
     if (queue == NULL)
         return NULL;
@@ -300,7 +358,11 @@ advance(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             goto error;
         PyObject *item = PyTuple_GET_ITEM(entry, 3);
         Py_INCREF(item);
-        int failed = PyObject_SetAttr(env, str_now, PyTuple_GET_ITEM(entry, 0)) < 0;
+        int failed = 0;
+        if (is_engine)
+            slot_set(env, at_now, PyTuple_GET_ITEM(entry, 0));
+        else
+            failed = PyObject_SetAttr(env, str_now, PyTuple_GET_ITEM(entry, 0)) < 0;
         Py_DECREF(entry);
         if (!failed) {
             if (PyFunction_Check(item) || PyMethod_Check(item)) {
@@ -322,16 +384,359 @@ error:
     return NULL;
 }
 
+/* Push (env._now + delay, priority, next(env._eid), item) onto env._queue (delay NULL: now), as scheduler.py's
+ * _push calls do; env is an Engine. 0, or -1 with an exception set. */
+static int
+schedule(PyObject *env, PyObject *delay, PyObject *priority, PyObject *item)
+{
+    PyObject *queue = slot_get(env, at_queue, "_queue");
+    if (queue == NULL)
+        return -1;
+    int r = -1;
+    PyObject *at = NULL, *counter = NULL, *eid = NULL, *entry = NULL;
+    if (!PyList_Check(queue)) {
+        PyErr_SetString(PyExc_TypeError, "the environment's queue must be a list");
+        goto done;
+    }
+    if ((at = slot_get(env, at_now, "_now")) == NULL)
+        goto done;
+    if (delay != NULL) {
+        PyObject *sum = PyNumber_Add(at, delay);
+        Py_SETREF(at, sum);
+        if (at == NULL)
+            goto done;
+    }
+    if ((counter = slot_get(env, at_eid, "_eid")) == NULL)
+        goto done;
+    /* next(counter): an iterator that ends raises StopIteration, as next() does (an itertools.count never ends) */
+    if ((eid = PyIter_Next(counter)) == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetNone(PyExc_StopIteration);
+        goto done;
+    }
+    if ((entry = PyTuple_Pack(4, at, priority, eid, item)) == NULL)
+        goto done;
+    r = heap_push(queue, entry);
+done:
+    Py_XDECREF(entry);
+    Py_XDECREF(eid);
+    Py_XDECREF(counter);
+    Py_XDECREF(at);
+    Py_DECREF(queue);
+    return r;
+}
+
+/* What a process is given from a triggered event: *send, its value (a new reference), if it succeeded; else
+ * *thrown, a copy of its exception whose __cause__ is the original (a new reference), the event defused, as
+ * SimPy's Process._resume does. 0, or -1 with an exception set. */
+static int
+outcome_of(PyObject *event, PyObject **send, PyObject **thrown)
+{
+    int is_ok = event_ok(event);
+    if (is_ok < 0)
+        return -1;
+    if (is_ok)
+        return (*send = PyObject_GetAttr(event, str_value)) == NULL ? -1 : 0;
+    if (PyObject_SetAttr(event, str_defused, Py_True) < 0)
+        return -1;
+    PyObject *failure = PyObject_GetAttr(event, str_value);
+    if (failure == NULL)
+        return -1;
+    /* type(failure)(*failure.args) */
+    PyObject *args = PyObject_GetAttr(failure, str_args), *copy = NULL;
+    if (args != NULL) {
+        PyObject *tuple = PySequence_Tuple(args);
+        Py_DECREF(args);
+        if (tuple != NULL) {
+            copy = PyObject_Call((PyObject *)Py_TYPE(failure), tuple, NULL);
+            Py_DECREF(tuple);
+        }
+    }
+    if (copy != NULL && PyObject_SetAttr(copy, str_cause, failure) < 0)
+        Py_CLEAR(copy);
+    Py_DECREF(failure);
+    *thrown = copy;
+    return copy == NULL ? -1 : 0;
+}
+
+/* One step of a generator: generator.send(send), or generator.throw(thrown) when thrown is not NULL.
+ * PYGEN_NEXT with *out what it yielded, PYGEN_RETURN with *out what it returned (StopIteration's value), or
+ * PYGEN_ERROR with the exception it raised set; *out is a new reference. A generator is sent to with
+ * PyIter_Send, which returns its value without making a StopIteration; any other object with send and
+ * throw (Process takes one) has them called, as Python's code called them. */
+static PySendResult
+generator_step(PyObject *generator, PyObject *send, PyObject *thrown, PyObject **out)
+{
+    *out = NULL;
+    if (thrown == NULL && PyGen_CheckExact(generator))
+        return PyIter_Send(generator, send, out);
+    PyObject *r = thrown != NULL ? PyObject_CallMethodOneArg(generator, str_throw, thrown)
+                                 : PyObject_CallMethodOneArg(generator, str_send, send);
+    if (r != NULL) {
+        *out = r;
+        return PYGEN_NEXT;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_StopIteration))
+        return PYGEN_ERROR;
+    PyObject *type, *stop, *tb;
+    PyErr_Fetch(&type, &stop, &tb);
+    PyErr_NormalizeException(&type, &stop, &tb);
+    *out = stop != NULL ? PyObject_GetAttr(stop, str_stop_value) : NULL;
+    Py_XDECREF(type);
+    Py_XDECREF(stop);
+    Py_XDECREF(tb);
+    return *out != NULL ? PYGEN_RETURN : PYGEN_ERROR;
+}
+
+/* The RuntimeError SimPy raises for a yield of something that is no event (target.callbacks raised the
+ * AttributeError that is set): from None, the AttributeError its context, as Python's ``raise ... from
+ * None`` in the except clause made it. */
+static void
+invalid_yield(PyObject *generator, PyObject *target)
+{
+    PyObject *type, *missing, *tb;
+    PyErr_Fetch(&type, &missing, &tb);
+    PyErr_NormalizeException(&type, &missing, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    PyObject *frame = PyObject_GetAttr(generator, str_gi_frame), *where = NULL, *message = NULL, *error = NULL;
+    if (frame != NULL)
+        where = PyObject_CallOneArg(describe_frame, frame);
+    if (where != NULL)
+        message = PyUnicode_FromFormat("\n%SInvalid yield value \"%S\"", where, target);
+    if (message != NULL)
+        error = PyObject_CallOneArg(PyExc_RuntimeError, message);
+    Py_XDECREF(frame);
+    Py_XDECREF(where);
+    Py_XDECREF(message);
+    if (error == NULL) {
+        Py_XDECREF(missing);
+        return;
+    }
+    PyException_SetContext(error, missing); /* steals missing */
+    PyException_SetCause(error, NULL);      /* "from None": also sets __suppress_context__ */
+    /* PyErr_Restore, not PyErr_SetObject, which would make the exception being handled (if any) its context */
+    Py_INCREF(PyExc_RuntimeError);
+    PyErr_Restore(PyExc_RuntimeError, error, NULL);
+}
+
+PyDoc_STRVAR(resume_doc,
+"resume(process, event=None) -> None\n\n"
+"Run a scheduler.Process's generator to its next wait: sent event's value (thrown a copy of its failure),\n"
+"or None when event is None (its start, a delay's end). Process._resume, in C.");
+
+/* Process._resume, step for step as the Python it replaces (scheduler.py's Process docstring says what SimPy
+ * schedules and what this does in its place): a Python frame a resume, ~30 a simulated frame, was ~6% of
+ * the model's instructions. Until it returns, env.active_process is the process; an error that is not the
+ * generator's own (a Later of another process, a yield of something that is no event) propagates with it
+ * still set, as it did. */
+static PyObject *
+resume(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "resume(process, event=None) takes 1 or 2 arguments");
+        return NULL;
+    }
+    if (process_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "resume() before bind()");
+        return NULL;
+    }
+    PyObject *self = args[0], *event = nargs == 2 ? args[1] : Py_None;
+    if (!PyObject_TypeCheck(self, process_type)) {
+        PyErr_SetString(PyExc_TypeError, "resume() takes a scheduler.Process");
+        return NULL;
+    }
+    PyObject *env = slot_get(self, at_env, "env");
+    if (env == NULL)
+        return NULL;
+    PyObject *generator = NULL, *wake = NULL, *send = NULL, *thrown = NULL, *target = NULL;
+    if (!PyObject_TypeCheck(env, engine_type)) {
+        PyErr_SetString(PyExc_TypeError, "a scheduler.Process runs in a scheduler.Engine");
+        goto error;
+    }
+    slot_set(env, at_active_proc, self);
+    if ((generator = slot_get(self, at_generator, "_generator")) == NULL
+        || (wake = slot_get(self, at_wake, "_wake")) == NULL)
+        goto error;
+    if (event != Py_None && outcome_of(event, &send, &thrown) < 0)
+        goto error;
+    for (;;) {
+        PySendResult step = generator_step(generator, send != NULL ? send : Py_None, thrown, &target);
+        Py_CLEAR(send);
+        Py_CLEAR(thrown);
+        if (step == PYGEN_RETURN) {
+            /* the process succeeds with what the generator returned */
+            int failed = PyObject_SetAttr(self, str_ok, Py_True) < 0 || PyObject_SetAttr(self, str_value, target) < 0;
+            Py_CLEAR(target);
+            if (failed)
+                goto error;
+            break;
+        }
+        if (step == PYGEN_ERROR) {
+            /* the process fails with the generator's exception; its traceback starts in the generator (no frame
+             * of this function is in it: Python's code dropped its own, as SimPy's does) */
+            PyObject *type, *error, *tb;
+            PyErr_Fetch(&type, &error, &tb);
+            PyErr_NormalizeException(&type, &error, &tb);
+            int failed = PyException_SetTraceback(error, tb != NULL ? tb : Py_None) < 0
+                         || PyObject_SetAttr(self, str_ok, Py_False) < 0 || PyObject_SetAttr(self, str_value, error) < 0;
+            Py_XDECREF(type);
+            Py_XDECREF(error);
+            Py_XDECREF(tb);
+            if (failed)
+                goto error;
+            break;
+        }
+        if (PyLong_CheckExact(target)) {
+            /* a delay (ps): this process resumes then, queued where SimPy's Timeout would be */
+            int negative = PyObject_RichCompareBool(target, zero, Py_LT);
+            if (negative < 0)
+                goto error;
+            if (!negative) {
+                if (schedule(env, target, normal, wake) < 0)
+                    goto error;
+                slot_set(self, at_target, Py_None);
+                goto waiting;
+            }
+            /* thrown in at once: the ValueError SimPy's Timeout raises */
+            PyObject *message = PyUnicode_FromFormat("Negative delay %S", target);
+            Py_CLEAR(target);
+            if (message == NULL)
+                goto error;
+            thrown = PyObject_CallOneArg(PyExc_ValueError, message);
+            Py_DECREF(message);
+            if (thrown == NULL)
+                goto error;
+            continue;
+        }
+        if (Py_TYPE(target) == (PyTypeObject *)signal_class) {
+            /* its next notify queues this process */
+            if (PyObject_SetAttr(target, str_next, wake) < 0)
+                goto error;
+            slot_set(self, at_target, target);
+            goto waiting;
+        }
+        if (Py_TYPE(target) == (PyTypeObject *)later_class) {
+            /* it queues (or queued) its maker's resumption: this process must be that maker */
+            PyObject *then = PyObject_GetAttr(target, str_then);
+            if (then == NULL)
+                goto error;
+            Py_DECREF(then); /* only its identity is compared; target still holds it */
+            if (then != wake) {
+                PyErr_Format(PyExc_RuntimeError, "%S was made by another process", target);
+                goto error;
+            }
+            slot_set(self, at_target, target);
+            goto waiting;
+        }
+        PyObject *callbacks = PyObject_GetAttr(target, str_callbacks);
+        if (callbacks == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError))
+                invalid_yield(generator, target);
+            goto error;
+        }
+        if (callbacks != Py_None) {
+            /* an event not yet processed: this process is its next callback */
+            int failed;
+            if (PyList_CheckExact(callbacks)) {
+                failed = PyList_Append(callbacks, wake) < 0;
+            } else {
+                PyObject *r = PyObject_CallMethodOneArg(callbacks, str_append, wake);
+                failed = r == NULL;
+                Py_XDECREF(r);
+            }
+            Py_DECREF(callbacks);
+            if (failed)
+                goto error;
+            slot_set(self, at_target, target);
+            goto waiting;
+        }
+        Py_DECREF(callbacks);
+        /* an event already processed: its outcome goes in at once, in this same step */
+        int failed = outcome_of(target, &send, &thrown) < 0;
+        Py_CLEAR(target);
+        if (failed)
+            goto error;
+    }
+    /* the generator ended: the process, an event, is due now */
+    if (schedule(env, NULL, normal, self) < 0)
+        goto error;
+    slot_set(self, at_target, Py_None);
+waiting:
+    Py_CLEAR(target);
+    slot_set(env, at_active_proc, Py_None);
+    Py_DECREF(wake);
+    Py_DECREF(generator);
+    Py_DECREF(env);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(target);
+    Py_XDECREF(send);
+    Py_XDECREF(thrown);
+    Py_XDECREF(wake);
+    Py_XDECREF(generator);
+    Py_DECREF(env);
+    return NULL;
+}
+
+PyDoc_STRVAR(bind_doc,
+"bind(signal, later, engine, process) -> None\n\n"
+"Give resume() scheduler.py's Signal and Later classes, and where Engine's and Process's __slots__ are (this\n"
+"module cannot import scheduler.py, which imports it).");
+
+/* Where cls's __slots__ member `name` (an object slot) is: its offset, or -1 with an exception set. */
+static Py_ssize_t
+slot_offset(PyObject *cls, const char *name)
+{
+    PyObject *d = PyObject_GetAttrString(cls, name);
+    if (d == NULL)
+        return -1;
+    Py_ssize_t at = -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
+        at = ((PyMemberDescrObject *)d)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "%R.%s is not a __slots__ member", cls, name);
+    Py_DECREF(d);
+    return at;
+}
+
+static PyObject *
+bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2])
+        || !PyType_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "bind(signal, later, engine, process) takes 4 classes");
+        return NULL;
+    }
+    PyObject *engine = args[2], *process = args[3];
+    /* all found before any is changed: a failed bind leaves the last one whole */
+    Py_ssize_t now, queue, eid, active_proc, env, generator, target, wake;
+    if ((now = slot_offset(engine, "_now")) < 0 || (queue = slot_offset(engine, "_queue")) < 0
+        || (eid = slot_offset(engine, "_eid")) < 0 || (active_proc = slot_offset(engine, "_active_proc")) < 0
+        || (env = slot_offset(process, "env")) < 0 || (generator = slot_offset(process, "_generator")) < 0
+        || (target = slot_offset(process, "_target")) < 0 || (wake = slot_offset(process, "_wake")) < 0)
+        return NULL;
+    at_now = now, at_queue = queue, at_eid = eid, at_active_proc = active_proc;
+    at_env = env, at_generator = generator, at_target = target, at_wake = wake;
+    Py_XSETREF(signal_class, Py_NewRef(args[0]));
+    Py_XSETREF(later_class, Py_NewRef(args[1]));
+    Py_XSETREF(engine_type, (PyTypeObject *)Py_NewRef(engine));
+    Py_XSETREF(process_type, (PyTypeObject *)Py_NewRef(process));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"advance", (PyCFunction)(void (*)(void))advance, METH_FASTCALL, advance_doc},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL, bind_doc},
     {"push", (PyCFunction)(void (*)(void))push, METH_FASTCALL, push_doc},
+    {"resume", (PyCFunction)(void (*)(void))resume, METH_FASTCALL, resume_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef scheduler_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "nicrig.acquisition.sim._scheduler",
-    .m_doc = "The rig model's event loop (Engine.advance) in C.",
+    .m_doc = "The rig model's event loop (Engine.advance) and process steps (Process._resume) in C.",
     .m_size = -1,
     .m_methods = methods,
 };
@@ -350,13 +755,22 @@ attr_of(const char *module, const char *name)
 PyMODINIT_FUNC
 PyInit__scheduler(void)
 {
-    if ((stop_simulation = attr_of("simpy.core", "StopSimulation")) == NULL)
+    if ((stop_simulation = attr_of("simpy.core", "StopSimulation")) == NULL
+        || (normal = attr_of("simpy.events", "NORMAL")) == NULL
+        || (describe_frame = attr_of("simpy.events", "_describe_frame")) == NULL || (zero = PyLong_FromLong(0)) == NULL)
         return NULL;
     if (!(str_queue = PyUnicode_InternFromString("_queue")) || !(str_now = PyUnicode_InternFromString("_now"))
         || !(str_callbacks = PyUnicode_InternFromString("callbacks")) || !(str_ok = PyUnicode_InternFromString("_ok"))
         || !(str_defused = PyUnicode_InternFromString("_defused"))
         || !(str_after_stop = PyUnicode_InternFromString("_after_stop"))
-        || !(str_unhandled = PyUnicode_InternFromString("_unhandled")))
+        || !(str_unhandled = PyUnicode_InternFromString("_unhandled"))
+        || !(str_value = PyUnicode_InternFromString("_value"))
+        || !(str_next = PyUnicode_InternFromString("_next")) || !(str_then = PyUnicode_InternFromString("_then"))
+        || !(str_args = PyUnicode_InternFromString("args")) || !(str_cause = PyUnicode_InternFromString("__cause__"))
+        || !(str_send = PyUnicode_InternFromString("send")) || !(str_throw = PyUnicode_InternFromString("throw"))
+        || !(str_append = PyUnicode_InternFromString("append"))
+        || !(str_gi_frame = PyUnicode_InternFromString("gi_frame"))
+        || !(str_stop_value = PyUnicode_InternFromString("value")))
         return NULL;
     return PyModule_Create(&scheduler_module);
 }

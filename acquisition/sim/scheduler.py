@@ -24,7 +24,7 @@ schedules those events; every other event it waits on is a SimPy event, as befor
 
 The queue stays heapq's heap of ``(time, priority, id, item)`` tuples; ``_scheduler.c`` pushes and pops
 it with heapq's algorithms, comparing the three ints of an entry as C integers (SimPy's own pushes, with
-heapq, keep the same heap).
+heapq, keep the same heap). A process's step (``Process._resume``) is C there too.
 
 This module is where the model leans on SimPy 4's internals (its queue entries
 ``(time, priority, id, event)``, its id counter, ``Event._ok``/``_value``):
@@ -44,10 +44,12 @@ from typing import Callable, Generator
 
 import simpy
 from simpy.core import EmptySchedule
-from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Interruption, Timeout, _describe_frame
+from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Interruption, Timeout
 
 from nicrig.acquisition.sim._scheduler import advance as _advance
+from nicrig.acquisition.sim._scheduler import bind as _bind
 from nicrig.acquisition.sim._scheduler import push as _push  # heapq.heappush, comparing entries' ints in C
+from nicrig.acquisition.sim._scheduler import resume as _step  # Process._resume, in C
 
 #: What :meth:`Engine.call_in` puts in the queue (a SimPy event is neither; ``_scheduler.c`` checks the same two).
 _CALLS = (FunctionType, MethodType)
@@ -56,6 +58,10 @@ _CALLS = (FunctionType, MethodType)
 class Engine(simpy.Environment):
     """A SimPy environment whose queue also holds plain calls (:meth:`call_in`), and whose processes are
     :class:`Process`."""
+
+    # SimPy's attributes that _scheduler.c's advance and resume use at every step: slots, which C reads and
+    # writes at their offsets (an instance attribute it would look up by name, as costly as the Python it saves).
+    __slots__ = ("_now", "_queue", "_eid", "_active_proc")
 
     #: The current time, as SimPy's ``now``: the model asks ~80 times a simulated frame; SimPy's property runs a
     #: Python function each time, this one's getter (``attrgetter``) none.
@@ -307,15 +313,6 @@ def _unheard() -> None:
     (SimPy's event, scheduled with no callback)."""
 
 
-class _NegativeDelay:
-    """A negative delay a process yielded: the ``ValueError`` SimPy's ``Timeout`` raises, to throw in."""
-
-    _ok = False
-
-    def __init__(self, delay: int):
-        self._value = ValueError(f"Negative delay {delay}")
-
-
 class Process(simpy.Process):
     """A generator run as SimPy 4.1's ``Process`` runs it, schedule for schedule, with less work a step; it
     may also wait ``yield delay_ps`` (a non-negative ``int``): a ``Timeout`` of that delay made at the yield,
@@ -353,6 +350,9 @@ class Process(simpy.Process):
     every queue entry and everything the generators saw.
     """
 
+    # The attributes _scheduler.c's resume uses at every step, as slots (see Engine's).
+    __slots__ = ("env", "_generator", "_target", "_wake")
+
     def __init__(self, env: Engine, generator: Generator[Event | Signal | Later | int, object, object]):
         if not hasattr(generator, "throw"):
             raise ValueError(f"{generator} is not a generator.")
@@ -360,72 +360,16 @@ class Process(simpy.Process):
         self.callbacks = []
         self._generator = generator
         self._target = None
-        #: The one bound method a step queues or hands an event (SimPy binds ``_resume`` anew each time).
-        self._wake = self._resume
+        #: The one bound method a step queues or hands an event (SimPy binds ``_resume`` anew each time): the C
+        #: step bound to this process, so the queue and an event's callbacks call it with no Python frame.
+        self._wake = MethodType(_step, self)
         _push(env._queue, (env._now, URGENT, next(env._eid), self._wake))
 
     def _resume(self, event: Event | None = None) -> None:
-        """Run the generator to its next wait: sent ``event``'s value (thrown its exception), or ``None``
-        when called from the queue (the start, a delay's end)."""
-        env = self.env
-        env._active_proc = self
-        generator = self._generator
-        while True:
-            try:
-                if event is None:
-                    target = generator.send(None)
-                elif event._ok:
-                    target = generator.send(event._value)
-                elif event.__class__ is _NegativeDelay:
-                    target = generator.throw(event._value)
-                else:
-                    event._defused = True
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    target = generator.throw(exc)
-            except StopIteration as stop:
-                self._ok = True
-                self._value = stop.value
-                break
-            except BaseException as error:
-                self._ok = False
-                # As SimPy: this function's frame says nothing about the failure.
-                error.__traceback__ = error.__traceback__.tb_next
-                self._value = error
-                break
-            if target.__class__ is int:
-                if target >= 0:
-                    _push(env._queue, (env._now + target, NORMAL, next(env._eid), self._wake))
-                    self._target = None
-                    env._active_proc = None
-                    return
-                event = _NegativeDelay(target)
-                continue
-            if target.__class__ is Signal:
-                target._next = self._wake
-                self._target = target
-                env._active_proc = None
-                return
-            if target.__class__ is Later:
-                if target._then is not self._wake:
-                    raise RuntimeError(f"{target} was made by another process")
-                self._target = target
-                env._active_proc = None
-                return
-            try:
-                callbacks = target.callbacks
-            except AttributeError:
-                where = _describe_frame(generator.gi_frame)
-                raise RuntimeError(f'\n{where}Invalid yield value "{target}"') from None
-            if callbacks is not None:
-                callbacks.append(self._wake)
-                self._target = target
-                env._active_proc = None
-                return
-            event = target
-        _push(env._queue, (env._now, NORMAL, next(env._eid), self))
-        self._target = None
-        env._active_proc = None
+        """Run the generator to its next wait: sent ``event``'s value (thrown a copy of its exception), or
+        ``None`` when called from the queue (the start, a delay's end); ``_scheduler.c``'s ``resume``, which
+        :attr:`_wake` calls without this frame."""
+        _step(self, event)
 
     def interrupt(self, cause: object = None) -> None:
         """Throw ``simpy.Interrupt(cause)`` into the process, as ``simpy.Process.interrupt`` (an
@@ -465,3 +409,6 @@ class _Interruption(Interruption):
             return
         process._stop_waiting()
         process._resume(self)
+
+
+_bind(Signal, Later, Engine, Process)
