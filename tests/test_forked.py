@@ -114,6 +114,19 @@ def test_a_result_comes_back_as_soon_as_its_worker_has_it():
         os.close(read_end)
 
 
+def test_an_ended_workers_results_are_read_when_asked_for():
+    """Noticing that a worker ended (``running``, at the model's checkpoints) leaves its results file unread
+    until a result is asked for: unpickling blocks is not done between two steps of the model."""
+    with ForkPool(2) as pool:
+        pool.submit(["a", "b"], lambda task: task * 3)
+        while pool.running:
+            time.sleep(0.01)
+        assert list(pool.folder.iterdir())  # still there, unread
+        assert pool.wait_for("b") and pool.pop("b") == "bbb"
+        assert not list(pool.folder.iterdir())
+        assert pool.results() == {"a": "aaa"}
+
+
 def test_results_before_a_failure_are_kept_and_the_failure_raised_when_reached():
     def second_fails(task):
         if task == 2:

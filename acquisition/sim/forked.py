@@ -48,6 +48,7 @@ class _Worker:
     ready: int  # the pipe's read end
     file: BinaryIO | None = None  # opened at the first complete record
     taken: int = 0  # records read so far
+    status: int = 0  # its exit status (os.waitpid), once it has ended
 
 
 class ForkPool:
@@ -64,6 +65,9 @@ class ForkPool:
             raise ValueError("a pool needs room for at least one worker")
         self.limit = limit
         self._running: dict[int, _Worker] = {}
+        # Ended, their records not read yet: reading (unpickling blocks) waits until a result is asked for,
+        # so that noticing a child has ended costs the caller (the model, between two steps) next to nothing.
+        self._ended: dict[int, _Worker] = {}
         self._results: dict[Task, Any] = {}
         self._folder = Path(tempfile.mkdtemp(prefix="nicrig-workers-"))
         self._serial = 0
@@ -86,8 +90,8 @@ class ForkPool:
 
     @property
     def running(self) -> int:
-        """Children still running (finished ones are collected first)."""
-        self.collect(block=False)
+        """Children still running (their results are read when asked for)."""
+        self._poll(block=False)
         return len(self._running)
 
     def submit(self, tasks: Iterable[Task], work: Callable[[Task], Any]) -> None:
@@ -115,12 +119,9 @@ class ForkPool:
 
     def collect(self, block: bool = True) -> None:
         """Take in the results of finished children (``block``: wait for all of them)."""
-        # Our own children by pid: waiting for any child would take the exit status of one the caller
-        # started some other way (a subprocess) from under it.
-        for pid in list(self._running):
-            done, status = os.waitpid(pid, 0 if block else os.WNOHANG)
-            if done:
-                self._reap(done, status)
+        self._poll(block)
+        for pid in list(self._ended):
+            self._reap(pid)
 
     def wait_oldest(self) -> bool:
         """Take in the results of the child started first of those still running, waiting for it to end;
@@ -128,13 +129,18 @@ class ForkPool:
         if not self._running:
             return False
         oldest = next(iter(self._running))
-        self._reap(*os.waitpid(oldest, 0))
+        self._end(*os.waitpid(oldest, 0))
+        self._reap(oldest)
         return True
 
     def wait_for(self, task: Task) -> bool:
         """Wait until ``task``'s result is in :meth:`results` (as soon as its child has it, while that child
         goes on with its other tasks); False if no running child has the task."""
         while task not in self._results:
+            ended = next((pid for pid, w in self._ended.items() if task in w.tasks), None)
+            if ended is not None:
+                self._reap(ended)
+                continue
             pid = next((pid for pid, w in self._running.items() if task in w.tasks), None)
             if pid is None:
                 return False
@@ -143,11 +149,17 @@ class ForkPool:
             if told:
                 self._take(worker, len(told))
             else:  # the child has ended
-                self._reap(*os.waitpid(pid, 0))
+                self._end(*os.waitpid(pid, 0))
         return True
 
+    def pop(self, task: Task) -> Any:
+        """``task``'s result, taken in (:meth:`wait_for`), and forgotten here."""
+        return self._results.pop(task)
+
     def results(self) -> dict[Task, Any]:
-        """Every result taken in so far, by task."""
+        """Every result taken in so far, those of the children noted as ended included, by task."""
+        for pid in list(self._ended):
+            self._reap(pid)
         return self._results
 
     def close(self) -> None:
@@ -156,7 +168,10 @@ class ForkPool:
         for pid, worker in list(self._running.items()):
             os.waitpid(pid, 0)
             self._close(worker)
+        for worker in self._ended.values():
+            self._close(worker)
         self._running.clear()
+        self._ended.clear()
         for path in self._folder.iterdir():
             path.unlink()
         self._folder.rmdir()
@@ -183,13 +198,26 @@ class ForkPool:
             error.add_note(f"in a forked worker:\n{text}")
             raise error
 
-    def _reap(self, pid: int, status: int) -> None:
+    def _poll(self, block: bool) -> None:
+        """Note the children that have ended (``block``: wait for all of them)."""
+        # Our own children by pid: waiting for any child would take the exit status of one the caller
+        # started some other way (a subprocess) from under it.
+        for pid in list(self._running):
+            done, status = os.waitpid(pid, 0 if block else os.WNOHANG)
+            if done:
+                self._end(done, status)
+
+    def _end(self, pid: int, status: int) -> None:
+        worker = self._ended[pid] = self._running.pop(pid)
+        worker.status = status
+
+    def _reap(self, pid: int) -> None:
         """Take in an ended child's remaining records; it must have given every task's result."""
-        worker = self._running.pop(pid)
+        worker = self._ended.pop(pid)
         try:
             self._take(worker, len(_read_all(worker.ready)))
             if worker.taken < len(worker.tasks):
-                raise WorkerFailed(f"a rendering worker ended without its results ({_how(status)}; "
+                raise WorkerFailed(f"a rendering worker ended without its results ({_how(worker.status)}; "
                                    "what it could say is on standard error)")
         finally:
             self._close(worker)

@@ -382,7 +382,6 @@ class _Renderer:
         self.pool = forked.ForkPool(workers) if workers > 1 else None
         self.next_c0: dict[str, int] = {}
         self.final: _Sources | None = None  # the run as recorded, once the model has ended
-        self.results: dict[Hashable, Any] = {}  # blocks by (source, c0, c1), jobs' results by name
         self.jobs: dict[str, Callable[[], Any]] = {}
         self.shares: list[list[Hashable]] = []  # of the blocks and jobs left when the model ended (finish)
         # A recording cut short (fewer messages than the run sends, recorded_part) changes the blocks near its
@@ -439,7 +438,6 @@ class _Renderer:
         self.jobs = {_PROBE_TABLES: partial(sources.tables, "probe", []), **(jobs or {})}
         if self.pool is None:
             return
-        self.results = self.pool.results()
         # Handed out while the model ran: the whole blocks before next_c0 (the same in the run as recorded).
         todo = [*self.jobs, *((name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
                               if c0 >= self.next_c0.get(name, 0))]
@@ -457,11 +455,14 @@ class _Renderer:
         return self._result(task, partial(_render_task, self.final, True, task))
 
     def _result(self, task: Hashable, here: Callable[[], Any]) -> Any:
-        if self.pool is not None:
-            self._hand_out()
-            while not self.pool.wait_for(task) and self.shares:  # its share waits for a worker to end
-                self._hand_out(1)
-        return self.results.pop(task) if task in self.results else here()
+        if self.pool is None:
+            return here()
+        self._hand_out()
+        while not self.pool.wait_for(task):
+            if not self.shares:  # no worker was given it
+                return here()
+            self._hand_out(1)  # its share waits for a worker to end
+        return self.pool.pop(task)
 
     def _hand_out(self, waiting_for: int = 0) -> None:
         """Start the shares :meth:`finish` made that find a worker free, and (waiting for room) at least
