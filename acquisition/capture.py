@@ -419,7 +419,8 @@ class EncodedBlock:
 
     ``sample_chunks`` and ``timestamp_chunks`` (None in timing mode) hold one encoded chunk per
     ``chunk_samples`` samples, the last one an edge chunk when ``num_samples`` is not a multiple;
-    ``first_ps`` is the block's first timestamp, for the writer's order check (None: no timestamps, or none).
+    ``first_ps`` and ``last_ps`` are the block's first and last timestamps, for the writer's order check (None:
+    no timestamps, or none).
     """
 
     num_samples: int
@@ -428,6 +429,7 @@ class EncodedBlock:
     sample_chunks: tuple[bytes, ...]
     timestamp_chunks: tuple[bytes, ...] | None
     first_ps: int | None = None
+    last_ps: int | None = None
 
 
 def encode_block(samples: np.ndarray, timestamps: np.ndarray | None, chunk_samples: int, *,
@@ -468,12 +470,17 @@ def _encoded(samples: np.ndarray, ts: np.ndarray | None, chunk_samples: int, exe
     encoded = tuple((executor.map if executor is not None else map)(
         lambda job: encode_chunk(job[0], chunk_samples, job[1]), jobs))
     k = len(starts)
-    return EncodedBlock(len(samples), samples.shape[1], chunk_samples, encoded[:k],
-                        None if ts is None else encoded[k:], int(ts[0]) if ts is not None and len(ts) else None)
+    stamped = ts is not None and len(ts) > 0
+    return EncodedBlock(len(samples), samples.shape[1], chunk_samples, encoded[:k], None if ts is None else encoded[k:],
+                        int(ts[0]) if stamped else None, int(ts[-1]) if stamped else None)
 
 
 class SourceWriter(Source):
     """A source being written: appends packed samples (and timestamps in state mode) in streaming fashion."""
+
+    #: The last timestamp stored (ps), once known here: each append's first must not be smaller, and reading it
+    #: back from the file inflates a whole chunk. None: read it back when needed.
+    _last_ps: int | None = None
 
     def append(self, packed: np.ndarray, timestamps_ps: np.ndarray | None = None) -> None:
         """Append ``(n, unitsize)`` uint8 packed samples; state mode needs their local timestamps (ps).
@@ -496,6 +503,7 @@ class SourceWriter(Source):
                 raise UsageError(f"source {self.name!r}: timestamps must not decrease")
             if n:
                 self._check_follows(int(ts[0]))
+                self._last_ps = None  # until this append is stored
         elif timestamps_ps is not None:
             raise UsageError(f"source {self.name!r}: timing mode takes no timestamps")
         chunk = self._direct_chunk_samples
@@ -511,6 +519,8 @@ class SourceWriter(Source):
             assert chunk is not None
             self._store(_encoded(packed[head:], None if ts is None else ts[head:], chunk, encoder_pool()))
         self._flush()
+        if ts is not None and n:
+            self._last_ps = int(ts[-1])
 
     def append_encoded(self, block: EncodedBlock) -> None:
         """Append a block :func:`encode_block` made, storing its chunks as they are (``H5Dwrite_chunk``).
@@ -534,8 +544,10 @@ class SourceWriter(Source):
                              "(only a source's last block may end mid-chunk)")
         if block.first_ps is not None:
             self._check_follows(block.first_ps)
+        self._last_ps = None  # until the block is stored
         self._store(block)
         self._flush()
+        self._last_ps = block.last_ps
 
     @functools.cached_property
     def _direct_chunk_samples(self) -> int | None:
@@ -553,7 +565,11 @@ class SourceWriter(Source):
         """Appended timestamps start at or after the last stored one."""
         n0 = self.num_samples
         assert self._timestamps is not None
-        if n0 and first_ps < int(self._read(self._timestamps, n0 - 1, f"timestamp {n0 - 1}")):
+        if not n0:
+            return
+        if self._last_ps is None:
+            self._last_ps = int(self._read(self._timestamps, n0 - 1, f"timestamp {n0 - 1}"))
+        if first_ps < self._last_ps:
             raise UsageError(f"source {self.name!r}: timestamps must not decrease")
 
     def _store(self, block: EncodedBlock) -> None:

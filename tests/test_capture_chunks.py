@@ -89,6 +89,25 @@ def test_an_encoded_block_must_start_on_a_chunk_boundary(tmp_path: Path) -> None
         np.testing.assert_array_equal(cs.source("s").read_packed(), packed)
 
 
+def test_each_append_starts_at_or_after_the_last_stored_timestamp_whichever_way_it_was_stored(tmp_path: Path):
+    """The order check compares with the last timestamp stored, kept from the append or block that stored it
+    (a block carries its first and last), not read back from the file."""
+    packed, ts = _data(3 * CHUNK)
+    with CaptureSet.create(tmp_path / "c.h5") as cs:
+        w = cs.add_source(_spec(), chunk_samples=CHUNK)
+        block = encode_block(packed[:CHUNK], ts[:CHUNK], CHUNK)
+        assert (block.first_ps, block.last_ps) == (ts[0], ts[CHUNK - 1])
+        w.append_encoded(block)
+        with pytest.raises(UsageError, match="must not decrease"):
+            w.append(packed[CHUNK:CHUNK + 1], ts[CHUNK - 2:CHUNK - 1])
+        w.append(packed[CHUNK:2 * CHUNK], ts[CHUNK:2 * CHUNK])
+        with pytest.raises(UsageError, match="must not decrease"):
+            w.append_encoded(encode_block(packed[2 * CHUNK:], ts[2 * CHUNK - 2:3 * CHUNK - 2], CHUNK))
+        w.append_encoded(encode_block(packed[2 * CHUNK:], ts[2 * CHUNK:], CHUNK))
+    with h5py.File(tmp_path / "c.h5") as f:
+        np.testing.assert_array_equal(f["sources/s/timestamps_ps"][:], ts)
+
+
 def test_append_encoded_checks_the_block_against_the_source(tmp_path: Path) -> None:
     packed, ts = _data(2 * CHUNK)
     with CaptureSet.create(tmp_path / "c.h5") as cs:
