@@ -300,7 +300,6 @@ class _Sources:
     def tables(self, name: str, truth: Sequence[np.ndarray]) -> list[_Table]:
         """Source ``name``'s ground truth (``truth/<name>/...``), on the common timeline; a bus's is made of
         its blocks' ``truth`` (:meth:`render`), in order."""
-
         run = self.run
         if name == "probe":
             frames = gmii.GmiiRenderer(run.probe_tx, run.probe_rx).truth()
