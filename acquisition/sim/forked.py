@@ -3,7 +3,8 @@ second CPU while the model (one Python thread, bound by the interpreter) still r
 
 A forked child starts with a copy of this process's memory, so it can read the model's records as they
 are at that moment without their being pickled and sent; only the child's results (compressed blocks of
-samples, tables) come back, through a file. A child never calls into HDF5 (the parent may have a file
+samples, tables) come back, through a file, a record a task as each is done (a byte on a pipe says so).
+A child never calls into HDF5 (the parent may have a file
 open: a child that flushed or closed it would write into the parent's file), turns off the cyclic
 garbage collector (which could finalize the parent's HDF5 objects) and leaves with ``os._exit`` (no
 ``atexit`` handlers, which would close the parent's files).
@@ -40,8 +41,9 @@ def can_fork() -> bool:
 
 @dataclass
 class _Worker:
-    """A running child: the tasks it was given, the file it writes their results to (one pickled record a
-    task, in order) and the pipe on which it says each record is complete (a byte a record)."""
+    """A child, running or ended with records not yet read: the tasks it was given, the file it writes their
+    results to (one pickled record a task, in order) and the pipe on which it says each record is complete
+    (a byte a record)."""
 
     tasks: list[Task]
     out: Path
