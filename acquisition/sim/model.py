@@ -180,6 +180,8 @@ class BusRecord:
     free_clk: int = 0
     period_ps: float = field(init=False, repr=False)
     arbitration_clocks: int = field(init=False, repr=False)
+    #: The bus's clock (its edges' times, one at a time or a range at once).
+    clock: Clock = field(init=False, repr=False, compare=False)
     #: The first rising edge at or after a time (ps, int or float): exactly the inverse of :attr:`time_of`.
     clock_at_or_after: Callable[[float], int] = field(init=False, repr=False, compare=False)
     #: The time (ps) of a rising edge: ``phase_ps + round(clk * period_ps)``.
@@ -189,8 +191,8 @@ class BusRecord:
         self.period_ps = self.profile.period_ps
         self.arbitration_clocks = self.profile.arbitration_clocks
         # The model asks these ~34 times a frame: _clock.c does Python's float arithmetic at C's cost.
-        clock = Clock(self.phase_ps, self.period_ps)
-        self.clock_at_or_after, self.time_of = clock.at_or_after, clock.time_of
+        self.clock = Clock(self.phase_ps, self.period_ps)
+        self.clock_at_or_after, self.time_of = self.clock.at_or_after, self.clock.time_of
 
 
 @dataclass

@@ -81,11 +81,6 @@ class Recording:
     messages: int = 0
 
 
-def _bus_clock(bus: BusRecord) -> Clock:
-    """The clock of ``bus``, whose edges ``BusRecord.time_of`` gives one at a time."""
-    return Clock(bus.phase_ps, bus.period_ps)
-
-
 def _block_times(clock: Clock, c0: int, c1: int) -> np.ndarray:
     """Times (ps) of rising edges ``[c0, c1)`` of ``clock``: a state-mode block's timestamps, in one C pass."""
     return clock.time_range(c0, np.empty(c1 - c0, dtype=np.int64))
@@ -290,7 +285,7 @@ class _Sources:
         truth = renderer.truth()
         mine = (truth["ss"] >= c0) & ((truth["ss"] < c1) | (c1 == n_clocks))
         truth = truth[mine]
-        clock = _bus_clock(bus)
+        clock = bus.clock
         truth = _with_columns(truth, t_start_ps=_times_of(clock, truth["ss"]), t_end_ps=_times_of(clock, truth["es"]),
                               purpose=np.array(bus.purposes[window], dtype="S20")[mine])
         if rec.samples_per_clock is not None:
@@ -312,7 +307,7 @@ class _Sources:
                            {"ss": "clock", "es": "clock", "t_start_ps": "ps", "t_end_ps": "ps", "length": "byte"},
                            "every frame on the link at host A's GMII, both directions")]
         bus = run.buses[name]
-        clock = _bus_clock(bus)
+        clock = bus.clock
         n_clocks = self.clocks(name)
         irqs = [(a, b if b >= 0 else n_clocks) for a, b in bus.interrupts]
         table = _rows_concatenated(truth)
@@ -497,8 +492,7 @@ def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
     width = bus.profile.width_bits
     start = np.array([t.start_clk for t in bus.transactions], dtype=np.int64)
     end = start + np.array([pci_bus.busy_clocks(t, width) for t in bus.transactions], dtype=np.int64)
-    clock = _bus_clock(bus)
-    return _times_of(clock, start), _times_of(clock, end)
+    return _times_of(bus.clock, start), _times_of(bus.clock, end)
 
 
 def quiet_instant_ps(spans: Sequence[tuple[np.ndarray, np.ndarray]], t_ps: int, margin_ps: int) -> int:
