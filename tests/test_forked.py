@@ -4,6 +4,7 @@ that dies is reported, and leaving the pool leaves no process and no file behind
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -139,6 +140,47 @@ def test_results_before_a_failure_are_kept_and_the_failure_raised_when_reached()
         with pytest.raises(ValueError, match="block 2 does not render"):
             pool.wait_for(2)
         assert 3 not in pool.results()
+
+
+def test_a_failure_read_together_with_earlier_results_waits_until_its_task_is_asked_for(monkeypatch):
+    """The child wrote task 1's result and task 2's error before the parent looked: both come in one read of
+    the pipe, and asking for task 1 still gives its result (CI once raised block 2's error here)."""
+    import nicrig.acquisition.sim.forked as forked
+
+    go_r, go_w = os.pipe()
+    held_r, held_w = os.pipe()
+    write_record = forked._write_record
+
+    def then_hold_on(f, told, record):  # after its error record the child says so and waits to be let go
+        write_record(f, told, record)
+        if not pickle.loads(record)[0]:
+            os.write(held_w, b"x")
+            os.read(go_r, 1)
+
+    monkeypatch.setattr(forked, "_write_record", then_hold_on)  # in the child's copy of this process too
+    try:
+        with ForkPool(1) as pool:
+            pool.submit([1, 2, 3], lambda task: task * 10 if task == 1 else 1 / 0)
+            os.read(held_r, 1)  # both records are written and the child has not ended
+            assert pool.running == 1
+            assert pool.wait_for(1) and pool.results() == {1: 10}
+            with pytest.raises(ZeroDivisionError):
+                pool.wait_for(2)
+            os.write(go_w, b"x")
+    finally:
+        for fd in (go_r, go_w, held_r, held_w):
+            os.close(fd)
+
+
+def test_an_ended_workers_failure_waits_until_its_task_is_asked_for():
+    with ForkPool(1) as pool:
+        pool.submit([1, 2, 3], lambda task: task * 10 if task == 1 else 1 / 0)
+        while pool.running:
+            time.sleep(0.01)
+        assert pool.wait_for(1) and pool.pop(1) == 10
+        with pytest.raises(ZeroDivisionError):
+            pool.wait_for(3)
+        assert pool.results() == {}
 
 
 def test_a_worker_killed_halfway_is_reported_after_the_results_it_gave():

@@ -51,6 +51,9 @@ class _Worker:
     file: BinaryIO | None = None  # opened at the first complete record
     taken: int = 0  # records read so far
     status: int = 0  # its exit status (os.waitpid), once it has ended
+    # The error that ended it, read with the records before it: raised when a task from it on is asked for,
+    # not while an earlier one is (a child can have written both before the parent looks).
+    failure: BaseException | None = None
 
 
 class ForkPool:
@@ -141,12 +144,17 @@ class ForkPool:
         while task not in self._results:
             ended = next((pid for pid, w in self._ended.items() if task in w.tasks), None)
             if ended is not None:
-                self._reap(ended)
+                worker = self._ended[ended]
+                self._take(worker, len(_read_all(worker.ready)))
+                if task not in self._results or worker.failure is None:
+                    self._reap(ended)  # read to the end; raises if it ended without the task's result
                 continue
             pid = next((pid for pid, w in self._running.items() if task in w.tasks), None)
             if pid is None:
                 return False
             worker = self._running[pid]
+            if worker.failure is not None:  # its last record: nothing more to come
+                raise worker.failure
             told = os.read(worker.ready, 4096)
             if told:
                 self._take(worker, len(told))
@@ -179,7 +187,8 @@ class ForkPool:
         self._folder.rmdir()
 
     def _take(self, worker: _Worker, records: int) -> None:
-        """Read ``records`` more of ``worker``'s complete records: results, or the error that ended it."""
+        """Read ``records`` more of ``worker``'s complete records: results, or the error that ended it (kept as
+        ``worker.failure``)."""
         if not records:
             return
         try:
@@ -196,9 +205,10 @@ class ForkPool:
                 continue
             error, text = payload
             if error is None:
-                raise WorkerFailed(f"a rendering worker failed:\n{text}")
-            error.add_note(f"in a forked worker:\n{text}")
-            raise error
+                error = WorkerFailed(f"a rendering worker failed:\n{text}")
+            else:
+                error.add_note(f"in a forked worker:\n{text}")
+            worker.failure = error
 
     def _poll(self, block: bool) -> None:
         """Note the children that have ended (``block``: wait for all of them)."""
@@ -218,6 +228,8 @@ class ForkPool:
         worker = self._ended.pop(pid)
         try:
             self._take(worker, len(_read_all(worker.ready)))
+            if worker.failure is not None:
+                raise worker.failure
             if worker.taken < len(worker.tasks):
                 raise WorkerFailed(f"a rendering worker ended without its results ({_how(worker.status)}; "
                                    "what it could say is on standard error)")
