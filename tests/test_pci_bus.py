@@ -428,6 +428,24 @@ def test_phase_arrays_are_checked_when_some_transactions_give_none(waits, messag
         PciRenderer([tx(4, 0x7, 1), tx(20, 0x7, 1, master_waits=waits)], width_bits=32, with_ad=True)
 
 
+def test_data_given_as_ints_beside_uint64_arrays_is_driven_exactly():
+    """NumPy joins a signed and an unsigned 64-bit array as float64, which rounds words above 2**53: a list of
+    Python ints beside a transaction's uint64 array still puts every bit on AD (64-bit bus, high half on
+    AD[63:32])."""
+    high = np.array([0xFFFF_FFFF_FFFF_FFFF, 0x8000_0000_0000_0001], np.uint64)
+    arrays, _ = render([tx(2, 0x7, 2, wide=True, data=high), tx(12, 0x7, 2, wide=True, data=[5, 7])], 24, width=64)
+    ints, _ = render([tx(2, 0x7, 2, wide=True, data=high), tx(12, 0x7, 2, wide=True, data=np.array([5, 7], np.uint64))],
+                     24, width=64)
+    assert ints.keys() == arrays.keys()
+    for name in ints:
+        np.testing.assert_array_equal(ints[name], arrays[name], err_msg=name)
+    ad = vec(arrays, "AD", 64)
+    assert ad[3] == 0xFFFF_FFFF_FFFF_FFFF and ad[4] == 0x8000_0000_0000_0001
+    with pytest.raises(ValueError, match="data must be arrays of integers"):
+        PciRenderer([tx(2, 0x7, 2, wide=True, data=high), tx(12, 0x7, 2, wide=True, data=[5.0, 7.5])],
+                    width_bits=64, with_ad=True)
+
+
 def test_64bit_validation():
     with pytest.raises(ValueError, match="memory"):
         PciRenderer([tx(4, 0x3, 1, wide=True)], width_bits=64, with_ad=False)

@@ -417,6 +417,16 @@ def _owners(off: np.ndarray, phases: np.ndarray) -> np.ndarray:
     return np.searchsorted(off, phases, "right") - 1
 
 
+def _exact_integers(arrays: list[Any], what: str) -> np.ndarray:
+    """``arrays`` joined as Python ints, where NumPy's join was not an integer array: signed and unsigned
+    64-bit arrays together promote to float64, which would round data words above 2**53 (and a float or
+    object array is no bus value at all)."""
+    arrays = [np.asarray(a) for a in arrays]
+    if any(a.size and a.dtype.kind not in "iub" for a in arrays):
+        raise ValueError(f"{what} must be arrays of integers")
+    return np.concatenate([a.astype(object) for a in arrays])
+
+
 def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarray, dtype: Any, what: str) -> np.ndarray:
     """Concatenate per-transaction phase arrays (``None`` entries mean zeros), checking lengths."""
     count = len(values)
@@ -429,6 +439,8 @@ def _phase_field(values: list[Any], n: np.ndarray, off: np.ndarray, s: np.ndarra
         flat = np.concatenate(arrays)
     except (TypeError, ValueError):
         raise ValueError(f"{what} must be one-dimensional arrays") from None
+    if flat.dtype.kind not in "iu":
+        flat = _exact_integers(arrays, what)
     _fail(_per_txn(given[lengths != n[given]], count), s, f"{what} length differs from len(data)")
     negative = flat < 0
     if negative.any():
