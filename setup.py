@@ -111,6 +111,12 @@ setup(
             ["acquisition/sim/_scheduler.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        # A NIC's DMA bursts and the bus claims of the rig model (acquisition/sim/model.py Host.dma, Host.claim).
+        Extension(
+            "nicrig.acquisition.sim._dma",
+            ["acquisition/sim/_dma.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         Extension(
             "nicrig.decoders._wait",
             ["decoders/_wait.c"],

@@ -32,13 +32,15 @@ from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import (
     CMD_MEMORY_READ,
+    BusRecord,
     CsrAccess,
     Rig,
     Point,
     Scenario,
     fewer_collections,
 )
-from nicrig.acquisition.sim.pci_bus import PciTransaction
+from nicrig.acquisition.sim import _dma
+from nicrig.acquisition.sim.pci_bus import TURNAROUND_CLOCKS, PciTransaction
 from nicrig.acquisition.sim.rig import Recording, _rows_concatenated, _with_columns, simulate
 from nicrig.acquisition.sim.scheduler import Engine, after_timeout
 
@@ -211,11 +213,40 @@ def test_a_register_access_attempt_is_its_template_with_the_termination_replaced
 
 
 def test_pci_transactions_fields_are_in_the_order_the_model_passes_them():
-    """The model makes its hot transactions with positional arguments (``_Bursts.claim``, ``CsrAccess.attempt``):
+    """The model makes its register accesses' transactions with positional arguments (``CsrAccess.attempt``):
     a field moved or added before the last would shift them silently."""
     assert [f.name for f in fields(PciTransaction)] == [
         "start_clk", "command", "address", "data", "byte_enables", "target_waits", "master_waits", "devsel",
         "termination", "wide", "master", "parity_error_phases", "kind"]
+
+
+def test_a_bus_claim_arbitrates_for_the_nic_waits_for_a_busy_bus_and_records_where_64_bit_transfers_are():
+    """``_dma.claim`` (Host.claim, and every DMA burst's): the first clock edge at or after now, plus arbitration
+    for a NIC on an idle bus (the host bridge is parked on it); on a busy bus, the clock it frees; the end not
+    before now."""
+    bus = BusRecord(profiles.load("bus", "pci64-66"), 0)
+
+    def txn(master: str, wide: bool) -> PciTransaction:
+        return PciTransaction(0, 0x7, 0x1000, np.zeros(2, np.uint64), np.full(2, 0xFF, np.uint8), master=master,
+                              wide=wide)
+
+    host = txn("host", False)
+    assert _dma.claim(bus, host, "csr", 5, 0) == bus.time_of(5)
+    assert host.start_clk == 0 and bus.free_clk == 5 + TURNAROUND_CLOCKS
+    queued = txn("nic", True)
+    _dma.claim(bus, queued, "tx_data", 4, 0)
+    assert queued.start_clk == 5 + TURNAROUND_CLOCKS
+    idle = txn("nic", True)
+    now = bus.time_of(100) - 1
+    assert _dma.claim(bus, idle, "rx_data", 3, now) == bus.time_of(100 + bus.arbitration_clocks + 3)
+    assert idle.start_clk == 100 + bus.arbitration_clocks
+    late = txn("host", False)
+    later = bus.time_of(200)
+    assert _dma.claim(bus, late, "csr", 0, later) == later
+    assert bus.transactions == [host, queued, idle, late] and bus.purposes == ["csr", "tx_data", "rx_data", "csr"]
+    assert bus.wide == [1, 2]
+    with pytest.raises(TypeError, match="PciTransaction"):
+        _dma.claim(bus, object(), "csr", 1, 0)
 
 
 def test_no_full_collection_in_the_run_and_the_thresholds_as_before_after_it_even_on_error():

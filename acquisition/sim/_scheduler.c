@@ -752,6 +752,14 @@ attr_of(const char *module, const char *name)
     return a;
 }
 
+/* What other C modules of the model (_dma.c) use of this one, through a capsule: queueing an entry as the
+ * queue's own pushes do (the same heap, the same comparisons, the same id counter), and finding a class's
+ * slots. _dma.c declares the same struct. */
+static struct {
+    int (*schedule)(PyObject *env, PyObject *delay, PyObject *priority, PyObject *item);
+    Py_ssize_t (*slot_offset)(PyObject *cls, const char *name);
+} c_api = {schedule, slot_offset};
+
 PyMODINIT_FUNC
 PyInit__scheduler(void)
 {
@@ -772,5 +780,14 @@ PyInit__scheduler(void)
         || !(str_gi_frame = PyUnicode_InternFromString("gi_frame"))
         || !(str_stop_value = PyUnicode_InternFromString("value")))
         return NULL;
-    return PyModule_Create(&scheduler_module);
+    PyObject *module = PyModule_Create(&scheduler_module);
+    if (module == NULL)
+        return NULL;
+    PyObject *capsule = PyCapsule_New(&c_api, "nicrig.acquisition.sim._scheduler._C_API", NULL);
+    if (capsule == NULL || PyModule_AddObject(module, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

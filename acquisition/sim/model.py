@@ -42,6 +42,7 @@ from typing import Any, Callable, Generator, Iterator, Literal
 
 import numpy as np
 import simpy
+from nicrig.acquisition.sim import _dma
 from nicrig.acquisition.sim._clock import Clock
 from nicrig.acquisition.sim.ethernet import (
     Frame,
@@ -166,9 +167,11 @@ class Scenario:
             raise UsageError(f"mtu {self.mtu}: must be 576 to 9216 bytes")
 
 
-@dataclass
+@dataclass(slots=True)
 class BusRecord:
-    """What happened on one host's bus: transactions (clock-scheduled) and INTA# intervals."""
+    """What happened on one host's bus: transactions (clock-scheduled) and INTA# intervals.
+
+    Slots: ``_dma.c`` reads and writes the fields a bus claim uses at their offsets."""
 
     profile: BusProfile
     phase_ps: int
@@ -344,55 +347,13 @@ class CsrAccess:
         """A fresh transaction of this access, ended ``termination`` ("normal" or "retry"): the template's fields
         (its arrays shared, read-only), as ``dataclasses.replace`` would copy them at a fraction of the cost."""
         t = self.template
-        # Positional, in PciTransaction's field order (as _Bursts.claim: keywords cost more).
+        # Positional, in PciTransaction's field order: keywords cost more.
         return PciTransaction(t.start_clk, t.command, t.address, t.data, t.byte_enables, t.target_waits,
                               t.master_waits, t.devsel, termination, t.wide, t.master, t.parity_error_phases, t.kind)
 
 
-class _Bursts:
-    """The bus transactions of one DMA, run by callbacks on the very events a generator would wait for.
-
-    As a process, a DMA would claim the bus for a burst, wait for its end, wait the NIC's gap between
-    bursts and claim again; here each of those timeouts is a call (:meth:`Engine.call_in`) queued at the
-    same moment, due at the same time, so the order of everything in the run (SimPy orders equal times by
-    creation) is the same, but a burst costs two queued calls instead of two events resuming a generator
-    nested three deep. The last burst's end is ``done`` (a :class:`Later`), which the DMA's process waits for.
-    """
-
-    def __init__(self, host: Host, plan: tuple[DmaBurst, ...], address: int, payload: bytes, purpose: str,
-                 done: Later):
-        self.host, self.plan, self.address, self.payload, self.purpose, self.done = \
-            host, plan, address, payload, purpose, done
-        self.width, self.wide, self.gap_ps = host.bus_bytes, host.bus_wide, host.dma_burst_gap_ps
-        # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
-        # phases are a slice of the whole transfer's.
-        self.words = bus_words(payload, self.width) if address % self.width == 0 else None
-        self.next = 0
-
-    def claim(self) -> None:
-        """Put the next burst on the bus as soon as it is free (:meth:`Host.claim`); call back at its end."""
-        burst = self.plan[self.next]
-        self.next += 1
-        at = self.address + burst.offset
-        if self.words is None:
-            data = bus_words(self.payload[burst.offset:burst.offset + burst.length], self.width)
-        else:
-            data = self.words[burst.phases]
-        # Positional (PciTransaction's field order: start_clk, command, address, data, byte_enables,
-        # target_waits, master_waits, devsel, termination, wide, master, parity_error_phases, kind): keywords
-        # cost a tenth of a microsecond a burst more.
-        end_ps = self.host.claim(PciTransaction(
-            0, burst.command, at, data, burst.byte_enables, burst.target_waits, burst.master_waits, 2,
-            burst.termination, self.wide, "nic", (), "dma"), self.purpose, burst.busy_dac if at >= 1 << 32 else burst.busy)
-        env = self.host.env
-        if self.next == len(self.plan):
-            self.done.succeed_in(end_ps - env.now)
-        else:
-            env.call_in(end_ps - env.now, self._ended)
-
-    def _ended(self) -> None:
-        """A burst is over: the NIC turns its FIFO round before it asks for the bus again."""
-        self.host.env.call_in(self.gap_ps, self.claim)
+# _dma.c's DMA bursts and bus claims read and write these classes' slots at their offsets.
+_dma.bind(BusRecord, DmaBurst, PciTransaction, Engine, Later, TURNAROUND_CLOCKS)
 
 
 class Link:
@@ -541,27 +502,13 @@ class Host:
     def claim(self, txn: PciTransaction, purpose: str, busy: int | None = None) -> int:
         """Schedule ``txn`` on this host's bus as soon as the bus is free; return when it ends (ps).
 
-        ``busy``: its :func:`busy_clocks`, when the caller knows them already.
+        ``busy``: its :func:`busy_clocks`, when the caller knows them already. The arithmetic is ``_dma.c``'s
+        ``claim``, which a DMA's bursts use without this frame: the bus's first clock edge at or after now,
+        arbitration first if the NIC masters an idle bus, the end not before now.
         """
-        bus = self.bus
-        now = self.env.now
-        start = bus.clock_at_or_after(now)
-        free = bus.free_clk
-        if free <= start:
-            if txn.master == "nic":
-                start += bus.arbitration_clocks
-        else:
-            start = free
-        txn.start_clk = start
         if busy is None:
-            busy = busy_clocks(txn, bus.profile.width_bits)
-        bus.free_clk = start + busy + TURNAROUND_CLOCKS
-        if txn.wide:
-            bus.wide.append(len(bus.transactions))
-        bus.transactions.append(txn)
-        bus.purposes.append(purpose)
-        end = bus.time_of(start + busy)
-        return end if end > now else now
+            busy = busy_clocks(txn, self.bus.profile.width_bits)
+        return _dma.claim(self.bus, txn, purpose, busy, self.env._now)
 
     def _csr_transaction(self, access: str) -> Process:
         """One register access on the bus (host bridge is master), after its STOP# retries.
@@ -663,7 +610,15 @@ class Host:
             plan = self.dma_plans[key] = dma_plan(key[1], key[2], write=write, **shape)
         if plan:
             done = Later(self.env)
-            _Bursts(self, plan, address, payload, purpose, done).claim()
+            # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
+            # phases are a slice of the whole transfer's.
+            width = self.bus_bytes
+            data = bus_words(payload, width) if address % width == 0 else tuple(
+                bus_words(payload[b.offset:b.offset + b.length], width) for b in plan)
+            # Each burst claims the bus when it is free, and the NIC its gap after each but the last, as queued
+            # calls (_dma.c), at the moments a process waiting for each would have been: SimPy's order of events
+            # (equal times by creation) is kept, with no event or generator a burst.
+            _dma.bursts(self.env, self.bus, plan, address, data, purpose, done, self.dma_burst_gap_ps, self.bus_wide)
             yield done
 
     def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:

@@ -1,0 +1,519 @@
+/* A NIC's DMA on the simulated bus (acquisition/sim/model.py, Host.dma and Host.claim), in C.
+ *
+ * A DMA is a chain of bursts: claim the bus for the next burst as soon as it is free (claim_on: the bus's
+ * next clock edge, arbitration, the transaction recorded), call back at the burst's end, wait the NIC's gap,
+ * claim again; the last burst's end is the DMA's Later, which the DMA's process waits for. Each wait is an
+ * entry queued at the moment and with the priority the Python did it (_scheduler.c's schedule, reached
+ * through its capsule), so the order of everything in the run is unchanged; only the Python is gone (~16
+ * bursts and ~27 bus claims a simulated frame: a fifth of the model's instructions).
+ *
+ * As in _scheduler.c, what is read and written on every burst (the bus record's free clock and lists, a
+ * plan's burst fields, a new transaction's fields, the environment's time, a Later's end) are __slots__,
+ * read and written at their offsets (bind() finds them); by name, getattr and setattr would cost as much as
+ * the Python they replace. A transaction is made as its dataclass's __init__ makes it (every field set,
+ * nothing else: PciTransaction has no __post_init__), without the Python frame.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX: what a __slots__ member holds */
+
+#define SLOT(obj, at) (*(PyObject **)((char *)(obj) + (at)))
+
+/* _scheduler.c's queue push and slot finder (its capsule, the same struct) */
+static struct {
+    int (*schedule)(PyObject *env, PyObject *delay, PyObject *priority, PyObject *item);
+    Py_ssize_t (*slot_offset)(PyObject *cls, const char *name);
+} *scheduler_api;
+static PyObject *normal;                  /* simpy.events.NORMAL: the priority of every entry queued here */
+/* what every burst's transaction holds: start_clk before its claim, devsel, master, parity_error_phases, kind */
+static PyObject *zero, *two, *str_nic, *no_phases, *str_dma;
+static long long turnaround_clocks;       /* pci_bus.TURNAROUND_CLOCKS, given by bind() */
+
+/* Where the slots are (bind()) */
+static PyTypeObject *transaction_type;
+static Py_ssize_t bus_free_clk, bus_arbitration_clocks, bus_transactions, bus_purposes, bus_wide, bus_at_or_after,
+    bus_time_of;
+static Py_ssize_t burst_offset, burst_phases, burst_command, burst_byte_enables, burst_target_waits,
+    burst_master_waits, burst_termination, burst_busy, burst_busy_dac;
+static Py_ssize_t txn_start_clk, txn_command, txn_address, txn_data, txn_byte_enables, txn_target_waits,
+    txn_master_waits, txn_devsel, txn_termination, txn_wide, txn_master, txn_parity_error_phases, txn_kind;
+static Py_ssize_t engine_now, later_then, later_queued;
+static int bound;
+
+/* obj's slot at `at` (borrowed), or NULL with AttributeError set if it was never set. */
+static PyObject *
+slot(PyObject *obj, Py_ssize_t at, const char *name)
+{
+    PyObject *v = SLOT(obj, at);
+    if (v == NULL)
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'", Py_TYPE(obj)->tp_name, name);
+    return v;
+}
+
+/* Set obj's slot at `at` to v, stealing the reference (NULL: an error is set, nothing changes). 0 or -1. */
+static int
+slot_steal(PyObject *obj, Py_ssize_t at, PyObject *v)
+{
+    if (v == NULL)
+        return -1;
+    Py_XSETREF(SLOT(obj, at), v);
+    return 0;
+}
+
+/* An int slot as a long long: 0, or -1 with an exception set. */
+static int
+slot_ll(PyObject *obj, Py_ssize_t at, const char *name, long long *out)
+{
+    PyObject *v = slot(obj, at, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Call a bus record's clock method (a bound method in its slot) with one int; the int it returns. */
+static int
+clock_call(PyObject *bus, Py_ssize_t at, const char *name, PyObject *arg, long long *out)
+{
+    PyObject *method = slot(bus, at, name);
+    if (method == NULL)
+        return -1;
+    PyObject *r = PyObject_Vectorcall(method, &arg, 1, NULL);
+    if (r == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Host.claim: put txn on the bus as soon as it is free, at `now` (ps), busy `busy` clocks; its master
+ * arbitrates for an idle bus when it is the NIC (is_nic), the host bridge is parked on it. Records txn and
+ * its purpose (and where a 64-bit one is) on the bus; returns when txn ends (ps, a new reference), not before
+ * now. */
+static PyObject *
+claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObject *now, int is_nic)
+{
+    long long start, free;
+    if (clock_call(bus, bus_at_or_after, "clock_at_or_after", now, &start) < 0
+        || slot_ll(bus, bus_free_clk, "free_clk", &free) < 0)
+        return NULL;
+    if (free <= start) {
+        long long arbitration;
+        if (is_nic) {
+            if (slot_ll(bus, bus_arbitration_clocks, "arbitration_clocks", &arbitration) < 0)
+                return NULL;
+            start += arbitration;
+        }
+    } else {
+        start = free;
+    }
+    PyObject *transactions = slot(bus, bus_transactions, "transactions"), *purposes = slot(bus, bus_purposes, "purposes"),
+             *wide = slot(bus, bus_wide, "wide"), *txn_is_wide = slot(txn, txn_wide, "wide");
+    if (transactions == NULL || purposes == NULL || wide == NULL || txn_is_wide == NULL)
+        return NULL;
+    if (!PyList_Check(transactions) || !PyList_Check(purposes) || !PyList_Check(wide)) {
+        PyErr_SetString(PyExc_TypeError, "a bus record's transactions, purposes and wide must be lists");
+        return NULL;
+    }
+    if (slot_steal(txn, txn_start_clk, PyLong_FromLongLong(start)) < 0
+        || slot_steal(bus, bus_free_clk, PyLong_FromLongLong(start + busy + turnaround_clocks)) < 0)
+        return NULL;
+    int is_wide = PyObject_IsTrue(txn_is_wide);
+    if (is_wide < 0)
+        return NULL;
+    if (is_wide) {
+        PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(transactions));
+        int failed = index == NULL || PyList_Append(wide, index) < 0;
+        Py_XDECREF(index);
+        if (failed)
+            return NULL;
+    }
+    if (PyList_Append(transactions, txn) < 0 || PyList_Append(purposes, purpose) < 0)
+        return NULL;
+    PyObject *last = PyLong_FromLongLong(start + busy);
+    if (last == NULL)
+        return NULL;
+    long long end;
+    int failed = clock_call(bus, bus_time_of, "time_of", last, &end) < 0;
+    Py_DECREF(last);
+    if (failed)
+        return NULL;
+    long long now_ps = PyLong_AsLongLong(now);
+    if (now_ps == -1 && PyErr_Occurred())
+        return NULL;
+    return end > now_ps ? PyLong_FromLongLong(end) : Py_NewRef(now);
+}
+
+PyDoc_STRVAR(claim_doc,
+"claim(bus, txn, purpose, busy, now) -> int\n\n"
+"Schedule txn (a PciTransaction) on bus (a BusRecord) at the first clock edge at or after now (ps) when the\n"
+"bus is free, after arbitration when txn's master is the NIC; record it with purpose; txn keeps the bus\n"
+"busy `busy` clocks. Returns when it ends (ps), not before now. Host.claim.");
+
+static PyObject *
+claim(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "claim(bus, txn, purpose, busy, now) takes 5 arguments");
+        return NULL;
+    }
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "claim() before bind()");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[1], transaction_type)) {
+        PyErr_SetString(PyExc_TypeError, "claim() takes a PciTransaction");
+        return NULL;
+    }
+    long long busy = PyLong_AsLongLong(args[3]);
+    if (busy == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *master = slot(args[1], txn_master, "master");
+    if (master == NULL)
+        return NULL;
+    int is_nic = PyObject_RichCompareBool(master, str_nic, Py_EQ);
+    if (is_nic < 0)
+        return NULL;
+    return claim_on(args[0], args[1], args[2], busy, args[4], is_nic);
+}
+
+/* One DMA's bursts (model.py's Host.dma starts them). step is the bound method queued for each wait, made
+ * once (the Python made two bound methods a burst); ended says which wait it is: a burst's end (then the
+ * NIC's gap) or the gap (then the next claim). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *env;     /* the scheduler.Engine */
+    PyObject *bus;     /* the BusRecord */
+    PyObject *plan;    /* tuple of DmaBurst */
+    PyObject *data;    /* the transfer's bus words (sliced by each burst's phases), or a tuple of each burst's */
+    PyObject *purpose; /* str recorded with each transaction */
+    PyObject *done;    /* the Later the last burst's end succeeds */
+    PyObject *gap_ps;  /* int: the NIC's turn-round between bursts */
+    PyObject *wide;    /* bool: a 64-bit transfer */
+    PyObject *step;    /* bound method of step() on this object; cleared once the last burst is claimed */
+    long long address;
+    Py_ssize_t next;   /* the next burst to claim */
+    int ended;
+} Bursts;
+
+static int
+bursts_traverse(Bursts *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->env);
+    Py_VISIT(self->bus);
+    Py_VISIT(self->plan);
+    Py_VISIT(self->data);
+    Py_VISIT(self->purpose);
+    Py_VISIT(self->done);
+    Py_VISIT(self->gap_ps);
+    Py_VISIT(self->wide);
+    Py_VISIT(self->step);
+    return 0;
+}
+
+static int
+bursts_clear(Bursts *self)
+{
+    Py_CLEAR(self->env);
+    Py_CLEAR(self->bus);
+    Py_CLEAR(self->plan);
+    Py_CLEAR(self->data);
+    Py_CLEAR(self->purpose);
+    Py_CLEAR(self->done);
+    Py_CLEAR(self->gap_ps);
+    Py_CLEAR(self->wide);
+    Py_CLEAR(self->step);
+    return 0;
+}
+
+static void
+bursts_dealloc(Bursts *self)
+{
+    PyObject_GC_UnTrack(self);
+    bursts_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject BurstsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nicrig.acquisition.sim._dma.Bursts",
+    .tp_doc = "One DMA's bursts on the bus, claimed one after another (bursts() makes it).",
+    .tp_basicsize = sizeof(Bursts),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)bursts_traverse,
+    .tp_clear = (inquiry)bursts_clear,
+    .tp_dealloc = (destructor)bursts_dealloc,
+};
+
+/* A burst's transaction: PciTransaction(0, command, at, data, byte_enables, target_waits, master_waits, 2,
+ * termination, wide, "nic", (), "dma"), every slot set as its __init__ sets them. A new reference or NULL. */
+static PyObject *
+burst_transaction(Bursts *self, PyObject *burst, PyObject *at, PyObject *data)
+{
+    PyObject *txn = transaction_type->tp_alloc(transaction_type, 0);
+    if (txn == NULL)
+        return NULL;
+    const struct {
+        Py_ssize_t at;
+        PyObject *value;
+    } fields[] = {
+        {txn_start_clk, zero},
+        {txn_command, SLOT(burst, burst_command)},
+        {txn_address, at},
+        {txn_data, data},
+        {txn_byte_enables, SLOT(burst, burst_byte_enables)},
+        {txn_target_waits, SLOT(burst, burst_target_waits)},
+        {txn_master_waits, SLOT(burst, burst_master_waits)},
+        {txn_devsel, two},
+        {txn_termination, SLOT(burst, burst_termination)},
+        {txn_wide, self->wide},
+        {txn_master, str_nic},
+        {txn_parity_error_phases, no_phases},
+        {txn_kind, str_dma},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i].value == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "a DmaBurst's field was never set");
+            Py_DECREF(txn);
+            return NULL;
+        }
+        SLOT(txn, fields[i].at) = Py_NewRef(fields[i].value);
+    }
+    return txn;
+}
+
+/* Claim the next burst: its transaction on the bus, then the wait for its end queued (the last one's: the
+ * DMA's Later, as Later.succeed_in queues it). 0, or -1 with an exception set. */
+static int
+claim_next(Bursts *self)
+{
+    Py_ssize_t k = self->next;
+    if (k >= PyTuple_GET_SIZE(self->plan)) {
+        PyErr_SetString(PyExc_RuntimeError, "every burst of this DMA was claimed");
+        return -1;
+    }
+    self->next = k + 1;
+    PyObject *burst = PyTuple_GET_ITEM(self->plan, k);
+    long long offset, busy;
+    if (slot_ll(burst, burst_offset, "offset", &offset) < 0)
+        return -1;
+    long long at_addr = self->address + offset;
+    if (slot_ll(burst, at_addr >= (1LL << 32) ? burst_busy_dac : burst_busy, "busy", &busy) < 0)
+        return -1;
+    PyObject *data;
+    if (PyTuple_Check(self->data)) {
+        data = PyTuple_GetItem(self->data, k);
+        Py_XINCREF(data);
+    } else {
+        PyObject *phases = slot(burst, burst_phases, "phases");
+        data = phases == NULL ? NULL : PyObject_GetItem(self->data, phases);
+    }
+    if (data == NULL)
+        return -1;
+    PyObject *at = PyLong_FromLongLong(at_addr);
+    PyObject *txn = at == NULL ? NULL : burst_transaction(self, burst, at, data);
+    Py_XDECREF(at);
+    Py_DECREF(data);
+    if (txn == NULL)
+        return -1;
+    PyObject *now = slot(self->env, engine_now, "_now");
+    PyObject *end = now == NULL ? NULL : claim_on(self->bus, txn, self->purpose, busy, now, 1);
+    Py_DECREF(txn);
+    if (end == NULL)
+        return -1;
+    PyObject *delay = PyNumber_Subtract(end, now);
+    Py_DECREF(end);
+    if (delay == NULL)
+        return -1;
+    int r;
+    if (self->next == PyTuple_GET_SIZE(self->plan)) {
+        PyObject *then = slot(self->done, later_then, "_then");
+        r = then == NULL ? -1 : scheduler_api->schedule(self->env, delay, normal, then);
+        if (r == 0)
+            slot_steal(self->done, later_queued, Py_NewRef(Py_True));
+        Py_CLEAR(self->step); /* nothing is queued for this object any more: no cycle left through step */
+    } else {
+        self->ended = 1;
+        r = scheduler_api->schedule(self->env, delay, normal, self->step);
+    }
+    Py_DECREF(delay);
+    return r;
+}
+
+PyDoc_STRVAR(step_doc,
+"step(bursts) -> None\n\n"
+"What a DMA's queued wait does when it is due: at a burst's end, queue the NIC's gap; at the gap's end,\n"
+"claim the next burst.");
+
+static PyObject *
+step(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, &BurstsType)) {
+        PyErr_SetString(PyExc_TypeError, "step() takes a Bursts");
+        return NULL;
+    }
+    Bursts *self = (Bursts *)arg;
+    if (self->ended) {
+        self->ended = 0;
+        if (self->step == NULL || scheduler_api->schedule(self->env, self->gap_ps, normal, self->step) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "a DMA stepped after its last burst");
+            return NULL;
+        }
+    } else if (claim_next(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef step_def = {"step", (PyCFunction)step, METH_O, step_doc};
+
+PyDoc_STRVAR(bursts_doc,
+"bursts(env, bus, plan, address, data, purpose, done, gap_ps, wide) -> None\n\n"
+"Start a DMA: claim the first of plan's bursts (DmaBurst) on bus now, and each next one gap_ps after the\n"
+"one before ends, at address + its offset; done (a Later) succeeds when the last one ends. data: the\n"
+"transfer's bus words, which each burst's phases slice, or a tuple of each burst's words.");
+
+static PyObject *
+bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "bursts(env, bus, plan, address, data, purpose, done, gap_ps, wide) takes 9 "
+                                         "arguments");
+        return NULL;
+    }
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bursts() before bind()");
+        return NULL;
+    }
+    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) == 0) {
+        PyErr_SetString(PyExc_ValueError, "a DMA's plan is a tuple of one or more bursts");
+        return NULL;
+    }
+    long long address = PyLong_AsLongLong(args[3]);
+    if (address == -1 && PyErr_Occurred())
+        return NULL;
+    Bursts *self = PyObject_GC_New(Bursts, &BurstsType);
+    if (self == NULL)
+        return NULL;
+    self->env = Py_NewRef(args[0]);
+    self->bus = Py_NewRef(args[1]);
+    self->plan = Py_NewRef(args[2]);
+    self->data = Py_NewRef(args[4]);
+    self->purpose = Py_NewRef(args[5]);
+    self->done = Py_NewRef(args[6]);
+    self->gap_ps = Py_NewRef(args[7]);
+    self->wide = Py_NewRef(args[8]);
+    self->address = address;
+    self->next = 0;
+    self->ended = 0;
+    self->step = NULL;
+    PyObject_GC_Track(self);
+    PyObject *function = PyCFunction_NewEx(&step_def, NULL, module);
+    if (function != NULL) {
+        self->step = PyMethod_New(function, (PyObject *)self);
+        Py_DECREF(function);
+    }
+    int failed = self->step == NULL || claim_next(self) < 0;
+    Py_DECREF(self);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(bind_doc,
+"bind(bus_record, dma_burst, transaction, engine, later, turnaround_clocks) -> None\n\n"
+"Give this module model.py's BusRecord and DmaBurst, pci_bus's PciTransaction, scheduler.py's Engine and\n"
+"Later (where their __slots__ are), and pci_bus.TURNAROUND_CLOCKS.");
+
+/* Each slot's offset into *at, in order; 0, or -1 with an exception set (nothing is changed then only if the
+ * caller fills temporaries, as bind() does). */
+static int
+offsets(PyObject *cls, const char *const *names, Py_ssize_t *at)
+{
+    for (int i = 0; names[i] != NULL; i++)
+        if ((at[i] = scheduler_api->slot_offset(cls, names[i])) < 0)
+            return -1;
+    return 0;
+}
+
+static PyObject *
+bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2])
+        || !PyType_Check(args[3]) || !PyType_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "bind(bus_record, dma_burst, transaction, engine, later, turnaround_clocks) "
+                                         "takes 5 classes and an int");
+        return NULL;
+    }
+    long long turnaround = PyLong_AsLongLong(args[5]);
+    if (turnaround == -1 && PyErr_Occurred())
+        return NULL;
+    static const char *const bus_names[] = {"free_clk", "arbitration_clocks", "transactions", "purposes", "wide",
+                                            "clock_at_or_after", "time_of", NULL};
+    static const char *const burst_names[] = {"offset", "phases", "command", "byte_enables", "target_waits",
+                                              "master_waits", "termination", "busy", "busy_dac", NULL};
+    static const char *const txn_names[] = {"start_clk", "command", "address", "data", "byte_enables",
+                                            "target_waits", "master_waits", "devsel", "termination", "wide",
+                                            "master", "parity_error_phases", "kind", NULL};
+    static const char *const engine_names[] = {"_now", NULL};
+    static const char *const later_names[] = {"_then", "_queued", NULL};
+    /* all found before any is changed: a failed bind leaves the last one whole */
+    Py_ssize_t b[7], d[9], t[13], e[1], l[2];
+    if (offsets(args[0], bus_names, b) < 0 || offsets(args[1], burst_names, d) < 0
+        || offsets(args[2], txn_names, t) < 0 || offsets(args[3], engine_names, e) < 0
+        || offsets(args[4], later_names, l) < 0)
+        return NULL;
+    bus_free_clk = b[0], bus_arbitration_clocks = b[1], bus_transactions = b[2], bus_purposes = b[3];
+    bus_wide = b[4], bus_at_or_after = b[5], bus_time_of = b[6];
+    burst_offset = d[0], burst_phases = d[1], burst_command = d[2], burst_byte_enables = d[3];
+    burst_target_waits = d[4], burst_master_waits = d[5], burst_termination = d[6], burst_busy = d[7];
+    burst_busy_dac = d[8];
+    txn_start_clk = t[0], txn_command = t[1], txn_address = t[2], txn_data = t[3], txn_byte_enables = t[4];
+    txn_target_waits = t[5], txn_master_waits = t[6], txn_devsel = t[7], txn_termination = t[8], txn_wide = t[9];
+    txn_master = t[10], txn_parity_error_phases = t[11], txn_kind = t[12];
+    engine_now = e[0];
+    later_then = l[0], later_queued = l[1];
+    turnaround_clocks = turnaround;
+    Py_XSETREF(transaction_type, (PyTypeObject *)Py_NewRef(args[2]));
+    bound = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL, bind_doc},
+    {"bursts", (PyCFunction)(void (*)(void))bursts, METH_FASTCALL, bursts_doc},
+    {"claim", (PyCFunction)(void (*)(void))claim, METH_FASTCALL, claim_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef dma_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "nicrig.acquisition.sim._dma",
+    .m_doc = "A NIC's DMA bursts and the bus claims of the rig model (model.py's Host.dma, Host.claim) in C.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__dma(void)
+{
+    /* PyCapsule_Import finds the capsule by attributes from the top package: the submodule imported first */
+    PyObject *scheduler = PyImport_ImportModule("nicrig.acquisition.sim._scheduler");
+    if (scheduler == NULL)
+        return NULL;
+    Py_DECREF(scheduler);
+    if ((scheduler_api = PyCapsule_Import("nicrig.acquisition.sim._scheduler._C_API", 0)) == NULL)
+        return NULL;
+    PyObject *events = PyImport_ImportModule("simpy.events");
+    if (events == NULL)
+        return NULL;
+    normal = PyObject_GetAttrString(events, "NORMAL");
+    Py_DECREF(events);
+    if (normal == NULL || (str_nic = PyUnicode_InternFromString("nic")) == NULL
+        || (str_dma = PyUnicode_InternFromString("dma")) == NULL || (two = PyLong_FromLong(2)) == NULL
+        || (zero = PyLong_FromLong(0)) == NULL || (no_phases = PyTuple_New(0)) == NULL
+        || PyType_Ready(&BurstsType) < 0)
+        return NULL;
+    return PyModule_Create(&dma_module);
+}
