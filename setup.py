@@ -113,8 +113,8 @@ setup(
         ),
         # A NIC's DMA bursts and the bus claims of the rig model (acquisition/sim/model.py Host.dma, Host.claim).
         Extension(
-            "nicrig.acquisition.sim._dma",
-            ["acquisition/sim/_dma.c"],
+            "nicrig.acquisition.sim._bus",
+            ["acquisition/sim/_bus.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
         Extension(

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -37,12 +38,13 @@ from nicrig.acquisition.sim.model import (
     Rig,
     Point,
     Scenario,
+    dma_plan,
     fewer_collections,
 )
-from nicrig.acquisition.sim import _dma
-from nicrig.acquisition.sim.pci_bus import TURNAROUND_CLOCKS, PciTransaction
+from nicrig.acquisition.sim import _bus
+from nicrig.acquisition.sim.pci_bus import PciTransaction
 from nicrig.acquisition.sim.rig import Recording, _rows_concatenated, _with_columns, simulate
-from nicrig.acquisition.sim.scheduler import Engine, after_timeout
+from nicrig.acquisition.sim.scheduler import Engine, Later, after_timeout
 
 #: (name, profiles, recording, scenario) -> sha256 of the truth tables and the sources, in name order.
 CASES = {
@@ -198,55 +200,108 @@ def test_no_block_handed_out_while_the_model_runs_lies_past_the_recordings_end(t
     assert not past, f"{len(past)} blocks past the recording's end, the first {past[0]}"
 
 
-def test_a_register_access_attempt_is_its_template_with_the_termination_replaced():
-    """``CsrAccess.attempt`` copies the template field by field (cheaper than ``dataclasses.replace``): every
-    field, a field added to ``PciTransaction`` later included, must come across."""
+def _run_process(env: Engine, generator) -> None:
+    env.process(generator)
+    env.run()
+
+
+def test_a_delayed_read_is_retried_until_its_data_is_there_each_attempt_a_copy_of_its_template():
+    """``_bus.register_access``: a read whose data takes the NIC ``read_latency_ps`` from the first attempt it
+    takes is refused (STOP#) until then, attempted again ``retry_ps`` after each refused attempt's end, at the
+    bus's next clock edge; every attempt is the template's fields (its arrays shared), ended "retry" or
+    "normal"; the access's Later ends with the attempt that completes."""
+    env = Engine()
+    bus = BusRecord(profiles.load("bus", "pci64-66"), 0)
     template = PciTransaction(start_clk=3, command=CMD_MEMORY_READ, address=0xFE000008,
                               data=np.array([8], np.uint64), byte_enables=np.array([0xF], np.uint8),
                               target_waits=np.array([8]), master_waits=np.array([1]), devsel=2, termination="retry",
                               wide=True, master="host", parity_error_phases=(0,), kind="csr")
-    got = CsrAccess(False, template, 12, 5).attempt("normal")
-    assert got is not template and got.termination == "normal"
-    for f in fields(PciTransaction):
-        if f.name != "termination":
-            assert getattr(got, f.name) is getattr(template, f.name), f.name
+    shape = CsrAccess(False, template, busy=12, busy_retry=5)
+    host = SimpleNamespace(csr_ready_ps=0)
+    latency_ps, retry_ps = 200_000, 30_000
+    ended = []
+
+    def read():
+        done = Later(env)
+        _bus.register_access(env, bus, host, shape, 0, True, latency_ps, retry_ps, done)
+        yield done
+        ended.append(env.now)
+
+    _run_process(env, read())
+    attempts = bus.transactions
+    assert [t.termination for t in attempts] == ["retry"] * (len(attempts) - 1) + ["normal"] and len(attempts) > 2
+    assert bus.purposes == ["csr_retry"] * (len(attempts) - 1) + ["csr"] and bus.wide == list(range(len(attempts)))
+    for t in attempts:
+        assert t is not template
+        for f in fields(PciTransaction):
+            if f.name not in ("start_clk", "termination"):
+                assert getattr(t, f.name) is getattr(template, f.name), f.name
+    assert attempts[0].start_clk == 0
+    for before, t in zip(attempts, attempts[1:]):
+        assert t.start_clk == bus.clock_at_or_after(bus.time_of(before.start_clk + 5) + retry_ps)
+    assert bus.time_of(attempts[-2].start_clk) < latency_ps <= bus.time_of(attempts[-1].start_clk)
+    assert ended == [bus.time_of(attempts[-1].start_clk + 12)]
 
 
-def test_pci_transactions_fields_are_in_the_order_the_model_passes_them():
-    """The model makes its register accesses' transactions with positional arguments (``CsrAccess.attempt``):
-    a field moved or added before the last would shift them silently."""
-    assert [f.name for f in fields(PciTransaction)] == [
-        "start_clk", "command", "address", "data", "byte_enables", "target_waits", "master_waits", "devsel",
-        "termination", "wide", "master", "parity_error_phases", "kind"]
+def test_a_write_is_retried_as_often_as_the_nic_refuses_writes_and_while_it_recovers():
+    """``_bus.register_access`` of a write: refused ``retries`` times whatever the time, and while the NIC still
+    recovers from its access before (``host.csr_ready_ps``); on a bus another master holds, at the clock it
+    frees."""
+    for retries, ready_ps, expected in ((2, 0, 3), (0, 100_000, None)):
+        env = Engine()
+        bus = BusRecord(profiles.load("bus", "pci64-66"), 0)
+        bus.free_clk = 4
+        template = PciTransaction(0, 0x7, 0x3818, np.array([0x3818], np.uint64), np.array([0xF], np.uint8),
+                                  master="host", kind="csr")
+        done = []
+
+        def write():
+            later = Later(env)
+            _bus.register_access(env, bus, SimpleNamespace(csr_ready_ps=ready_ps), CsrAccess(True, template, 4, 3),
+                                 retries, False, 0, 10_000, later)
+            yield later
+            done.append(env.now)
+
+        _run_process(env, write())
+        starts = [bus.time_of(t.start_clk) for t in bus.transactions]
+        assert bus.transactions[0].start_clk == 4
+        if expected is not None:
+            assert len(starts) == expected
+        else:
+            assert starts[-2] < ready_ps <= starts[-1]
+        assert [t.termination for t in bus.transactions][-1] == "normal"
+        assert done == [bus.time_of(bus.transactions[-1].start_clk + 4)]
 
 
-def test_a_bus_claim_arbitrates_for_the_nic_waits_for_a_busy_bus_and_records_where_64_bit_transfers_are():
-    """``_dma.claim`` (Host.claim, and every DMA burst's): the first clock edge at or after now, plus arbitration
-    for a NIC on an idle bus (the host bridge is parked on it); on a busy bus, the clock it frees; the end not
-    before now."""
+def test_a_dmas_bursts_arbitrate_on_an_idle_bus_and_follow_each_other_after_the_nics_gap():
+    """``_bus.bursts``: each burst claims the bus at its next clock edge after arbitration (the NIC masters it),
+    the next one the NIC's gap after it ends; its data are its phases of the transfer's words; the DMA's
+    Later ends with the last burst."""
+    env = Engine()
     bus = BusRecord(profiles.load("bus", "pci64-66"), 0)
+    plan = dma_plan(600, 0, write=False, width_bits=64, nic_burst=256, host_cut=4096, initial_wait=2,
+                    master_wait_every=0)
+    payload = bytes(range(200)) * 3
+    words = np.frombuffer(payload, "<u8").astype(np.uint64)
+    gap_ps = 45_000
+    ended = []
 
-    def txn(master: str, wide: bool) -> PciTransaction:
-        return PciTransaction(0, 0x7, 0x1000, np.zeros(2, np.uint64), np.full(2, 0xFF, np.uint8), master=master,
-                              wide=wide)
+    def fetch():
+        done = Later(env)
+        _bus.bursts(env, bus, plan, 0x1000, words, "tx_data", done, gap_ps, True)
+        yield done
+        ended.append(env.now)
 
-    host = txn("host", False)
-    assert _dma.claim(bus, host, "csr", 5, 0) == bus.time_of(5)
-    assert host.start_clk == 0 and bus.free_clk == 5 + TURNAROUND_CLOCKS
-    queued = txn("nic", True)
-    _dma.claim(bus, queued, "tx_data", 4, 0)
-    assert queued.start_clk == 5 + TURNAROUND_CLOCKS
-    idle = txn("nic", True)
-    now = bus.time_of(100) - 1
-    assert _dma.claim(bus, idle, "rx_data", 3, now) == bus.time_of(100 + bus.arbitration_clocks + 3)
-    assert idle.start_clk == 100 + bus.arbitration_clocks
-    late = txn("host", False)
-    later = bus.time_of(200)
-    assert _dma.claim(bus, late, "csr", 0, later) == later
-    assert bus.transactions == [host, queued, idle, late] and bus.purposes == ["csr", "tx_data", "rx_data", "csr"]
-    assert bus.wide == [1, 2]
-    with pytest.raises(TypeError, match="PciTransaction"):
-        _dma.claim(bus, object(), "csr", 1, 0)
+    _run_process(env, fetch())
+    assert len(bus.transactions) == len(plan) == 3 and bus.purposes == ["tx_data"] * 3 and bus.wide == [0, 1, 2]
+    previous_end = 0
+    for k, (t, burst) in enumerate(zip(bus.transactions, plan)):
+        due = previous_end + (gap_ps if k else 0)
+        assert t.start_clk == bus.clock_at_or_after(due) + bus.arbitration_clocks
+        assert t.address == 0x1000 + burst.offset and t.master == "nic" and t.kind == "dma" and t.devsel == 2
+        assert np.array_equal(t.data, words[burst.phases]) and t.byte_enables is burst.byte_enables
+        previous_end = bus.time_of(t.start_clk + burst.busy)
+    assert ended == [previous_end]
 
 
 def test_no_full_collection_in_the_run_and_the_thresholds_as_before_after_it_even_on_error():

@@ -752,9 +752,9 @@ attr_of(const char *module, const char *name)
     return a;
 }
 
-/* What other C modules of the model (_dma.c) use of this one, through a capsule: queueing an entry as the
+/* What other C modules of the model (_bus.c) use of this one, through a capsule: queueing an entry as the
  * queue's own pushes do (the same heap, the same comparisons, the same id counter), and finding a class's
- * slots. _dma.c declares the same struct. */
+ * slots. _bus.c declares the same struct. */
 static struct {
     int (*schedule)(PyObject *env, PyObject *delay, PyObject *priority, PyObject *item);
     Py_ssize_t (*slot_offset)(PyObject *cls, const char *name);

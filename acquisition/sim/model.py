@@ -42,7 +42,7 @@ from typing import Any, Callable, Generator, Iterator, Literal
 
 import numpy as np
 import simpy
-from nicrig.acquisition.sim import _dma
+from nicrig.acquisition.sim import _bus
 from nicrig.acquisition.sim._clock import Clock
 from nicrig.acquisition.sim.ethernet import (
     Frame,
@@ -171,7 +171,7 @@ class Scenario:
 class BusRecord:
     """What happened on one host's bus: transactions (clock-scheduled) and INTA# intervals.
 
-    Slots: ``_dma.c`` reads and writes the fields a bus claim uses at their offsets."""
+    Slots: ``_bus.c`` reads and writes the fields a bus claim uses at their offsets."""
 
     profile: BusProfile
     phase_ps: int
@@ -336,24 +336,17 @@ def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int,
 @dataclass(frozen=True, slots=True)
 class CsrAccess:
     """A driver's access to one NIC register as the host bridge puts it on the bus: ``template`` (start clock
-    and termination to fill in; read-only arrays) and its busy clocks completed or retried (STOP#)."""
+    and termination to fill in; read-only arrays) and its busy clocks completed or retried (STOP#). Each
+    attempt (``_bus.c``) is a fresh transaction of the template's fields, its arrays shared."""
 
     is_write: bool
     template: PciTransaction
     busy: int
     busy_retry: int
 
-    def attempt(self, termination: str) -> PciTransaction:
-        """A fresh transaction of this access, ended ``termination`` ("normal" or "retry"): the template's fields
-        (its arrays shared, read-only), as ``dataclasses.replace`` would copy them at a fraction of the cost."""
-        t = self.template
-        # Positional, in PciTransaction's field order: keywords cost more.
-        return PciTransaction(t.start_clk, t.command, t.address, t.data, t.byte_enables, t.target_waits,
-                              t.master_waits, t.devsel, termination, t.wide, t.master, t.parity_error_phases, t.kind)
 
-
-# _dma.c's DMA bursts and bus claims read and write these classes' slots at their offsets.
-_dma.bind(BusRecord, DmaBurst, PciTransaction, Engine, Later, TURNAROUND_CLOCKS)
+# _bus.c's DMA bursts, register accesses and bus claims read and write these classes' slots at their offsets.
+_bus.bind(BusRecord, DmaBurst, CsrAccess, PciTransaction, Engine, Later, TURNAROUND_CLOCKS)
 
 
 class Link:
@@ -499,17 +492,6 @@ class Host:
                 and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
-    def claim(self, txn: PciTransaction, purpose: str, busy: int | None = None) -> int:
-        """Schedule ``txn`` on this host's bus as soon as the bus is free; return when it ends (ps).
-
-        ``busy``: its :func:`busy_clocks`, when the caller knows them already. The arithmetic is ``_dma.c``'s
-        ``claim``, which a DMA's bursts use without this frame: the bus's first clock edge at or after now,
-        arbitration first if the NIC masters an idle bus, the end not before now.
-        """
-        if busy is None:
-            busy = busy_clocks(txn, self.bus.profile.width_bits)
-        return _dma.claim(self.bus, txn, purpose, busy, self.env._now)
-
     def _csr_transaction(self, access: str) -> Process:
         """One register access on the bus (host bridge is master), after its STOP# retries.
 
@@ -523,24 +505,15 @@ class Host:
         clocks (3.5.1.1).
         """
         shape = self._csr_shape(access)
-        is_write = shape.is_write
-        bus = self.bus
-        env = self.env
-        retries = self.nic.csr_retries if is_write else 0
-        delayed_read = not is_write and self.nic.csr_read_latency_ns
-        data_ready: int | None = None
-        while True:
-            at = bus.time_of(max(bus.clock_at_or_after(env.now), bus.free_clk))
-            if data_ready is None and delayed_read and at >= self.csr_ready_ps:
-                data_ready = at + self.csr_read_latency_ps
-            if not (retries or at < self.csr_ready_ps or (data_ready is not None and at < data_ready)):
-                break
-            retries = max(0, retries - 1)
-            yield self.claim(shape.attempt("retry"), "csr_retry", shape.busy_retry) - env.now
-            yield self.host_retry_ps
-        yield self.claim(shape.attempt("normal"), "csr", shape.busy) - env.now
+        done = Later(self.env)
+        # Each attempt and the host bridge's wait after a refused one are queued calls (_bus.c) at the moments
+        # this process's waits for them were, so SimPy's order of events is kept without a step of it each.
+        _bus.register_access(self.env, self.bus, self, shape, self.nic.csr_retries if shape.is_write else 0,
+                             not shape.is_write and bool(self.nic.csr_read_latency_ns), self.csr_read_latency_ps,
+                             self.host_retry_ps, done)
+        yield done
         if self.nic.csr_recovery_ns:
-            self.csr_ready_ps = env.now + self.csr_recovery_ps
+            self.csr_ready_ps = self.env.now + self.csr_recovery_ps
 
     def _csr_shape(self, access: str) -> CsrAccess:
         """What every access ``access`` (``'w:0x3818'``) puts on the bus, worked out once per register."""
@@ -616,9 +589,9 @@ class Host:
             data = bus_words(payload, width) if address % width == 0 else tuple(
                 bus_words(payload[b.offset:b.offset + b.length], width) for b in plan)
             # Each burst claims the bus when it is free, and the NIC its gap after each but the last, as queued
-            # calls (_dma.c), at the moments a process waiting for each would have been: SimPy's order of events
+            # calls (_bus.c), at the moments a process waiting for each would have been: SimPy's order of events
             # (equal times by creation) is kept, with no event or generator a burst.
-            _dma.bursts(self.env, self.bus, plan, address, data, purpose, done, self.dma_burst_gap_ps, self.bus_wide)
+            _bus.bursts(self.env, self.bus, plan, address, data, purpose, done, self.dma_burst_gap_ps, self.bus_wide)
             yield done
 
     def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:

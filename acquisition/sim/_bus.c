@@ -1,11 +1,14 @@
-/* A NIC's DMA on the simulated bus (acquisition/sim/model.py, Host.dma and Host.claim), in C.
+/* The rig model's bus traffic (acquisition/sim/model.py: Host.dma, Host._csr_transaction), in C.
  *
  * A DMA is a chain of bursts: claim the bus for the next burst as soon as it is free (claim_on: the bus's
  * next clock edge, arbitration, the transaction recorded), call back at the burst's end, wait the NIC's gap,
- * claim again; the last burst's end is the DMA's Later, which the DMA's process waits for. Each wait is an
- * entry queued at the moment and with the priority the Python did it (_scheduler.c's schedule, reached
- * through its capsule), so the order of everything in the run is unchanged; only the Python is gone (~16
- * bursts and ~27 bus claims a simulated frame: a fifth of the model's instructions).
+ * claim again; the last burst's end is the DMA's Later, which the DMA's process waits for. A register
+ * access by the host bridge is a chain too: while the NIC would refuse it (STOP#: a write it retries, a
+ * register still recovering from the access before, a delayed read whose data is not there yet), an attempt
+ * retried, then the host bridge's wait before the next; the attempt that completes ends in the access's
+ * Later. Each wait is an entry queued at the moment and with the priority the Python did it (_scheduler.c's
+ * schedule, reached through its capsule), so the order of everything in the run is unchanged; only the
+ * Python is gone (~16 bursts and ~27 bus claims a simulated frame).
  *
  * As in _scheduler.c, what is read and written on every burst (the bus record's free clock and lists, a
  * plan's burst fields, a new transaction's fields, the environment's time, a Later's end) are __slots__,
@@ -15,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 #include <structmember.h> /* T_OBJECT_EX: what a __slots__ member holds */
 
 #define SLOT(obj, at) (*(PyObject **)((char *)(obj) + (at)))
@@ -27,6 +31,8 @@ static struct {
 static PyObject *normal;                  /* simpy.events.NORMAL: the priority of every entry queued here */
 /* what every burst's transaction holds: start_clk before its claim, devsel, master, parity_error_phases, kind */
 static PyObject *zero, *two, *str_nic, *no_phases, *str_dma;
+/* a register access's: its attempts' terminations and purposes, and the host's attribute it reads */
+static PyObject *str_retry, *str_normal, *str_csr_retry, *str_csr, *str_csr_ready_ps;
 static long long turnaround_clocks;       /* pci_bus.TURNAROUND_CLOCKS, given by bind() */
 
 /* Where the slots are (bind()) */
@@ -35,8 +41,11 @@ static Py_ssize_t bus_free_clk, bus_arbitration_clocks, bus_transactions, bus_pu
     bus_time_of;
 static Py_ssize_t burst_offset, burst_phases, burst_command, burst_byte_enables, burst_target_waits,
     burst_master_waits, burst_termination, burst_busy, burst_busy_dac;
-static Py_ssize_t txn_start_clk, txn_command, txn_address, txn_data, txn_byte_enables, txn_target_waits,
-    txn_master_waits, txn_devsel, txn_termination, txn_wide, txn_master, txn_parity_error_phases, txn_kind;
+/* PciTransaction's fields, in its order */
+enum { START_CLK, COMMAND, ADDRESS, DATA, BYTE_ENABLES, TARGET_WAITS, MASTER_WAITS, DEVSEL, TERMINATION, WIDE, MASTER,
+       PARITY_ERROR_PHASES, KIND, TXN_FIELDS };
+static Py_ssize_t txn_at[TXN_FIELDS];
+static Py_ssize_t csr_template, csr_busy, csr_busy_retry; /* model.py's CsrAccess */
 static Py_ssize_t engine_now, later_then, later_queued;
 static int bound;
 
@@ -86,7 +95,7 @@ clock_call(PyObject *bus, Py_ssize_t at, const char *name, PyObject *arg, long l
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-/* Host.claim: put txn on the bus as soon as it is free, at `now` (ps), busy `busy` clocks; its master
+/* A bus claim: put txn on the bus as soon as it is free, at `now` (ps), busy `busy` clocks; its master
  * arbitrates for an idle bus when it is the NIC (is_nic), the host bridge is parked on it. Records txn and
  * its purpose (and where a 64-bit one is) on the bus; returns when txn ends (ps, a new reference), not before
  * now. */
@@ -108,14 +117,14 @@ claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObje
         start = free;
     }
     PyObject *transactions = slot(bus, bus_transactions, "transactions"), *purposes = slot(bus, bus_purposes, "purposes"),
-             *wide = slot(bus, bus_wide, "wide"), *txn_is_wide = slot(txn, txn_wide, "wide");
+             *wide = slot(bus, bus_wide, "wide"), *txn_is_wide = slot(txn, txn_at[WIDE], "wide");
     if (transactions == NULL || purposes == NULL || wide == NULL || txn_is_wide == NULL)
         return NULL;
     if (!PyList_Check(transactions) || !PyList_Check(purposes) || !PyList_Check(wide)) {
         PyErr_SetString(PyExc_TypeError, "a bus record's transactions, purposes and wide must be lists");
         return NULL;
     }
-    if (slot_steal(txn, txn_start_clk, PyLong_FromLongLong(start)) < 0
+    if (slot_steal(txn, txn_at[START_CLK], PyLong_FromLongLong(start)) < 0
         || slot_steal(bus, bus_free_clk, PyLong_FromLongLong(start + busy + turnaround_clocks)) < 0)
         return NULL;
     int is_wide = PyObject_IsTrue(txn_is_wide);
@@ -142,39 +151,6 @@ claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObje
     if (now_ps == -1 && PyErr_Occurred())
         return NULL;
     return end > now_ps ? PyLong_FromLongLong(end) : Py_NewRef(now);
-}
-
-PyDoc_STRVAR(claim_doc,
-"claim(bus, txn, purpose, busy, now) -> int\n\n"
-"Schedule txn (a PciTransaction) on bus (a BusRecord) at the first clock edge at or after now (ps) when the\n"
-"bus is free, after arbitration when txn's master is the NIC; record it with purpose; txn keeps the bus\n"
-"busy `busy` clocks. Returns when it ends (ps), not before now. Host.claim.");
-
-static PyObject *
-claim(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "claim(bus, txn, purpose, busy, now) takes 5 arguments");
-        return NULL;
-    }
-    if (!bound) {
-        PyErr_SetString(PyExc_RuntimeError, "claim() before bind()");
-        return NULL;
-    }
-    if (!PyObject_TypeCheck(args[1], transaction_type)) {
-        PyErr_SetString(PyExc_TypeError, "claim() takes a PciTransaction");
-        return NULL;
-    }
-    long long busy = PyLong_AsLongLong(args[3]);
-    if (busy == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *master = slot(args[1], txn_master, "master");
-    if (master == NULL)
-        return NULL;
-    int is_nic = PyObject_RichCompareBool(master, str_nic, Py_EQ);
-    if (is_nic < 0)
-        return NULL;
-    return claim_on(args[0], args[1], args[2], busy, args[4], is_nic);
 }
 
 /* One DMA's bursts (model.py's Host.dma starts them). step is the bound method queued for each wait, made
@@ -236,7 +212,7 @@ bursts_dealloc(Bursts *self)
 
 static PyTypeObject BurstsType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "nicrig.acquisition.sim._dma.Bursts",
+    .tp_name = "nicrig.acquisition.sim._bus.Bursts",
     .tp_doc = "One DMA's bursts on the bus, claimed one after another (bursts() makes it).",
     .tp_basicsize = sizeof(Bursts),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -245,41 +221,86 @@ static PyTypeObject BurstsType = {
     .tp_dealloc = (destructor)bursts_dealloc,
 };
 
-/* A burst's transaction: PciTransaction(0, command, at, data, byte_enables, target_waits, master_waits, 2,
- * termination, wide, "nic", (), "dma"), every slot set as its __init__ sets them. A new reference or NULL. */
+/* A new PciTransaction of these field values (borrowed; NULL: a field never set, AttributeError), every slot
+ * set as its __init__ sets them. A new reference or NULL. */
 static PyObject *
-burst_transaction(Bursts *self, PyObject *burst, PyObject *at, PyObject *data)
+new_transaction(PyObject *const values[TXN_FIELDS])
 {
+    for (int i = 0; i < TXN_FIELDS; i++) {
+        if (values[i] == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "a transaction's field, or what it is made from, was never set");
+            return NULL;
+        }
+    }
     PyObject *txn = transaction_type->tp_alloc(transaction_type, 0);
     if (txn == NULL)
         return NULL;
-    const struct {
-        Py_ssize_t at;
-        PyObject *value;
-    } fields[] = {
-        {txn_start_clk, zero},
-        {txn_command, SLOT(burst, burst_command)},
-        {txn_address, at},
-        {txn_data, data},
-        {txn_byte_enables, SLOT(burst, burst_byte_enables)},
-        {txn_target_waits, SLOT(burst, burst_target_waits)},
-        {txn_master_waits, SLOT(burst, burst_master_waits)},
-        {txn_devsel, two},
-        {txn_termination, SLOT(burst, burst_termination)},
-        {txn_wide, self->wide},
-        {txn_master, str_nic},
-        {txn_parity_error_phases, no_phases},
-        {txn_kind, str_dma},
-    };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (fields[i].value == NULL) {
-            PyErr_SetString(PyExc_AttributeError, "a DmaBurst's field was never set");
-            Py_DECREF(txn);
-            return NULL;
-        }
-        SLOT(txn, fields[i].at) = Py_NewRef(fields[i].value);
-    }
+    for (int i = 0; i < TXN_FIELDS; i++)
+        SLOT(txn, txn_at[i]) = Py_NewRef(values[i]);
     return txn;
+}
+
+/* A burst's transaction: PciTransaction(0, command, at, data, byte_enables, target_waits, master_waits, 2,
+ * termination, wide, "nic", (), "dma"). A new reference or NULL. */
+static PyObject *
+burst_transaction(PyObject *burst, PyObject *at, PyObject *data, PyObject *wide)
+{
+    PyObject *const values[TXN_FIELDS] = {
+        [START_CLK] = zero,
+        [COMMAND] = SLOT(burst, burst_command),
+        [ADDRESS] = at,
+        [DATA] = data,
+        [BYTE_ENABLES] = SLOT(burst, burst_byte_enables),
+        [TARGET_WAITS] = SLOT(burst, burst_target_waits),
+        [MASTER_WAITS] = SLOT(burst, burst_master_waits),
+        [DEVSEL] = two,
+        [TERMINATION] = SLOT(burst, burst_termination),
+        [WIDE] = wide,
+        [MASTER] = str_nic,
+        [PARITY_ERROR_PHASES] = no_phases,
+        [KIND] = str_dma,
+    };
+    return new_transaction(values);
+}
+
+/* Queue the end of `done`, a Later, `delay` from now, as Later.succeed_in does. 0, or -1 with an exception set. */
+static int
+later_succeed_in(PyObject *env, PyObject *done, PyObject *delay)
+{
+    PyObject *then = slot(done, later_then, "_then");
+    if (then == NULL || scheduler_api->schedule(env, delay, normal, then) < 0)
+        return -1;
+    return slot_steal(done, later_queued, Py_NewRef(Py_True));
+}
+
+/* `txn` claimed on `bus` now: the delay (ps, a new reference) until it ends, or NULL with an exception set.
+ * Steals the reference to txn. */
+static PyObject *
+claim_now(PyObject *env, PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, int is_nic)
+{
+    if (txn == NULL)
+        return NULL;
+    PyObject *now = slot(env, engine_now, "_now");
+    PyObject *end = now == NULL ? NULL : claim_on(bus, txn, purpose, busy, now, is_nic);
+    Py_DECREF(txn);
+    if (end == NULL)
+        return NULL;
+    PyObject *delay = PyNumber_Subtract(end, now);
+    Py_DECREF(end);
+    return delay;
+}
+
+/* A chain's step: a bound method of a module function on the chain object, the one entry each of its waits
+ * queues. A new reference or NULL. */
+static PyObject *
+bound_step(PyMethodDef *def, PyObject *module, PyObject *chain)
+{
+    PyObject *function = PyCFunction_NewEx(def, NULL, module);
+    if (function == NULL)
+        return NULL;
+    PyObject *method = PyMethod_New(function, chain);
+    Py_DECREF(function);
+    return method;
 }
 
 /* Claim the next burst: its transaction on the bus, then the wait for its end queued (the last one's: the
@@ -311,26 +332,15 @@ claim_next(Bursts *self)
     if (data == NULL)
         return -1;
     PyObject *at = PyLong_FromLongLong(at_addr);
-    PyObject *txn = at == NULL ? NULL : burst_transaction(self, burst, at, data);
+    PyObject *txn = at == NULL ? NULL : burst_transaction(burst, at, data, self->wide);
     Py_XDECREF(at);
     Py_DECREF(data);
-    if (txn == NULL)
-        return -1;
-    PyObject *now = slot(self->env, engine_now, "_now");
-    PyObject *end = now == NULL ? NULL : claim_on(self->bus, txn, self->purpose, busy, now, 1);
-    Py_DECREF(txn);
-    if (end == NULL)
-        return -1;
-    PyObject *delay = PyNumber_Subtract(end, now);
-    Py_DECREF(end);
+    PyObject *delay = claim_now(self->env, self->bus, txn, self->purpose, busy, 1);
     if (delay == NULL)
         return -1;
     int r;
     if (self->next == PyTuple_GET_SIZE(self->plan)) {
-        PyObject *then = slot(self->done, later_then, "_then");
-        r = then == NULL ? -1 : scheduler_api->schedule(self->env, delay, normal, then);
-        if (r == 0)
-            slot_steal(self->done, later_queued, Py_NewRef(Py_True));
+        r = later_succeed_in(self->env, self->done, delay);
         Py_CLEAR(self->step); /* nothing is queued for this object any more: no cycle left through step */
     } else {
         self->ended = 1;
@@ -409,11 +419,7 @@ bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     self->ended = 0;
     self->step = NULL;
     PyObject_GC_Track(self);
-    PyObject *function = PyCFunction_NewEx(&step_def, NULL, module);
-    if (function != NULL) {
-        self->step = PyMethod_New(function, (PyObject *)self);
-        Py_DECREF(function);
-    }
+    self->step = bound_step(&step_def, module, (PyObject *)self);
     int failed = self->step == NULL || claim_next(self) < 0;
     Py_DECREF(self);
     if (failed)
@@ -421,10 +427,228 @@ bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* One register access by the host bridge (model.py's Host._csr_transaction starts it). retried says which
+ * wait is due: a refused attempt's end (then the host bridge's wait) or that wait's (then the next look). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *env;      /* the scheduler.Engine */
+    PyObject *bus;      /* the BusRecord */
+    PyObject *host;     /* the Host: its csr_ready_ps, when the NIC accepts the next access (ps) */
+    PyObject *shape;    /* the CsrAccess: the transaction's template, its busy clocks completed and retried */
+    PyObject *done;     /* the Later the completed attempt's end succeeds */
+    PyObject *retry_ps; /* int: the host bridge's wait between a retried attempt's end and the next */
+    PyObject *step;     /* bound method of access_step() on this object; cleared once the access completes */
+    long long retries;  /* the writes the NIC still refuses whatever the time */
+    long long read_latency_ps, data_ready;
+    int delayed_read, has_data_ready, is_nic, retried;
+} Access;
+
+static int
+access_traverse(Access *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->env);
+    Py_VISIT(self->bus);
+    Py_VISIT(self->host);
+    Py_VISIT(self->shape);
+    Py_VISIT(self->done);
+    Py_VISIT(self->retry_ps);
+    Py_VISIT(self->step);
+    return 0;
+}
+
+static int
+access_clear(Access *self)
+{
+    Py_CLEAR(self->env);
+    Py_CLEAR(self->bus);
+    Py_CLEAR(self->host);
+    Py_CLEAR(self->shape);
+    Py_CLEAR(self->done);
+    Py_CLEAR(self->retry_ps);
+    Py_CLEAR(self->step);
+    return 0;
+}
+
+static void
+access_dealloc(Access *self)
+{
+    PyObject_GC_UnTrack(self);
+    access_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject AccessType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "nicrig.acquisition.sim._bus.Access",
+    .tp_doc = "One register access by the host bridge, its refused attempts retried (register_access() makes it).",
+    .tp_basicsize = sizeof(Access),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)access_traverse,
+    .tp_clear = (inquiry)access_clear,
+    .tp_dealloc = (destructor)access_dealloc,
+};
+
+/* CsrAccess.attempt: a new transaction of the access's template, ended `termination`. */
+static PyObject *
+attempt(PyObject *shape, PyObject *termination)
+{
+    PyObject *template = slot(shape, csr_template, "template");
+    if (template == NULL)
+        return NULL;
+    PyObject *values[TXN_FIELDS];
+    for (int i = 0; i < TXN_FIELDS; i++)
+        values[i] = SLOT(template, txn_at[i]);
+    values[TERMINATION] = termination;
+    return new_transaction(values);
+}
+
+/* Where the host bridge's next attempt would start (ps): the bus's first clock edge at or after now once the
+ * bus is free. 0, or -1 with an exception set. */
+static int
+next_attempt_at(Access *self, long long *at)
+{
+    PyObject *now = slot(self->env, engine_now, "_now");
+    long long edge, free;
+    if (now == NULL || clock_call(self->bus, bus_at_or_after, "clock_at_or_after", now, &edge) < 0
+        || slot_ll(self->bus, bus_free_clk, "free_clk", &free) < 0)
+        return -1;
+    PyObject *first = PyLong_FromLongLong(edge > free ? edge : free);
+    if (first == NULL)
+        return -1;
+    int r = clock_call(self->bus, bus_time_of, "time_of", first, at);
+    Py_DECREF(first);
+    return r;
+}
+
+/* Look whether the NIC accepts the access now, and put the attempt on the bus: refused (STOP#, "retry"), its
+ * end queued; accepted, the access's Later queued at its end. 0, or -1 with an exception set. */
+static int
+access_attempt(Access *self)
+{
+    long long at, ready;
+    PyObject *ready_ps = PyObject_GetAttr(self->host, str_csr_ready_ps);
+    if (ready_ps == NULL)
+        return -1;
+    ready = PyLong_AsLongLong(ready_ps);
+    Py_DECREF(ready_ps);
+    if ((ready == -1 && PyErr_Occurred()) || next_attempt_at(self, &at) < 0)
+        return -1;
+    /* a delayed read's data: fetched from when the NIC first takes the request */
+    if (!self->has_data_ready && self->delayed_read && at >= ready) {
+        self->data_ready = at + self->read_latency_ps;
+        self->has_data_ready = 1;
+    }
+    int refused = self->retries || at < ready || (self->has_data_ready && at < self->data_ready);
+    long long busy;
+    if (slot_ll(self->shape, refused ? csr_busy_retry : csr_busy, "busy", &busy) < 0)
+        return -1;
+    PyObject *delay = claim_now(self->env, self->bus, attempt(self->shape, refused ? str_retry : str_normal),
+                                refused ? str_csr_retry : str_csr, busy, self->is_nic);
+    if (delay == NULL)
+        return -1;
+    int r;
+    if (refused) {
+        if (self->retries > 0)
+            self->retries--;
+        self->retried = 1;
+        r = scheduler_api->schedule(self->env, delay, normal, self->step);
+    } else {
+        r = later_succeed_in(self->env, self->done, delay);
+        Py_CLEAR(self->step); /* nothing is queued for this object any more: no cycle left through step */
+    }
+    Py_DECREF(delay);
+    return r;
+}
+
+PyDoc_STRVAR(access_step_doc,
+"access_step(access) -> None\n\n"
+"What a register access's queued wait does when it is due: at a refused attempt's end, queue the host\n"
+"bridge's wait; at that wait's end, attempt again.");
+
+static PyObject *
+access_step(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    if (!PyObject_TypeCheck(arg, &AccessType)) {
+        PyErr_SetString(PyExc_TypeError, "access_step() takes an Access");
+        return NULL;
+    }
+    Access *self = (Access *)arg;
+    if (self->step == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a register access stepped after it completed");
+        return NULL;
+    }
+    if (self->retried) {
+        self->retried = 0;
+        if (scheduler_api->schedule(self->env, self->retry_ps, normal, self->step) < 0)
+            return NULL;
+    } else if (access_attempt(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef access_step_def = {"access_step", (PyCFunction)access_step, METH_O, access_step_doc};
+
+PyDoc_STRVAR(register_access_doc,
+"register_access(env, bus, host, shape, retries, delayed_read, read_latency_ps, retry_ps, done) -> None\n\n"
+"Start a register access by the host bridge (shape, a CsrAccess): attempt it on bus now; while the NIC\n"
+"refuses it (retries writes left to refuse, host.csr_ready_ps not reached, a delayed read's data not there\n"
+"read_latency_ps after the NIC first took it), attempt again retry_ps after each refused attempt ends. done (a\n"
+"Later) succeeds when the attempt that completes ends.");
+
+static PyObject *
+register_access(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "register_access(env, bus, host, shape, retries, delayed_read, "
+                                         "read_latency_ps, retry_ps, done) takes 9 arguments");
+        return NULL;
+    }
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "register_access() before bind()");
+        return NULL;
+    }
+    long long retries = PyLong_AsLongLong(args[4]), read_latency_ps;
+    if (retries == -1 && PyErr_Occurred())
+        return NULL;
+    int delayed_read = PyObject_IsTrue(args[5]);
+    if (delayed_read < 0 || ((read_latency_ps = PyLong_AsLongLong(args[6])) == -1 && PyErr_Occurred()))
+        return NULL;
+    PyObject *template = slot(args[3], csr_template, "template");
+    PyObject *master = template == NULL ? NULL : slot(template, txn_at[MASTER], "master");
+    int is_nic = master == NULL ? -1 : PyObject_RichCompareBool(master, str_nic, Py_EQ);
+    if (is_nic < 0)
+        return NULL;
+    Access *self = PyObject_GC_New(Access, &AccessType);
+    if (self == NULL)
+        return NULL;
+    self->env = Py_NewRef(args[0]);
+    self->bus = Py_NewRef(args[1]);
+    self->host = Py_NewRef(args[2]);
+    self->shape = Py_NewRef(args[3]);
+    self->done = Py_NewRef(args[8]);
+    self->retry_ps = Py_NewRef(args[7]);
+    self->retries = retries;
+    self->read_latency_ps = read_latency_ps;
+    self->data_ready = 0;
+    self->delayed_read = delayed_read;
+    self->has_data_ready = 0;
+    self->is_nic = is_nic;
+    self->retried = 0;
+    self->step = NULL;
+    PyObject_GC_Track(self);
+    self->step = bound_step(&access_step_def, module, (PyObject *)self);
+    int failed = self->step == NULL || access_attempt(self) < 0;
+    Py_DECREF(self);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(bind_doc,
-"bind(bus_record, dma_burst, transaction, engine, later, turnaround_clocks) -> None\n\n"
-"Give this module model.py's BusRecord and DmaBurst, pci_bus's PciTransaction, scheduler.py's Engine and\n"
-"Later (where their __slots__ are), and pci_bus.TURNAROUND_CLOCKS.");
+"bind(bus_record, dma_burst, csr_access, transaction, engine, later, turnaround_clocks) -> None\n\n"
+"Give this module model.py's BusRecord, DmaBurst and CsrAccess, pci_bus's PciTransaction, scheduler.py's\n"
+"Engine and Later (where their __slots__ are), and pci_bus.TURNAROUND_CLOCKS.");
 
 /* Each slot's offset into *at, in order; 0, or -1 with an exception set (nothing is changed then only if the
  * caller fills temporaries, as bind() does). */
@@ -440,63 +664,69 @@ offsets(PyObject *cls, const char *const *names, Py_ssize_t *at)
 static PyObject *
 bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2])
-        || !PyType_Check(args[3]) || !PyType_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "bind(bus_record, dma_burst, transaction, engine, later, turnaround_clocks) "
-                                         "takes 5 classes and an int");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bind(bus_record, dma_burst, csr_access, transaction, engine, later, "
+                                         "turnaround_clocks) takes 6 classes and an int");
         return NULL;
     }
-    long long turnaround = PyLong_AsLongLong(args[5]);
+    for (int i = 0; i < 6; i++) {
+        if (!PyType_Check(args[i])) {
+            PyErr_SetString(PyExc_TypeError, "bind() takes 6 classes and an int");
+            return NULL;
+        }
+    }
+    long long turnaround = PyLong_AsLongLong(args[6]);
     if (turnaround == -1 && PyErr_Occurred())
         return NULL;
     static const char *const bus_names[] = {"free_clk", "arbitration_clocks", "transactions", "purposes", "wide",
                                             "clock_at_or_after", "time_of", NULL};
     static const char *const burst_names[] = {"offset", "phases", "command", "byte_enables", "target_waits",
                                               "master_waits", "termination", "busy", "busy_dac", NULL};
+    static const char *const csr_names[] = {"template", "busy", "busy_retry", NULL};
+    /* in the order of the enum's fields */
     static const char *const txn_names[] = {"start_clk", "command", "address", "data", "byte_enables",
                                             "target_waits", "master_waits", "devsel", "termination", "wide",
                                             "master", "parity_error_phases", "kind", NULL};
     static const char *const engine_names[] = {"_now", NULL};
     static const char *const later_names[] = {"_then", "_queued", NULL};
     /* all found before any is changed: a failed bind leaves the last one whole */
-    Py_ssize_t b[7], d[9], t[13], e[1], l[2];
+    Py_ssize_t b[7], d[9], c[3], t[TXN_FIELDS], e[1], l[2];
     if (offsets(args[0], bus_names, b) < 0 || offsets(args[1], burst_names, d) < 0
-        || offsets(args[2], txn_names, t) < 0 || offsets(args[3], engine_names, e) < 0
-        || offsets(args[4], later_names, l) < 0)
+        || offsets(args[2], csr_names, c) < 0 || offsets(args[3], txn_names, t) < 0
+        || offsets(args[4], engine_names, e) < 0 || offsets(args[5], later_names, l) < 0)
         return NULL;
     bus_free_clk = b[0], bus_arbitration_clocks = b[1], bus_transactions = b[2], bus_purposes = b[3];
     bus_wide = b[4], bus_at_or_after = b[5], bus_time_of = b[6];
     burst_offset = d[0], burst_phases = d[1], burst_command = d[2], burst_byte_enables = d[3];
     burst_target_waits = d[4], burst_master_waits = d[5], burst_termination = d[6], burst_busy = d[7];
     burst_busy_dac = d[8];
-    txn_start_clk = t[0], txn_command = t[1], txn_address = t[2], txn_data = t[3], txn_byte_enables = t[4];
-    txn_target_waits = t[5], txn_master_waits = t[6], txn_devsel = t[7], txn_termination = t[8], txn_wide = t[9];
-    txn_master = t[10], txn_parity_error_phases = t[11], txn_kind = t[12];
+    memcpy(txn_at, t, sizeof txn_at);
+    csr_template = c[0], csr_busy = c[1], csr_busy_retry = c[2];
     engine_now = e[0];
     later_then = l[0], later_queued = l[1];
     turnaround_clocks = turnaround;
-    Py_XSETREF(transaction_type, (PyTypeObject *)Py_NewRef(args[2]));
+    Py_XSETREF(transaction_type, (PyTypeObject *)Py_NewRef(args[3]));
     bound = 1;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
+    {"register_access", (PyCFunction)(void (*)(void))register_access, METH_FASTCALL, register_access_doc},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL, bind_doc},
     {"bursts", (PyCFunction)(void (*)(void))bursts, METH_FASTCALL, bursts_doc},
-    {"claim", (PyCFunction)(void (*)(void))claim, METH_FASTCALL, claim_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef dma_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "nicrig.acquisition.sim._dma",
-    .m_doc = "A NIC's DMA bursts and the bus claims of the rig model (model.py's Host.dma, Host.claim) in C.",
+    .m_name = "nicrig.acquisition.sim._bus",
+    .m_doc = "The rig model's bus traffic in C: a NIC's DMA bursts, the host bridge's register accesses, bus claims.",
     .m_size = -1,
     .m_methods = methods,
 };
 
 PyMODINIT_FUNC
-PyInit__dma(void)
+PyInit__bus(void)
 {
     /* PyCapsule_Import finds the capsule by attributes from the top package: the submodule imported first */
     PyObject *scheduler = PyImport_ImportModule("nicrig.acquisition.sim._scheduler");
@@ -513,7 +743,12 @@ PyInit__dma(void)
     if (normal == NULL || (str_nic = PyUnicode_InternFromString("nic")) == NULL
         || (str_dma = PyUnicode_InternFromString("dma")) == NULL || (two = PyLong_FromLong(2)) == NULL
         || (zero = PyLong_FromLong(0)) == NULL || (no_phases = PyTuple_New(0)) == NULL
-        || PyType_Ready(&BurstsType) < 0)
+        || (str_retry = PyUnicode_InternFromString("retry")) == NULL
+        || (str_normal = PyUnicode_InternFromString("normal")) == NULL
+        || (str_csr_retry = PyUnicode_InternFromString("csr_retry")) == NULL
+        || (str_csr = PyUnicode_InternFromString("csr")) == NULL
+        || (str_csr_ready_ps = PyUnicode_InternFromString("csr_ready_ps")) == NULL || PyType_Ready(&BurstsType) < 0
+        || PyType_Ready(&AccessType) < 0)
         return NULL;
     return PyModule_Create(&dma_module);
 }
