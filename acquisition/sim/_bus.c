@@ -69,15 +69,27 @@ slot_steal(PyObject *obj, Py_ssize_t at, PyObject *v)
     return 0;
 }
 
+/* An int as a long long: 0, or -1 with an exception set. By PyLong_AsLongLongAndOverflow, which reads the
+ * digits in a loop: CPython 3.11's PyLong_AsLongLong converts an int of more than one 30-bit digit (a time
+ * in ps past ~1 ms) through _PyLong_AsByteArray, several times the cost, ~60 times a simulated frame. */
+static int
+as_ll(PyObject *v, long long *out)
+{
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "an int beyond 64 bits in the model's bus arithmetic");
+        return -1;
+    }
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 /* An int slot as a long long: 0, or -1 with an exception set. */
 static int
 slot_ll(PyObject *obj, Py_ssize_t at, const char *name, long long *out)
 {
     PyObject *v = slot(obj, at, name);
-    if (v == NULL)
-        return -1;
-    *out = PyLong_AsLongLong(v);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    return v == NULL ? -1 : as_ll(v, out);
 }
 
 /* Call a bus record's clock method (a bound method in its slot) with one int; the int it returns. */
@@ -90,9 +102,9 @@ clock_call(PyObject *bus, Py_ssize_t at, const char *name, PyObject *arg, long l
     PyObject *r = PyObject_Vectorcall(method, &arg, 1, NULL);
     if (r == NULL)
         return -1;
-    *out = PyLong_AsLongLong(r);
+    int failed = as_ll(r, out);
     Py_DECREF(r);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    return failed;
 }
 
 /* A bus claim: put txn on the bus as soon as it is free, at `now` (ps), busy `busy` clocks; its master
@@ -147,8 +159,8 @@ claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObje
     Py_DECREF(last);
     if (failed)
         return NULL;
-    long long now_ps = PyLong_AsLongLong(now);
-    if (now_ps == -1 && PyErr_Occurred())
+    long long now_ps;
+    if (as_ll(now, &now_ps) < 0)
         return NULL;
     return end > now_ps ? PyLong_FromLongLong(end) : Py_NewRef(now);
 }
@@ -400,8 +412,8 @@ bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "a DMA's plan is a tuple of one or more bursts");
         return NULL;
     }
-    long long address = PyLong_AsLongLong(args[3]);
-    if (address == -1 && PyErr_Occurred())
+    long long address;
+    if (as_ll(args[3], &address) < 0)
         return NULL;
     Bursts *self = PyObject_GC_New(Bursts, &BurstsType);
     if (self == NULL)
@@ -529,9 +541,9 @@ access_attempt(Access *self)
     PyObject *ready_ps = PyObject_GetAttr(self->host, str_csr_ready_ps);
     if (ready_ps == NULL)
         return -1;
-    ready = PyLong_AsLongLong(ready_ps);
+    int failed = as_ll(ready_ps, &ready);
     Py_DECREF(ready_ps);
-    if ((ready == -1 && PyErr_Occurred()) || next_attempt_at(self, &at) < 0)
+    if (failed || next_attempt_at(self, &at) < 0)
         return -1;
     /* a delayed read's data: fetched from when the NIC first takes the request */
     if (!self->has_data_ready && self->delayed_read && at >= ready) {
@@ -608,11 +620,9 @@ register_access(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "register_access() before bind()");
         return NULL;
     }
-    long long retries = PyLong_AsLongLong(args[4]), read_latency_ps;
-    if (retries == -1 && PyErr_Occurred())
-        return NULL;
+    long long retries, read_latency_ps;
     int delayed_read = PyObject_IsTrue(args[5]);
-    if (delayed_read < 0 || ((read_latency_ps = PyLong_AsLongLong(args[6])) == -1 && PyErr_Occurred()))
+    if (as_ll(args[4], &retries) < 0 || delayed_read < 0 || as_ll(args[6], &read_latency_ps) < 0)
         return NULL;
     PyObject *template = slot(args[3], csr_template, "template");
     PyObject *master = template == NULL ? NULL : slot(template, txn_at[MASTER], "master");
@@ -675,8 +685,8 @@ bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
-    long long turnaround = PyLong_AsLongLong(args[6]);
-    if (turnaround == -1 && PyErr_Occurred())
+    long long turnaround;
+    if (as_ll(args[6], &turnaround) < 0)
         return NULL;
     static const char *const bus_names[] = {"free_clk", "arbitration_clocks", "transactions", "purposes", "wide",
                                             "clock_at_or_after", "time_of", NULL};
