@@ -239,3 +239,17 @@ def test_phases_refuses_arrays_that_do_not_fit():
         _pci_render.phases(one, one, np.array([-1]), two, two, two, two, two, two, one, one, one, one, one)
     with pytest.raises(TypeError, match="n must be a contiguous 1-D int64 array"):
         _pci_render.phases(one, one, np.array([2], np.int32), two, two, two, two, two, two, one, one, one, one, one)
+
+
+@pytest.mark.parametrize("field", ["data", "byte_enables", "target_waits", "master_waits"])
+@pytest.mark.parametrize("scalar", [np.uint8(15), np.array(15, np.int64), np.array(15, np.uint64)])
+def test_a_zero_dimensional_phase_array_is_reported_not_read(field, scalar):
+    """A NumPy scalar or 0-d array exports a buffer without strides (NULL): gather declines it (it once read
+    strides[0] first and crashed) and the renderer reports the Python path's error."""
+    odd = _model_like(3)
+    odd[1] = dataclasses.replace(odd[1], data=np.zeros(1, np.uint64), byte_enables=np.full(1, 0xFF, np.uint8),
+                                 target_waits=None, master_waits=None)
+    odd[1] = dataclasses.replace(odd[1], **{field: scalar})
+    assert _pci_render.gather(odd, TERMINATIONS, PciTransaction) is None
+    with pytest.raises((ValueError, TypeError)):
+        pci_bus.PciRenderer(odd, width_bits=64, with_ad=False)

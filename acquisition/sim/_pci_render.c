@@ -68,10 +68,11 @@ static int
 copy_phases(const Py_buffer *view, Py_ssize_t n, int is_data, uint64_t *dst)
 {
     int type = element_type(view);
-    Py_ssize_t stride = view->strides[0];
     const char *src = view->buf;
     if (view->ndim != 1 || view->shape[0] != n || (is_data ? type != E_U64 : (type != E_U8 && type != E_I64)))
         return 0;
+    /* read only now: a 0-d export (a NumPy scalar as byte_enables) has no strides at all (NULL) */
+    Py_ssize_t stride = view->strides[0];
     for (Py_ssize_t k = 0; k < n; k++, src += stride) {
         if (type == E_U8) {
             dst[k] = *(const uint8_t *)src;
