@@ -253,3 +253,29 @@ def test_a_zero_dimensional_phase_array_is_reported_not_read(field, scalar):
     assert _pci_render.gather(odd, TERMINATIONS, PciTransaction) is None
     with pytest.raises((ValueError, TypeError)):
         pci_bus.PciRenderer(odd, width_bits=64, with_ad=False)
+
+
+def test_gather_reads_a_slot_directly_only_where_getattr_would():
+    """A member descriptor of another class set on the class names an offset into that class's instances (here
+    into a float's value: it crashed), and a __getattribute__ is not bypassed: gather answers as getattr."""
+
+    class Other:
+        __slots__ = ("x",)
+
+    class Foreign(float):
+        pass
+
+    for name in pci_bus.PciTransaction.__dataclass_fields__:
+        setattr(Foreign, name, Other.__dict__["x"])
+    assert _pci_render.gather([Foreign(1.5)], TERMINATIONS, Foreign) is None
+
+    class Shifted(PciTransaction):
+        __slots__ = ()
+
+        def __getattribute__(self, name):
+            value = object.__getattribute__(self, name)
+            return value + 100 if name == "start_clk" else value
+
+    txs = [Shifted(**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)}) for t in _model_like(3)]
+    columns = _pci_render.gather(txs, TERMINATIONS, Shifted)[0]
+    np.testing.assert_array_equal(np.frombuffer(columns, np.int64)[:3], [110, 122, 134])

@@ -173,12 +173,17 @@ static int
 layout_of(PyObject *cls, Layout *layout)
 {
     layout->type = (PyTypeObject *)cls;
+    /* Only where getattr would read the slot: not past a __getattribute__ or __getattr__ of the class, and
+     * only a member of cls or of a base (a member descriptor of another class set as an attribute of cls
+     * gives an offset into that class's instances, which getattr refuses with a TypeError). */
+    int generic = layout->type->tp_getattro == PyObject_GenericGetAttr;
     for (int j = 0; j < N_FIELDS; j++) {
         PyObject *descr = PyObject_GetAttr(cls, field_str[j]);
         if (descr == NULL)
             return -1;
         layout->offset[j] = -1;
-        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        if (generic && Py_IS_TYPE(descr, &PyMemberDescr_Type)
+            && PyType_IsSubtype(layout->type, PyDescr_TYPE(descr))) {
             PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
             if (member->type == T_OBJECT_EX)
                 layout->offset[j] = member->offset;
