@@ -49,7 +49,9 @@ shuffle_planes(const unsigned char *src, unsigned char *dst, Py_ssize_t len, Py_
         shuffle8_sse2(src, dst, n, done);
     }
 #endif
-    for (Py_ssize_t j = 0; j < size; j++) {
+    /* n > 0: with no whole element (size may be anything up to 2**63 - 1 from Python) there is no plane, and
+     * counting size empty planes took as long as the size said, without the GIL. */
+    for (Py_ssize_t j = 0; n > 0 && j < size; j++) {
         const unsigned char *from = src + j;
         unsigned char *plane = dst + j * n;
         for (Py_ssize_t i = done; i < n; i++)

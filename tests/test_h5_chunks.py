@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import h5py
@@ -245,3 +246,11 @@ def test_the_shuffle_refuses_a_size_below_one_and_what_is_not_bytes() -> None:
         shuffle("abcd", 2)
     with pytest.raises(ValueError, match="not C-contiguous"):
         shuffle(np.arange(8)[::2], 8)
+
+
+def test_the_shuffle_of_fewer_bytes_than_one_element_is_the_bytes_at_once() -> None:
+    """No whole element: the bytes unchanged (HDF5's shuffle), whatever the size; the loop once counted out
+    size empty planes (2**63 - 1 of them here: no end). In a child, so that a hang fails the test, not the run."""
+    code = ("import sys; from nicrig._h5shuffle import shuffle; "
+            "assert shuffle(b'abc', sys.maxsize) == b'abc' and shuffle(b'', 2**40) == b''")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
