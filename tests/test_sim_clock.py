@@ -134,3 +134,18 @@ def test_ties_and_products_near_two_to_the_51_round_as_python_does(period):
         out = clock.time_range(first, np.empty(40, dtype=np.int64))
         assert out.tolist() == [time_of(11, period, k) for k in range(first, first + 40)]
         assert [clock.time_of(k) for k in range(first, first + 40)] == out.tolist()
+
+
+def test_a_clock_is_whole_from_its_making_and_never_changes():
+    """No Clock without phase and period (Clock.__new__(Clock) once made one of period 0, whose at_or_after
+    stepped forever), none re-made in place by __init__, and no period whose edges leave int64 (edge 1 of a
+    1e20 ps period was no long long: at_or_after stepped forever too)."""
+    with pytest.raises(TypeError):
+        Clock.__new__(Clock)
+    clock = Clock(3, 15000.0)
+    clock.__init__(5, 8000.0)
+    assert (clock.phase_ps, clock.period_ps, clock.time_of(2)) == (3, 15000.0, 30003)
+    for period in (2.0**53, 1e20, 1e300):
+        with pytest.raises(OverflowError, match="period beyond 2\\*\\*53"):
+            Clock(0, period)
+    assert Clock(0, 2.0**53 - 1).at_or_after(5) == 1

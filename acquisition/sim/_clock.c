@@ -80,27 +80,39 @@ time_arg(PyObject *arg, double *out)
     return 0;
 }
 
-static int
-Clock_init(Clock *self, PyObject *args, PyObject *kwds)
+/* Made whole in tp_new, never changed after: no Clock exists without its phase and period (one from
+ * Clock.__new__(Clock) had a period of 0, and at_or_after() stepped forever), and no __init__ call changes
+ * one that others hold. */
+static PyObject *
+Clock_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"phase_ps", "period_ps", NULL};
     long long phase;
     double period;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "Ld", kwlist, &phase, &period))
-        return -1;
+        return NULL;
     if (!(period > 0) || !isfinite(period)) {
         PyErr_SetString(PyExc_ValueError, "a clock period must be positive and finite (ps)");
-        return -1;
+        return NULL;
+    }
+    /* Below 2**53 as the phase: edge 1 of a period beyond 2**63 ps was no long long (at_or_after() stepped
+     * forever over edges all converted to the same value). */
+    if (period >= (double)EXACT_LIMIT) {
+        PyErr_SetString(PyExc_OverflowError, "clock period beyond 2**53 ps");
+        return NULL;
     }
     if (phase <= -EXACT_LIMIT || phase >= EXACT_LIMIT) {
         PyErr_SetString(PyExc_OverflowError, "clock phase beyond 2**53 ps");
-        return -1;
+        return NULL;
     }
+    Clock *self = (Clock *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
     self->phase_ps = phase;
     self->period_ps = period;
     self->asked_ps = NAN; /* never equal: no question asked yet */
     self->answer = 0;
-    return 0;
+    return (PyObject *)self;
 }
 
 PyDoc_STRVAR(at_or_after_doc,
@@ -305,8 +317,7 @@ static PyTypeObject ClockType = {
                         "phase_ps + round(k * period_ps) ps."),
     .tp_basicsize = sizeof(Clock),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Clock_init,
+    .tp_new = Clock_new,
     .tp_repr = (reprfunc)Clock_repr,
     .tp_methods = Clock_methods,
     .tp_members = Clock_members,
