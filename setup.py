@@ -111,7 +111,13 @@ setup(
             ["acquisition/sim/_scheduler.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
-        # A NIC's DMA bursts and the bus claims of the rig model (acquisition/sim/model.py Host.dma, Host.claim).
+        # The Internet checksum's sum of the simulated rig's frames (acquisition/sim/ethernet.py internet_checksum).
+        Extension(
+            "nicrig.acquisition.sim._inet",
+            ["acquisition/sim/_inet.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
+        # The rig model's bus traffic: DMA bursts, register accesses (acquisition/sim/model.py Host.dma, _csr_transaction).
         Extension(
             "nicrig.acquisition.sim._bus",
             ["acquisition/sim/_bus.c"],

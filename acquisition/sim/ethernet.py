@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-import numpy as np
+from nicrig.acquisition.sim._inet import ones_complement_sum
 
 from nicrig.udpmon.payload import parse_header
 
@@ -297,32 +297,15 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
     return template
 
 
-#: Below this many bytes :func:`internet_checksum` sums with Python's integers, from it with NumPy (whose
-#: call costs ~5 us, about what the integers take for ~1000 bytes).
-_CHECKSUM_NUMPY_FROM_BYTES = 1024
-
-
 def internet_checksum(data: bytes | bytearray) -> int:
     """The Internet checksum (RFC 1071) of ``data``, zero-padded to whole 16-bit words: the ones' complement
     of the ones' complement sum of its big-endian words, as the number to pack big-endian.
 
     Scapy's ``checksum`` gives the same number (RFC 1071 2(B): the sum does not depend on byte order) but sums
-    the words in a Python loop. A datagram's words (~1400 bytes, once per simulated message) are summed by
-    NumPy. A header's (20 bytes, once per frame) are the base-2**16 digits of ``data`` read as one big-endian
-    integer, and 2**16 = 1 modulo 0xFFFF, so that integer modulo 0xFFFF is their sum modulo 0xFFFF, which is
-    what the end-around carry computes (RFC 1071 2(C)): folded, the sum of words not all zero is that
-    remainder, or 0xFFFF where it is 0; of all-zero words, 0.
+    the words in a Python loop; the sum here is C's (``_inet.c``), once per simulated message over its
+    datagram (~1400 bytes) and once per frame over its IPv4 header.
     """
-    if len(data) < _CHECKSUM_NUMPY_FROM_BYTES:
-        value = int.from_bytes(data, "big") << (8 * (len(data) % 2))
-        total = value % 0xFFFF or (0xFFFF if value else 0)
-    else:
-        if len(data) % 2:
-            data = bytes(data) + b"\0"
-        total = int(np.frombuffer(data, dtype=">u2").sum(dtype=np.uint64))
-        while total >> 16:
-            total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
+    return ~ones_complement_sum(data) & 0xFFFF
 
 
 def _ip_header(fragment_: _UdpFragment, ip_id: int) -> bytearray:
