@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -149,3 +151,32 @@ def test_a_clock_is_whole_from_its_making_and_never_changes():
         with pytest.raises(OverflowError, match="period beyond 2\\*\\*53"):
             Clock(0, period)
     assert Clock(0, 2.0**53 - 1).at_or_after(5) == 1
+
+
+def test_at_or_after_answers_or_refuses_any_time_and_period_at_once():
+    """Times beyond 2**53 ps are refused as floats as they are as ints (at_or_after(inf) or (1e300) once made a
+    guess beyond int64 and stepped forever), and a period far below a picosecond, where ~1 / (2 * period) edges
+    share each picosecond, gives the first edge at once (from t / period it stepped back over all of them).
+    In a child, so that a hang fails the test, not the run."""
+    code = """if True:
+        import math
+        from nicrig.acquisition.sim._clock import Clock
+        for t in (math.inf, -math.inf, 1e300, 2.0**53):
+            try:
+                Clock(0, 1000.0).at_or_after(t)
+            except OverflowError as e:
+                assert "2**53" in str(e), e
+            else:
+                raise AssertionError(t)
+        try:
+            Clock(0, 1e-300).at_or_after(1e6)
+        except OverflowError as e:
+            assert "2**62" in str(e), e
+        else:
+            raise AssertionError("1e-300")
+        for period, t in ((1e-12, 1000), (3e-7, 12345.5), (0.25, 7)):
+            clock = Clock(2, period)
+            k = clock.at_or_after(t)
+            assert clock.time_of(k) >= t > clock.time_of(k - 1), (period, t, k)
+    """
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
