@@ -180,3 +180,15 @@ def test_at_or_after_answers_or_refuses_any_time_and_period_at_once():
             assert clock.time_of(k) >= t > clock.time_of(k - 1), (period, t, k)
     """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_time_of_refuses_an_edge_beyond_int64_as_the_bulk_methods_do():
+    """time_of(2**62) of a 1000 ps clock once gave -2**63 (the product's conversion to long long, undefined in
+    C, as x86 does it); it is refused as time_range and times_of refuse it."""
+    clock = Clock(0, 1000.0)
+    for clk in (2**62, -(2**62), 2**53, 2**63 - 1):
+        with pytest.raises(OverflowError, match="2\\*\\*62"):
+            clock.time_of(clk)
+        with pytest.raises(OverflowError, match="2\\*\\*62"):
+            clock.times_of(np.array([clk], np.int64), np.zeros(1, np.int64))
+    assert clock.time_of(4_611_686_018_427) == time_of(0, 1000.0, 4_611_686_018_427)

@@ -52,6 +52,16 @@ edge_ps(const Clock *c, long long clk)
     return c->phase_ps + round_even((double)clk * c->period_ps);
 }
 
+/* A product k * period below 2**62 in magnitude, plus a phase below 2**53, fits in a long long; beyond 2**63
+ * C leaves the conversion undefined, so such an edge is refused rather than wrapped. */
+#define PRODUCT_LIMIT 4611686018427387904.0 /* 2**62 */
+
+static inline int
+edge_in_range(const Clock *c, long long clk)
+{
+    return fabs((double)clk * c->period_ps) < PRODUCT_LIMIT;
+}
+
 /* A time argument as a double, exactly: an int or a float below 2**53 in magnitude. -1 on error. */
 static int
 time_arg(PyObject *arg, double *out)
@@ -164,6 +174,11 @@ Clock_time_of(Clock *self, PyObject *arg)
     Py_DECREF(index);
     if (clk == -1 && PyErr_Occurred())
         return NULL;
+    /* as time_range() and times_of() do: beyond, the conversion gave LLONG_MIN (time_of(2**62) < 0) */
+    if (!edge_in_range(self, clk)) {
+        PyErr_SetString(PyExc_OverflowError, "an edge time beyond 2**62 ps");
+        return NULL;
+    }
     return PyLong_FromLongLong(edge_ps(self, clk));
 }
 
@@ -192,10 +207,6 @@ check_int64(const Py_buffer *view, const char *what)
     return 0;
 }
 
-/* A product k * period below 2**62 in magnitude, plus a phase below 2**53, fits in a long long; beyond 2**63
- * C leaves the conversion undefined, so such an edge is refused rather than wrapped. */
-#define PRODUCT_LIMIT 4611686018427387904.0 /* 2**62 */
-
 /* Edge times into a strided int64 buffer: out[i] = time_of(clocks[i]), or of first + i when clocks is NULL.
  * The same edge_ps() as time_of(), so every value is the one time_of() gives. 0, or -1 on a time beyond
  * what int64 holds (out then partly written); runs without the GIL (it touches no Python object). */
@@ -207,7 +218,7 @@ fill_edges(const Clock *c, char *out, Py_ssize_t out_stride, Py_ssize_t n,
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         long long clk = clocks != NULL ? *(const long long *)(clocks + i * clocks_stride) : first + i;
-        if (!(fabs((double)clk * c->period_ps) < PRODUCT_LIMIT)) {
+        if (!edge_in_range(c, clk)) {
             bad = 1;
             break;
         }
