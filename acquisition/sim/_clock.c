@@ -217,12 +217,18 @@ fill_edges(const Clock *c, char *out, Py_ssize_t out_stride, Py_ssize_t n,
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        long long clk = clocks != NULL ? *(const long long *)(clocks + i * clocks_stride) : first + i;
+        /* memcpy, not a long long *: a packed structured array's column (NumPy's default, align=False) puts
+         * its int64 at any byte offset, where a misaligned access is undefined in C (a fault on some CPUs);
+         * on x86 and AArch64 the compiler makes the same single load and store of it. */
+        long long clk = first + i, edge;
+        if (clocks != NULL)
+            memcpy(&clk, clocks + i * clocks_stride, sizeof clk);
         if (!edge_in_range(c, clk)) {
             bad = 1;
             break;
         }
-        *(long long *)(out + i * out_stride) = edge_ps(c, clk);
+        edge = edge_ps(c, clk);
+        memcpy(out + i * out_stride, &edge, sizeof edge);
     }
     Py_END_ALLOW_THREADS
     if (bad) {
