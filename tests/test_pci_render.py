@@ -182,6 +182,18 @@ def test_paint_sets_each_signals_bit_on_its_asserted_clocks(sig, c0, n, first_bi
     np.testing.assert_array_equal(out, (expected ^ np.uint64(idle)).astype(dtype))
 
 
+def test_paint_takes_intervals_and_clocks_anywhere_in_int64():
+    """Intervals from far below the block and blocks near 2**63: start - c0 and c0 + n once overflowed (an interval
+    from -2**63 painted nothing where it covered every clock; a block at 2**63 - 3, nothing at all)."""
+    big = np.array([2**63 - 1], np.int64)
+    cases = [(5, [-(2**63)], big, [1] * 8), (2**63 - 3, [0], big, [1, 1] + [0] * 6),
+             (-(2**63), [-(2**63) + 1], big, [0] + [1] * 7), (-(2**63), [-(2**63)], [-(2**63) + 2], [1, 1] + [0] * 6)]
+    for c0, starts, ends, want in cases:
+        out = np.zeros(8, np.uint8)
+        _pci_render.paint(out, c0, 0, 0, [(np.array(starts, np.int64), np.array(ends, np.int64))])
+        assert out.tolist() == want, c0
+
+
 def test_paint_refuses_what_it_cannot_read():
     out = np.zeros(4, np.uint64)
     ok = (np.array([1], np.int64), np.array([2], np.int64))

@@ -395,6 +395,17 @@ search(const int64_t *a, Py_ssize_t n, int64_t x, int right)
     return lo;
 }
 
+/* Clock x's index in [c0, c0 + n), clamped to [0, n], for any int64 x and c0 (x - c0 overflowed for an
+ * interval from far below c0, such as -2**63: painted nothing where it covered every clock). */
+static Py_ssize_t
+offset_in(int64_t x, int64_t c0, Py_ssize_t n)
+{
+    if (x <= c0)
+        return 0;
+    uint64_t d = (uint64_t)x - (uint64_t)c0; /* x - c0, exact: it lies in (0, 2**64) */
+    return d < (uint64_t)n ? (Py_ssize_t)d : n;
+}
+
 /* A C-contiguous int64 1-D buffer; -1 with TypeError otherwise. */
 static int
 int64_buffer(PyObject *obj, Py_buffer *view, const char *what)
@@ -495,12 +506,12 @@ paint(PyObject *module, PyObject *args)
             goto fail;
         }
         uint64_t bit = (uint64_t)1 << (first_bit + s);
-        /* the intervals that reach into [c0, c0 + n): ends > c0 and starts < c0 + n */
-        Py_ssize_t j1 = search(starts, m, c0 + n, 0);
-        for (Py_ssize_t j = search(ends, m, c0, 1); j < j1; j++) {
-            int64_t lo = starts[j] - c0, hi = ends[j] - c0;
-            apply(out_view.buf, size, lo > 0 ? lo : 0, hi < n ? hi : n, bit, 0);
-        }
+        /* the intervals that reach into [c0, c0 + n): ends > c0 and starts <= c0 + n - 1, the last clock, which
+         * int64 holds (c0 + n overflowed for a c0 near 2**63, and no clock lies beyond INT64_MAX) */
+        Py_ssize_t j0 = search(ends, m, c0, 1);
+        Py_ssize_t j1 = n == 0 ? j0 : search(starts, m, c0 > INT64_MAX - (n - 1) ? INT64_MAX : c0 + (n - 1), 1);
+        for (Py_ssize_t j = j0; j < j1; j++)
+            apply(out_view.buf, size, offset_in(starts[j], c0, n), offset_in(ends[j], c0, n), bit, 0);
         PyBuffer_Release(&sv);
         PyBuffer_Release(&ev);
     }
