@@ -257,12 +257,21 @@ def _dma_spans(address: int, length: int, nic_burst: int, host_cut: int) -> list
     return out
 
 
+#: A 64-bit bus's words as read from memory (little-endian), and whether that is this machine's uint64.
+_WORDS64 = np.dtype("<u8")
+_WORDS64_NATIVE = _WORDS64 == np.dtype(np.uint64)
+_WORDS32 = np.dtype("<u4")
+
+
 def bus_words(payload: bytes, width: int) -> np.ndarray:
     """``payload`` as data phases of a ``width``-byte bus (little-endian, the last one zero-padded), uint64;
-    read-only on a 64-bit bus (the bytes' own buffer, not a copy)."""
+    read-only on a 64-bit bus of a little-endian machine (the bytes' own buffer, not a copy: one NumPy call,
+    made ~5 times a simulated frame)."""
     n = max(1, -(-len(payload) // width))
     padded = payload.ljust(n * width, b"\0")
-    return np.frombuffer(padded, dtype="<u8" if width == 8 else "<u4").astype(np.uint64, copy=False)
+    if width == 8 and _WORDS64_NATIVE:
+        return np.frombuffer(padded, _WORDS64)
+    return np.frombuffer(padded, _WORDS64 if width == 8 else _WORDS32).astype(np.uint64)
 
 
 def byte_enables(length: int, width: int) -> np.ndarray:
@@ -569,30 +578,32 @@ class Host:
                 yield self.csr_interval_ps
             yield from self.csr(access, on_first if i == 0 else None)
 
-    def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Process:
-        """NIC-mastered memory transfer, host bridge as target.
+    def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Later:
+        """NIC-mastered memory transfer, host bridge as target, started now: its end, which the calling process
+        waits for (``yield host.dma(...)``; a plain call, not a generator: ~5 a simulated frame).
 
         The NIC bursts up to ``dma_burst_bytes``; the host bridge disconnects a
         burst (STOP# with TRDY#) where it crosses its prefetch/posting boundary,
         and the NIC re-arbitrates for the rest (:func:`dma_plan`).
         """
+        if not payload:
+            raise ValueError(f"a {purpose} DMA of no bytes: a PCI transaction has at least one data phase")
         shape = self.dma_shapes[write]
         key = (write, len(payload), address % shape["host_cut"])
         plan = self.dma_plans.get(key)
         if plan is None:
             plan = self.dma_plans[key] = dma_plan(key[1], key[2], write=write, **shape)
-        if plan:
-            done = Later(self.env)
-            # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
-            # phases are a slice of the whole transfer's.
-            width = self.bus_bytes
-            data = bus_words(payload, width) if address % width == 0 else tuple(
-                bus_words(payload[b.offset:b.offset + b.length], width) for b in plan)
-            # Each burst claims the bus when it is free, and the NIC its gap after each but the last, as queued
-            # calls (_bus.c), at the moments a process waiting for each would have been: SimPy's order of events
-            # (equal times by creation) is kept, with no event or generator a burst.
-            _bus.bursts(self.env, self.bus, plan, address, data, purpose, done, self.dma_burst_gap_ps, self.bus_wide)
-            yield done
+        done = Later(self.env)
+        # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
+        # phases are a slice of the whole transfer's.
+        width = self.bus_bytes
+        data = bus_words(payload, width) if address % width == 0 else tuple(
+            bus_words(payload[b.offset:b.offset + b.length], width) for b in plan)
+        # Each burst claims the bus when it is free, and the NIC its gap after each but the last, as queued
+        # calls (_bus.c), at the moments a process waiting for each would have been: SimPy's order of events
+        # (equal times by creation) is kept, with no event or generator a burst.
+        _bus.bursts(self.env, self.bus, plan, address, data, purpose, done, self.dma_burst_gap_ps, self.bus_wide)
+        return done
 
     def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:
         """A legacy-layout descriptor: buffer address, length, command/status (e1000 style)."""
@@ -633,11 +644,11 @@ class Host:
             slot = self.tx_next_slot % self.nic.tx_ring
             self.tx_next_slot += 1
             buf = 0x0100_0000 + slot * 0x800
-            yield from self.dma(False, 0x0080_0000 + slot * 16,
-                                self.descriptor(buf, len(frame.data) - 4, 0), "tx_desc_fetch")
+            yield self.dma(False, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 0),
+                           "tx_desc_fetch")
             self.tx_fifo_used += len(frame.data)
             moved_by = env.now + self.internal_move_ps(len(frame.data) - 4)
-            yield from self.dma(False, buf, frame.data[:-4], "tx_data")
+            yield self.dma(False, buf, frame.data[:-4], "tx_data")
             before, self.tx_handed = self.tx_handed, env.event()
             env.process(self._transmit(frame, slot, buf, moved_by, before, self.tx_handed))
 
@@ -664,8 +675,8 @@ class Host:
         yield sent
         self.tx_fifo_used -= len(frame.data)
         self.tx_fifo_freed.notify()
-        yield from self.dma(True, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
-                            "tx_desc_writeback")
+        yield self.dma(True, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
+                       "tx_desc_writeback")
         self.tx_completed += 1
         self.raise_interrupt("tx")
 
@@ -704,12 +715,12 @@ class Host:
             self.rx_next_slot += 1
             buf = 0x0200_0000 + slot * 0x800
             moved_by = env.now + self.internal_move_ps(len(frame.data) - 4)
-            yield from self.dma(True, buf, frame.data[:-4], "rx_data")
+            yield self.dma(True, buf, frame.data[:-4], "rx_data")
             if moved_by > env.now:
                 # The NIC's data path still moving the frame: its descriptor is written back after.
                 yield moved_by - env.now
-            yield from self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
-                                "rx_desc_writeback")
+            yield self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
+                           "rx_desc_writeback")
             self.rx_fifo_used -= len(frame.data)
             if (self.nic.flow_control and self.nic.send_xon and self.xoff_until >= 0
                     and self.rx_fifo_used <= self.nic.fc_low_water_bytes):
