@@ -1,0 +1,185 @@
+"""The simulator's C entry points on input from anywhere: every argument of a wrong type, a short, long, strided,
+read-only or zero-dimensional array, a wrong item size and integers far out of range get a Python exception, and
+whatever they accept gives the answer of the definition (the product's rule: bad input gets a clear exception,
+never a crash or a hang). The definitions are written out here from each module's documentation; the modules'
+own tests check the usual input in depth (test_pci_render, test_sim_clock, test_h5_chunks, test_ethernet_gmii).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from nicrig._h5shuffle import shuffle
+from nicrig.acquisition.sim import _pci_render
+from nicrig.acquisition.sim._clock import Clock
+from nicrig.acquisition.sim._gmii_pack import pack
+
+#: What a C entry point may raise on bad input (BufferError: an object exporting no buffer of the kind asked).
+REFUSED = (TypeError, ValueError, OverflowError, BufferError)
+
+INTS = st.one_of(st.integers(-5, 40), st.integers(-(2**64), 2**64), st.sampled_from([2**63 - 1, -(2**63), 2**31]))
+
+
+@st.composite
+def arrays(draw, length: int | None = None) -> object:
+    """An array-like of some dtype, length, layout and writability, or something that is no array."""
+    kind = draw(st.sampled_from(["array", "array", "array", "scalar", "other"]))
+    if kind == "other":
+        return draw(st.sampled_from([None, 3, "abc", b"abcd", [1, 2, 3], 1.5, object()]))
+    dtype = draw(st.sampled_from([np.uint8, np.int8, np.int64, np.uint64, np.int32, np.float64, np.bool_, ">i8"]))
+    if kind == "scalar":
+        return np.array(draw(st.integers(0, 1)), dtype)
+    n = length if length is not None and draw(st.booleans()) else draw(st.integers(0, 12))
+    step = draw(st.sampled_from([1, 1, 2, -1]))
+    base = np.arange(n * abs(step), dtype=np.int64) % 7
+    a = base.astype(dtype)[::step]
+    if draw(st.booleans()):
+        a = a.reshape(1, -1) if draw(st.booleans()) else a
+    if draw(st.integers(0, 4)) == 0:
+        a.flags.writeable = False
+    return a
+
+
+def _gmii_definition(n: int, lines: list, copy: int) -> bytes:
+    """pack()'s documentation: byte 0 = TX_EN, TXD[0..5]; byte 1 = TXD[6..7], RX_DV, RXD[0..3] (after TX_ER and
+    RX_ER, left low); byte 2 = RXD[4..7], and TX_EN again on channel `copy` (20 to 23) unless -1."""
+    txd, tx_en, rxd, rx_dv = (np.zeros(n, np.int64) if x is None else np.asarray(x, np.int64) for x in lines)
+    tx_en, rx_dv = tx_en & 1, rx_dv & 1
+    b0 = (txd << 2 | tx_en) & 0xFF
+    b1 = (txd >> 6 | rx_dv << 2 | rxd << 4) & 0xFF
+    b2 = (rxd >> 4 | (tx_en << (copy - 16) if copy != -1 else 0)) & 0xFF
+    return np.stack([b0, b1, b2], axis=1).astype(np.uint8).tobytes()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), n=st.integers(0, 10))
+def test_gmii_pack_refuses_or_packs_as_documented(data, n):
+    out = data.draw(st.one_of(arrays(3 * n), st.just(np.zeros((n, 3), np.uint8))))
+    lane = data.draw(st.sampled_from(["lines", "lines", "none", "mixed"]))
+    lines = [data.draw(arrays(n)) for _ in range(4)]
+    if lane == "none":
+        lines = [None] * 4
+    copy = data.draw(st.one_of(st.sampled_from([-1, 20, 23]), INTS))
+    try:
+        got = pack(out, *lines, copy)
+    except REFUSED:
+        event("refused")
+        return
+    event("accepted")
+    # accepted: byte lines of n clocks (or idle lanes) and an out of 3 * n writable bytes, as documented
+    assert got is out
+    clocks = out.nbytes // 3
+    for line in lines:
+        assert line is None or (isinstance(line, np.ndarray) and line.itemsize == 1 and line.size == clocks)
+    assert out.tobytes() == _gmii_definition(clocks, lines, copy)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=40), size=INTS)
+def test_shuffle_refuses_or_gives_hdf5s_planes(data, size):
+    try:
+        got = shuffle(data, size)
+    except REFUSED:
+        assert size < 1 or size >= 2**63
+        return
+    whole = len(data) // size * size  # no whole element (size beyond the data): the bytes as they are
+    assert got == b"".join(data[j:whole:size] for j in range(size if whole else 0)) + data[whole:]
+
+
+TIMES = st.one_of(INTS, st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["1", None, np.int64(7)]))
+PERIODS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), INTS, st.sampled_from([1e-300, 1e-9, 0.5, 8000.0]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(phase=INTS, period=PERIODS, t=TIMES, clk=INTS, first=INTS, n=st.integers(0, 5))
+def test_clock_refuses_or_answers_as_its_definition(phase, period, t, clk, first, n):
+    """Edge k at phase + round(k * period) ps; at_or_after(t) the least k >= 0 whose edge is at or after t."""
+    try:
+        clock = Clock(phase, period)
+    except REFUSED:
+        event("refused")
+        return
+    event("accepted")
+    assert 0 < clock.period_ps < 2**53 and abs(clock.phase_ps) < 2**53
+
+    def edge(k: int) -> int:
+        return phase + round(k * clock.period_ps)
+
+    try:
+        got = clock.time_of(clk)
+    except REFUSED:
+        assert abs(clk * clock.period_ps) >= 2**62 or not -(2**63) <= clk < 2**63
+    else:
+        assert got == edge(clk)
+    try:
+        k = clock.at_or_after(t)
+    except REFUSED:
+        assert not isinstance(t, (int, float)) or math.isnan(t) or abs(t) >= 2**53 or t / clock.period_ps >= 2**61
+    else:
+        assert k >= 0 and edge(k) >= t and (k == 0 or edge(k - 1) < t)
+    out = np.full(n, -1, np.int64)
+    try:
+        clock.time_range(first, out)
+    except REFUSED:
+        assert not -(2**63) <= first <= 2**63 - 1 - n or any(abs(k * clock.period_ps) >= 2**62
+                                                            for k in range(first, first + n))
+    else:
+        assert out.tolist() == [edge(k) for k in range(first, first + n)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_clock_bulk_methods_refuse_what_is_no_int64_column(data):
+    clock = Clock(3, 15000.0)
+    clocks, out = data.draw(arrays()), data.draw(arrays())
+    try:
+        clock.times_of(clocks, out)
+    except REFUSED:
+        event("refused")
+        return
+    event("accepted")
+    assert clocks.dtype == np.int64 and out.dtype == np.int64 and clocks.ndim == out.ndim == 1
+    assert out.tolist() == [3 + round(k * 15000.0) for k in clocks.tolist()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), c0=INTS, first_bit=INTS, idle=INTS)
+def test_paint_refuses_what_it_cannot_read(data, c0, first_bit, idle):
+    out = data.draw(arrays())
+    signals = data.draw(st.lists(st.one_of(st.tuples(arrays(), arrays()), st.sampled_from([(), 3, None])),
+                                 max_size=3))
+    try:
+        _pci_render.paint(out, c0, first_bit, idle, signals)
+    except REFUSED:
+        event("refused")
+        return
+    event("accepted")
+    assert out.dtype.kind == "u" and out.ndim == 1 and out.flags.c_contiguous
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_phases_refuses_arrays_that_are_short_long_or_of_another_kind(data):
+    n = data.draw(st.integers(0, 3))
+    args = [data.draw(st.one_of(arrays(n), st.just(np.zeros(n, np.int64)))) for _ in range(14)]
+    try:
+        _pci_render.phases(*args)
+    except REFUSED:
+        event("refused")
+        return
+    event("accepted")
+    assert all(isinstance(a, np.ndarray) and a.dtype == np.int64 and a.ndim == 1 for a in args)
+
+
+def test_gather_refuses_what_is_not_its_arguments():
+    from nicrig.acquisition.sim.pci_bus import TERMINATIONS, PciTransaction
+
+    for bad in [((), TERMINATIONS, PciTransaction), ([], list(TERMINATIONS), PciTransaction),
+                ([], TERMINATIONS, 3), ([], TERMINATIONS, int)]:
+        with pytest.raises(REFUSED + (AttributeError,)):
+            _pci_render.gather(*bad)
+    assert _pci_render.gather([1, "x", None], TERMINATIONS, PciTransaction) is None
