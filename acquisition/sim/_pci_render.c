@@ -471,12 +471,19 @@ paint(PyObject *module, PyObject *args)
     int first_bit;
     if (!PyArg_ParseTuple(args, "OLiKO!:paint", &out_obj, &c0, &first_bit, &idle, &PyList_Type, &signals))
         return NULL;
+    /* A copy that owns its pairs: getting a buffer can run Python code (a class's __buffer__, Python 3.12),
+     * which could empty or grow the list and free a pair still in use, or give a signal a bit beyond the word. */
+    PyObject *pairs = PyList_AsTuple(signals);
+    if (pairs == NULL)
+        return NULL;
     Py_buffer out_view;
     int size = word_buffer(out_obj, &out_view);
-    if (size < 0)
+    if (size < 0) {
+        Py_DECREF(pairs);
         return NULL;
+    }
     int bits = 8 * size;
-    if (first_bit < 0 || first_bit + PyList_GET_SIZE(signals) > bits || (bits < 64 && idle >> bits)) {
+    if (first_bit < 0 || first_bit + PyTuple_GET_SIZE(pairs) > bits || (bits < 64 && idle >> bits)) {
         PyErr_Format(PyExc_ValueError, "the signals' bits and the idle levels must fit in %d bits", bits);
         goto fail;
     }
@@ -484,8 +491,8 @@ paint(PyObject *module, PyObject *args)
     /* Start from the idle levels and flip each signal's bit on its asserted clocks: the
      * intervals of one signal are disjoint, so every clock is flipped at most once a signal. */
     apply(out_view.buf, size, 0, n, idle, 1);
-    for (Py_ssize_t s = 0; s < PyList_GET_SIZE(signals); s++) {
-        PyObject *pair = PyList_GET_ITEM(signals, s);
+    for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(pairs); s++) {
+        PyObject *pair = PyTuple_GET_ITEM(pairs, s);
         Py_buffer sv, ev;
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
             PyErr_SetString(PyExc_TypeError, "signals are (starts, ends) pairs");
@@ -516,9 +523,11 @@ paint(PyObject *module, PyObject *args)
         PyBuffer_Release(&ev);
     }
     PyBuffer_Release(&out_view);
+    Py_DECREF(pairs);
     Py_RETURN_NONE;
 fail:
     PyBuffer_Release(&out_view);
+    Py_DECREF(pairs);
     return NULL;
 }
 
