@@ -157,6 +157,21 @@ def test_the_renderer_reports_what_the_python_path_finds():
         pci_bus.PciRenderer(odd, width_bits=64, with_ad=False)
 
 
+@pytest.mark.parametrize("length", [2**60, 2**62, 2**63 - 1])
+def test_a_data_length_beyond_any_column_is_the_python_paths_error(length):
+    """len(data) is whatever the data's class says: a total phase count whose columns' bytes pass 2**63 once
+    overflowed into a negative size (SystemError from bytearray); gather declines it and the renderer reports."""
+
+    class Liar(np.ndarray):
+        def __len__(self):
+            return length
+
+    txs = [dataclasses.replace(t, data=t.data.view(Liar)) for t in _model_like(2)]
+    assert _pci_render.gather(txs, TERMINATIONS, PciTransaction) is None
+    with pytest.raises(ValueError, match="length differs from len"):
+        pci_bus.PciRenderer(txs, width_bits=64, with_ad=False)
+
+
 @st.composite
 def signals(draw) -> list[tuple[np.ndarray, np.ndarray]]:
     """Up to 12 signals of sorted, disjoint [start, end) intervals, some touching, some empty-length."""

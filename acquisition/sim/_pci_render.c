@@ -345,6 +345,10 @@ gather(PyObject *module, PyObject *args)
         ok = gather_scalars(PyList_GET_ITEM(txs, walked), &layout, walked, count, terminations, col,
                             (uint8_t *)PyByteArray_AS_STRING(flags), PyByteArray_AS_STRING(kinds),
                             arrays + 4 * walked);
+        /* a phase count is len(data), which a class may make anything: a total whose columns' bytes would
+         * pass PY_SSIZE_T_MAX (signed overflow; NumPy's SystemError "negative size") is the Python path's */
+        if (ok && col[C_PHASES * count + walked] > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(uint64_t) - total)
+            ok = 0;
         total += ok ? col[C_PHASES * count + walked] : 0;
     }
     if (ok) {
