@@ -44,7 +44,7 @@ from nicrig.acquisition.sim.model import (
 from nicrig.acquisition.sim import _bus
 from nicrig.acquisition.sim.pci_bus import PciTransaction
 from nicrig.acquisition.sim.rig import Recording, _rows_concatenated, _with_columns, simulate
-from nicrig.acquisition.sim.scheduler import Engine, Later, after_timeout
+from nicrig.acquisition.sim.scheduler import Engine, after_timeout
 
 #: (name, profiles, recording, scenario) -> sha256 of the truth tables and the sources, in name order.
 CASES = {
@@ -222,9 +222,7 @@ def test_a_delayed_read_is_retried_until_its_data_is_there_each_attempt_a_copy_o
     ended = []
 
     def read():
-        done = Later(env)
-        _bus.register_access(env, bus, host, shape, 0, True, latency_ps, retry_ps, done)
-        yield done
+        yield _bus.register_access(env, bus, host, shape, 0, True, latency_ps, retry_ps)
         ended.append(env.now)
 
     _run_process(env, read())
@@ -256,10 +254,8 @@ def test_a_write_is_retried_as_often_as_the_nic_refuses_writes_and_while_it_reco
         done = []
 
         def write():
-            later = Later(env)
-            _bus.register_access(env, bus, SimpleNamespace(csr_ready_ps=ready_ps), CsrAccess(True, template, 4, 3),
-                                 retries, False, 0, 10_000, later)
-            yield later
+            yield _bus.register_access(env, bus, SimpleNamespace(csr_ready_ps=ready_ps),
+                                       CsrAccess(True, template, 4, 3), retries, False, 0, 10_000)
             done.append(env.now)
 
         _run_process(env, write())
@@ -287,11 +283,12 @@ def test_a_dmas_bursts_arbitrate_on_an_idle_bus_and_follow_each_other_after_the_
     ended = []
 
     def fetch():
-        done = Later(env)
-        _bus.bursts(env, bus, plan, 0x1000, words, "tx_data", done, gap_ps, True)
-        yield done
+        yield _bus.bursts(env, bus, plan, 0x1000, words, "tx_data", gap_ps, True)
         ended.append(env.now)
 
+    with pytest.raises(RuntimeError, match="made by the Process"):
+        _bus.bursts(env, bus, plan, 0x1000, words, "tx_data", gap_ps, True)
+    assert not bus.transactions
     _run_process(env, fetch())
     assert len(bus.transactions) == len(plan) == 3 and bus.purposes == ["tx_data"] * 3 and bus.wide == [0, 1, 2]
     previous_end = 0

@@ -46,7 +46,8 @@ enum { START_CLK, COMMAND, ADDRESS, DATA, BYTE_ENABLES, TARGET_WAITS, MASTER_WAI
        PARITY_ERROR_PHASES, KIND, TXN_FIELDS };
 static Py_ssize_t txn_at[TXN_FIELDS];
 static Py_ssize_t csr_template, csr_busy, csr_busy_retry; /* model.py's CsrAccess */
-static Py_ssize_t engine_now, later_then, later_queued;
+static Py_ssize_t engine_now, engine_active_proc, process_wake, later_env, later_then, later_queued;
+static PyTypeObject *process_type, *later_type; /* scheduler.py's */
 static int bound;
 
 /* obj's slot at `at` (borrowed), or NULL with AttributeError set if it was never set. */
@@ -275,6 +276,29 @@ burst_transaction(PyObject *burst, PyObject *at, PyObject *data, PyObject *wide)
     return new_transaction(values);
 }
 
+/* A Later made by the process now running, as Later.__init__ makes it (scheduler.py): what its end queues is that
+ * process's resumption. Made here, the ~9 a simulated frame cost no Python frame. A new reference, or NULL with
+ * an exception set. */
+static PyObject *
+new_later(PyObject *env)
+{
+    PyObject *process = SLOT(env, engine_active_proc);
+    if (process == NULL || Py_TYPE(process) != process_type) {
+        PyErr_SetString(PyExc_RuntimeError, "a Later is made by the Process that waits for it");
+        return NULL;
+    }
+    PyObject *wake = slot(process, process_wake, "_wake");
+    if (wake == NULL)
+        return NULL;
+    PyObject *later = later_type->tp_alloc(later_type, 0);
+    if (later == NULL)
+        return NULL;
+    SLOT(later, later_env) = Py_NewRef(env);
+    SLOT(later, later_then) = Py_NewRef(wake);
+    SLOT(later, later_queued) = Py_NewRef(Py_False);
+    return later;
+}
+
 /* Queue the end of `done`, a Later, `delay` from now, as Later.succeed_in does. 0, or -1 with an exception set. */
 static int
 later_succeed_in(PyObject *env, PyObject *done, PyObject *delay)
@@ -391,16 +415,17 @@ step(PyObject *Py_UNUSED(module), PyObject *arg)
 static PyMethodDef step_def = {"step", (PyCFunction)step, METH_O, step_doc};
 
 PyDoc_STRVAR(bursts_doc,
-"bursts(env, bus, plan, address, data, purpose, done, gap_ps, wide) -> None\n\n"
+"bursts(env, bus, plan, address, data, purpose, gap_ps, wide) -> Later\n\n"
 "Start a DMA: claim the first of plan's bursts (DmaBurst) on bus now, and each next one gap_ps after the\n"
-"one before ends, at address + its offset; done (a Later) succeeds when the last one ends. data: the\n"
-"transfer's bus words, which each burst's phases slice, or a tuple of each burst's words.");
+"one before ends, at address + its offset. Returns the DMA's end, a Later of the running process (which\n"
+"waits for it), due when the last burst ends. data: the transfer's bus words, which each burst's phases\n"
+"slice, or a tuple of each burst's words.");
 
 static PyObject *
 bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "bursts(env, bus, plan, address, data, purpose, done, gap_ps, wide) takes 9 "
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bursts(env, bus, plan, address, data, purpose, gap_ps, wide) takes 8 "
                                          "arguments");
         return NULL;
     }
@@ -415,17 +440,22 @@ bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long address;
     if (as_ll(args[3], &address) < 0)
         return NULL;
-    Bursts *self = PyObject_GC_New(Bursts, &BurstsType);
-    if (self == NULL)
+    PyObject *done = new_later(args[0]);
+    if (done == NULL)
         return NULL;
+    Bursts *self = PyObject_GC_New(Bursts, &BurstsType);
+    if (self == NULL) {
+        Py_DECREF(done);
+        return NULL;
+    }
     self->env = Py_NewRef(args[0]);
     self->bus = Py_NewRef(args[1]);
     self->plan = Py_NewRef(args[2]);
     self->data = Py_NewRef(args[4]);
     self->purpose = Py_NewRef(args[5]);
-    self->done = Py_NewRef(args[6]);
-    self->gap_ps = Py_NewRef(args[7]);
-    self->wide = Py_NewRef(args[8]);
+    self->done = Py_NewRef(done);
+    self->gap_ps = Py_NewRef(args[6]);
+    self->wide = Py_NewRef(args[7]);
     self->address = address;
     self->next = 0;
     self->ended = 0;
@@ -435,8 +465,8 @@ bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int failed = self->step == NULL || claim_next(self) < 0;
     Py_DECREF(self);
     if (failed)
-        return NULL;
-    Py_RETURN_NONE;
+        Py_CLEAR(done);
+    return done;
 }
 
 /* One register access by the host bridge (model.py's Host._csr_transaction starts it). retried says which
@@ -602,18 +632,19 @@ access_step(PyObject *Py_UNUSED(module), PyObject *arg)
 static PyMethodDef access_step_def = {"access_step", (PyCFunction)access_step, METH_O, access_step_doc};
 
 PyDoc_STRVAR(register_access_doc,
-"register_access(env, bus, host, shape, retries, delayed_read, read_latency_ps, retry_ps, done) -> None\n\n"
+"register_access(env, bus, host, shape, retries, delayed_read, read_latency_ps, retry_ps) -> Later\n\n"
 "Start a register access by the host bridge (shape, a CsrAccess): attempt it on bus now; while the NIC\n"
 "refuses it (retries writes left to refuse, host.csr_ready_ps not reached, a delayed read's data not there\n"
-"read_latency_ps after the NIC first took it), attempt again retry_ps after each refused attempt ends. done (a\n"
-"Later) succeeds when the attempt that completes ends.");
+"read_latency_ps after the NIC first took it), attempt again retry_ps after each refused attempt ends.\n"
+"Returns the access's end, a Later of the running process (which waits for it), due when the attempt that\n"
+"completes ends.");
 
 static PyObject *
 register_access(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
+    if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "register_access(env, bus, host, shape, retries, delayed_read, "
-                                         "read_latency_ps, retry_ps, done) takes 9 arguments");
+                                         "read_latency_ps, retry_ps) takes 8 arguments");
         return NULL;
     }
     if (!bound) {
@@ -629,14 +660,19 @@ register_access(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int is_nic = master == NULL ? -1 : PyObject_RichCompareBool(master, str_nic, Py_EQ);
     if (is_nic < 0)
         return NULL;
-    Access *self = PyObject_GC_New(Access, &AccessType);
-    if (self == NULL)
+    PyObject *done = new_later(args[0]);
+    if (done == NULL)
         return NULL;
+    Access *self = PyObject_GC_New(Access, &AccessType);
+    if (self == NULL) {
+        Py_DECREF(done);
+        return NULL;
+    }
     self->env = Py_NewRef(args[0]);
     self->bus = Py_NewRef(args[1]);
     self->host = Py_NewRef(args[2]);
     self->shape = Py_NewRef(args[3]);
-    self->done = Py_NewRef(args[8]);
+    self->done = Py_NewRef(done);
     self->retry_ps = Py_NewRef(args[7]);
     self->retries = retries;
     self->read_latency_ps = read_latency_ps;
@@ -651,14 +687,14 @@ register_access(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int failed = self->step == NULL || access_attempt(self) < 0;
     Py_DECREF(self);
     if (failed)
-        return NULL;
-    Py_RETURN_NONE;
+        Py_CLEAR(done);
+    return done;
 }
 
 PyDoc_STRVAR(bind_doc,
-"bind(bus_record, dma_burst, csr_access, transaction, engine, later, turnaround_clocks) -> None\n\n"
+"bind(bus_record, dma_burst, csr_access, transaction, engine, process, later, turnaround_clocks) -> None\n\n"
 "Give this module model.py's BusRecord, DmaBurst and CsrAccess, pci_bus's PciTransaction, scheduler.py's\n"
-"Engine and Later (where their __slots__ are), and pci_bus.TURNAROUND_CLOCKS.");
+"Engine, Process and Later (where their __slots__ are), and pci_bus.TURNAROUND_CLOCKS.");
 
 /* Each slot's offset into *at, in order; 0, or -1 with an exception set (nothing is changed then only if the
  * caller fills temporaries, as bind() does). */
@@ -674,19 +710,19 @@ offsets(PyObject *cls, const char *const *names, Py_ssize_t *at)
 static PyObject *
 bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "bind(bus_record, dma_burst, csr_access, transaction, engine, later, "
-                                         "turnaround_clocks) takes 6 classes and an int");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "bind(bus_record, dma_burst, csr_access, transaction, engine, process, "
+                                         "later, turnaround_clocks) takes 7 classes and an int");
         return NULL;
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         if (!PyType_Check(args[i])) {
-            PyErr_SetString(PyExc_TypeError, "bind() takes 6 classes and an int");
+            PyErr_SetString(PyExc_TypeError, "bind() takes 7 classes and an int");
             return NULL;
         }
     }
     long long turnaround;
-    if (as_ll(args[6], &turnaround) < 0)
+    if (as_ll(args[7], &turnaround) < 0)
         return NULL;
     static const char *const bus_names[] = {"free_clk", "arbitration_clocks", "transactions", "purposes", "wide",
                                             "clock_at_or_after", "time_of", NULL};
@@ -697,13 +733,15 @@ bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     static const char *const txn_names[] = {"start_clk", "command", "address", "data", "byte_enables",
                                             "target_waits", "master_waits", "devsel", "termination", "wide",
                                             "master", "parity_error_phases", "kind", NULL};
-    static const char *const engine_names[] = {"_now", NULL};
-    static const char *const later_names[] = {"_then", "_queued", NULL};
+    static const char *const engine_names[] = {"_now", "_active_proc", NULL};
+    static const char *const process_names[] = {"_wake", NULL};
+    static const char *const later_names[] = {"env", "_then", "_queued", NULL};
     /* all found before any is changed: a failed bind leaves the last one whole */
-    Py_ssize_t b[7], d[9], c[3], t[TXN_FIELDS], e[1], l[2];
+    Py_ssize_t b[7], d[9], c[3], t[TXN_FIELDS], e[2], p[1], l[3];
     if (offsets(args[0], bus_names, b) < 0 || offsets(args[1], burst_names, d) < 0
         || offsets(args[2], csr_names, c) < 0 || offsets(args[3], txn_names, t) < 0
-        || offsets(args[4], engine_names, e) < 0 || offsets(args[5], later_names, l) < 0)
+        || offsets(args[4], engine_names, e) < 0 || offsets(args[5], process_names, p) < 0
+        || offsets(args[6], later_names, l) < 0)
         return NULL;
     bus_free_clk = b[0], bus_arbitration_clocks = b[1], bus_transactions = b[2], bus_purposes = b[3];
     bus_wide = b[4], bus_at_or_after = b[5], bus_time_of = b[6];
@@ -712,10 +750,13 @@ bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     burst_busy_dac = d[8];
     memcpy(txn_at, t, sizeof txn_at);
     csr_template = c[0], csr_busy = c[1], csr_busy_retry = c[2];
-    engine_now = e[0];
-    later_then = l[0], later_queued = l[1];
+    engine_now = e[0], engine_active_proc = e[1];
+    process_wake = p[0];
+    later_env = l[0], later_then = l[1], later_queued = l[2];
     turnaround_clocks = turnaround;
     Py_XSETREF(transaction_type, (PyTypeObject *)Py_NewRef(args[3]));
+    Py_XSETREF(process_type, (PyTypeObject *)Py_NewRef(args[5]));
+    Py_XSETREF(later_type, (PyTypeObject *)Py_NewRef(args[6]));
     bound = 1;
     Py_RETURN_NONE;
 }

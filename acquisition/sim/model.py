@@ -60,6 +60,7 @@ from nicrig.acquisition.sim.pci_bus import (
 )
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
 from nicrig.acquisition.sim.scheduler import Cpu, Engine, Later, Signal, after_timeout
+from nicrig.acquisition.sim.scheduler import Process as SimProcess  # this module's Process is a generator's type
 from nicrig.udpmon.payload import Kind, UniformBytes, make_payload
 
 from nicrig.errors import UsageError
@@ -355,7 +356,7 @@ class CsrAccess:
 
 
 # _bus.c's DMA bursts, register accesses and bus claims read and write these classes' slots at their offsets.
-_bus.bind(BusRecord, DmaBurst, CsrAccess, PciTransaction, Engine, Later, TURNAROUND_CLOCKS)
+_bus.bind(BusRecord, DmaBurst, CsrAccess, PciTransaction, Engine, SimProcess, Later, TURNAROUND_CLOCKS)
 
 
 class Link:
@@ -514,13 +515,11 @@ class Host:
         clocks (3.5.1.1).
         """
         shape = self._csr_shape(access)
-        done = Later(self.env)
         # Each attempt and the host bridge's wait after a refused one are queued calls (_bus.c) at the moments
         # this process's waits for them were, so SimPy's order of events is kept without a step of it each.
-        _bus.register_access(self.env, self.bus, self, shape, self.nic.csr_retries if shape.is_write else 0,
-                             not shape.is_write and bool(self.nic.csr_read_latency_ns), self.csr_read_latency_ps,
-                             self.host_retry_ps, done)
-        yield done
+        yield _bus.register_access(self.env, self.bus, self, shape, self.nic.csr_retries if shape.is_write else 0,
+                                   not shape.is_write and bool(self.nic.csr_read_latency_ns),
+                                   self.csr_read_latency_ps, self.host_retry_ps)
         if self.nic.csr_recovery_ns:
             self.csr_ready_ps = self.env.now + self.csr_recovery_ps
 
@@ -593,7 +592,6 @@ class Host:
         plan = self.dma_plans.get(key)
         if plan is None:
             plan = self.dma_plans[key] = dma_plan(key[1], key[2], write=write, **shape)
-        done = Later(self.env)
         # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
         # phases are a slice of the whole transfer's.
         width = self.bus_bytes
@@ -602,8 +600,7 @@ class Host:
         # Each burst claims the bus when it is free, and the NIC its gap after each but the last, as queued
         # calls (_bus.c), at the moments a process waiting for each would have been: SimPy's order of events
         # (equal times by creation) is kept, with no event or generator a burst.
-        _bus.bursts(self.env, self.bus, plan, address, data, purpose, done, self.dma_burst_gap_ps, self.bus_wide)
-        return done
+        return _bus.bursts(self.env, self.bus, plan, address, data, purpose, self.dma_burst_gap_ps, self.bus_wide)
 
     def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:
         """A legacy-layout descriptor: buffer address, length, command/status (e1000 style)."""
