@@ -532,3 +532,6 @@ def test_gmii_copies_tx_en_onto_a_spare_channel_and_the_packer_refuses_bad_lines
         pack(out, None, None, line.astype(np.int16), line)
     with pytest.raises(ValueError, match="whole number of 3-byte samples"):
         pack(np.empty(7, np.uint8), None, None, None, None)
+    for wide in (np.empty((4, 3), np.float64), np.empty(6, np.uint16)):  # bytes of 8 or 2 samples: once written
+        with pytest.raises(TypeError, match="out must be uint8"):
+            pack(wide, None, None, None, None)

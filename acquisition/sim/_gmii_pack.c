@@ -25,6 +25,15 @@ typedef struct {
     Py_ssize_t step;
 } Line;
 
+/* A buffer of bytes: format "B" (or absent, which says "B"), with or without a byte-order prefix. */
+static int
+is_uint8(const Py_buffer *view)
+{
+    const char *f = view->format != NULL ? view->format : "B";
+    return view->itemsize == 1
+           && (strcmp(f, "B") == 0 || strcmp(f, "=B") == 0 || strcmp(f, "<B") == 0 || strcmp(f, "@B") == 0);
+}
+
 static int
 line_get(PyObject *obj, Py_ssize_t n, const char *what, Line *line)
 {
@@ -37,10 +46,9 @@ line_get(PyObject *obj, Py_ssize_t n, const char *what, Line *line)
     if (PyObject_GetBuffer(obj, &line->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
     line->held = 1;
-    const char *f = line->view.format != NULL ? line->view.format : "B";
-    if (line->view.itemsize != 1 || (strcmp(f, "B") != 0 && strcmp(f, "=B") != 0 && strcmp(f, "<B") != 0
-                                      && strcmp(f, "@B") != 0)) {
-        PyErr_Format(PyExc_TypeError, "pack: %s must be uint8, not format '%s'", what, f);
+    if (!is_uint8(&line->view)) {
+        PyErr_Format(PyExc_TypeError, "pack: %s must be uint8, not format '%s'", what,
+                     line->view.format != NULL ? line->view.format : "B");
         return -1;
     }
     if (line->view.len != n) {
@@ -87,8 +95,15 @@ pack(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     Py_buffer out;
-    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
         return NULL;
+    /* uint8 as documented: samples written as bytes into wider items (a float64 (n, 3) array took 8 n samples'
+     * bytes) were accepted without a word */
+    if (!is_uint8(&out)) {
+        PyErr_Format(PyExc_TypeError, "pack: out must be uint8, not format '%s'", out.format != NULL ? out.format : "B");
+        PyBuffer_Release(&out);
+        return NULL;
+    }
     if (out.len % 3 != 0) {
         PyErr_Format(PyExc_ValueError, "pack: out holds %zd bytes, not a whole number of 3-byte samples", out.len);
         PyBuffer_Release(&out);
