@@ -169,6 +169,28 @@ def test_connections_opened_and_closed_at_a_rate() -> None:
     assert (res.closed_ns >= res.established_ns).all()
 
 
+def test_a_dropped_syn_is_the_kernels_count_not_a_guess_from_time() -> None:
+    """A full accept queue drops a SYN (listen backlog 0 holds one connection): the attempt establishes after
+    the kernel resends it, and TCP_INFO's count says so. A handshake that only looks slow (the process was
+    not running for a second: a loaded host) is no retransmission."""
+    with tcp.listen_tcp(("127.0.0.1", 0), backlog=0) as listener:
+        def accept_later(**kw):
+            time.sleep(0.3)  # the second SYN has been dropped by now
+            return tcp.accept_and_close(listener, **kw)
+
+        t, out = _in_thread(accept_later, peer_ip="127.0.0.1", max_connections=2, first_timeout_ns=5 * 10**9,
+                            idle_timeout_ns=3 * 10**9, max_duration_ns=20 * 10**9)
+        res = tcp.initiate(listener.getsockname(), count=2, rate_per_s=100, max_duration_ns=20 * 10**9)
+        t.join(10)
+    assert res.completed == 2 and list(res.syn_retransmits) == [0, 1] and res.retransmitted == 1
+    assert len(out["r"].accepted_ns) == 2
+
+    second = 10**9
+    start, est = np.zeros(4, np.int64), np.array([5 * second, second // 100, 5 * second, -1])
+    assert tcp.handshakes_retransmitted(start, est, np.array([0, 1, -1, -1])) == 2  # counted, counted, by time
+    assert tcp.handshakes_retransmitted(start, est, None) == 2  # a daemon that sends no count: by time alone
+
+
 def test_connection_attempts_fail_with_their_errno() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

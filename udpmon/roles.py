@@ -112,4 +112,5 @@ def connector(_sock: None, *, stop_fd: int, address: tuple[str, int], family: in
     res = tcp.initiate(address, count=count, rate_per_s=rate_per_s, family=family, bind_ip=bind_ip,
                        max_duration_ns=max_duration_ns, start_ns=monotonic_ns() + start_delay_ns, stop_fd=stop_fd)
     return {"due_ns": res.due_ns, "start_ns": res.start_ns, "established_ns": res.established_ns,
-            "closed_ns": res.closed_ns, "error": res.error, "stopped_by": res.stopped_by}
+            "closed_ns": res.closed_ns, "error": res.error, "syn_retransmits": res.syn_retransmits,
+            "stopped_by": res.stopped_by}

@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno as _errno
 import selectors
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,8 +39,13 @@ import numpy as np
 
 #: Bytes handed to one ``send()``: large, so the interpreter's share per byte is negligible.
 CHUNK_BYTES = 256 * 1024
-#: An attempt that took this long to establish lost its SYN or SYN-ACK: Linux's initial RTO is 1 s.
+#: An attempt that took this long to establish lost its SYN or SYN-ACK: Linux's initial RTO is 1 s. Only where
+#: the kernel does not count retransmissions itself (TCP_INFO): a process stalled that long (a loaded host)
+#: looks the same from user space.
 SYN_RETRANSMIT_NS = 1_000_000_000
+#: ``struct tcp_info`` (linux/tcp.h): eight one-byte fields, then 32-bit counters; ``tcpi_total_retrans``,
+#: every segment the connection retransmitted (a SYN included), is the 24th of them.
+_TCPI_TOTAL_RETRANS = slice(8 + 23 * 4, 8 + 24 * 4)
 _STOP = object()
 
 
@@ -317,6 +323,14 @@ class Initiated:
     closed_ns: np.ndarray
     error: np.ndarray
     stopped_by: str
+    #: SYNs retransmitted before the handshake completed, the kernel's count (TCP_INFO); -1 where not
+    #: established or the kernel does not say.
+    syn_retransmits: np.ndarray
+
+    @property
+    def retransmitted(self) -> int:
+        """Attempts whose handshake took a SYN retransmission: a SYN or SYN-ACK was lost."""
+        return handshakes_retransmitted(self.start_ns, self.established_ns, self.syn_retransmits)
 
     @property
     def completed(self) -> int:
@@ -327,11 +341,29 @@ class Initiated:
     def failed(self) -> int:
         return int(np.count_nonzero(self.error != 0))
 
-    @property
-    def retransmitted(self) -> int:
-        """Attempts whose handshake took a SYN retransmission (>= 1 s): a SYN or SYN-ACK was lost."""
-        ok = self.established_ns >= 0
-        return int(np.count_nonzero(self.established_ns[ok] - self.start_ns[ok] >= SYN_RETRANSMIT_NS))
+
+def handshakes_retransmitted(start_ns: np.ndarray, established_ns: np.ndarray,
+                             syn_retransmits: np.ndarray | None) -> int:
+    """Established attempts that retransmitted their SYN: by the kernel's count where there is one
+    (``syn_retransmits`` >= 0), else by taking :data:`SYN_RETRANSMIT_NS` or more to establish."""
+    ok = established_ns >= 0
+    slow = established_ns - start_ns >= SYN_RETRANSMIT_NS
+    if syn_retransmits is None:
+        return int(np.count_nonzero(ok & slow))
+    counted = syn_retransmits >= 0
+    return int(np.count_nonzero(ok & np.where(counted, syn_retransmits > 0, slow)))
+
+
+def retransmitted_segments(sock: socket.socket) -> int:
+    """Segments ``sock`` retransmitted so far, the kernel's ``tcpi_total_retrans``: read as the handshake
+    completes, the SYNs it resent. -1 where the platform has no TCP_INFO."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCPI_TOTAL_RETRANS.stop)
+    except (AttributeError, OSError):
+        return -1
+    if len(info) < _TCPI_TOTAL_RETRANS.stop:
+        return -1
+    return int.from_bytes(info[_TCPI_TOTAL_RETRANS], sys.byteorder)
 
 
 def schedule_ns(t0_ns: int, count: int, rate_per_s: float) -> np.ndarray:
@@ -360,6 +392,7 @@ def initiate(address: tuple[str, int], *, count: int, rate_per_s: float, family:
     est = np.full(count, -1, dtype=np.int64)
     closed = np.full(count, -1, dtype=np.int64)
     error = np.zeros(count, dtype=np.int32)
+    resent = np.full(count, -1, dtype=np.int32)
     socks: dict[int, socket.socket] = {}
     sel = _selector(stop_fd)
     deadline = _now() + max_duration_ns
@@ -410,7 +443,7 @@ def initiate(address: tuple[str, int], *, count: int, rate_per_s: float, family:
             for key, ev in sel.select(_wait_s(wake, _now())):
                 if key.data is _STOP:
                     stopped_by = "stop"
-                    return _initiated(due, start, est, closed, error, socks, sel, stopped_by)
+                    return _initiated(due, start, est, closed, error, resent, socks, sel, stopped_by)
                 i = key.data
                 s = socks[i]
                 if est[i] < 0:
@@ -419,6 +452,7 @@ def initiate(address: tuple[str, int], *, count: int, rate_per_s: float, family:
                         finish(i, err)
                         continue
                     est[i] = _now()
+                    resent[i] = retransmitted_segments(s)
                     sel.modify(s, selectors.EVENT_READ, i)
                     continue
                 try:
@@ -435,11 +469,12 @@ def initiate(address: tuple[str, int], *, count: int, rate_per_s: float, family:
                     finish(i, 0)
     finally:
         sel.close()
-    return _initiated(due, start, est, closed, error, socks, None, stopped_by)
+    return _initiated(due, start, est, closed, error, resent, socks, None, stopped_by)
 
 
 def _initiated(due: np.ndarray, start: np.ndarray, est: np.ndarray, closed: np.ndarray, error: np.ndarray,
-               socks: dict[int, socket.socket], sel: selectors.BaseSelector | None, stopped_by: str) -> Initiated:
+               resent: np.ndarray, socks: dict[int, socket.socket], sel: selectors.BaseSelector | None,
+               stopped_by: str) -> Initiated:
     """The result, with attempts still open failed as ETIMEDOUT and never-started ones left at -1."""
     for i, s in socks.items():
         s.close()
@@ -447,7 +482,7 @@ def _initiated(due: np.ndarray, start: np.ndarray, est: np.ndarray, closed: np.n
     if sel is not None:
         sel.close()
     return Initiated(due_ns=due, start_ns=start, established_ns=est, closed_ns=closed, error=error,
-                     stopped_by=stopped_by)
+                     stopped_by=stopped_by, syn_retransmits=resent)
 
 
 def connect_all(address: tuple[str, int], count: int, *, family: int = socket.AF_INET,
