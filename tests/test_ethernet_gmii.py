@@ -166,6 +166,7 @@ def test_3000_byte_payload_is_fragmented_into_three() -> None:
     assert [ip.frag for ip in ips] == [0, 185, 370]  # 8-byte units
     assert [f.ip_fragment_offset for f in frames] == [0, 185, 370]
     assert [int(ip.flags) & 1 for ip in ips] == [1, 1, 0]  # MF
+    assert [f.ip_more_fragments for f in frames] == [True, True, False]
     assert {ip.id for ip in ips} == {77} and all(ip.proto == 17 for ip in ips)
     assert all(internet_checksum(f.data[14:34]) == 0xFFFF for f in frames)
     assert [f.seq for f in frames] == [77, 77, 77] and {f.kind for f in frames} == {"udp"}
@@ -184,6 +185,8 @@ def test_smaller_mtu_and_vlan_tag() -> None:
         assert pkt.type == 0x8100 and pkt[Dot1Q].vlan == 42 and pkt[Dot1Q].type == 0x0800
         assert pkt[IP].len <= 576 and (f.vlan_id, f.inner_ethertype, f.ethertype) == (42, 0x0800, 0x8100)
     assert [f.ip_fragment_offset for f in frames] == [0, 552 // 8]
+    assert [f.ip_more_fragments for f in frames] == [True, False]
+    assert not pause_frame("00:60:1d:00:00:01", 7).ip_more_fragments  # no IPv4 in it
     (tagged,) = udp(18, vlan=1)  # the tag adds 4 bytes; padding only ever reaches 64
     (small,) = udp(1, vlan=1)
     assert (len(tagged.data), len(small.data)) == (68, 64) and small.fcs_ok

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from nicrig.udpmon.payload import Kind, UniformBytes, make_payload
+from nicrig.udpmon.payload import HEADER_BYTES, Kind, UniformBytes, header_seq, make_payload, parse_header
 
 
 def _same_state(a: np.random.Generator, b: np.random.Generator) -> bool:
@@ -42,3 +42,16 @@ def test_other_bit_generators_draw_through_integers_and_payloads_are_alike():
     assert fill(1001) == theirs.integers(0, 256, size=1001, dtype=np.uint8).tobytes()
     assert make_payload(1400, Kind.STREAM, 5, 9, UniformBytes(np.random.default_rng(3))) == \
         make_payload(1400, Kind.STREAM, 5, 9, np.random.default_rng(3))
+
+
+def test_a_payloads_seq_is_its_headers_or_minus_one_without_one():
+    """``header_seq`` is ``parse_header``'s ``seq``; -1 for a payload too short for the header or without its
+    magic."""
+    fill = UniformBytes(np.random.default_rng(5))
+    for n, seq in ((HEADER_BYTES, 7), (1400, 2**32 - 1), (18, 0)):
+        payload = make_payload(n, Kind.STREAM, seq, 9, fill)
+        assert header_seq(payload) == parse_header(payload).seq == seq
+    short = make_payload(HEADER_BYTES - 1, Kind.STREAM, 3, 9, fill)
+    assert header_seq(short) == -1 and parse_header(short) is None
+    no_magic = b"\0" * 4 + make_payload(100, Kind.STREAM, 3, 9, fill)[4:]
+    assert header_seq(no_magic) == -1 and parse_header(no_magic) is None

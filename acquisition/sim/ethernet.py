@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from nicrig.acquisition.sim._inet import ones_complement_sum
 
-from nicrig.udpmon.payload import parse_header
+from nicrig.udpmon.payload import header_seq
 
 if TYPE_CHECKING:
     from scapy.packet import Packet
@@ -182,13 +182,25 @@ class Frame:
         return fcs_ok(self.data)
 
     @property
-    def ip_fragment_offset(self) -> int:
-        """The IPv4 Fragment Offset field, in units of 8 bytes (RFC 791) as Scapy's ``IP.frag``
-        and Wireshark's ``ip.frag_offset`` show it; -1 if the frame does not carry IPv4."""
+    def _ipv4_at(self) -> int:
+        """Where the IPv4 header starts in :attr:`data`, or -1 if the frame does not carry a whole one."""
         ip = MAC_HEADER_BYTES + (VLAN_TAG_BYTES if self.ethertype == ETHERTYPE_VLAN else 0)
         if self.inner_ethertype != ETHERTYPE_IPV4 or len(self.data) < ip + IPV4_HEADER_BYTES:
             return -1
-        return int.from_bytes(self.data[ip + 6:ip + 8], "big") & 0x1FFF
+        return ip
+
+    @property
+    def ip_fragment_offset(self) -> int:
+        """The IPv4 Fragment Offset field, in units of 8 bytes (RFC 791) as Scapy's ``IP.frag``
+        and Wireshark's ``ip.frag_offset`` show it; -1 if the frame does not carry IPv4."""
+        ip = self._ipv4_at
+        return -1 if ip < 0 else int.from_bytes(self.data[ip + 6:ip + 8], "big") & 0x1FFF
+
+    @property
+    def ip_more_fragments(self) -> bool:
+        """The IPv4 More Fragments flag (RFC 791); False if the frame does not carry IPv4."""
+        ip = self._ipv4_at
+        return ip >= 0 and bool(self.data[ip + 6] & 0x20)
 
 
 def _stack(*layers: Packet) -> Packet:
@@ -348,8 +360,7 @@ def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_i
         raise ValueError(f"vlan {vlan}: a VLAN ID has 12 bits")
     template = _udp_template(src_mac, dst_mac, src_ip, dst_ip, sport, dport, len(payload), mtu, vlan)
     datagram = _udp_datagram(template, payload)
-    header = parse_header(payload)
-    seq = header.seq if header else -1
+    seq = header_seq(payload)
     return [_finish(_ip_header(f, ip_id) + datagram[f.start:f.end], "udp", seq) for f in template.fragments]
 
 

@@ -231,10 +231,7 @@ INTERRUPT_DTYPE = np.dtype([
 
 def is_last_fragment(frame: Frame) -> bool:
     """False while the IPv4 "more fragments" flag is set (RFC 791), True otherwise."""
-    if frame.ip_fragment_offset < 0:
-        return True
-    flags_at = 14 + (4 if frame.vlan_id >= 0 else 0) + 6
-    return not frame.data[flags_at] & 0x20
+    return not frame.ip_more_fragments
 
 
 def _dma_spans(address: int, length: int, nic_burst: int, host_cut: int) -> list[tuple[int, int, bool]]:
