@@ -186,3 +186,49 @@ def test_gather_refuses_what_is_not_its_arguments():
         with pytest.raises(REFUSED + (AttributeError,)):
             _pci_render.gather(*bad)
     assert _pci_render.gather([1, "x", None], TERMINATIONS, PciTransaction) is None
+
+
+def _in_child(code: str) -> str:
+    """Run ``code`` in a fresh interpreter (a crash there must not take the test run with it): what it printed,
+    after asserting it ended normally (a crash ends in a signal: a negative return code)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"child ended with {done.returncode}: {done.stderr[-2000:]}"
+    return done.stdout
+
+
+def test_bind_takes_a_slot_only_of_the_class_or_a_base():
+    """A member descriptor of another class set on the class is an offset into that class's instances: bind()
+    took it, and resume() then read a float's value as an object (segfault); _bus.bind finds slots the same way
+    (through _scheduler's capsule) and would have made transactions with another class's offsets."""
+    out = _in_child("""
+        from nicrig.acquisition.sim import _bus, _scheduler, scheduler
+        from nicrig.acquisition.sim.model import BusRecord, CsrAccess, DmaBurst
+        from nicrig.acquisition.sim.pci_bus import TURNAROUND_CLOCKS, PciTransaction
+
+        class Other:
+            __slots__ = ("a",)
+
+        class Foreign(float):
+            pass
+
+        for name in ("env", "_generator", "_target", "_wake", *PciTransaction.__dataclass_fields__):
+            setattr(Foreign, name, Other.__dict__["a"])
+        try:
+            _scheduler.bind(scheduler.Signal, scheduler.Later, scheduler.Engine, Foreign)
+        except TypeError as e:
+            print("bind refused:", e)
+        try:
+            _scheduler.resume(Foreign(1.5))
+        except TypeError as e:
+            print("resume refused:", e)
+        try:
+            _bus.bind(BusRecord, DmaBurst, CsrAccess, Foreign, scheduler.Engine, scheduler.Process, scheduler.Later,
+                      TURNAROUND_CLOCKS)
+        except TypeError as e:
+            print("bus bind refused:", e)
+    """)
+    assert out.count("refused:") == 3 and "is not a __slots__ member" in out, out

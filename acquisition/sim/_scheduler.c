@@ -690,7 +690,9 @@ slot_offset(PyObject *cls, const char *name)
     if (d == NULL)
         return -1;
     Py_ssize_t at = -1;
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
+    /* a member of cls or of a base only: another class's descriptor set on cls is an offset into its instances */
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
+        && PyType_IsSubtype((PyTypeObject *)cls, PyDescr_TYPE(d)))
         at = ((PyMemberDescrObject *)d)->d_member->offset;
     else
         PyErr_Format(PyExc_TypeError, "%R.%s is not a __slots__ member", cls, name);
