@@ -232,3 +232,25 @@ def test_bind_takes_a_slot_only_of_the_class_or_a_base():
             print("bus bind refused:", e)
     """)
     assert out.count("refused:") == 3 and "is not a __slots__ member" in out, out
+
+
+def test_advance_refuses_a_queue_changed_by_the_comparison_with_before():
+    """`before`'s comparison is Python code: it replaced the queue's head, which was then freed and a 1-tuple
+    popped and read as (time, priority, id, item) (segfault under ASan)."""
+    out = _in_child("""
+        from nicrig.acquisition.sim import scheduler
+
+        env = scheduler.Engine()
+        env.call_in(5, lambda: print("called"))
+
+        class Before:
+            def __gt__(self, other):
+                env._queue[0] = ("x",)
+                return True
+
+        try:
+            env.advance(Before())
+        except RuntimeError as e:
+            print("RuntimeError:", e)
+    """)
+    assert out == "RuntimeError: the event queue's head changed during a comparison\n", out

@@ -345,15 +345,24 @@ advance(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_TypeError, "a queue entry must be (time, priority, id, item)");
             goto error;
         }
+        /* owned across the comparison, which can run Python code that changes the queue */
+        Py_INCREF(head);
         int due = PyObject_RichCompareBool(PyTuple_GET_ITEM(head, 0), before, Py_LT);
-        if (due < 0)
-            goto error;
-        if (!due)
+        if (due <= 0) {
+            Py_DECREF(head);
+            if (due < 0)
+                goto error;
             break;
+        }
         limit--;
-        PyObject *entry = heap_pop(queue);
-        if (entry == NULL)
+        PyObject *entry = PyList_GET_SIZE(queue) > 0 && PyList_GET_ITEM(queue, 0) == head ? heap_pop(queue) : NULL;
+        Py_DECREF(head);
+        if (entry != head) {
+            if (entry != NULL || !PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "the event queue's head changed during a comparison");
+            Py_XDECREF(entry);
             goto error;
+        }
         PyObject *item = PyTuple_GET_ITEM(entry, 3);
         Py_INCREF(item);
         int failed = 0;
