@@ -254,3 +254,24 @@ def test_advance_refuses_a_queue_changed_by_the_comparison_with_before():
             print("RuntimeError:", e)
     """)
     assert out == "RuntimeError: the event queue's head changed during a comparison\n", out
+
+
+def test_register_access_stops_at_the_first_bad_argument():
+    """delayed_read's truth failed and retries was still read, running its __index__ with the exception pending
+    (Python then replaced it with a SystemError): the first error is the one raised, nothing run after it."""
+    from nicrig.acquisition.sim import _bus, model  # noqa: F401  (model binds _bus)
+
+    class Untrue:
+        def __bool__(self):
+            raise ZeroDivisionError("no truth")
+
+    read = []
+
+    class Retries:
+        def __index__(self):
+            read.append(1)
+            return 3
+
+    with pytest.raises(ZeroDivisionError, match="no truth"):
+        _bus.register_access(None, None, None, None, Retries(), Untrue(), 0, 0)
+    assert read == []

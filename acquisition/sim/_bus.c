@@ -653,7 +653,7 @@ register_access(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     long long retries, read_latency_ps;
     int delayed_read = PyObject_IsTrue(args[5]);
-    if (as_ll(args[4], &retries) < 0 || delayed_read < 0 || as_ll(args[6], &read_latency_ps) < 0)
+    if (delayed_read < 0 || as_ll(args[4], &retries) < 0 || as_ll(args[6], &read_latency_ps) < 0)
         return NULL;
     PyObject *template = slot(args[3], csr_template, "template");
     PyObject *master = template == NULL ? NULL : slot(template, txn_at[MASTER], "master");
