@@ -275,3 +275,74 @@ def test_register_access_stops_at_the_first_bad_argument():
     with pytest.raises(ZeroDivisionError, match="no truth"):
         _bus.register_access(None, None, None, None, Retries(), Untrue(), 0, 0)
     assert read == []
+
+
+def test_a_bus_claim_holds_what_python_code_it_runs_may_replace():
+    """A claim runs Python code: the bus's clock methods, the old free clock's __del__ and the wide flag's truth.
+    The claim's time (env._now) and the bus's lists were borrowed across it: a clock that moved env._now freed
+    the time the claim still used, and a free clock or flag that set the bus's lists anew had the claim append to
+    freed lists (here reused as new ones, which got the claim's entries)."""
+    out = _in_child("""
+        import numpy as np
+        from nicrig.acquisition.sim import _bus, profiles
+        from nicrig.acquisition.sim.model import BusRecord, dma_plan
+        from nicrig.acquisition.sim.scheduler import Engine
+
+        plan = dma_plan(600, 0, write=False, width_bits=64, nic_burst=256, host_cut=4096, initial_wait=2,
+                        master_wait_every=0)
+        words = np.zeros(75, np.uint64)
+
+        def run_dma(env, bus, wide, make_now=None):
+            def dma():
+                if make_now is not None:
+                    env._now = make_now()  # held by env only
+                yield _bus.bursts(env, bus, plan, 0x1000, words, "tx_data", 45_000, wide)
+            env.process(dma())
+            env.run()
+
+        freed = []
+
+        class Now(int):
+            def __del__(self):
+                freed.append(int(self))
+
+        env, bus = Engine(), BusRecord(profiles.load("bus", "pci64-66"), 0)
+        at_or_after, time_of, seen = bus.clock_at_or_after, bus.time_of, []
+
+        def moving_clock(t):
+            env._now = int(t)
+            return at_or_after(t)
+
+        def watched_time_of(clk):
+            seen.append(bool(freed))
+            return time_of(clk)
+
+        bus.clock_at_or_after, bus.time_of = moving_clock, watched_time_of
+        run_dma(env, bus, True, lambda: Now(10**12))
+        print("time freed during its claim:", seen[0], len(seen))  # the first claim's (the next ones come after it)
+
+        spares = []
+
+        def renew(bus):
+            bus.transactions, bus.purposes, bus.wide = [], [], []
+            spares.append([])
+            spares.append([])
+            spares.append([])
+
+        class Wide:
+            def __bool__(self):
+                renew(bus)
+                return True
+
+        class FreeClk(int):
+            def __del__(self):
+                renew(bus)
+
+        env, bus = Engine(), BusRecord(profiles.load("bus", "pci64-66"), 0)
+        run_dma(env, bus, Wide())
+        env, bus = Engine(), BusRecord(profiles.load("bus", "pci64-66"), 0)
+        bus.free_clk = FreeClk(0)
+        run_dma(env, bus, False)
+        print("spare lists:", len(spares), "written:", sum(map(len, spares)))
+    """)
+    assert out == "time freed during its claim: False 3\nspare lists: 12 written: 0\n", out

@@ -100,7 +100,9 @@ clock_call(PyObject *bus, Py_ssize_t at, const char *name, PyObject *arg, long l
     PyObject *method = slot(bus, at, name);
     if (method == NULL)
         return -1;
+    Py_INCREF(method); /* owned while it runs: it may set the slot anew */
     PyObject *r = PyObject_Vectorcall(method, &arg, 1, NULL);
+    Py_DECREF(method);
     if (r == NULL)
         return -1;
     int failed = as_ll(r, out);
@@ -129,34 +131,36 @@ claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObje
     } else {
         start = free;
     }
-    PyObject *transactions = slot(bus, bus_transactions, "transactions"), *purposes = slot(bus, bus_purposes, "purposes"),
-             *wide = slot(bus, bus_wide, "wide"), *txn_is_wide = slot(txn, txn_at[WIDE], "wide");
-    if (transactions == NULL || purposes == NULL || wide == NULL || txn_is_wide == NULL)
-        return NULL;
-    if (!PyList_Check(transactions) || !PyList_Check(purposes) || !PyList_Check(wide)) {
+    /* owned: the old values slot_steal drops (their __del__) and the wide flag's truth can run Python code,
+     * which can set these slots anew */
+    PyObject *transactions = Py_XNewRef(slot(bus, bus_transactions, "transactions")),
+             *purposes = Py_XNewRef(slot(bus, bus_purposes, "purposes")), *wide = Py_XNewRef(slot(bus, bus_wide, "wide")),
+             *txn_is_wide = Py_XNewRef(slot(txn, txn_at[WIDE], "wide"));
+    int failed = transactions == NULL || purposes == NULL || wide == NULL || txn_is_wide == NULL;
+    if (!failed && (!PyList_Check(transactions) || !PyList_Check(purposes) || !PyList_Check(wide))) {
         PyErr_SetString(PyExc_TypeError, "a bus record's transactions, purposes and wide must be lists");
-        return NULL;
+        failed = 1;
     }
-    if (slot_steal(txn, txn_at[START_CLK], PyLong_FromLongLong(start)) < 0
-        || slot_steal(bus, bus_free_clk, PyLong_FromLongLong(start + busy + turnaround_clocks)) < 0)
-        return NULL;
-    int is_wide = PyObject_IsTrue(txn_is_wide);
-    if (is_wide < 0)
-        return NULL;
-    if (is_wide) {
+    failed = failed || slot_steal(txn, txn_at[START_CLK], PyLong_FromLongLong(start)) < 0
+             || slot_steal(bus, bus_free_clk, PyLong_FromLongLong(start + busy + turnaround_clocks)) < 0;
+    int is_wide = failed ? -1 : PyObject_IsTrue(txn_is_wide);
+    if (is_wide > 0) {
         PyObject *index = PyLong_FromSsize_t(PyList_GET_SIZE(transactions));
-        int failed = index == NULL || PyList_Append(wide, index) < 0;
+        failed = index == NULL || PyList_Append(wide, index) < 0;
         Py_XDECREF(index);
-        if (failed)
-            return NULL;
     }
-    if (PyList_Append(transactions, txn) < 0 || PyList_Append(purposes, purpose) < 0)
+    failed = is_wide < 0 || failed || PyList_Append(transactions, txn) < 0 || PyList_Append(purposes, purpose) < 0;
+    Py_XDECREF(transactions);
+    Py_XDECREF(purposes);
+    Py_XDECREF(wide);
+    Py_XDECREF(txn_is_wide);
+    if (failed)
         return NULL;
     PyObject *last = PyLong_FromLongLong(start + busy);
     if (last == NULL)
         return NULL;
     long long end;
-    int failed = clock_call(bus, bus_time_of, "time_of", last, &end) < 0;
+    failed = clock_call(bus, bus_time_of, "time_of", last, &end) < 0;
     Py_DECREF(last);
     if (failed)
         return NULL;
@@ -316,13 +320,12 @@ claim_now(PyObject *env, PyObject *bus, PyObject *txn, PyObject *purpose, long l
 {
     if (txn == NULL)
         return NULL;
-    PyObject *now = slot(env, engine_now, "_now");
+    PyObject *now = Py_XNewRef(slot(env, engine_now, "_now")); /* owned: the bus's clock calls may set env._now */
     PyObject *end = now == NULL ? NULL : claim_on(bus, txn, purpose, busy, now, is_nic);
     Py_DECREF(txn);
-    if (end == NULL)
-        return NULL;
-    PyObject *delay = PyNumber_Subtract(end, now);
-    Py_DECREF(end);
+    PyObject *delay = end == NULL ? NULL : PyNumber_Subtract(end, now);
+    Py_XDECREF(end);
+    Py_XDECREF(now);
     return delay;
 }
 
