@@ -346,3 +346,48 @@ def test_a_bus_claim_holds_what_python_code_it_runs_may_replace():
         print("spare lists:", len(spares), "written:", sum(map(len, spares)))
     """)
     assert out == "time freed during its claim: False 3\nspare lists: 12 written: 0\n", out
+
+
+def test_bus_entry_points_refuse_what_is_not_of_the_bound_classes():
+    """bursts() and register_access() read their arguments' slots at the offsets of the classes bind() was given:
+    anything else was read as if it were one (bursts of ints: segfault; register_access: arbitrary memory). Each
+    is refused with a TypeError naming it, before anything is read or queued."""
+    out = _in_child("""
+        import numpy as np
+        from nicrig.acquisition.sim import _bus, profiles
+        from nicrig.acquisition.sim.model import BusRecord, CsrAccess, dma_plan
+        from nicrig.acquisition.sim.pci_bus import PciTransaction
+        from nicrig.acquisition.sim.scheduler import Engine
+
+        env, bus = Engine(), BusRecord(profiles.load("bus", "pci64-66"), 0)
+        plan = dma_plan(600, 0, write=False, width_bits=64, nic_burst=256, host_cut=4096, initial_wait=2,
+                        master_wait_every=0)
+        template = PciTransaction(0, 0x7, 0x3818, np.array([0x3818], np.uint64), np.array([0xF], np.uint8),
+                                  master="host", kind="csr")
+        shape = CsrAccess(True, template, 4, 3)
+        calls = [
+            (_bus.bursts, (1, 2, (3,), 0, b"", "p", 5, True)),
+            (_bus.bursts, (env, 2, plan, 0, b"", "p", 5, True)),
+            (_bus.bursts, (env, bus, plan + (3,), 0, b"", "p", 5, True)),
+            (_bus.register_access, (1, 2, 3, 7, 0, False, 0, 0)),
+            (_bus.register_access, (env, bus, None, 7, 0, False, 0, 0)),
+            (_bus.register_access, (env, bus, None, CsrAccess(True, 7.5, 4, 3), 0, False, 0, 0)),
+            (_bus.register_access, (env, bus, None, shape, 0, False, 0, 0)),
+        ]
+        for call, args in calls:
+            try:
+                call(*args)
+            except (TypeError, RuntimeError) as e:
+                print(type(e).__name__, e)
+        print(len(bus.transactions), len(env._queue))
+    """)
+    assert out.splitlines() == [
+        "TypeError bursts()'s env must be of class Engine, not int",
+        "TypeError bursts()'s bus must be of class BusRecord, not int",
+        "TypeError each burst of bursts()'s plan must be of class DmaBurst, not int",
+        "TypeError register_access()'s env must be of class Engine, not int",
+        "TypeError register_access()'s shape must be of class CsrAccess, not int",
+        "TypeError a register access's template must be of class PciTransaction, not float",
+        "RuntimeError a Later is made by the Process that waits for it",
+        "0 0",
+    ], out

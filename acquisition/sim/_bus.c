@@ -48,7 +48,20 @@ static Py_ssize_t txn_at[TXN_FIELDS];
 static Py_ssize_t csr_template, csr_busy, csr_busy_retry; /* model.py's CsrAccess */
 static Py_ssize_t engine_now, engine_active_proc, process_wake, later_env, later_then, later_queued;
 static PyTypeObject *process_type, *later_type; /* scheduler.py's */
+/* the classes whose slots the entry points read, checked there: the offsets are these classes' only */
+static PyTypeObject *engine_type, *bus_record_type, *dma_burst_type, *csr_access_type;
 static int bound;
+
+/* 0 if obj is a cls, else -1 with a TypeError naming it (`what`). */
+static int
+check_type(PyObject *obj, PyTypeObject *cls, const char *what)
+{
+    if (PyObject_TypeCheck(obj, cls))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be of class %.100s, not %.100s", what, cls->tp_name,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
 
 /* obj's slot at `at` (borrowed), or NULL with AttributeError set if it was never set. */
 static PyObject *
@@ -134,7 +147,8 @@ claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObje
     /* owned: the old values slot_steal drops (their __del__) and the wide flag's truth can run Python code,
      * which can set these slots anew */
     PyObject *transactions = Py_XNewRef(slot(bus, bus_transactions, "transactions")),
-             *purposes = Py_XNewRef(slot(bus, bus_purposes, "purposes")), *wide = Py_XNewRef(slot(bus, bus_wide, "wide")),
+             *purposes = Py_XNewRef(slot(bus, bus_purposes, "purposes")),
+             *wide = Py_XNewRef(slot(bus, bus_wide, "wide")),
              *txn_is_wide = Py_XNewRef(slot(txn, txn_at[WIDE], "wide"));
     int failed = transactions == NULL || purposes == NULL || wide == NULL || txn_is_wide == NULL;
     if (!failed && (!PyList_Check(transactions) || !PyList_Check(purposes) || !PyList_Check(wide))) {
@@ -436,10 +450,16 @@ bursts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "bursts() before bind()");
         return NULL;
     }
+    if (check_type(args[0], engine_type, "bursts()'s env") < 0
+        || check_type(args[1], bus_record_type, "bursts()'s bus") < 0)
+        return NULL;
     if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) == 0) {
         PyErr_SetString(PyExc_ValueError, "a DMA's plan is a tuple of one or more bursts");
         return NULL;
     }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(args[2]); k++)
+        if (check_type(PyTuple_GET_ITEM(args[2], k), dma_burst_type, "each burst of bursts()'s plan") < 0)
+            return NULL;
     long long address;
     if (as_ll(args[3], &address) < 0)
         return NULL;
@@ -538,7 +558,7 @@ static PyObject *
 attempt(PyObject *shape, PyObject *termination)
 {
     PyObject *template = slot(shape, csr_template, "template");
-    if (template == NULL)
+    if (template == NULL || check_type(template, transaction_type, "a register access's template") < 0)
         return NULL;
     PyObject *values[TXN_FIELDS];
     for (int i = 0; i < TXN_FIELDS; i++)
@@ -658,7 +678,13 @@ register_access(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int delayed_read = PyObject_IsTrue(args[5]);
     if (delayed_read < 0 || as_ll(args[4], &retries) < 0 || as_ll(args[6], &read_latency_ps) < 0)
         return NULL;
+    if (check_type(args[0], engine_type, "register_access()'s env") < 0
+        || check_type(args[1], bus_record_type, "register_access()'s bus") < 0
+        || check_type(args[3], csr_access_type, "register_access()'s shape") < 0)
+        return NULL;
     PyObject *template = slot(args[3], csr_template, "template");
+    if (template != NULL && check_type(template, transaction_type, "a register access's template") < 0)
+        return NULL;
     PyObject *master = template == NULL ? NULL : slot(template, txn_at[MASTER], "master");
     int is_nic = master == NULL ? -1 : PyObject_RichCompareBool(master, str_nic, Py_EQ);
     if (is_nic < 0)
@@ -757,7 +783,11 @@ bind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     process_wake = p[0];
     later_env = l[0], later_then = l[1], later_queued = l[2];
     turnaround_clocks = turnaround;
+    Py_XSETREF(bus_record_type, (PyTypeObject *)Py_NewRef(args[0]));
+    Py_XSETREF(dma_burst_type, (PyTypeObject *)Py_NewRef(args[1]));
+    Py_XSETREF(csr_access_type, (PyTypeObject *)Py_NewRef(args[2]));
     Py_XSETREF(transaction_type, (PyTypeObject *)Py_NewRef(args[3]));
+    Py_XSETREF(engine_type, (PyTypeObject *)Py_NewRef(args[4]));
     Py_XSETREF(process_type, (PyTypeObject *)Py_NewRef(args[5]));
     Py_XSETREF(later_type, (PyTypeObject *)Py_NewRef(args[6]));
     bound = 1;
