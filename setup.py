@@ -75,7 +75,7 @@ setup(
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6", "pytest-xdist>=3", "pytest-qt>=4.2", "pillow>=9"],
     },
-    entry_points={"console_scripts": ["nicrig=nicrig.cli:main"]},
+    entry_points={"console_scripts": ["nicrig=nicrig.cli:program"]},
     ext_modules=[
         Extension(
             "nicrig.udpmon._engine",

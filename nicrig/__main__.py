@@ -1,3 +1,3 @@
-from nicrig.cli import main
+from nicrig.cli import program
 
-raise SystemExit(main())
+program()

@@ -10,10 +10,12 @@ the error's code (2); an interrupted command exits 130.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from nicrig import __version__
 from nicrig.errors import NicrigError
@@ -84,3 +86,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (nicrig events ... | head): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def program() -> NoReturn:
+    """``nicrig`` as a program (the console script, ``python -m nicrig``): :func:`main`, then exit without
+    freeing what the command built. The interpreter's last collection would free it object by object: after
+    an 18,000-frame ``nicrig simulate`` 1.65 M objects in reference cycles (the model's hosts, buses and
+    their transactions), 2.3-2.5 s of a ~5 s run, for memory the operating system takes back at once.
+    Frozen (``gc.freeze``), that collection passes them by: 0.1 s. Files are closed and ``atexit``
+    handlers run as before; in-process callers of :func:`main` keep the usual collection."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
