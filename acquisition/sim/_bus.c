@@ -553,7 +553,8 @@ static PyTypeObject AccessType = {
     .tp_dealloc = (destructor)access_dealloc,
 };
 
-/* CsrAccess.attempt: a new transaction of the access's template, ended `termination`. */
+/* A new transaction of a register access's template (model.py's CsrAccess: its fields, its arrays shared), ended
+ * `termination` ("normal" or "retry"). */
 static PyObject *
 attempt(PyObject *shape, PyObject *termination)
 {
