@@ -229,11 +229,6 @@ INTERRUPT_DTYPE = np.dtype([
 ])
 
 
-def is_last_fragment(frame: Frame) -> bool:
-    """False while the IPv4 "more fragments" flag is set (RFC 791), True otherwise."""
-    return not frame.ip_more_fragments
-
-
 def _dma_spans(address: int, length: int, nic_burst: int, host_cut: int) -> list[tuple[int, int, bool]]:
     """Split a DMA of ``length`` bytes at ``address`` into bus transactions: (byte offset into the transfer,
     bytes, ended by the NIC itself).
@@ -918,11 +913,18 @@ class Rig:
     def _note_send(self, kind: str, seq: int, size: int, point: int) -> None:
         self.packets[(kind, seq)] = [seq, kind, size, 0, self.env.now, -1, -1, point]
 
+    def _arrived(self, kind: str, frame: Frame, t_ps: int) -> bool:
+        """Note ``frame`` of a ``kind`` message delivered at ``t_ps``: the message has arrived (its packet row's
+        arrival time) when this is its last fragment, the IPv4 More Fragments flag clear (RFC 791). Whether it has."""
+        row = self.packets.get((kind, frame.seq))
+        if row is None or frame.ip_more_fragments:
+            return False
+        row[6] = t_ps
+        return True
+
     def _on_frame_at(self, host_kind: str) -> Callable[[Frame, int], None]:
         def deliver(frame: Frame, t_ps: int) -> None:
-            row = self.packets.get((host_kind, frame.seq))
-            if row is not None and is_last_fragment(frame):
-                row[6] = t_ps
+            self._arrived(host_kind, frame, t_ps)
         return deliver
 
     def _settle(self) -> Process:
@@ -971,11 +973,8 @@ class Rig:
                 seq += 1
 
     def _respond(self, frame: Frame, t_ps: int) -> None:
-        row = self.packets.get(("request", frame.seq))
-        if row is None or not is_last_fragment(frame):
-            return
-        row[6] = t_ps
-        self.env.process(self._send_response(frame.seq))
+        if self._arrived("request", frame, t_ps):
+            self.env.process(self._send_response(frame.seq))
 
     def _send_response(self, seq: int) -> Process:
         point = self.packets[("request", seq)][7]
@@ -985,10 +984,8 @@ class Rig:
         self.packets[("response", seq)][3] = len(frames)
 
     def _got_response(self, frame: Frame, t_ps: int) -> None:
-        row = self.packets.get(("response", frame.seq))
-        if row is None or not is_last_fragment(frame):
+        if not self._arrived("response", frame, t_ps):
             return
-        row[6] = t_ps
         seq, ev = self._awaiting
         if seq == frame.seq and not ev.triggered:
             ev.succeed()
