@@ -345,7 +345,10 @@ def interpret_intercept(intercept_us: float, ci95_us: float,
 
 
 def unresolved(fit: LineFit | None, est: LatencyEstimate) -> str | None:
-    """Why ``fit`` supports no physical reading (None: it does): the conditions of issue 13, point 6."""
+    """Why ``fit`` supports no physical reading (None: it does).
+
+    A line needs three single-frame sizes, interleaved rounds, a resolved slope and a fit that explains the data.
+    """
     if fit is None:
         return "fewer than three single-frame sizes were measured, so there is no line to read"
     if est.rounds < 2:

@@ -27,7 +27,7 @@ The records of the kernel, the PDs and sigrok-cli over that leading part are che
 any time is printed. Then ``nicrig decode --force`` of the state capture's two sources (every
 sample) with one and with two local workers (kernels; sources split at idle points), and the runtime
 engine alone against libsigrokdecode (a decoder that only wakes up). It prints decoded samples
-(states) per second and the ratios against the goals of issue 16: kernels on one core >= 30x
+(states) per second and the ratios against the goals: kernels on one core >= 30x
 sigrok-cli on every stack and within 3x of the storage floor; two workers >= 1.8x one. Paste the
 output into docs/benchmarks.md.
 

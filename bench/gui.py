@@ -1,6 +1,6 @@
 """GUI speed on a deep capture: time to a first view, and redraw time of zoom and pan.
 
-Goals (issue 7): a 100 M-sample capture opens with a first view in under a
+Goals: a 100 M-sample capture opens with a first view in under a
 second, and zoom/pan redraws in under 50 ms, on the project's 2-core machine.
 The capture is simulated (a 1400-byte stream, Intel PRO/1000 on 64-bit 66 MHz
 PCI: both buses in state mode and the GMII probe) and decoded; the GUI runs

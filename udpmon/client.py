@@ -339,7 +339,7 @@ class Controller:
         return {k: v for k, v in reply.items() if k not in ("type", "seq")}
 
     def restore_interface(self) -> dict[str, Any]:
-        """Put back every setting this session changed; ``{"interface", "restored"}``."""
+        """Put back every setting this control session changed; ``{"interface", "restored"}``."""
         reply = self._request({"type": "restore_interface"}, "interface")
         return {k: v for k, v in reply.items() if k not in ("type", "seq")}
 

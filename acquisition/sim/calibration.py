@@ -32,7 +32,7 @@ from nicrig.analysis.citations import HUGHES_JONES
 from nicrig.decoders.batch import decode_file
 from nicrig.udpmon.results import open_results
 
-#: Relative tolerance of a covered row (issue 18: within 5%).
+#: Relative tolerance of a covered row: within 5% of the paper's figure.
 TOLERANCE = 0.05
 #: Seed 002's "wire" overhead per UDP packet: 8 gap + 6 preamble + 18 Ethernet + 28 IP/UDP bytes (§3.2, note 2).
 SEED_WIRE_OVERHEAD_BYTES = 60
