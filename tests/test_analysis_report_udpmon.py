@@ -1,4 +1,4 @@
-"""``nicrig report`` on the udpmon results of issue 9: suites, aggregates and swept runs between namespace hosts.
+"""``nicrig report`` on udpmon results: suites, aggregates and swept runs between namespace hosts.
 
 The files are real: daemons in network namespaces (three hosts on a bridge,
 or loopback where namespaces cannot be made), a short seed-000 suite, an

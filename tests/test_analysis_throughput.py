@@ -104,7 +104,7 @@ def _coalesced(rng: np.random.Generator, n: int, spacing_ns: float, timer_ns: fl
 
 
 def test_a_coalesced_stream_at_the_line_never_reads_above_it() -> None:
-    """The fault of issue 13: 300 coalesced 1472-byte datagrams at the line read 967 Mbit/s first to last."""
+    """A fault once shipped: 300 coalesced 1472-byte datagrams at the line read 967 Mbit/s first to last."""
     rng = np.random.default_rng(1)
     line = throughput.theoretical_max_user_mbps(1472)
     naive_over = 0
@@ -167,7 +167,7 @@ def test_rounds_of_a_point_give_its_mean_and_a_t_interval() -> None:
     ([9, 0, 0], "no loss from 20 us spacing on, loss at 0 us"),
 ])
 def test_the_loss_sentence_says_where_loss_was_seen(lost, said) -> None:
-    """Issue 15: 'lost even at the widest spacing' while the 0 us point lost nothing."""
+    """A fault once shipped: 'lost even at the widest spacing' while the 0 us point lost nothing."""
     rows = [{"point": k, "size_bytes": 1472, "spacing_us": sp, "received": 1000 - n, "lost": n, "sent": 1000,
              "user_rate_mbps": 500.0, "user_rate_ci95_mbps": 1.0, "remote_interrupts": -1}
             for k, (sp, n) in enumerate(zip((0.0, 20.0, 40.0), lost))]

@@ -1,4 +1,4 @@
-"""Phases under load (issue 13, point 9): CSR setup, interrupt service and DMA from the decoded tables equal the
+"""Phases under load: CSR setup, interrupt service and DMA from the decoded tables equal the
 simulator's truth in every NIC and host profile, at spacings from idle to a saturated bus, with PAUSE cycles.
 
 Each capture is simulated, decoded by the builtin engine and analysed by

@@ -1,4 +1,4 @@
-"""The simulated rig stays calibrated to Hughes-Jones et al. 2003 (issue 18).
+"""The simulated rig stays calibrated to Hughes-Jones et al. 2003.
 
 A reduced calibration (short streams) simulates every configuration of seed
 002, decodes and measures it with nicrig's own pipeline, and every covered

@@ -1,4 +1,4 @@
-"""User-facing text names its sources as a reader can find them (issue 15, point 5): no command's --help
+"""User-facing text names its sources as a reader can find them: no command's --help
 says a bare "seed 002"; it says "Hughes-Jones et al. 2003, §4.2.3" (analysis/citations.py)."""
 
 from __future__ import annotations

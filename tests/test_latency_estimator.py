@@ -1,10 +1,10 @@
-"""The latency estimator against synthetic runs with a known true line (issue 13, points 2-5).
+"""The latency estimator against synthetic runs with a known true line.
 
 Runs are simulated whole: rounds that visit every size in a fresh random
 order, each visit a block of consecutive round trips, on a host that is
 clean (Gaussian noise), drifts (a random walk in time) or flips between two
 states (~10 and ~37 us, holding for about three visits, as the loopback run
-of issue 13 did). Thousands of runs are simulated at once as arrays
+of an earlier version did). Thousands of runs are simulated at once as arrays
 (trials, rounds, sizes, round trips); each goes through the estimator's own
 steps (:func:`latency.residuals`, :func:`latency.host_states`, the visit
 statistic it picks, :func:`rounds.fit`), the same functions
@@ -72,7 +72,7 @@ def batch_lines(rtt: np.ndarray) -> tuple[rounds.Lines, list[str]]:
 @pytest.mark.parametrize("host, seed, statistic", [("clean", 1, "minimum"), ("drift", 2, "minimum"),
                                                    ("states", 3, "main mode")])
 def test_95_percent_intervals_cover_the_true_slope(host: str, seed: int, statistic: str) -> None:
-    """Issue 13 point 2: 93-97% coverage in each case; each visit block's own order is random."""
+    """93-97% coverage in each case; each visit block's own order is random."""
     rng = np.random.default_rng(seed)
     rtt, _ = simulate(rng, host, COVERAGE_TRIALS)
     lines, chosen = batch_lines(rtt)
@@ -82,7 +82,7 @@ def test_95_percent_intervals_cover_the_true_slope(host: str, seed: int, statist
 
 
 def test_drift_passes_for_slope_in_an_ascending_sweep_but_not_in_rounds() -> None:
-    """The fault of issue 13: one ascending block per size under a drifting host gives an interval that misses;
+    """A fault once shipped: one ascending block per size under a drifting host gives an interval that misses;
     the same host measured in random rounds is covered."""
     rng = np.random.default_rng(4)
     host = "drift"
@@ -174,7 +174,7 @@ def test_a_format_2_table_without_rounds_reads_as_one_ascending_sweep() -> None:
 
 @pytest.mark.parametrize("width_us", [0.5, 1.0, 1.5, 3.0, 10.0])
 def test_fwhm_bias_within_5_percent_with_300_singletons(width_us: float) -> None:
-    """Issue 13 point 5, on Gaussian peaks: the mean over 100 runs of 300 round trips each is within 5% of the
+    """On Gaussian peaks: the mean over 100 runs of 300 round trips each is within 5% of the
     truth, and the 95% interval covers it in 90-99% of them."""
     rng = np.random.default_rng(int(width_us * 10))
     sigma = width_us / density.FWHM_PER_SIGMA
@@ -201,7 +201,7 @@ def test_fwhm_of_a_peak_with_a_far_tail_and_its_interval() -> None:
 
 
 def test_fwhm_is_not_a_multiple_of_a_bin() -> None:
-    """The fault of issue 13: whole 1-us bins made every width an integer."""
+    """A fault once shipped: whole 1-us bins made every width an integer."""
     rng = np.random.default_rng(12)
     widths = {round(density.fwhm(rng.normal(0, 0.6, 1000), draws=0).fwhm, 3) for _ in range(5)}
     assert not all(w == int(w) for w in widths)

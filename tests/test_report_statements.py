@@ -1,9 +1,9 @@
-"""Every kind of sentence the report states about data, against constructed data (issue 15, point 3).
+"""Every kind of sentence the report states about data, against constructed data.
 
 Each test builds the data a sentence is about, builds the report's section
 from it, and checks that the sentence says what the data show, in the very
 numbers (and the very digits) the section's tables print: a sentence and a
-table cell never disagree. Issue 15's cases are here by name: loss "even at
+table cell never disagree. The faults once shipped are here by name: loss "even at
 the widest spacing" while the 0 us point lost nothing; a per-frame "DMA ->
 INTA#" beside a coalescence timer; "median of 30 | 1,518.0" over 86- and
 1518-byte frames; "1.0 frames per interrupt: interrupt coalescence"; the
@@ -96,7 +96,7 @@ def test_an_unresolved_slope_gets_no_reading_and_says_why_in_the_tables_digits()
 
 
 def test_a_line_that_explains_too_little_gets_no_reading() -> None:
-    """Issue 13: a reading was printed for a fit with r = -0.26 between two host states."""
+    """A fault once shipped: a reading was printed for a fit with r = -0.26 between two host states."""
     shift = {int(s): float(v) for s, v in zip(SIZES, 3 * np.sin(SIZES / 90.0))}  # a wavy curve, a slope still
     table = rtt_table(np.random.default_rng(4), slope=0.004, shift=shift, noise=0.05)
     sec = section_of(table)
@@ -130,7 +130,7 @@ def test_suspect_sizes_are_the_ones_the_tables_flag() -> None:
 
 
 def test_the_expected_slope_is_in_the_expected_column_and_compared_only_when_resolved() -> None:
-    """Issue 15: the expected slope was printed in the 'value' column with 'expected' empty."""
+    """A fault once shipped: the expected slope was printed in the 'value' column with 'expected' empty."""
     path = "memcpy:2000,pci32-33,gige,pci32-33,memcpy:2000"
     sec = section_of(rtt_table(np.random.default_rng(7), slope=0.024, noise=0.2), loopback=False, path=path)
     item = next(i for i in sec.items if i.label.startswith("slope, 1 frame"))
@@ -169,7 +169,7 @@ def stream_section(rows: list[dict], link: float | None = 1e9) -> report.Section
 
 
 def test_loss_at_the_widest_spacing_but_not_at_0_us_is_said_so() -> None:
-    """Issue 15: '...packets were lost even at the widest spacing measured' while the 0 us point lost nothing."""
+    """A fault once shipped: '...packets were lost even at the widest spacing measured' while the 0 us point lost nothing."""
     rows = [{"point": k, "size_bytes": 1472, "spacing_us": sp, "sent": 1000, "received": 1000 - lost, "lost": lost,
              "user_rate_mbps": rate, "user_rate_ci95_mbps": 2.0, "remote_interrupts": -1}
             for k, (sp, lost, rate) in enumerate([(0.0, 0, 950.0), (20.0, 12, 580.0), (40.0, 3, 294.0)])]
@@ -247,7 +247,7 @@ def frame(k: int, length: int, wait_us: float = 20.0) -> bus.FramePath:
 
 
 def test_one_frame_per_interrupt_is_not_called_coalescence() -> None:
-    """Issue 15: '1.0 frames per interrupt: interrupt coalescence'."""
+    """A fault once shipped: '1.0 frames per interrupt: interrupt coalescence'."""
     said = " ".join(report._interrupt_text("recv_pci", interrupts(65.55, 30, 1.0), []))
     assert "waits 65.55 us (median of 30 interrupts)" in said and "gave it nothing to gather" in said
     assert "frames per interrupt: interrupt coalescence" not in said
@@ -258,7 +258,7 @@ def test_one_frame_per_interrupt_is_not_called_coalescence() -> None:
 
 
 def test_a_frames_wait_for_its_interrupt_beside_the_timer_is_explained_in_both_tables_digits() -> None:
-    """Issue 15: the per-frame 'receiver's DMA -> INTA#' median 241.5 us beside a coalescence of 65.55 us."""
+    """A fault once shipped: the per-frame 'receiver's DMA -> INTA#' median 241.5 us beside a coalescence of 65.55 us."""
     paths = [frame(k, 1518, wait_us=241.5) for k in range(30)]
     t = report._timeline_table("Frames", paths, "cap.h5")
     median = dict(zip(t.columns, render.cell_texts(t)[-2]))
@@ -270,7 +270,7 @@ def test_a_frames_wait_for_its_interrupt_beside_the_timer_is_explained_in_both_t
 
 
 def test_frames_of_two_lengths_get_a_median_row_each_with_whole_lengths() -> None:
-    """Issue 15: 'median of 30 | 1,518.0' over 86- and 1518-byte frames, printed as a float."""
+    """A fault once shipped: 'median of 30 | 1,518.0' over 86- and 1518-byte frames, printed as a float."""
     paths = [frame(k, 86 if k % 2 else 1518) for k in range(30)]
     t = report._timeline_table("Frames", paths, "cap.h5")
     texts = render.cell_texts(t)
@@ -284,7 +284,7 @@ def test_frames_of_two_lengths_get_a_median_row_each_with_whole_lengths() -> Non
 
 
 def test_a_median_says_how_many_frames_had_the_phase() -> None:
-    """Issue 13: a CSR setup found for 34 of 300 frames was shown as the "median of 300"."""
+    """A fault once shipped: a CSR setup found for 34 of 300 frames was shown as the "median of 300"."""
     paths = [frame(k, 1518) for k in range(30)]
     paths = [p if k % 3 == 0 else replace(p, send_csr_start_ns=math.nan) for k, p in enumerate(paths)]
     t = report._timeline_table("Frames", paths, "cap.h5")
@@ -294,7 +294,7 @@ def test_a_median_says_how_many_frames_had_the_phase() -> None:
 
 
 def test_the_timeline_figure_is_on_the_captures_own_time_axis(monkeypatch) -> None:
-    """Issue 15: an axis 'us from -5.000 us on the capture's timeline'."""
+    """A fault once shipped: an axis 'us from -5.000 us on the capture's timeline'."""
     labels = []
     monkeypatch.setattr(figures, "_png", lambda fig: labels.append((fig.axes[0].get_xlabel(),
                                                                      fig.axes[0].get_xlim())) or b"")
@@ -379,8 +379,8 @@ def test_every_excerpt_says_what_it_shows_of_how_many() -> None:
 
 
 def test_a_new_kind_of_section_draws_through_its_own_template(tmp_path, monkeypatch) -> None:
-    """The report takes a new section as a function's data and a template of its name (the host trace events of
-    issue 19 come this way)."""
+    """The report takes a new section as a function's data and a template of its name (the host trace events come
+    this way)."""
     (tmp_path / "sections").mkdir()
     (tmp_path / "sections" / "probe.html.j2").write_text(
         '{% include "sections/generic.html.j2" %}<p class="probe">{{ s.data.events }} events</p>')

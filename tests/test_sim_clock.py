@@ -1,5 +1,5 @@
 """The model's bus clock (acquisition/sim/_clock.c) gives the answers of its Python definition, which it replaced
-for speed (issue 18 point 5): edge k at phase + round(k * period) ps, and the first edge at or after a time."""
+for speed: edge k at phase + round(k * period) ps, and the first edge at or after a time."""
 
 from __future__ import annotations
 

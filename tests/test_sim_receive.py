@@ -1,4 +1,4 @@
-"""The receive path beyond the interrupt service (issue 18), on the model's own runs.
+"""The receive path beyond the interrupt service, on the model's own runs.
 
 Linux 2.4's split of the receive work: the service only hands frames to the
 NET_RX softirq, and the e1000 of 2002 refills its ring from a tasklet after

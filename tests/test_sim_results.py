@@ -1,4 +1,4 @@
-"""Simulated capture sets carry the applications' results in the udpmon layout (issue 13, point 8).
+"""Simulated capture sets carry the applications' results in the udpmon layout.
 
 ``nicrig simulate`` takes ``nicrig udpmon``'s schedule options, and the set it
 writes holds, beside the recorded sources, a ``results`` group laid out as a

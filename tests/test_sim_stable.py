@@ -1,4 +1,4 @@
-"""The simulator's output stays byte-identical on fixed seeds while its speed is worked on (issue 18, point 5).
+"""The simulator's output stays byte-identical on fixed seeds while its speed is worked on.
 
 Each case simulates a short run and hashes every ground-truth table and every
 source's samples and timestamps. The digests were taken from the model as

@@ -1,5 +1,5 @@
 """udpmon/payload.py's UniformBytes draws what ``Generator.integers(0, 256, size=n, dtype=np.uint8)`` draws,
-which it replaced in the simulated rig for speed (issue 18 point 5), and leaves the generator where that
+which it replaced in the simulated rig for speed, and leaves the generator where that
 would have."""
 
 from __future__ import annotations

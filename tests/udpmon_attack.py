@@ -3,7 +3,7 @@
     python udpmon_attack.py HOST PORT --holders 4 --reopen-s 2.5 --trickle 100 --flood 300 --seconds 20
 
 * holders: connections that never send a byte, each closed and reopened every ``--reopen-s``
-  (the attack of issue 17: four of them used to lock every controller out);
+  (four of them used to lock every controller out);
 * trickle: connections that send one garbage byte every 0.2 s and reopen when the daemon closes them
   (a refused connection used to be drained byte by byte for 256 KiB, a thread each);
 * flood: connections opened as fast as the daemon closes them, never sending anything.
