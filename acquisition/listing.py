@@ -88,12 +88,12 @@ def cell_value(text: str, f: Field) -> tuple[int, int] | None:
     full = (1 << f.width) - 1
     if _DIGITS[f.radix].fullmatch(t):
         v = int(t, f.radix)
-        if f.signed and v < 0:
-            if v < -(1 << (f.width - 1)):
-                return None
-            v &= full
+        if f.signed:
+            half = 1 << (f.width - 1)
+            return (v & full, 0) if -half <= v < half else None
         return (v, 0) if v <= full else None
-    if not t or not all(c in "xX" or _DIGITS[f.radix].fullmatch(c) for c in t):
+    if not t or not all(c in "xX" or _DIGITS[f.radix].fullmatch(c) for c in t) or (
+            t[0] == "0" and t[1:2] in "xX" and t[2:].strip("xX")):  # '0x12' is a C prefix, not an unknown digit
         return None
     if f.radix == 10:
         return (0, full) if _UNKNOWN.fullmatch(t) else None
@@ -304,6 +304,7 @@ class ListingReader:
             self.notes.append(f"sample rate {float(rate):g} Hz from the file's '; Sample rate:' comment")
         else:
             rate, _ = self._derived_rate()
+            self._xcount.clear()  # counted again by the pass that stores the samples
         self.samplerate_hz = float(rate)
         period = period_ps(rate)
         runs = _Runs(self, self.block_samples)
