@@ -40,6 +40,7 @@ Progress = Callable[[int, int], None]
 _DIGITS = {16: re.compile(r"[0-9A-Fa-f]+"), 8: re.compile(r"[0-7]+"), 2: re.compile(r"[01]+"),
            10: re.compile(r"-?[0-9]+")}
 _UNKNOWN = re.compile(r"[xX]+")
+_PLAIN = re.compile(r"^(?P<sign>-?)(?P<whole>\d+)\.(?P<frac>\d{1,12})$")
 _ISO = re.compile(r"^(?P<date>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<frac>\d{1,12}))?(?P<tz>Z|[+-]\d\d:?\d\d)?$")
 
 
@@ -53,6 +54,10 @@ def seconds_ps(text: str) -> int | None:
 
     None when ``text`` is not a finite decimal number or lies beyond :data:`limits.MAX_TIME_PS`.
     """
+    m = _PLAIN.match(text)
+    if m and len(m["whole"]) <= 7:  # the common '0.000016460': no Decimal needed
+        ps = int(m["whole"]) * 10**12 + int(m["frac"].ljust(12, "0"))
+        return -ps if m["sign"] else ps
     try:
         v = Decimal(text)
     except (InvalidOperation, ValueError):
@@ -153,17 +158,10 @@ class ListingReader:
         self._xcount: Counter[int] = Counter()
 
     # -- rows -------------------------------------------------------------------------------
-    def _rows(self) -> Iterator[tuple[int, list[str], int, int]]:
-        """``(line, cells, value, unknown mask)`` per data row, validated; channel k is bit k of both ints."""
+    def _cells(self) -> Iterator[tuple[int, list[str]]]:
+        """``(line, cells)`` per data row, with the number of cells checked."""
         lay = self.layout
         want, delim, first = lay.columns, lay.delimiter, lay.data_line
-        fields = lay.fields
-        bitwise = all(f.width == 1 and f.radix == 2 for f in fields) and lay.value_cols == list(
-            range(lay.value_cols[0], lay.value_cols[0] + len(fields)))
-        lo = lay.value_cols[0]
-        nch = len(self.channels)
-        policy, xcount = self.x_as, self._xcount
-        prev = 0
         for lineno, text in textlines.lines(self.path, progress=self.progress):
             if lineno < first:
                 continue
@@ -174,9 +172,22 @@ class ListingReader:
             if len(cells) != want:
                 raise FormatError(f"{self.path}:{lineno}: {len(cells)} fields, expected {want}"
                                   + (" (truncated line?)" if len(cells) < want else ""))
+            yield lineno, cells
+
+    def _rows(self) -> Iterator[tuple[int, list[str], int, int]]:
+        """``(line, cells, value, unknown mask)`` per data row, validated; channel k is bit k of both ints."""
+        lay = self.layout
+        fields = lay.fields
+        bitwise = all(f.width == 1 and f.radix == 2 for f in fields) and lay.value_cols == list(
+            range(lay.value_cols[0], lay.value_cols[0] + len(fields)))
+        lo = lay.value_cols[0]
+        nch = len(self.channels)
+        policy, xcount = self.x_as, self._xcount
+        prev = 0
+        for lineno, cells in self._cells():
             x = 0
             if bitwise:
-                bits = "".join(c.strip() for c in cells[lo:])
+                bits = "".join(cells[lo:])
                 if len(bits) == nch and not bits.strip("01"):
                     value = int(bits[::-1], 2)
                 else:
@@ -209,9 +220,16 @@ class ListingReader:
     def _time(self, lineno: int, cells: list[str]) -> int:
         text = cells[self.layout.time_col].strip().strip('"')  # type: ignore[index]
         ps = iso_ps(text) if self.layout.iso_time else seconds_ps(text)
-        if ps is None:
-            raise FormatError(f"{self.path}:{lineno}: bad time {text[:40]!r}")
-        return ps
+        if ps is not None:
+            return ps
+        try:
+            finite = Decimal(text).is_finite()
+        except (InvalidOperation, ValueError):
+            finite = False
+        if finite:
+            raise FormatError(f"{self.path}:{lineno}: time {text[:40]} is beyond the {limits.MAX_TIME_PS:.3g} ps "
+                              "(about 106 days) a timestamp can hold")
+        raise FormatError(f"{self.path}:{lineno}: bad time {text[:40]!r}")
 
     def _pack(self, values: list[int]) -> np.ndarray:
         unit = self._unit
@@ -281,7 +299,7 @@ class ListingReader:
         """The rate from the time column: 1 / the GCD of the times' distances from the first row (a first pass)."""
         g = 0
         t0: int | None = None
-        for lineno, cells, _, _ in self._rows():
+        for lineno, cells in self._cells():
             t = self._time(lineno, cells)
             if t0 is None:
                 t0 = t
