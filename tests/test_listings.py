@@ -19,16 +19,19 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nicrig.acquisition import limits, textlines
 from nicrig.acquisition.capture import CaptureSet, unpack_bits
 from nicrig.acquisition.listing import ListingReader, cell_value, iso_ps, seconds_ps
 from nicrig.acquisition.listing_formats import Field, recognise
 from nicrig.cli import main
-from nicrig.errors import FormatError
+from nicrig.errors import FormatError, UsageError
 
 HERE = Path(__file__).resolve().parent
 CHIPSCOPY = Path(sys.prefix) / "chipscopy"
@@ -202,6 +205,20 @@ def test_ila_needs_the_clock_and_a_window(tmp_path, capsys):
                                                  "--sample-rate", "1MHz", "--window", "2")
 
 
+def test_ila_gap_column_without_its_radix_and_gap_rows(tmp_path):
+    """ChipScoPy's include_gap export: a GAP column the radix row has no entry for, X in the gap samples."""
+    text = ("Sample in Buffer,Sample in Window,TRIGGER,GAP,valid,data[7:0]\n"
+            "Radix - UNSIGNED,UNSIGNED,UNSIGNED,HEX,HEX\n"
+            "0,0,1,0,1,A5\n1,1,0,1,X,XX\n2,2,0,0,0,3C\n")
+    src = imported(write(tmp_path / "gap.csv", text), tmp_path / "g.h5", "--sample-rate", "250MHz",
+                   "--x-as", "hold")["source"]
+    assert src["instrument"]["x_samples"] == {"valid": 1, **{f"data[{k}]": 1 for k in range(8)}}
+    with CaptureSet.open(tmp_path / "g.h5") as cs:
+        s = cs.source("gap")
+        assert s.read_vector("data").tolist() == [0xA5, 0xA5, 0x3C] and s.read_channel("valid").tolist() == [1, 1, 0]
+        assert s.times_ps().tolist() == [0, 4000, 8000]
+
+
 @pytest.mark.parametrize("row, match", [
     ("2,2,0,0,DEADBEEF,0000", "ila.csv:5: 6 fields, expected 7 (truncated line?)"),
     ("2,2,0,0,DEADBEEG,0000,3", "ila.csv:5: column 'top/mon/AD[31:0]': 'DEADBEEG' is not a hex value of 32 bit"),
@@ -265,6 +282,45 @@ def test_value_and_time_parsing_units():
     assert seconds_ps("0.000016460") == 16_460_000 and seconds_ps("1e-08") == 10_000
     assert seconds_ps("nan") is None and seconds_ps("1e99") is None
     assert iso_ps("1970-01-01T00:00:01.5Z") == 1_500_000_000_000
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(0, 7)), min_size=1, max_size=30),
+       st.integers(1, 9), st.sampled_from(["saleae", "dsview"]))
+def test_change_rows_expand_to_the_samples_they_came_from(steps, block, vendor):
+    """Random 3-channel captures written as change rows come back sample for sample, whatever the block size."""
+    idx = np.cumsum([0] + [d for d, _ in steps])
+    values = [0] + [v for _, v in steps]
+    want = np.repeat(np.array([[(v >> k) & 1 for k in range(3)] for v in values]), np.diff(np.r_[idx, idx[-1] + 1]),
+                     axis=0)
+    rows = [(int(i), ",".join(str((v >> k) & 1) for k in range(3))) for i, v in zip(idx, values)]
+    with tempfile.TemporaryDirectory() as d:
+        if vendor == "saleae":
+            text = "Time [s],A,B,C\n" + "".join(f"{i * 4e-9:.9f},{r}\n" for i, r in rows)
+        else:
+            text = dsview_text("250 MHz", ["A", "B", "C"], rows, 250e6)
+        path = write(Path(d) / "r.csv", text)
+        reader = ListingReader(path, recognise(path), block_samples=block, sample_rate_hz=250e6)
+        got = unpack_bits(np.concatenate([b for b, _ in reader.blocks()]), 3)
+    assert np.array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 400), st.binary(min_size=1, max_size=12))
+def test_damaged_listings_give_format_errors_only(cut, junk):
+    """Any listing cut short or with bytes spliced in reads whole or fails with a FormatError or UsageError."""
+    base = (ILA + "4,4,0,1,00000001,0000,1\n").encode()
+    data = base[:cut] + junk + base[cut:]
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "x.csv"
+        path.write_bytes(data)
+        try:
+            layout = recognise(path)
+            if layout is not None:
+                for _ in ListingReader(path, layout, sample_rate_hz=1e6).blocks():
+                    pass
+        except (FormatError, UsageError):
+            pass
 
 
 def test_block_streaming_cuts_runs_and_rows(tmp_path):
