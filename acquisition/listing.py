@@ -147,7 +147,8 @@ class ListingReader:
         self.trigger_sample = 0
         self.offset_ps = 0
         self._unit = max(1, (len(self.channels) + 7) // 8)
-        self._given = Fraction(sample_rate_hz) if sample_rate_hz is not None else None
+        # the rate as the decimal it was written as (66.67e6 is 6667000000/100, not the nearest binary fraction)
+        self._given = Fraction(repr(float(sample_rate_hz))) if sample_rate_hz is not None else None
         if window is not None and layout.window_col is None:
             raise UsageError(f"--window applies to ILA listings (capture windows), not to a {layout.title}")
         if layout.mode == "state" and self._given is None:
