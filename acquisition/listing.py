@@ -176,14 +176,18 @@ class ListingReader:
             yield lineno, cells
 
     def _rows(self) -> Iterator[tuple[int, list[str], int, int]]:
-        """``(line, cells, value, unknown mask)`` per data row, validated; channel k is bit k of both ints."""
+        """``(line, cells, value, unknown mask)`` per data row, validated; channel k is bit k of both ints.
+
+        The value has the unknown bits already replaced as ``--x-as`` says; the caller counts the masks
+        of the rows it stores.
+        """
         lay = self.layout
         fields = lay.fields
         bitwise = all(f.width == 1 and f.radix == 2 for f in fields) and lay.value_cols == list(
             range(lay.value_cols[0], lay.value_cols[0] + len(fields)))
         lo = lay.value_cols[0]
         nch = len(self.channels)
-        policy, xcount = self.x_as, self._xcount
+        policy = self.x_as
         prev = 0
         for lineno, cells in self._cells():
             x = 0
@@ -196,7 +200,6 @@ class ListingReader:
             else:
                 value, x = self._slow(lineno, cells)
             if x:
-                xcount[x] += 1
                 value &= ~x
                 if policy == "1":
                     value |= x
@@ -257,7 +260,7 @@ class ListingReader:
         trigger: int | None = None
         wanted = self.window if self.window is not None else 0
         windows_seen = 1
-        for lineno, cells, value, _ in self._rows():
+        for lineno, cells, value, x in self._rows():
             in_window = _count(self.path, lineno, cells[lay.window_col], "Sample in Window")  # type: ignore[index]
             sample = _count(self.path, lineno, cells[lay.sample_col], "Sample in Buffer")  # type: ignore[index]
             if prev_in_window is not None and in_window <= prev_in_window:
@@ -275,6 +278,8 @@ class ListingReader:
                 continue
             if trigger is None and cells[lay.trigger_col].strip() == "1":  # type: ignore[index]
                 trigger = n
+            if x:
+                self._xcount[x] += 1
             values.append(value)
             n += 1
             if n > self.max_samples:
@@ -323,7 +328,6 @@ class ListingReader:
             self.notes.append(f"sample rate {float(rate):g} Hz from the file's '; Sample rate:' comment")
         else:
             rate, _ = self._derived_rate()
-            self._xcount.clear()  # counted again by the pass that stores the samples
         self.samplerate_hz = float(rate)
         period = period_ps(rate)
         runs = _Runs(self, self.block_samples)
@@ -352,6 +356,8 @@ class ListingReader:
                                  "give a lower --sample-rate HZ")
             if rows:
                 yield from runs.put(prev_value, idx - prev_idx)
+            if x:
+                self._xcount[x] += 1
             prev_idx, prev_value, last_x = idx, value, x
             rows += 1
         if not rows:

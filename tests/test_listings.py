@@ -194,13 +194,13 @@ def test_ila_legacy_export_without_radix_row_is_hex(tmp_path):
 def test_ila_needs_the_clock_and_a_window(tmp_path, capsys):
     path = write(tmp_path / "ila.csv", ILA)
     assert "give --sample-rate HZ, the ILA's clock" in fails(capsys, str(path), "-o", str(tmp_path / "x.h5"))
-    two = ILA + "4,0,0,1,00000001,0000,0\n5,1,1,1,00000002,0000,0\n"
+    two = ILA.replace("1,1,1,0,FE000010", "1,1,1,X,FE000010") + "4,0,0,1,00000001,0000,0\n5,1,1,1,00000002,0000,0\n"
     path = write(tmp_path / "two.csv", two)
     err = fails(capsys, str(path), "-o", str(tmp_path / "x.h5"), "--sample-rate", "1MHz")
     assert "two.csv:7: a second capture window starts here" in err and "--window" in err
     src = imported(path, tmp_path / "w.h5", "--sample-rate", "1MHz", "--window", "1")["source"]
     assert src["num_samples"] == 2 and src["trigger_sample"] == 1
-    assert "capture window 1 of 2" in src["notes"]
+    assert "capture window 1 of 2" in src["notes"] and src["instrument"]["x_samples"] == {}
     assert "holds 2 capture window(s)" in fails(capsys, str(path), "-o", str(tmp_path / "x.h5"),
                                                  "--sample-rate", "1MHz", "--window", "2")
 
