@@ -55,6 +55,9 @@ $(STAMP): setup.py pyproject.toml $(EXT_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	# AMD's ChipScoPy writes the ILA CSV that Vivado writes (ILAWaveform.export_waveform): a test imports its
+	# files. Kept in a folder of its own (its pinned rich<14 stays out of nicrig's environment).
+	$(PY) -m pip install -q --target $(VENV)/chipscopy 'chipscopy==2026.1.0.45'
 	# Byte-compiled as pip compiles a regular install: an editable one is compiled on import, and not kept
 	# where PYTHONDONTWRITEBYTECODE is set (~0.1 s at every command's start).
 	$(PY) -m compileall -q -j 0 nicrig acquisition decoders gui udpmon analysis >/dev/null

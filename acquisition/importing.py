@@ -1,4 +1,4 @@
-"""``nicrig import FILE -o SET.h5``: bring a VCD, sigrok session (.sr) or CSV capture into a capture set.
+"""``nicrig import FILE -o SET.h5``: bring a VCD, sigrok session (.sr), CSV or listing capture into a capture set.
 
 The file becomes one source (``--source``, default: the source name a VCD exported by
 nicrig records, else the file's stem) of a new capture
@@ -6,6 +6,8 @@ set, or of an existing one with ``--append``. Samples are streamed a block at a 
 a multi-gigabyte VCD never sits in memory expanded. Channel names that follow nicrig's
 conventions (``FRAME#``, ``frame_n``, ``AD[31:0]``, ``C/BE#``, ``TX_EN``, ``RXD``...) give the
 source its roles and ``bus.kind`` (``pci`` or ``gmii``), so decoders find their channels.
+A ``.csv`` that is a logic-analyzer or FPGA listing (Vivado ILA, Saleae Logic 2, DSView) is
+recognised by its content and read by :mod:`~nicrig.acquisition.listing`.
 ``--json`` prints the new source as ``nicrig info --json`` describes it. See ``docs/import-export.md``.
 """
 
@@ -16,6 +18,9 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+from nicrig.acquisition.listing_formats import TITLES as LISTING_TITLES
+from nicrig.acquisition.listing_formats import choose as choose_listing
 
 _FORMATS = {".vcd": "vcd", ".sr": "sr", ".csv": "csv", ".txt": "csv"}
 
@@ -33,22 +38,30 @@ VECTOR_ROLES = {"ad", "cbe", "txd", "rxd"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="capture to import: .vcd, .sr (sigrok session) or .csv")
+    p.add_argument("file", metavar="FILE",
+                   help="capture to import: .vcd, .sr (sigrok session) or .csv (sigrok-style CSV, or a Vivado ILA, "
+                        "Saleae Logic 2 or DSView listing, recognised by its content)")
     p.add_argument("-o", "--output", required=True, metavar="SET.h5", help="capture set to write (or extend)")
     p.add_argument("--source", metavar="NAME",
                    help="name of the new source (default: the name recorded by nicrig's VCD export, else the "
                         "file's stem)")
     p.add_argument("--append", action="store_true", help="add the source to an existing capture set")
-    p.add_argument("--format", choices=["vcd", "sr", "csv"], help="input format (default: from the extension)")
+    p.add_argument("--format", choices=["vcd", "sr", "csv", *LISTING_TITLES],
+                   help="input format (default: from the extension, and for .csv/.txt from the content: "
+                        + ", ".join(f"{k} = {v}" for k, v in LISTING_TITLES.items()) + "; csv = sigrok-style)")
     p.add_argument("--sample-rate", metavar="HZ",
                    help="timing-mode sample rate, e.g. 400e6 or 66.67MHz (CSV: needed without a time column "
-                        "or '; Samplerate:' comment; VCD: default derived from the change times)")
+                        "or '; Samplerate:' comment; VCD: default derived from the change times); for an ILA "
+                        "listing, the clock the ILA samples on (its rows have no times)")
+    p.add_argument("--window", type=int, metavar="K",
+                   help="ILA listing: import capture window K (0, 1, ...) of a capture with several windows")
     g = p.add_argument_group("VCD input")
     g.add_argument("--clock", metavar="SIGNAL",
                    help="state mode: one sample per rising edge of SIGNAL, values as they stood just before it")
     g.add_argument("--scope", metavar="PATH", help="import only the variables under this scope (e.g. top.send)")
     g.add_argument("--x-as", choices=["0", "1", "hold"], default=None,
-                   help="value stored for x (unknown) bits: 0, 1 or hold the previous value (default 0)")
+                   help="value stored for x (unknown) bits: 0, 1 or hold the previous value (default 0); also "
+                        "for listings' X (no data)")
     g.add_argument("--z-as", choices=["0", "1", "hold"], default=None,
                    help="value stored for z (floating) bits (default 1: PCI and GMII control lines are pulled up)")
     p.add_argument("--json", action="store_true",
@@ -139,9 +152,12 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or _FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise UsageError(f"{path}: unknown extension {path.suffix!r}: give --format vcd, sr or csv")
+    layout = None
+    if fmt in ("csv", *LISTING_TITLES):
+        fmt, layout = choose_listing(path, fmt, explicit=args.format is not None)
     if fmt != "vcd":
-        given = [o for o, v in (("--clock", args.clock), ("--scope", args.scope), ("--x-as", args.x_as),
-                                ("--z-as", args.z_as)) if v is not None]
+        given = [o for o, v in (("--clock", args.clock), ("--scope", args.scope), ("--z-as", args.z_as))
+                 + ((("--x-as", args.x_as),) if fmt not in LISTING_TITLES else ()) if v is not None]
         if given:
             raise UsageError(f"{', '.join(given)} apply to VCD input only")
     rate = parse_rate(args.sample_rate) if args.sample_rate is not None else None
@@ -150,11 +166,17 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     with Progress() as bar:
         progress = bar.task(f"import: reading {path.name}", unit="bytes")
-        reader, instrument = _reader(fmt, path, args, rate, progress)
+        reader, instrument = _reader(fmt, path, args, rate, progress, layout)
         exported = (getattr(reader, "meta", None) or {}).get("source") if getattr(reader, "restored", False) else None
         name = _source_name(args.source or exported or source_name_from(path), out, args.append)
         blocks = reader.blocks()
-        first = next(blocks, None)  # errors in the file surface here, before anything is written
+        try:
+            first = next(blocks, None)  # errors in the file surface here, before anything is written
+        except FormatError as exc:
+            if fmt == "csv" and args.format is None:
+                raise FormatError(f"{exc} (read as sigrok-style CSV: not recognised as a "
+                                  + ", ".join(LISTING_TITLES.values()) + ")") from None
+            raise
         if first is None:
             raise FormatError(f"{path}: no samples")
         channels, rename_notes = sanitize_channels(list(reader.channels))
@@ -190,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
             # the notes and counts are known only now
             w.set_notes("; ".join(notes))
             w.set_instrument(instrument)
+            if (reader.trigger_sample, reader.offset_ps) != (spec.trigger_sample, spec.offset_ps):
+                w.set_trigger(reader.trigger_sample)  # a listing's trigger row may come after the first block
+                w.set_offset(reader.offset_ps)
             summary = w.describe()
     if args.json:
         print(json.dumps({"file": str(path), "format": fmt, "output": str(out), "appended": bool(args.append),
@@ -214,8 +239,20 @@ def _source_name(name: str, out: Path, append: bool) -> str:
     return name
 
 
-def _reader(fmt: str, path: Path, args: argparse.Namespace, rate: float | None, progress: Any) -> tuple[Any, dict]:
+def _reader(fmt: str, path: Path, args: argparse.Namespace, rate: float | None, progress: Any,
+            layout: Any = None) -> tuple[Any, dict]:
     instrument: dict[str, Any] = {"model": "import", "file": path.name, "format": fmt}
+    if layout is not None:
+        from nicrig.acquisition.listing import ListingReader
+
+        x_as = args.x_as or "0"
+        instrument.update(x_as=x_as, window=args.window)
+        return ListingReader(path, layout, sample_rate_hz=rate, x_as=x_as, window=args.window,
+                             progress=progress), instrument
+    if args.window is not None:
+        from nicrig.errors import UsageError
+
+        raise UsageError("--window applies to ILA listings only")
     if fmt == "vcd":
         from nicrig.acquisition.vcd import VcdReader
 

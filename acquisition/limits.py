@@ -25,6 +25,8 @@ MIN_SAMPLE_RATE_HZ = 1e-3
 MAX_SAMPLE_RATE_HZ = 1e12
 #: Times (ps) are stored as signed 64-bit integers: about 106 days.
 MAX_TIME_PS = 2**63 - 1
+#: Bytes in one line of a text listing (CSV): a 4,096-channel row of 0/1 fields is about 8 KiB.
+MAX_LINE_BYTES = 1 << 20
 #: Variables a VCD header may declare (each a few dozen bytes of header), whatever ``--scope`` imports.
 MAX_VCD_VARIABLES = 1_000_000
 

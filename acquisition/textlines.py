@@ -1,0 +1,71 @@
+"""Lines of an imported text file, each bounded in length, with their line numbers.
+
+A text importer that reads with ``for line in open(...)`` lets one line of a
+hostile or damaged file (gigabytes without a newline) fill memory. :func:`lines`
+reads the file in blocks and refuses a line longer than
+:data:`~nicrig.acquisition.limits.MAX_LINE_BYTES` with an error naming the file
+and the line, so memory stays bounded whatever the file holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from nicrig.acquisition import limits
+
+from nicrig.errors import FormatError
+
+READ_BYTES = 1 << 20
+Progress = Callable[[int, int], None]
+
+
+def lines(path: Path, *, max_bytes: int = limits.MAX_LINE_BYTES, progress: Progress | None = None
+          ) -> Iterator[tuple[int, str]]:
+    """``(line number from 1, text without its end of line)`` for each line of ``path``, as UTF-8.
+
+    A byte-order mark at the start is dropped; ``\\r\\n`` and ``\\n`` both end a line.
+    A line over ``max_bytes`` bytes, or one that is not UTF-8, is a FormatError with
+    its line number. ``progress(bytes_read, size)`` is called every few MB.
+    """
+    try:
+        f = open(path, "rb")
+        size = path.stat().st_size
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with f:
+        pending = b""
+        lineno = 0
+        done = 0
+        first = True
+        while True:
+            block = f.read(READ_BYTES)
+            if first:
+                first = False
+                if block.startswith(b"\xef\xbb\xbf"):
+                    block = block[3:]
+            if not block:
+                break
+            done += len(block)
+            parts = (pending + block).split(b"\n")
+            pending = parts.pop()
+            if len(pending) > max_bytes:
+                raise FormatError(f"{path}:{lineno + len(parts) + 1}: a line longer than {max_bytes:,} bytes "
+                                  "(not a text listing, or damaged)")
+            for raw in parts:
+                lineno += 1
+                yield lineno, _text(path, lineno, raw, max_bytes)
+            if progress is not None:
+                progress(done, size)
+        if pending:
+            lineno += 1
+            yield lineno, _text(path, lineno, pending, max_bytes)
+
+
+def _text(path: Path, lineno: int, raw: bytes, max_bytes: int) -> str:
+    if len(raw) > max_bytes:
+        raise FormatError(f"{path}:{lineno}: a line longer than {max_bytes:,} bytes (not a text listing, or damaged)")
+    try:
+        return raw.decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}:{lineno}: not UTF-8 text ({exc.reason} at byte {exc.start} of the line)") from None
