@@ -1207,8 +1207,13 @@ def stop_counts(pci: np.ndarray) -> StopCounts:
 class Occupancy:
     """How much of a window the bus was busy (a transaction from address phase to last data phase).
 
-    Seed 002 4.2.3: at 11 us spacing the sending bus "is occupied for ~4.7 us
-    ... ~43% usage": ``busy_per_frame_us`` and ``busy_pct``.
+    Hughes-Jones et al. 2003, §4.2.3: at 11 us spacing the sending bus "is
+    occupied for ~4.7 us ... ~43% usage": ``busy_per_frame_us`` and
+    ``busy_pct``. With frames on the link the window runs from the first
+    frame's start to the last one's, ``frames`` periods between them (N frames
+    are N - 1 periods): each period holds one frame's bus work whatever the
+    phase, so the busy time per period is the busy time per frame and the
+    period is the frames' mean spacing on the link.
     """
 
     window_us: float
@@ -1220,7 +1225,8 @@ class Occupancy:
 
 
 def occupancy(pci: np.ndarray, t0_ns: float, t1_ns: float, frames: int = 0) -> Occupancy:
-    """Busy time of the bus within ``[t0_ns, t1_ns)``, in total and per frame of the ``frames`` sent in it."""
+    """Busy time of the bus within ``[t0_ns, t1_ns)``, in total and per period of the ``frames`` periods of the
+    frame spacing it spans."""
     s = np.clip(pci["t_ns"].astype(np.float64), t0_ns, t1_ns)
     e = np.clip(pci["t_end_ns"].astype(np.float64), t0_ns, t1_ns)
     order = np.argsort(s, kind="stable")
@@ -1483,16 +1489,17 @@ def bus_timeline(send_pci: np.ndarray | None, send_irq: np.ndarray | None, recv_
 
     The probe is at the sending host: its ``tx`` frames leave the sending
     bus and reach the receiving one, ``rx`` frames go the other way.
-    Occupancy is taken over the span of the data frames one way (the whole
-    bus capture without a probe). ``registers``: both NICs' register map
+    Occupancy is taken over the periods between the data frames one way,
+    from the first frame's start to the last one's (the whole bus capture
+    without a probe, or with fewer than two frames). ``registers``: both NICs' register map
     (:mod:`nicrig.analysis.nic_registers`), for captures with AD probed.
     """
     out = data_frames(ethernet, b"tx") if ethernet is not None else None
     back = data_frames(ethernet, b"rx") if ethernet is not None else None
 
     def span(pci: np.ndarray) -> tuple[float, float, int]:
-        if out is not None and len(out):
-            return float(out["t_ns"][0]), float(out["t_end_ns"][-1]), len(out)
+        if out is not None and len(out) >= 2:  # N frames: N - 1 whole periods from the first start to the last
+            return float(out["t_ns"][0]), float(out["t_ns"][-1]), len(out) - 1
         if len(pci) == 0:
             return 0.0, 0.0, 0
         return float(pci["t_ns"].min()), float(pci["t_end_ns"].max()), 0

@@ -171,6 +171,12 @@ class SuiteRun:
     link_source: str
     mtu: int
 
+    @property
+    def line_rate_known(self) -> bool:
+        """Whether the interface stated a line rate; udpmon assumes one for its rate search where it states none
+        (loopback, veth), and no throughput is compared with such an assumption."""
+        return not self.link_source.startswith("assumed")
+
 
 def suite_run(tests: np.ndarray, trials: np.ndarray, flows: np.ndarray, attrs: dict[str, Any]) -> SuiteRun:
     """A suite run from its three tables and the ``link_mbps``, ``link_source`` and ``mtu`` of ``suite/tests``."""

@@ -278,11 +278,15 @@ def test_occupancy_matches_truth(stream):
     for side in ("send", "recv"):
         t = stream.truth[f"truth/{side}_pci/transactions"]
         occ = stream.host(side).occupancy
-        t0, t1 = occ_window = (stream.timeline.wire_out.span_start_ns, stream.timeline.wire_out.span_end_ns)
-        s = np.clip(t["t_start_ps"] / 1000, *occ_window)
-        e = np.clip(t["t_end_ps"] / 1000, *occ_window)
+        wire = stream.timeline.wire_out
+        # N frames on the link are N - 1 periods, from the first frame's start to the last one's
+        t0 = wire.span_start_ns
+        t1 = t0 + (wire.frames - 1) * wire.period_us.mean * 1000
+        s = np.clip(t["t_start_ps"] / 1000, t0, t1)
+        e = np.clip(t["t_end_ps"] / 1000, t0, t1)
         assert occ.busy_pct == pytest.approx(100 * (e - s).sum() / (t1 - t0), rel=0.01)
-        assert occ.frames == stream.timeline.wire_out.frames
+        assert occ.frames == wire.frames - 1
+        assert occ.busy_pct == pytest.approx(100 * occ.busy_per_frame_us / occ.frame_period_us)
 
 
 # -- arithmetic and bad input --------------------------------------------------------------------

@@ -373,7 +373,7 @@ class Run:
             self.results.write_counters(self.counter_rows, prefix=self.prefix)
             self.results.write_table(f"{self.prefix}load", load_table(self.load_rows),
                                      description="per point and host: CPU time, interface megabytes, kilo-packets "
-                                                 "and kilo-interrupts (the CPU model of Geist et al.), and the throughput")
+                                                 "and kilo-interrupts (the CPU model of Geist et al. n.d.), and the throughput")
         self.counter_rows, self.load_rows, self.points = [], [], 0
 
     def finish(self, settings: dict[str, Any]) -> None:
