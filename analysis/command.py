@@ -97,7 +97,8 @@ def _capture(path: Path, cs: Any, options: Any, pooled: Pooled, *, traced: bool)
         if sections:
             print(f"nicrig: note: {message}; reporting its results only", file=sys.stderr)
         return sections
-    meta = {n: s.bus for n, s in cs.sources.items()}
+    meta = {n: {**s.bus, **({"sample_period_ns": 1e9 / s.samplerate_hz} if s.samplerate_hz else {})}
+            for n, s in cs.sources.items()}
     return [*sections, report.capture_section(path.name, tables, meta, options)]
 
 

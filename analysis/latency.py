@@ -197,8 +197,9 @@ class LatencyEstimate:
     ``reason`` why; ``order`` how the visits were ordered (``random``,
     ``ascending``) and ``rounds`` how many rounds there were; ``visits`` per
     size, the rounds in which it got at least one response. ``step_us``: the
-    resolution of the round trips' time stamps, whose rectangular standard
-    uncertainty each value carries (``value_resolution_u``).
+    resolution of the round trips' time stamps; ``values_resolution_u`` the
+    part of its quantisation error each value carries that the round trips'
+    noise does not average away (Type B, in ``values_ci95``).
     """
 
     sizes: np.ndarray
@@ -209,6 +210,7 @@ class LatencyEstimate:
     order: str
     values: dict[str, np.ndarray]
     values_ci95: dict[str, np.ndarray]
+    values_resolution_u: dict[str, np.ndarray]
     suspect: dict[str, np.ndarray]
     fits: dict[str, list[LineFit]]
     modes: list[RttMode]
@@ -299,6 +301,15 @@ def host_states(resid_us: np.ndarray, base_us: float, step_us: float = RESULTS_S
         (m.lower, upper))
 
 
+def _reading_noise(rtt_us: np.ndarray, visit: np.ndarray, n_visits: int, step_us: float) -> float:
+    """The round trips' standard deviation within a visit (the median over the visits of their variances, less
+    the quantiser's step^2 / 12 as Sheppard corrects it): what dithers the quantiser under a visit's mean."""
+    var = rounds.group_statistic(rtt_us, visit, n_visits, "variance")
+    if not np.isfinite(var).any():
+        return 0.0
+    return math.sqrt(max(float(np.nanmedian(var)) - step_us ** 2 / 12, 0.0))
+
+
 def estimate(table: np.ndarray, mtu: int = 1500, *, step_ns: float = RESULTS_STEP_NS) -> LatencyEstimate:
     """The one latency estimator: statistics, modes, per-round lines and flags of a ``latency/rtt`` table whose
     round trips were read to ``step_ns`` (:func:`nicrig.analysis.resolution.results_step`)."""
@@ -315,20 +326,26 @@ def estimate(table: np.ndarray, mtu: int = 1500, *, step_ns: float = RESULTS_STE
           for stat in ("minimum", "mean")}
     resid, base = residuals(sizes, s_idx, rtt)
     states = host_states(resid, base[0], step_us)
+    # the round trips a visit's mean (or main-mode median) is made from dither the quantiser; its minimum is
+    # dithered by the minima's own scatter from round to round, which rounds.fit measures itself
+    noise = {"minimum": None, "mean": _reading_noise(rtt, visit, n_r * n_s, step_us)}
     if states.window is not None:
         lo, hi = states.window
         inside = np.where((resid >= lo) & (resid < hi), rtt, np.nan)
         ys["main mode"] = rounds.group_statistic(inside, visit, n_r * n_s, "median").reshape(n_r, n_s)
-    values, values_ci, suspect, fits = {}, {}, {}, {}
+        noise["main mode"] = _reading_noise(inside, visit, n_r * n_s, step_us)
+    values, values_ci, values_ub, suspect, fits = {}, {}, {}, {}, {}
     for stat, y in ys.items():
         values[stat] = np.full(n_s, np.nan)
         values_ci[stat] = np.full(n_s, np.nan)
+        values_ub[stat] = np.full(n_s, np.nan)
         suspect[stat] = np.zeros(n_s, dtype=bool)
         fits[stat] = []
         for k in np.unique(frames):
             cols = np.flatnonzero(frames == k)
-            lines = rounds.fit(sizes[cols].astype(np.float64), y[:, cols], step=step_us)
+            lines = rounds.fit(sizes[cols].astype(np.float64), y[:, cols], step=step_us, noise=noise[stat])
             values[stat][cols], values_ci[stat][cols] = lines.value, lines.value_ci95
+            values_ub[stat][cols] = lines.resolution_u["value"]
             suspect[stat][cols] = lines.suspect
             if int(lines.used.sum()) >= 3 and np.isfinite(lines.slope):
                 fits[stat].append(LineFit(
@@ -342,7 +359,8 @@ def estimate(table: np.ndarray, mtu: int = 1500, *, step_ns: float = RESULTS_STE
     return LatencyEstimate(
         sizes=sizes, frames=frames, visits=np.isfinite(ys["minimum"]).sum(axis=0), stats=size_stats,
         rounds=int(round_ids.size), order=order, values=values,
-        values_ci95=values_ci, suspect=suspect, fits=fits, modes=states.modes, statistic=states.statistic,
+        values_ci95=values_ci, values_resolution_u=values_ub, suspect=suspect, fits=fits, modes=states.modes,
+        statistic=states.statistic,
         reason=states.reason,
         round_trips=int(np.isfinite(rtt).sum()), timeouts=int((~np.isfinite(rtt)).sum()), step_us=step_us)
 

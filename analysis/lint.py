@@ -255,6 +255,15 @@ def _place(text: str) -> int:
     return len(t) - len(t.rstrip("0")) if t.strip("0") else 0
 
 
+def _uncertainty_place(text: str) -> int:
+    """The place of an uncertainty's last significant digit, read as :mod:`nicrig.analysis.quantity` writes one
+    (two significant digits): "0.0057" -3, "40" 0, "460" 1, "800" 1."""
+    t = text.strip().replace(",", "").lstrip("-−")
+    if "." in t:
+        return -len(t.split(".")[1])
+    return max(len(t.lstrip("0")) - 2, 0)
+
+
 def _significant(text: str) -> int:
     """Significant digits of a number as written ("0.0057": 2, "460": 2, "0.10": 2)."""
     t = text.strip().replace(",", "").lstrip("-−")
@@ -276,7 +285,7 @@ def _gum(where: str, value: str, u: str) -> list[str]:
     out = []
     if _significant(u) > 2:
         out.append(f"{where}: the uncertainty {u} has more than two significant digits")
-    p = _place(u)
+    p = _uncertainty_place(u)
     if "." in value and _place(value) != p or "." not in value and (p < 0 or _place(value) < p):
         out.append(f"{where}: {value} is not rounded to the place of its uncertainty {u}")
     return out
@@ -287,7 +296,7 @@ def _resolved(where: str, u_text: str, resolution_u: float | None) -> list[str]:
     if resolution_u is None or not _numeric(u_text) or not math.isfinite(resolution_u):
         return []
     least = K95 * resolution_u
-    if _to_float(u_text) + 0.5 * 10.0 ** _place(u_text) < least:
+    if _to_float(u_text) + 0.5 * 10.0 ** _uncertainty_place(u_text) < least:
         return [f"{where}: the uncertainty {u_text} is below the {least:.3g} the stated resolution gives"]
     return []
 
@@ -410,11 +419,22 @@ def problems(doc: Document) -> list[str]:
     return out + _terms(doc) + _citations(doc)
 
 
+def is_report(text: str) -> bool:
+    """Whether ``text`` is a nicrig report, HTML or JSON."""
+    head = text.lstrip()[:4000]
+    if head.startswith("{"):
+        return '"nicrig_version"' in head and '"sections"' in text
+    return head.startswith("<!DOCTYPE html>") and '<h1 id="top">' in head and 'class="src">nicrig ' in head
+
+
+def read(text: str) -> Document:
+    """A report's document from its HTML or its JSON."""
+    return from_json(text) if text.lstrip().startswith("{") else from_html(text)
+
+
 def check_file(path: str | Path) -> list[str]:
-    """The problems of a report file, HTML or JSON (by its suffix, else its first character)."""
-    text = Path(path).read_text(encoding="utf-8")
-    is_json = Path(path).suffix.lower() == ".json" or text.lstrip().startswith("{")
-    return problems(from_json(text) if is_json else from_html(text))
+    """The problems of a report file, HTML or JSON."""
+    return problems(read(Path(path).read_text(encoding="utf-8")))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,6 +50,24 @@ def rectangular(step: Any) -> Any:
     return np.asarray(step, dtype=np.float64) / math.sqrt(12.0) if np.ndim(step) else float(step) / math.sqrt(12.0)
 
 
+def quantisation_u(step: Any, noise: Any = 0.0) -> Any:
+    """Standard uncertainty of a reading quantised to ``step`` that noise of standard deviation ``noise`` (same
+    unit) does not average away: step / sqrt(12) without noise (the rectangular distribution of GUM §F.2.2.1),
+    falling to nothing as the noise dithers the quantiser (each harmonic k of the quantisation error's sawtooth is
+    damped by exp(-2 pi^2 k^2 noise^2 / step^2): Widrow and Kollar 2008, "Quantization Noise", ch. 5). The part
+    noise does average away shows in the spread of repeated readings, the Type A part. Broadcasts."""
+    st = np.asarray(step, dtype=np.float64)
+    sd = np.asarray(noise, dtype=np.float64)
+    k = np.arange(1, 41, dtype=np.float64).reshape((-1,) + (1,) * max(st.ndim, sd.ndim))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        damp = np.exp(-4 * math.pi ** 2 * k ** 2 * np.where(st > 0, sd / st, 0.0) ** 2)
+        terms = damp / k ** 2
+        # the harmonics beyond the 40th, as undamped as the 40th (1/k^2 sums to pi^2 / 6)
+        tail = (math.pi ** 2 / 6 - float(np.sum(1 / k ** 2))) * damp[-1]
+        out = st / (math.sqrt(2) * math.pi) * np.sqrt(terms.sum(axis=0) + tail)
+    return float(out) if out.ndim == 0 else out
+
+
 def expanded(u_a: Any, dof_a: Any, u_b: Any) -> Any:
     """The 95% expanded uncertainty of a Type A standard uncertainty ``u_a`` (``dof_a`` degrees of freedom) and
     a Type B one ``u_b`` (infinite degrees of freedom), combined in quadrature: k u_c with k Student's t at the
@@ -84,14 +102,14 @@ def plain(v: Any) -> Any:
     return v
 
 
-def decimals_of(ci95: float) -> int | None:
-    """Decimal places that keep two significant digits of ``ci95`` (negative: round to tens, hundreds ...).
+def decimals_of(ci95: float, digits: int = UNCERTAINTY_DIGITS) -> int | None:
+    """Decimal places that keep ``digits`` significant digits of ``ci95`` (negative: round to tens, hundreds ...).
 
     None when there is no usable uncertainty (NaN, infinite or zero).
     """
     if not (isinstance(ci95, (int, float)) and math.isfinite(ci95) and ci95 > 0):
         return None
-    return UNCERTAINTY_DIGITS - 1 - math.floor(math.log10(ci95))
+    return digits - 1 - math.floor(math.log10(ci95))
 
 
 def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) -> str:
@@ -133,11 +151,34 @@ def measured(v: float, ci95: float, unit: str = "") -> str:
 
 def resolved(v: Any, resolution_u: Any) -> str:
     """A value known to its time stamps' resolution alone (Type B standard uncertainty ``resolution_u``, same
-    unit): rounded to two significant digits of the 95% half-width that resolution gives; four significant digits
-    without one. Integers (counts) stay whole."""
+    unit), printed without that half-width beside it: rounded to the 95% half-width the resolution gives, to two
+    significant digits when they begin with 1 or 2 and to one otherwise (0.012 but 0.006: a second digit of a
+    bound stated once for the column adds nothing); four significant digits without one. Integers (counts) stay
+    whole."""
     if isinstance(plain(v), int) or resolution_u is None or not np.isfinite(resolution_u) or resolution_u <= 0:
         return number(v)
-    return number(v, decimals=decimals_of(K95 * resolution_u))
+    half = K95 * float(resolution_u)
+    return number(v, decimals=decimals_of(half, _stated_digits(half)))
+
+
+def _stated_digits(half: float) -> int:
+    """Significant digits a half-width stated once, from a resolution, keeps: two when they begin with 1 or 2."""
+    return UNCERTAINTY_DIGITS if int(f"{half:e}"[0]) < 3 else 1
+
+
+def resolution_half_width(resolution_u: float) -> str:
+    """The 95% half-width a resolution alone gives (standard uncertainty ``resolution_u``), as :func:`resolved`
+    states it."""
+    half = K95 * float(resolution_u)
+    return number(half, decimals=decimals_of(half, _stated_digits(half)))
+
+
+def resolved_measured(v: Any, resolution_u: float, unit: str = "") -> str:
+    """"value ± U unit" for a value known to its resolution alone, both as :func:`resolved` rounds them."""
+    half = K95 * float(resolution_u)
+    places = decimals_of(half, _stated_digits(half))
+    tail = f" {unit}" if unit else ""
+    return f"{number(v, decimals=places)} ± {number(half, decimals=places)}{tail}"
 
 
 def interval(v: float, ci95: float) -> str:

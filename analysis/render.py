@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from nicrig import __version__
-from nicrig.analysis.quantity import K95, measured, number, plain, resolved, setting
+from nicrig.analysis.quantity import (measured, number, plain, resolution_half_width, resolved, resolved_measured,
+                                     setting)
 from nicrig.analysis.sentence import cites_of, defines_of, given_of
 
 if TYPE_CHECKING:
@@ -89,13 +90,13 @@ def resolution_note(t: Table) -> str:
     for c, r in t.resolution.items():
         if c in t.uncertainty:
             continue
-        us = sorted({K95 * u for u in (r if isinstance(r, (list, tuple)) else [r]) if u is not None})
+        us = sorted({u for u in (r if isinstance(r, (list, tuple)) else [r]) if u is not None})
         if us:
-            said.append(f"{c} ± {number(us[0], ci95=us[0])}" + (f" to {number(us[-1], ci95=us[-1])}"
-                                                                  if len(us) > 1 else ""))
+            said.append(f"{c} ± {resolution_half_width(us[0])}" + (f" to {resolution_half_width(us[-1])}"
+                                                                     if len(us) > 1 else ""))
     head = f"Resolution: {t.resolution_text}" if t.resolution_text else ""
-    tail = f"; values without a ± column are good to (95%): {'; '.join(said)}" if said else ""
-    return head + tail
+    tail = f"values without a ± column are good to (95%): {'; '.join(said)}" if said else ""
+    return "; ".join(x for x in (head, tail) if x)
 
 
 def item_text(value: Any, ci95: Any, decimals: int | None = None, resolution_u: float | None = None) -> str:
@@ -104,7 +105,7 @@ def item_text(value: Any, ci95: Any, decimals: int | None = None, resolution_u: 
     if ci95 is not None and finite(ci95) is not None:
         return measured(finite(value), finite(ci95))
     if resolution_u is not None and finite(value) is not None and isinstance(plain(value), float):
-        return measured(finite(value), K95 * resolution_u)
+        return resolved_measured(finite(value), resolution_u)
     return number(value, decimals=decimals)
 
 

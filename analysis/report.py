@@ -118,11 +118,13 @@ class Chart:
     panels: tuple[int, ...] = ()
 
 
-def chart(sec: Section, title: str, drawing: figures.Drawing, caption: str, nothing: str) -> None:
+def chart(sec: Section, title: str, drawing: figures.Drawing, caption: str, nothing: str,
+          given: Sequence[str] = ()) -> None:
     """Add a figure to ``sec``, or, when it shows nothing (a single point, an empty panel), the sentence
-    ``nothing`` saying why instead. Panels the drawing left out are named in the caption."""
+    ``nothing`` saying why instead (``given``: the settings it names). Panels the drawing left out are named in
+    the caption."""
     if not drawing.shows_something:
-        sec.text.append(Sentence(f"{title}: no figure, {nothing}."))
+        sec.text.append(Sentence(f"{title}: no figure, {nothing}.", given=given))
         return
     left = f" Not drawn: {'; '.join(drawing.left_out)}." if drawing.left_out else ""
     sec.charts.append(Chart(title, drawing.png, caption + left, drawing.panels))
@@ -211,9 +213,11 @@ def _rounds_table(est: latency.LatencyEstimate, src: str, res: resolution.Resolu
         row.append(", ".join(stat for stat in stats if est.suspect[stat][k]) or "–")
         rows.append(row)
     return Table("Per-round values the lines go through", columns, rows,
-                 f"{src}: each visit (a size in one round, latency/rtt's round column) reduced to its minimum, mean "
-                 "(and main-mode median), then the mean over the rounds with a Student t 95% interval",
-                 uncertainty=unc, resolution={v: rectangular(est.step_us) for v in unc},
+                 f"{src}: each visit (a size in one round, latency/rtt's round column) reduced to its "
+                 f"{', '.join(STAT_LABEL[stat] for stat in stats)}, then the mean over the rounds with a Student t 95% "
+                 "interval",
+                 uncertainty=unc, resolution={v: [float(u) for u in est.values_resolution_u[stat]]
+                                              for stat, v in zip(stats, unc)},
                  resolution_text=res.text if res else "")
 
 
@@ -390,7 +394,8 @@ def _stream_chart(sec: Section, title: str, curves: Sequence[throughput.SizeCurv
     spacings = sorted({float(v) for c in curves for v in c.spacing_us})
     chart(sec, title, figures.throughput_vs_spacing(curves, labels), caption,
           f"one spacing was measured ({setting(spacings[0])} us), a single point on each axis; its numbers are "
-          "in the tables" if len(spacings) == 1 else "no rate was measured")
+          "in the tables" if len(spacings) == 1 else "no rate was measured",
+          given=[f"{setting(v)} us" for v in spacings])
 
 
 def stream_section(name: str, curves: list[throughput.SizeCurve], link_rate_bps: float | None,
@@ -1106,7 +1111,8 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
                                  "last (N frames, N - 1 periods), per frame: per period",
                             resolution={k: v for k, v in res.items() if any(u is not None for u in v)},
                             resolution_text=clocks.text()))
-    _expected_rows(sec, tl, meta, send_s, recv_s, link, src_send, src_eth, clocks.u_us(probe_s, probe_s))
+    _expected_rows(sec, tl, meta, send_s, recv_s, link, src_send, src_eth, clocks.u_us(probe_s, probe_s),
+                   clocks.text())
     _wire_and_pause(sec, tl, tables.get(f"{probe_s}/ethernet"), src_eth, clocks.u_us(probe_s, probe_s),
                     clocks.text())
     sec.text += _interpret_capture(tl, options, send_s, recv_s, sec, out_title)
@@ -1121,7 +1127,7 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
 
 
 def _expected_rows(sec: Section, tl: bus.BusTimeline, meta: dict[str, dict[str, Any]], send_s: str, recv_s: str,
-                   link: float, src_send: str, src_eth: str, wire_u: float | None) -> None:
+                   link: float, src_send: str, src_eth: str, wire_u: float | None, clocks_text: str = "") -> None:
     rows, res = [], []
     for name, hb in ((send_s, tl.send), (recv_s, tl.recv)):
         element = expected.element_from_bus(meta.get(name, {}))
@@ -1151,7 +1157,8 @@ def _expected_rows(sec: Section, tl: bus.BusTimeline, meta: dict[str, dict[str, 
     if rows:
         sec.tables.append(Table("Expected against observed", ["quantity", "expected", "observed", "expected from"],
                                 rows, f"{src_send}, {src_eth}; expectations from the sources' bus metadata",
-                                resolution={"observed": res} if any(u is not None for u in res) else {}))
+                                resolution={"observed": res} if any(u is not None for u in res) else {},
+                                resolution_text=clocks_text))
 
 
 PAUSE_TIMES = ("time (us)", "asks (us)", "gap left (us)", "XON after (us)")
@@ -1296,8 +1303,8 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
         one_way_text = q(out_title, TIMELINE_COLUMNS[service + 2],
                          _cell(sec, out_title, TIMELINE_COLUMNS[service + 2], None, one_way))
         column = TIMELINE_COLUMNS[words + 2]
-        first_words = (f"; first word to first word {q(out_title, column, _cell(sec, out_title, column, None, med[words]))}"
-                       f" us (median of {seen[words]})" if seen[words] else "")
+        words_text = q(out_title, column, _cell(sec, out_title, column, None, med[words])) if seen[words] else ""
+        first_words = f"; first word to first word {words_text} us (median of {seen[words]})" if seen[words] else ""
         text.append(q.sentence(
             f"{length}-byte frames from {send_s} to {recv_s}: from the sending driver's first CSR access to the "
             f"receiving service's, {one_way_text} us (median of {seen[service]}){first_words} ({HUGHES_JONES}, "
@@ -1366,6 +1373,11 @@ def _host_probe_row(t: Any, device: str | None) -> tuple[list[Any], list[Any]]:
     return rates, delays
 
 
+#: The delay columns of the host probe's table: to 10 ns, coarser than the two 1 ns time stamps each is made of.
+DELAY_COLUMNS = ("IRQ to NET_RX median", "p90", "raise to NET_RX median", "send call to device transmit median",
+                 "device transmit to stack receive (same skb) median", "stack receive to application return median")
+
+
 def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str | None],
                        stream: StreamWindows | None = None) -> Section:
     """The host probe's section of a file: per host, interrupts and NAPI polls (Geist et al.), the delays from
@@ -1394,7 +1406,7 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
                                   ci95=t.clock_offset_uncertainty_ns / 1000))
     rows = [_host_probe_row(t, devices.get(t.host)) for t in traces]
     sec.tables.append(Table(
-        f"Interrupts and NAPI polls ({GEIST}'s metrics)",
+        f"Interrupts and NAPI polls (the metrics of {GEIST})",
         ["host", "device", "span (s)", "hard IRQs per s (all)", "the device's IRQs per s",
          "NET_RX softirq runs per s", "frames received",
          "frames per interrupt", "NAPI polls", "frames per poll (mean of non-empty)", "most frames in a poll",
@@ -1413,20 +1425,20 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
         note="device transmit to stack receive: a socket buffer seen leaving one device and entering the stack "
              "again on this host (loopback, veth between namespaces; on a real NIC pair the two ends are "
              "different hosts and buffers, and the column is empty)",
-        decimals={c: 2 for c in ("IRQ to NET_RX median", "p90", "raise to NET_RX median",
-                                 "send call to device transmit median",
-                                 "device transmit to stack receive (same skb) median",
-                                 "stack receive to application return median")}))
+        decimals={c: 2 for c in DELAY_COLUMNS},
+        resolution={c: rectangular(resolution.capture([1.0, 1.0]).step_ns) / 1000 for c in DELAY_COLUMNS},
+        resolution_text="CLOCK_MONOTONIC time stamps in whole ns; each delay is two of them"))
     drop_rows = [[t.host, reason, count] for t in traces for reason, count in hostprobe.drops(t).items()]
     sec.tables.append(Table("Packets the kernel dropped, by reason", ["host", "reason", "packets"], drop_rows,
                             f"{src} (skb:kfree_skb reason; names from the kernel's own table)",
                             note="" if drop_rows else "no drops recorded"))
     if stream is not None and len(stream.point):
         _host_probe_points(sec, name, traces, devices, stream)
-    sec.text.append("The host probe sees from the host side what " + HUGHES_JONES + " saw on the PCI buses: the "
-                    "interrupt, the poll that takes N frames per interrupt (the coalescence " + GEIST + " tuned), "
-                    "the stack and the application's system calls. Times are each host's CLOCK_MONOTONIC, the "
-                    "udpmon engine's clock; per-packet delays use one host's events only.")
+    sec.text.append(Sentence(
+        "The host probe sees from the host side what " + HUGHES_JONES + " saw on the PCI buses: the interrupt, the "
+        "poll that takes N frames per interrupt (the coalescence " + GEIST + " tuned), the stack and the "
+        "application's system calls. Times are each host's CLOCK_MONOTONIC, the udpmon engine's clock; per-packet "
+        "delays use one host's events only."))
     for host, lost in sec.data["losses"].items():
         sec.text.append(f"{host}: the kernel lost {lost} events (ring buffer full): counts and rates above are "
                         "lower bounds.")
@@ -1472,10 +1484,10 @@ def _host_probe_points(sec: Section, name: str, traces: Sequence[Any], devices: 
                             note="received inside a NET_RX run / in a NAPI poll: the receiving host's packets of "
                                  "the point (netif_receive_skb) inside a NET_RX softirq run on their CPU, and "
                                  "followed on it by a napi_poll that took them; empty for the sending host"))
-    sec.charts.append(Chart("NET_RX softirq runs per packet and CPU in NET_RX against spacing",
-                            figures.host_load_vs_spacing(curves),
-                            "Per host and size, over each point's span (the far host's on its own clock, shifted "
-                            f"by the estimated offset) ({name}: host_trace, stream/sent)."))
+    chart(sec, "NET_RX softirq runs per packet and CPU in NET_RX against spacing",
+          figures.host_load_vs_spacing(curves),
+          "Per host and size, over each point's span (the far host's on its own clock, shifted by the estimated "
+          f"offset) ({name}: host_trace, stream/sent).", "fewer than two spacings were measured")
 
 
 # -- references and correlation ------------------------------------------------------------------

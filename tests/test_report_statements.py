@@ -105,7 +105,8 @@ def test_a_line_that_explains_too_little_gets_no_reading() -> None:
     _, fits = table_of(sec, "RTT = intercept + slope x size")
     assert next(r for r in fits if r["fitted on"] == "minimum")["R²"] == number(fit.r_squared, decimals=3)
     said = sentence(sec, "No physical reading")
-    assert f"explains too little of the variance of the per-size minimum values (R² {number(fit.r_squared, decimals=3)};" in said
+    r2 = number(fit.r_squared, decimals=3)
+    assert f"explains too little of the variance of the per-size minimum values (R² {r2};" in said
     assert "R² ≥ 0.9" in said
 
 
