@@ -286,7 +286,8 @@ def _gum(where: str, value: str, u: str) -> list[str]:
     if _significant(u) > 2:
         out.append(f"{where}: the uncertainty {u} has more than two significant digits")
     p = _uncertainty_place(u)
-    if "." in value and _place(value) != p or "." not in value and (p < 0 or _place(value) < p):
+    zero = not value.strip().replace(",", "").lstrip("-−").strip("0.")  # 0 is 0 at any place
+    if not zero and ("." in value and _place(value) != p or "." not in value and (p < 0 or _place(value) < p)):
         out.append(f"{where}: {value} is not rounded to the place of its uncertainty {u}")
     return out
 

@@ -168,8 +168,7 @@ def to_json(report: Report) -> str:
                 "quotes": [json.loads(cites_json(x)) for x in s.text], **({"data": s.data} if s.data else {})}
     return json.dumps({"title": report.title, "created_utc": report.created_utc, "nicrig_version": __version__,
                        "inputs": report.inputs, "problems": report.problems,
-                       "sections": [sec(s) for s in report.sections]}, indent=1, allow_nan=False,
-                      ensure_ascii=False)
+                       "sections": [sec(s) for s in report.sections]}, indent=1, allow_nan=False)
 
 
 def to_csv(report: Report) -> str:

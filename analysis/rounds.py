@@ -210,9 +210,11 @@ def _scatter(y: np.ndarray, step: float) -> np.ndarray:
     if y.shape[1] < 2 or step <= 0:
         return np.zeros(y.shape[0])
     _, sd, n = mean_sd(y, 1)
-    with np.errstate(invalid="ignore"):
-        var = np.nanmedian(np.where(n >= 2, sd ** 2, np.nan), axis=-1)
-    return np.sqrt(np.clip(np.nan_to_num(var) - step ** 2 / 12, 0, None))
+    var = np.where(n >= 2, sd ** 2, np.nan)
+    known = np.isfinite(var).any(axis=-1)
+    median = np.zeros(var.shape[0])
+    median[known] = np.nanmedian(var[known], axis=-1)
+    return np.sqrt(np.clip(median - step ** 2 / 12, 0, None))
 
 
 def _propagated(x: np.ndarray, keep: np.ndarray, u_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
