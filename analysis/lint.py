@@ -30,7 +30,6 @@ import sys
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 from nicrig.analysis.citations import REFERENCES
 from nicrig.analysis.quantity import K95

@@ -45,7 +45,7 @@ from nicrig.analysis import (bus, cpu, expected, figures, hostprobe, latency, lo
                             sweeps, throughput)
 from nicrig.analysis.citations import GEIST, HUGHES_JONES, PAI, REFERENCES, cited
 from nicrig.analysis.latency import FIT_COLUMNS, FITS_TABLE, STAT_LABEL
-from nicrig.analysis.quantity import K95, measured, number, rectangular, setting
+from nicrig.analysis.quantity import number, rectangular, setting
 from nicrig.analysis.sentence import Quotes, Sentence, prefixed
 from nicrig.analysis.throughput import BEST_COLUMNS, BEST_TABLE, POINT_COLUMNS, POINTS_TABLE
 from nicrig.errors import UsageError
