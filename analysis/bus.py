@@ -394,6 +394,12 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         out.append(Transfer(o.role, o.frame, tuple(o.rows), float(t0[o.rows[0]]), o.end_ns,
                             float(t0[first_data]), int(nbytes[o.rows].sum())))
 
+    late_receive, late_bytes = -1, 0  # the receive in ``out`` whose late descriptor is being written back
+
+    def write_back_late(k: int, i: int) -> None:
+        late = out[k]
+        out[k] = replace(late, rows=late.rows + (i,), end_ns=float(t1[i]), bytes=late.bytes + int(nbytes[i]))
+
     def after_descriptor(j: int) -> bool:
         """Whether a data-sized transaction follows closely the descriptor-sized run starting at dma[j]."""
         total, k = 0, j
@@ -453,14 +459,20 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         else:
             rx_pending = wb_pending = direction[i] == "w"
             fetchable = direction[i] == "r"
+        if (late_receive >= 0 and small and direction[i] != "r" and late_bytes + int(nbytes[i]) <= descriptor
+                and idle_between(out[late_receive].rows[-1], int(i)) <= gap_ns):
+            # the rest of a late descriptor the host bridge split (two 16-byte halves of 32)
+            late_bytes += int(nbytes[i])
+            write_back_late(late_receive, int(i))
+            continue
+        late_receive = -1
         if small and not next_is_data and not wb_pending and awaiting and direction[i] != "r":
             # A descriptor alone is no fetch (a fetch reads the frame after its descriptor) and no sent
             # frame awaits its writeback: it is the descriptor of the receive whose frame went before it,
-            # written back once the NIC's own data path has moved the frame (seed 002 4.1.1's SK-9843).
-            k = awaiting.pop(0)
-            late = out[k]
-            out[k] = replace(late, rows=late.rows + (int(i),), end_ns=float(t1[i]),
-                             bytes=late.bytes + int(nbytes[i]))
+            # written back once the NIC's own data path has moved the frame (Hughes-Jones et al. 2003,
+            # §4.1.1's SK-9843).
+            late_receive, late_bytes = awaiting.pop(0), int(nbytes[i])
+            write_back_late(late_receive, int(i))
             cur = None
             continue
         role = _role(direction[i], small, next_is_data, rx_pending, wb_pending, fetchable)
