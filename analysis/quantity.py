@@ -105,11 +105,13 @@ def plain(v: Any) -> Any:
 def decimals_of(ci95: float, digits: int = UNCERTAINTY_DIGITS) -> int | None:
     """Decimal places that keep ``digits`` significant digits of ``ci95`` (negative: round to tens, hundreds ...).
 
-    None when there is no usable uncertainty (NaN, infinite or zero).
+    None when there is no usable uncertainty (NaN, infinite or zero). The digits are counted after rounding,
+    so 9.96 keeps "10", not "10.0".
     """
     if not (isinstance(ci95, (int, float)) and math.isfinite(ci95) and ci95 > 0):
         return None
-    return digits - 1 - math.floor(math.log10(ci95))
+    rounded = float(f"{ci95:.{digits - 1}e}")
+    return digits - 1 - math.floor(math.log10(rounded))
 
 
 def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) -> str:

@@ -366,6 +366,9 @@ def test_cells_are_printed_at_the_precision_of_their_uncertainty() -> None:
                      uncertainty={"slope (us/byte)": "slope ± 95% (us/byte)"}, decimals={"t (us)": 3})
     assert render.cell_texts(t) == [["0.00059", "0.00057", "1518", "12.346"]]
     assert decimals_of(0.0005712) == 5 and math.isnan(float("nan"))
+    # two significant digits after rounding: a half-width that rounds up to the next power of ten keeps two
+    assert [measured(52.31, 9.96), measured(1.2345, 0.0996), measured(7.0, 0.000999)] == [
+        "52 ± 10", "1.23 ± 0.10", "7.0000 ± 0.0010"]
 
 
 def test_every_excerpt_says_what_it_shows_of_how_many() -> None:
