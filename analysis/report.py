@@ -1034,7 +1034,7 @@ def _bus_rows(label: str, pick: Any, buses: list[bus.HostBus | None], unit: str)
 BUS_TABLE, LINK_TABLE = "Bus measurements", "Data frames on the link"
 #: The bus table's rows the sentences quote.
 TIMER_ROW = "first DMA after the previous interrupt -> INTA# (the coalescence timer), median"
-BUSY_ROW, BUSY_PER_FRAME_ROW, PERIOD_ROW = "bus busy", "bus busy per frame", "frame period"
+BUSY_ROW, BUSY_PER_FRAME_ROW, PERIOD_ROW = "bus busy", "bus busy per frame", "frame period, mean"
 
 
 def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[str, dict[str, Any]],
@@ -1281,7 +1281,7 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
             period = q(BUS_TABLE, name, _cell(sec, BUS_TABLE, name, PERIOD_ROW, occ.frame_period_us), PERIOD_ROW)
             text.append(q.sentence(
                 f"{name}: the bus was busy {busy}% of the time between the first and the last data frame on the "
-                f"link, {per} us per frame every {period} us ({occ.frames} periods)"
+                f"link, {per} us per frame, one frame every {period} us on average ({occ.frames} periods)"
                 + (f": little room for other devices such as a disk controller ({HUGHES_JONES}, §9)."
                    if occ.busy_pct > 60 else ".")))
     p = tl.pause
