@@ -394,7 +394,7 @@ def interpret_intercept(intercept_us: float, ci95_us: float,
     said = q.measured(FITS_TABLE, INTERCEPT, INTERCEPT_U, intercept_us, ci95_us, "us", row)
     base = f"{number(baseline_us, decimals=0)} us"
     if suspected:
-        more = f"{number(excess, ci95=ci95_us)} us"
+        more = f"{number(excess, decimals=0)} us"  # no finer than the rough per-frame figure it is taken from
         text = q.sentence(f"The intercept, {said}, is far above the ~{base} of an interrupt per frame: interrupt "
                           f"coalescence, adding ~{more} per round trip ({HJ2003}, §4.2.1, §8).", given=[base, more])
     elif intercept_us + ci95_us < COALESCENCE_FACTOR * baseline_us:
