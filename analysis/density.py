@@ -1,6 +1,6 @@
 """Densities of measured times: a binned Gaussian kernel estimate, the width of its peak (FWHM), and its modes.
 
-Seed 002 (Hughes-Jones et al. 2003, §3.1, §6.2) describes a round-trip
+Hughes-Jones et al. 2003 (§3.1, §6.2) describe a round-trip
 histogram by the full width at half maximum of its peak (~1.5-2 us on its
 hosts). Counting whole histogram bins makes that width a multiple of the bin
 and biased by it; here the width is read from a kernel density estimate at

@@ -1,7 +1,7 @@
-"""Expected latency slope from the elements of a path (seed 002 section 3.1).
+"""Expected latency slope from the elements of a path (Hughes-Jones et al. 2003, §3.1).
 
 The slope of round-trip time against response size is "the sum of the
-inverse data transfer rates for each step of the end-to-end path" (seed 002
+inverse data transfer rates for each step of the end-to-end path" (Hughes-Jones et al. 2003
 3.1): for two back-to-back hosts with store-and-forward NICs, memory copy +
 PCI + Ethernet + PCI + memory copy. Each element here carries its inverse rate
 in us/byte as an exact :class:`~fractions.Fraction`, so the seed's table is
@@ -82,12 +82,13 @@ def _parallel_bus(kind: str, width_bits: int, clock_mhz: float | Fraction) -> Pa
 
 
 def pci(width_bits: int, clock_mhz: float | Fraction) -> PathElement:
-    """Conventional PCI: one bus word per clock at best (PCI 3.0; seed 002 3.1: 32/33 -> 0.0075 us/byte)."""
+    """Conventional PCI: one bus word per clock at best (PCI 3.0; Hughes-Jones et al. 2003, §3.1: 32/33 ->
+    0.0075 us/byte)."""
     return _parallel_bus("PCI", width_bits, clock_mhz)
 
 
 def pcix(width_bits: int, clock_mhz: float | Fraction) -> PathElement:
-    """PCI-X: one bus word per clock (66, 100, 133 MHz; seed 001: 64/133 is 8.5 Gbit/s)."""
+    """PCI-X: one bus word per clock (66, 100, 133 MHz; Feng et al. 2003: 64/133 is 8.5 Gbit/s)."""
     return _parallel_bus("PCI-X", width_bits, clock_mhz)
 
 
@@ -127,7 +128,7 @@ def pcie(gen: int, lanes: int, max_payload_bytes: int = 256, **overheads: int | 
 
 
 def ethernet(rate_bps: float) -> PathElement:
-    """Ethernet at ``rate_bps``: 8 bit times per byte (seed 002 3.1: gigabit, 0.008 us/byte)."""
+    """Ethernet at ``rate_bps``: 8 bit times per byte (Hughes-Jones et al. 2003, §3.1: gigabit, 0.008 us/byte)."""
     if rate_bps <= 0:
         raise UsageError("Ethernet rate must be positive")
     rate = Fraction(rate_bps).limit_denominator(1000)
@@ -137,7 +138,7 @@ def ethernet(rate_bps: float) -> PathElement:
 
 
 def memory_copy(mbytes_per_s: float) -> PathElement:
-    """A memory-to-memory copy at ``mbytes_per_s`` (seed 002 3.1 counts one at each end)."""
+    """A memory-to-memory copy at ``mbytes_per_s`` (Hughes-Jones et al. 2003, §3.1 counts one at each end)."""
     if mbytes_per_s <= 0:
         raise UsageError("memory copy bandwidth must be positive")
     return PathElement(f"memory copy {mbytes_per_s:g} MB/s", 1 / Fraction(mbytes_per_s).limit_denominator(1000))
@@ -204,7 +205,7 @@ def element_from_bus(bus: dict) -> PathElement | None:
 
 @dataclass(frozen=True)
 class ExpectedRow:
-    """A row of seed 002's section 3.1 table: an element's inverse rate, or a path's expected slope."""
+    """A row of Hughes-Jones et al. 2003's §3.1 table: an element's inverse rate, or a path's expected slope."""
 
     label: str
     us_per_byte: Fraction
@@ -218,7 +219,7 @@ class ExpectedRow:
 
 
 def seed002_table() -> list[ExpectedRow]:
-    """Seed 002 section 3.1's table, computed: PCI - Gigabit Ethernet - PCI, store and forward, no copies."""
+    """Hughes-Jones et al. 2003, §3.1's table, computed: PCI - Gigabit Ethernet - PCI, store and forward, no copies."""
     gige = ethernet(1e9)
     rows = [ExpectedRow(e.name, e.us_per_byte, False) for e in (pci(32, 33), pci(64, 33), pci(64, 66), gige)]
     notes = {(64, 33): f"{HUGHES_JONES} label this row '64 bit 64 MHz'; by its arithmetic, 2 x 0.00375 + 0.008, "
@@ -232,7 +233,7 @@ def seed002_table() -> list[ExpectedRow]:
 
 @dataclass(frozen=True)
 class SlopeVerdict:
-    """Observed against expected slope (seed 002 sections 4.1.1, 4.2.1, 4.3.1, 5.2.1, 6.2)."""
+    """Observed against expected slope (Hughes-Jones et al. 2003, §4.1.1, 4.2.1, 4.3.1, 5.2.1, 6.2)."""
 
     observed_us_per_byte: float
     observed_ci95_us_per_byte: float

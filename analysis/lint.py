@@ -15,7 +15,7 @@ back and lists every place where the report breaks its own rules:
 * a figure with a panel that draws fewer than two marks;
 * a term of :data:`TERMS` used before it is defined;
 * a citation without a year, one missing from "Sources cited", a source never
-  cited, or the seed documents named as such ("the seed", "seed 002").
+  cited, or the source documents named as seeds ("the seed", "seed 002") instead of by author and year.
 
 ``python -m nicrig.analysis.lint REPORT...`` prints the problems of each file
 and exits 1 when there are any.

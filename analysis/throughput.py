@@ -1,10 +1,10 @@
 """Spaced-stream throughput: rates, loss, CPU and interrupts against spacing, the knee, theoretical maxima.
 
-Seed 002 section 3.2: for each packet size the transmit spacing is swept; the
+Hughes-Jones et al. 2003, §3.2: for each packet size the transmit spacing is swept; the
 received "user" rate follows the offered load (size / spacing, a 1/t curve)
 until a bottleneck flattens it, and below some spacing packets are lost. The
-*knee* here is the smallest spacing from which on nothing was lost. Seed 002
-figure 9.1 tabulates the best rate of 1472-byte packets; seed 000 section 3.3
+*knee* here is the smallest spacing from which on nothing was lost. Hughes-Jones et al. 2003
+figure 9.1 tabulates the best rate of 1472-byte packets; Pai, Rixner and Kim 2004, §3.3
 gives the rates a gigabit link allows at best (957, 1914, 214, 428, 949
 Mbit/s), which :func:`theoretical_max_user_mbps` computes for any size and link.
 
@@ -48,7 +48,8 @@ def frames_per_message(payload_bytes: int, mtu: int = 1500) -> int:
 
 def wire_bytes_per_message(payload_bytes: int, *, l4_header_bytes: int = UDP_HEADER_BYTES,
                            mtu: int = 1500) -> int:
-    """Bytes a message occupies on an Ethernet link, gaps included (seed 000 3.3: 1472-byte UDP -> 1538).
+    """Bytes a message occupies on an Ethernet link, gaps included (Pai, Rixner and Kim 2004, §3.3: 1472-byte UDP
+    -> 1538).
 
     Fragments per RFC 791 (the L4 header travels in the first); each frame is
     padded to the 64-byte minimum and pays preamble, SFD and gap.
@@ -67,7 +68,7 @@ def theoretical_max_user_mbps(payload_bytes: int, link_rate_bps: float = 1e9, *,
                               l4_header_bytes: int = UDP_HEADER_BYTES, mtu: int = 1500) -> float:
     """The best payload rate (Mbit/s) a link allows for messages of ``payload_bytes``, over ``directions``.
 
-    Seed 000 3.3: 1472 / 1538 x 1000 = 957 Mbit/s (UDP, large), 18 / 84 x 1000 =
+    Pai, Rixner and Kim 2004, §3.3: 1472 / 1538 x 1000 = 957 Mbit/s (UDP, large), 18 / 84 x 1000 =
     214 (UDP, minimum frames), doubled for the full-duplex 3-way tests, 1460 /
     1538 x 1000 = 949 for TCP (pass ``l4_header_bytes=20``).
     """
@@ -76,7 +77,7 @@ def theoretical_max_user_mbps(payload_bytes: int, link_rate_bps: float = 1e9, *,
 
 
 def seed000_maxima(link_rate_bps: float = 1e9) -> dict[str, float]:
-    """Seed 000 section 3.3's theoretical maxima for a link of ``link_rate_bps``, computed."""
+    """Pai, Rixner and Kim 2004, §3.3's theoretical maxima for a link of ``link_rate_bps``, computed."""
     return {
         "UDP send or receive, 1472-byte datagrams": theoretical_max_user_mbps(1472, link_rate_bps),
         "UDP 3-way, 1472-byte datagrams": theoretical_max_user_mbps(1472, link_rate_bps, directions=2),
