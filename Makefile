@@ -100,7 +100,7 @@ demo: sysdeps $(STAMP)
 	  $(NICRIG) trace export $(DEMO_OUT)/udpmon-traced.h5 -o $(DEMO_OUT)/udpmon-traced.perfetto-trace; \
 	else echo "--- the host probe needs root: run make demo as root to see a traced run"; fi
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (after 'nicrig decoders install', 'pulseview $(DEMO_OUT)/latency-send_pci.sr' opens it decoded)"
-	@echo "--- the GUI: a 64-byte request and its 1400-byte response, Intel PRO/1000 on 64-bit 66 MHz PCI (seed 002 fig. 4.7):"
+	@echo "--- the GUI: a 64-byte request and its 1400-byte response, Intel PRO/1000 on 64-bit 66 MHz PCI (Hughes-Jones et al. 2003, fig. 4.7):"
 	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --request-size 64 --count 3 -o $(DEMO_OUT)/fig47.h5
 	$(NICRIG) decode $(DEMO_OUT)/fig47.h5
 	@set -e; if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
@@ -120,6 +120,8 @@ demo: sysdeps $(STAMP)
 	fi
 	@echo "--- the report: latency slope and intercept, throughput against spacing, bus timelines, expected against observed:"
 	$(NICRIG) report $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 $$(ls $(DEMO_OUT)/udpmon-traced.h5 2>/dev/null) $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5 -o $(DEMO_OUT)/report.html
+	@echo "--- the report checked against itself: digits no finer than their uncertainty, uncertainties no finer than the time stamps resolve, every sentence's numbers in the tables it quotes, no empty figure, terms defined, sources cited:"
+	$(PY) -m nicrig.analysis.lint $(DEMO_OUT)/report.html
 
 bench: sysdeps $(STAMP)
 	$(PY) bench/sim.py

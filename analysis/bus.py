@@ -1,5 +1,5 @@
 """Bus-level timing from decoded capture-set tables: what a logic analyzer on both PCI buses and a
-link probe show (seed 002 sections 4.1.3, 4.2.3, 4.3.3, 5.2.3, 6.1.3, 6.2.3 and 9).
+link probe show (Hughes-Jones et al. 2003, §4.1.3, 4.2.3, 4.3.3, 5.2.3, 6.1.3, 6.2.3 and 9).
 
 Everything here works from the **decoded** tables a real rig yields
 (``CaptureSet.read_table("decoded/<source>/pci" | ".../irq" | "decoded/<probe>/ethernet")``,
@@ -28,7 +28,7 @@ Per bus (one host's PCI bus, with its INTA# table):
 ``dma_timing(activity, pci) -> DmaTiming``, ``csr_timing(activity) -> CsrTiming``,
 ``interrupt_timing(activity) -> InterruptTiming``, ``wait_states(pci) -> dict[str, WaitStates]``,
 ``stop_counts(pci) -> StopCounts``, ``occupancy(pci, t0_ns, t1_ns, frames) -> Occupancy``
-    the measurements of seed 002: CSR setup per send and per interrupt, DMA
+    the measurements of Hughes-Jones et al. 2003: CSR setup per send and per interrupt, DMA
     burst and per-frame durations and rates, wait states, STOP# terminations,
     interrupt coalescence (DMA to INTA#), interrupt to CSR update, interrupts
     per frame, bus occupancy per frame period.
@@ -43,17 +43,17 @@ Link (the probe's ``ethernet`` table):
     frame time on the wire against ``(length + 8) x 8`` bit times, spacing, gaps.
 ``pause_summary(ethernet, link_rate_bps) -> PauseSummary``
     802.3x PAUSE frames: times, quanta, the pause they ask for, the gap they
-    cause in the other direction, their period (seed 002 4.2.3: ~every 900 us).
+    cause in the other direction, their period (Hughes-Jones et al. 2003, §4.2.3: ~every 900 us).
 
 Both buses and the link:
 
 ``frame_paths(frames, sender, receiver) -> list[FramePath]``
     per frame: send CSR setup -> first word on the sending bus -> frame on the
     wire -> first word on the receiving bus -> receive interrupt -> its CSR
-    accesses (seed 002 4.1.3: 23 us first word to first word, 36 us software to
+    accesses (Hughes-Jones et al. 2003, §4.1.3: 23 us first word to first word, 36 us software to
     software).
 ``host_software_time_us(rtt_intercept_us, one_way_us) -> float``
-    the IP stack and application time per node, as seed 002 4.1.3 estimates it.
+    the IP stack and application time per node, as Hughes-Jones et al. 2003, §4.1.3 estimates it.
 ``bus_timeline(send_pci, send_irq, recv_pci, recv_irq, ethernet) -> BusTimeline``
     everything for a capture set of the rig: the probe sits at the sending
     host, so its ``tx`` frames leave the sending bus and reach the receiving one.
@@ -61,7 +61,7 @@ Both buses and the link:
 How transfers are told apart
 ----------------------------
 With AD and C/BE# probed, the decoded command says read or write. Without
-them (seed 002's traces show control lines only) the link decides: a frame
+them (Hughes-Jones et al. 2003's traces show control lines only) the link decides: a frame
 that has arrived and not yet been moved makes the next NIC write a
 ``receive``; a frame sent and not yet written back makes a descriptor-sized
 transaction a ``writeback``; a frame still to be sent makes a ``fetch``. A
@@ -394,6 +394,12 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         out.append(Transfer(o.role, o.frame, tuple(o.rows), float(t0[o.rows[0]]), o.end_ns,
                             float(t0[first_data]), int(nbytes[o.rows].sum())))
 
+    late_receive, late_bytes = -1, 0  # the receive in ``out`` whose late descriptor is being written back
+
+    def write_back_late(k: int, i: int) -> None:
+        late = out[k]
+        out[k] = replace(late, rows=late.rows + (i,), end_ns=float(t1[i]), bytes=late.bytes + int(nbytes[i]))
+
     def after_descriptor(j: int) -> bool:
         """Whether a data-sized transaction follows closely the descriptor-sized run starting at dma[j]."""
         total, k = 0, j
@@ -453,14 +459,20 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         else:
             rx_pending = wb_pending = direction[i] == "w"
             fetchable = direction[i] == "r"
+        if (late_receive >= 0 and small and direction[i] != "r" and late_bytes + int(nbytes[i]) <= descriptor
+                and idle_between(out[late_receive].rows[-1], int(i)) <= gap_ns):
+            # the rest of a late descriptor the host bridge split (two 16-byte halves of 32)
+            late_bytes += int(nbytes[i])
+            write_back_late(late_receive, int(i))
+            continue
+        late_receive = -1
         if small and not next_is_data and not wb_pending and awaiting and direction[i] != "r":
             # A descriptor alone is no fetch (a fetch reads the frame after its descriptor) and no sent
             # frame awaits its writeback: it is the descriptor of the receive whose frame went before it,
-            # written back once the NIC's own data path has moved the frame (seed 002 4.1.1's SK-9843).
-            k = awaiting.pop(0)
-            late = out[k]
-            out[k] = replace(late, rows=late.rows + (int(i),), end_ns=float(t1[i]),
-                             bytes=late.bytes + int(nbytes[i]))
+            # written back once the NIC's own data path has moved the frame (Hughes-Jones et al. 2003,
+            # §4.1.1's SK-9843).
+            late_receive, late_bytes = awaiting.pop(0), int(nbytes[i])
+            write_back_late(late_receive, int(i))
             cur = None
             continue
         role = _role(direction[i], small, next_is_data, rx_pending, wb_pending, fetchable)
@@ -1025,7 +1037,7 @@ def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: floa
 
 @dataclass(frozen=True)
 class DmaTiming:
-    """The NIC's DMA (seed 002 4.1.3: ~3 us for 1400 bytes on 64/66; 6.2.3: 2.9 us received).
+    """The NIC's DMA (Hughes-Jones et al. 2003, §4.1.3: ~3 us for 1400 bytes on 64/66; 6.2.3: 2.9 us received).
 
     ``peak_mbytes_per_s`` is one bus word per clock; ``burst_data_rate`` the
     rate during data phases (below the peak only if waits break up the
@@ -1079,7 +1091,8 @@ def dma_timing(activity: BusActivity, pci: np.ndarray) -> DmaTiming:
 
 @dataclass(frozen=True)
 class CsrTiming:
-    """Register accesses (seed 002 4.2.3: 1.75 us of CSR setup before a send; 9: "almost independent" of the bus).
+    """Register accesses (Hughes-Jones et al. 2003, §4.2.3: 1.75 us of CSR setup before a send; §9: "almost
+    independent" of the bus).
 
     ``send_setup_us``: first to last access of the driver's setup before each
     fetch; ``send_to_dma_us``: its end to the fetch's start; ``service_us`` /
@@ -1114,12 +1127,12 @@ def csr_timing(activity: BusActivity) -> CsrTiming:
 
 @dataclass(frozen=True)
 class InterruptTiming:
-    """Interrupts of one host (seed 002 4.2.1, 4.2.3, 8; seed 004's RxAbsIntDelay).
+    """Interrupts of one host (Hughes-Jones et al. 2003, §4.2.1, 4.2.3, 8; Geist et al. n.d.'s RxAbsIntDelay).
 
     ``dma_to_interrupt_us`` is the coalescence delay: from the end of the first
     DMA that gave the NIC a reason to interrupt (a received frame, a sent
     frame's writeback) after the previous interrupt was cleared, to INTA#.
-    ``dma_to_csr_us`` runs to the service's first register access (seed 002
+    ``dma_to_csr_us`` runs to the service's first register access (Hughes-Jones et al. 2003
     4.2.3: "~70 us delay between the PCI transfer and the update of the CSRs").
     """
 
@@ -1181,7 +1194,8 @@ def wait_states(pci: np.ndarray) -> dict[str, WaitStates]:
 
 @dataclass(frozen=True)
 class StopCounts:
-    """Transactions a target stopped with STOP# (seed 002 6.1.3: "many PCI STOP signals" on CSR accesses)."""
+    """Transactions a target stopped with STOP# (Hughes-Jones et al. 2003, §6.1.3: "many PCI STOP signals" on CSR
+    accesses)."""
 
     with_stop: int
     retries: int
@@ -1207,8 +1221,13 @@ def stop_counts(pci: np.ndarray) -> StopCounts:
 class Occupancy:
     """How much of a window the bus was busy (a transaction from address phase to last data phase).
 
-    Seed 002 4.2.3: at 11 us spacing the sending bus "is occupied for ~4.7 us
-    ... ~43% usage": ``busy_per_frame_us`` and ``busy_pct``.
+    Hughes-Jones et al. 2003, §4.2.3: at 11 us spacing the sending bus "is
+    occupied for ~4.7 us ... ~43% usage": ``busy_per_frame_us`` and
+    ``busy_pct``. With frames on the link the window runs from the first
+    frame's start to the last one's, ``frames`` periods between them (N frames
+    are N - 1 periods): each period holds one frame's bus work whatever the
+    phase, so the busy time per period is the busy time per frame and the
+    period is the frames' mean spacing on the link.
     """
 
     window_us: float
@@ -1220,7 +1239,8 @@ class Occupancy:
 
 
 def occupancy(pci: np.ndarray, t0_ns: float, t1_ns: float, frames: int = 0) -> Occupancy:
-    """Busy time of the bus within ``[t0_ns, t1_ns)``, in total and per frame of the ``frames`` sent in it."""
+    """Busy time of the bus within ``[t0_ns, t1_ns)``, in total and per period of the ``frames`` periods of the
+    frame spacing it spans."""
     s = np.clip(pci["t_ns"].astype(np.float64), t0_ns, t1_ns)
     e = np.clip(pci["t_end_ns"].astype(np.float64), t0_ns, t1_ns)
     order = np.argsort(s, kind="stable")
@@ -1266,7 +1286,8 @@ def data_frames(ethernet: np.ndarray, direction: bytes) -> np.ndarray:
 
 
 def frame_time_on_wire_ns(length_bytes: np.ndarray | int, link_rate_bps: float = 1e9) -> np.ndarray | float:
-    """Preamble, SFD and frame (destination to FCS) on the wire (seed 002 4.1.3: 11.6 us for 1400 bytes of data)."""
+    """Preamble, SFD and frame (destination to FCS) on the wire (Hughes-Jones et al. 2003, §4.1.3: 11.6 us for 1400
+    bytes of data)."""
     return (np.asarray(length_bytes) + PREAMBLE_BYTES) * 8 / link_rate_bps * 1e9
 
 
@@ -1305,7 +1326,7 @@ class PauseFrame:
 
 @dataclass(frozen=True)
 class PauseSummary:
-    """802.3x flow control on the link (seed 002 4.2.3: gaps "approximately every 900 us")."""
+    """802.3x flow control on the link (Hughes-Jones et al. 2003, §4.2.3: gaps "approximately every 900 us")."""
 
     frames: tuple[PauseFrame, ...]
     xoff: int
@@ -1368,7 +1389,7 @@ def pause_summary(ethernet: np.ndarray, link_rate_bps: float = 1e9) -> PauseSumm
 class FramePath:
     """One frame from the sending host's software to the receiving host's interrupt service (ns; NaN unknown).
 
-    Seed 002 4.1.3 (SK-9843, 64/66, 1400 bytes): first word on the sending bus
+    Hughes-Jones et al. 2003, §4.1.3 (SK-9843, 64/66, 1400 bytes): first word on the sending bus
     to first word on the receiving bus 23 us, frame 11.6 us on the wire,
     software send to receive 36 us.
     """
@@ -1453,7 +1474,8 @@ def frame_paths(frames: np.ndarray, sender: BusActivity, receiver: BusActivity) 
 
 
 def host_software_time_us(rtt_intercept_us: float, one_way_us: float) -> float:
-    """IP stack and application time per node, as seed 002 4.1.3 estimates it: (intercept - one way) / 2.
+    """IP stack and application time per node, as Hughes-Jones et al. 2003, §4.1.3 estimate it:
+    (intercept - one way) / 2.
 
     The one-way time runs from the sending driver's CSR setup to the
     receiver's interrupt service (36 us there); the intercept (56 us) is the
@@ -1483,16 +1505,17 @@ def bus_timeline(send_pci: np.ndarray | None, send_irq: np.ndarray | None, recv_
 
     The probe is at the sending host: its ``tx`` frames leave the sending
     bus and reach the receiving one, ``rx`` frames go the other way.
-    Occupancy is taken over the span of the data frames one way (the whole
-    bus capture without a probe). ``registers``: both NICs' register map
+    Occupancy is taken over the periods between the data frames one way,
+    from the first frame's start to the last one's (the whole bus capture
+    without a probe, or with fewer than two frames). ``registers``: both NICs' register map
     (:mod:`nicrig.analysis.nic_registers`), for captures with AD probed.
     """
     out = data_frames(ethernet, b"tx") if ethernet is not None else None
     back = data_frames(ethernet, b"rx") if ethernet is not None else None
 
     def span(pci: np.ndarray) -> tuple[float, float, int]:
-        if out is not None and len(out):
-            return float(out["t_ns"][0]), float(out["t_end_ns"][-1]), len(out)
+        if out is not None and len(out) >= 2:  # N frames: N - 1 whole periods from the first start to the last
+            return float(out["t_ns"][0]), float(out["t_ns"][-1]), len(out) - 1
         if len(pci) == 0:
             return 0.0, 0.0, 0
         return float(pci["t_ns"].min()), float(pci["t_end_ns"].max()), 0

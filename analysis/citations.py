@@ -1,16 +1,20 @@
 """The published sources the analyses follow, as a reader of the report can find them.
 
 User-facing text (the report, the command line) cites them by these short
-names with a section ("Hughes-Jones et al. 2003, §4.2.3"); the report ends
-with :data:`REFERENCES`, the full entries.
+names, author and year, with a section ("Hughes-Jones et al. 2003, §4.2.3");
+a source without a date says so ("n.d.", as Geist et al.'s slides carry
+none). The report ends with the full entries of the sources its text cites
+(:func:`cited`), and only those.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 HUGHES_JONES = "Hughes-Jones et al. 2003"
 PAI = "Pai, Rixner and Kim 2004"
 FENG = "Feng et al. 2003"
-GEIST = "Geist et al."
+GEIST = "Geist et al. n.d."
 
 #: Short name -> full reference.
 REFERENCES = {
@@ -22,5 +26,11 @@ REFERENCES = {
           "\"Optimizing 10-Gigabit Ethernet for Networks of Workstations, Clusters, and Grids: A Case Study\", "
           "Proceedings of the ACM/IEEE Conference on Supercomputing (SC2003), 2003.",
     GEIST: "R. Geist, J. Martin, J. Westall, V. Yalla, \"Performance Tuning of Gigabit Network Interfaces\" "
-           "(slides), Clemson University.",
+           "(slides), Clemson University, n.d. (the slides carry no date).",
 }
+
+
+def cited(texts: Iterable[str]) -> list[str]:
+    """The short names of :data:`REFERENCES` that ``texts`` cite, in the order of :data:`REFERENCES`."""
+    joined = "\n".join(texts)
+    return [name for name in REFERENCES if name in joined]

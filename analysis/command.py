@@ -97,7 +97,8 @@ def _capture(path: Path, cs: Any, options: Any, pooled: Pooled, *, traced: bool)
         if sections:
             print(f"nicrig: note: {message}; reporting its results only", file=sys.stderr)
         return sections
-    meta = {n: s.bus for n, s in cs.sources.items()}
+    meta = {n: {**s.bus, **({"sample_period_ns": 1e9 / s.samplerate_hz} if s.samplerate_hz else {})}
+            for n, s in cs.sources.items()}
     return [*sections, report.capture_section(path.name, tables, meta, options)]
 
 
@@ -197,15 +198,16 @@ def _results(path: Path, rf: Any, options: Any, pooled: Pooled) -> Any:
 def _results_section(name: str, rf: Any, kind: str, names: set[str], settings: dict[str, Any], steps: Any,
                      runs: list[tuple[Any, Any]], loads: list[tuple[Any, str, Any]], addresses: dict[str, str],
                      options: Any) -> Any:
-    from nicrig.analysis import report, sweeps
+    from nicrig.analysis import report, resolution, sweeps
 
     remote = json.loads(rf.attrs.get("remote", "{}"))
     loopback = remote.get("interface") == "lo" or settings.get("host") in ("127.0.0.1", "::1", "localhost")
     mtu = int(settings.get("mtu", 1500))
     link = _link(options, runs, kind, loopback)
     if kind == "stream":
+        step = resolution.results(rf.simulation, "stream").step_ns
         runs = [(s, report.stream_curves(points, received, {**settings, "mtu": sweeps.mtu_of(s, mtu) if s else mtu},
-                                         link, int(attrs.get("wire_overhead_bytes", 66))))
+                                         link, int(attrs.get("wire_overhead_bytes", 66)), step))
                 for s, (points, received, attrs) in runs]
     if steps is None:
         data = runs[0][1]
@@ -278,7 +280,7 @@ def build(args: argparse.Namespace, progress: Callable[[int], None] = lambda don
         labels, columns = report.read_correlation_csv(args.correlation)
         sections.append(report.correlation_section(Path(args.correlation).name, labels, columns))
         inputs.append({"path": args.correlation, "kind": "correlation table"})
-    sections.append(report.reference_section(options))
+    sections.append(report.reference_section(options, sections))
     return report.new_report(args.title, inputs, sections, problems), len(problems)
 
 

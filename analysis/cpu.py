@@ -1,6 +1,7 @@
-"""Where the CPU time goes (seed 004) and which microbenchmarks predict applications (seed 000 Table 2).
+"""Where the CPU time goes (Geist et al. n.d.) and which microbenchmarks predict applications (Pai, Rixner and
+Kim 2004, Table 2).
 
-Seed 004's model of a receiving host's kernel CPU time over a transfer:
+Geist et al. n.d.'s model of a receiving host's kernel CPU time over a transfer:
 
     T = alpha * N_MB + beta * N_KP + gamma * N_KI
 
@@ -11,7 +12,7 @@ For TCP the seed found alpha ~0.1, beta ~0.4, gamma ~1.4 jiffies. Fitted here
 by least squares without intercept over a set of runs, with standard errors
 and 95% intervals from the residual variance.
 
-Seed 000 section 4 relates microbenchmark throughputs to application
+Pai, Rixner and Kim 2004, §4 relates microbenchmark throughputs to application
 throughputs across NICs with Pearson correlation coefficients (MATLAB's
 ``corrcoef``, Table 2): :func:`correlation` computes that matrix.
 """
@@ -53,7 +54,7 @@ class CpuModelFit:
 
 def fit_cpu_model(cpu_time: np.ndarray, n_mbytes: np.ndarray, n_kpackets: np.ndarray,
                   n_kinterrupts: np.ndarray, unit: str = "jiffies") -> CpuModelFit:
-    """Fit seed 004's T = alpha N_MB + beta N_KP + gamma N_KI over runs (one element of each array per run).
+    """Fit Geist et al. n.d.'s T = alpha N_MB + beta N_KP + gamma N_KI over runs (one element of each array per run).
 
     Needs more runs than parameters (4+) and runs that vary independently
     (different sizes and interrupt rates); otherwise a clear error.
@@ -83,7 +84,8 @@ def fit_cpu_model(cpu_time: np.ndarray, n_mbytes: np.ndarray, n_kpackets: np.nda
 
 
 def cpu_per_mbyte(alpha: float, beta: float, gamma: float, mtu_bytes: float, packets_per_interrupt: float) -> float:
-    """Seed 004: T per MB = alpha + 1000/MTU beta + 1000/(MTU PPI) gamma (the payload per packet being the MTU)."""
+    """Geist et al. n.d.: T per MB = alpha + 1000/MTU beta + 1000/(MTU PPI) gamma (the payload per packet being the
+    MTU)."""
     return alpha + 1000 / mtu_bytes * beta + 1000 / (mtu_bytes * packets_per_interrupt) * gamma
 
 
@@ -123,7 +125,7 @@ def receiver_runs(points: np.ndarray, remote_deltas: dict[int, dict[str, Any]]) 
 
 @dataclass(frozen=True)
 class Correlation:
-    """Pearson coefficients: rows are microbenchmarks, columns applications (seed 000 Table 2)."""
+    """Pearson coefficients: rows are microbenchmarks, columns applications (Pai, Rixner and Kim 2004 Table 2)."""
 
     benchmarks: tuple[str, ...]
     applications: tuple[str, ...]

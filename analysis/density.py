@@ -1,6 +1,6 @@
 """Densities of measured times: a binned Gaussian kernel estimate, the width of its peak (FWHM), and its modes.
 
-Seed 002 (Hughes-Jones et al. 2003, §3.1, §6.2) describes a round-trip
+Hughes-Jones et al. 2003 (§3.1, §6.2) describe a round-trip
 histogram by the full width at half maximum of its peak (~1.5-2 us on its
 hosts). Counting whole histogram bins makes that width a multiple of the bin
 and biased by it; here the width is read from a kernel density estimate at
@@ -10,6 +10,14 @@ quadrature (exact for a Gaussian peak), with a bootstrap uncertainty.
 The same density names the *modes* of a distribution: a host that flips
 between two states (a ~10 us and a ~37 us round trip) gives two peaks, each
 with its location and its share of the values.
+
+Values read to a resolution (time stamps quantised to a clock) sit on a
+lattice; a kernel narrower than its step would find a peak at every lattice
+value. Both estimates therefore take a ``resolution``: the kernel is never
+narrower than it, peaks closer than :data:`MODE_MIN_STEPS` steps are one mode,
+and the width's uncertainty includes the resolution of its two edges (a
+rectangular Type B component each), so values that all read the same give a
+width of 0 with an honest interval rather than none.
 
 The estimate is binned (Silverman 1982, "Algorithm AS 176"): values are
 counted in bins a quarter of the bandwidth wide and the counts smoothed with
@@ -24,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from nicrig.analysis.quantity import K95, expanded, rectangular
 from scipy import fft, signal, stats
 
 #: FWHM of a Gaussian in standard deviations: 2 sqrt(2 ln 2).
@@ -41,6 +50,8 @@ MODE_MIN_SHARE = 0.05
 MODE_MAX_DIP = 0.5
 #: Fewer values than this: no mode analysis (one mode assumed) and no width uncertainty.
 MIN_VALUES = 20
+#: Peaks closer than this many resolution steps are one mode: the quantisation of the values, not a state.
+MODE_MIN_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -143,50 +154,58 @@ class Width:
     values: int
 
 
-def fwhm(values: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0) -> Width:
+def fwhm(values: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, resolution: float = 0.0) -> Width:
     """FWHM of the highest peak of ``values``, from the kernel estimate, the kernel taken out in quadrature.
 
-    The bandwidth follows the peak: Silverman's rule on a robust scale, then
-    again on the width that first estimate found, on a grid around the peak
-    (so a far second mode or a long tail does not blur it). The 95% half-width is 1.96 standard
-    deviations of the width over bootstrap draws of the binned counts.
-    Fewer than :data:`MIN_VALUES` values: NaN.
+    The bandwidth follows the peak: Silverman's rule on a robust scale (never
+    below ``resolution``, the step the values were read to), then again on the
+    width that first estimate found, on a grid around the peak (so a far
+    second mode or a long tail does not blur it). The 95% half-width combines
+    the standard deviation of the width over bootstrap draws of the binned
+    counts (Type A) with the resolution of its two edges (Type B, rectangular,
+    :func:`nicrig.analysis.quantity.expanded`). Fewer than :data:`MIN_VALUES`
+    values: NaN; a statistic that cannot be resolved is NaN, never an error.
     """
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
     nan = float("nan")
-    if v.size < MIN_VALUES or np.ptp(v) == 0:
-        return Width(nan if v.size < MIN_VALUES else 0.0, nan, nan, int(v.size))
-    h = silverman_bandwidth(robust_sigma(v), v.size)
+    edges_u = math.sqrt(2.0) * rectangular(resolution)  # two edges, each read to the resolution
+    if v.size < MIN_VALUES:
+        return Width(nan, nan, nan, int(v.size))
+    if np.ptp(v) <= resolution:  # every value on one or two neighbouring steps: no width is resolved
+        return Width(0.0, K95 * edges_u if resolution > 0 else nan, nan, int(v.size))
+    h = max(silverman_bandwidth(robust_sigma(v), v.size), resolution)
     g = grid(v, h)
     f = g.density()
     first = _deconvolved(g, half_max_width(g.centres, f)[0])
     if math.isfinite(first) and first > 0:
         # again around the peak only, with the bandwidth its own width calls for
-        h = silverman_bandwidth(first / FWHM_PER_SIGMA, v.size)
+        h = max(silverman_bandwidth(first / FWHM_PER_SIGMA, v.size), resolution)
         top = float(g.centres[np.argmax(f)])
         reach = 3 * first + 5 * h
         g = grid(v, h, top - reach, top + reach)
     width = _deconvolved(g, half_max_width(g.centres, g.density())[0])
-    if draws < 2:
-        return Width(width, nan, g.h, int(v.size))
-    rng = np.random.default_rng(seed)
+    unresolved = Width(width, K95 * edges_u if resolution > 0 and math.isfinite(width) else nan, g.h, int(v.size))
     inside = int(g.counts.sum())
+    if draws < 2 or inside < MIN_VALUES:  # no resample to draw (the peak's grid holds too few of the values)
+        return unresolved
+    rng = np.random.default_rng(seed)
     counts = rng.multinomial(inside, g.counts / inside, size=draws)
     # each resample chooses its own bandwidth from its own width, as the estimate did: that choice varies too
     first = _deconvolved(g, half_max_width(g.centres, g.density(counts)))
     ok = np.isfinite(first) & (first > 0)
     if ok.sum() < 2:  # values on a few discrete levels (a simulated host): no resample has a width to take
-        return Width(width, nan, g.h, int(v.size))
-    h = silverman_bandwidth(first[ok] / FWHM_PER_SIGMA, v.size)
+        return unresolved
+    h = np.maximum(silverman_bandwidth(first[ok] / FWHM_PER_SIGMA, v.size), resolution)
     widths = half_max_width(g.centres, g.density(counts[ok], h))
     kernel = FWHM_PER_SIGMA * np.sqrt(h ** 2 + g.dx ** 2 / 12.0)
     boot = np.sqrt(np.maximum(widths ** 2 - kernel ** 2, 0.0))
     boot = boot[np.isfinite(boot)]
     if boot.size < 2:
-        return Width(width, nan, g.h, int(v.size))
+        return unresolved
     # the estimate's own bias (noise lifts the peak and narrows the width) shows again in the resamples
-    return Width(max(2 * width - float(boot.mean()), 0.0), 1.96 * float(boot.std(ddof=1)), g.h, int(v.size))
+    return Width(max(2 * width - float(boot.mean()), 0.0), expanded(float(boot.std(ddof=1)), math.inf, edges_u),
+                 g.h, int(v.size))
 
 
 def _deconvolved(g: Grid, width: float | np.ndarray) -> float | np.ndarray:
@@ -207,25 +226,27 @@ class Mode:
     share: float
 
 
-def modes(values: np.ndarray, bandwidth: float | None = None) -> list[Mode]:
+def modes(values: np.ndarray, bandwidth: float | None = None, resolution: float = 0.0) -> list[Mode]:
     """The modes of ``values``, lowest first: peaks of the kernel estimate whose excess mass (the density above
-    their higher valley) is at least 5% of the values, and from which the density falls to at most half their
-    height before the next peak on either side.
+    their higher valley) is at least 5% of the values, from which the density falls to at most half their
+    height before the next peak on either side, and which lie at least :data:`MODE_MIN_STEPS` times
+    ``resolution`` (the step the values were read to) from their neighbours.
 
     Weaker peaks are merged into their neighbours one at a time (the weakest
     first), so noise in a long tail is never a mode. Each mode spans from the
     valley below it to the valley above it (the first from -inf, the last to
     +inf); ``location`` is its peak, interpolated by a parabola through the
     highest bin and its neighbours. ``bandwidth`` defaults to Silverman's rule
-    on the values' robust scale. Fewer than :data:`MIN_VALUES` values: one mode.
+    on the values' robust scale, and is never narrower than ``resolution``.
+    Fewer than :data:`MIN_VALUES` values: one mode.
     """
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return []
-    if v.size < MIN_VALUES or np.ptp(v) == 0:
+    if v.size < MIN_VALUES or np.ptp(v) <= MODE_MIN_STEPS * resolution:
         return [Mode(float(np.median(v)), -math.inf, math.inf, int(v.size), 1.0)]
-    h = bandwidth if bandwidth else silverman_bandwidth(robust_sigma(v), v.size)
+    h = max(bandwidth if bandwidth else silverman_bandwidth(robust_sigma(v), v.size), resolution)
     g = grid(v, h)
     f = g.density()
     x = g.centres
@@ -244,16 +265,24 @@ def modes(values: np.ndarray, bandwidth: float | None = None) -> list[Mode]:
                   for a, b, level in zip(bounds, bounds[1:], levels)]
         # a peak must stand above its valley by 3 standard errors of the estimate (Var f = f / (2 sqrt(pi) n h))
         noise = [3 * math.sqrt((f[p] + level) / unit) for p, level in zip(peaks, levels)]
-        weak = [i for i in range(len(peaks))
-                if excess[i] < MODE_MIN_SHARE or dips[i] > MODE_MAX_DIP or f[peaks[i]] - levels[i] < noise[i]]
+        # a peak within a few resolution steps of a higher neighbour is that neighbour's quantisation, not a state
+        near = [any(abs(x[peaks[j]] - x[peaks[i]]) < MODE_MIN_STEPS * resolution and f[peaks[j]] >= f[peaks[i]]
+                    for j in _neighbours(i, len(peaks))) for i in range(len(peaks))]
+        weak = [i for i in range(len(peaks)) if near[i] or excess[i] < MODE_MIN_SHARE or dips[i] > MODE_MAX_DIP
+                or f[peaks[i]] - levels[i] < noise[i]]
         if not weak or len(peaks) == 1:
             break
-        worst = max(weak, key=lambda i: (dips[i] > MODE_MAX_DIP, dips[i], -excess[i]))
+        worst = max(weak, key=lambda i: (near[i], dips[i] > MODE_MAX_DIP, dips[i], -excess[i]))
         peaks.pop(worst)
     edges = [-math.inf, *(float(x[k]) for k in valleys), math.inf]
     counts = np.histogram(v, edges)[0]
     return [Mode(_vertex(x, f, p), lo, hi, int(c), int(c) / v.size)
             for p, lo, hi, c in zip(peaks, edges, edges[1:], counts)]
+
+
+def _neighbours(i: int, n: int) -> list[int]:
+    """The indices beside ``i`` among ``n``."""
+    return [j for j in (i - 1, i + 1) if 0 <= j < n]
 
 
 def _vertex(x: np.ndarray, f: np.ndarray, k: int) -> float:

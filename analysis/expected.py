@@ -1,7 +1,7 @@
-"""Expected latency slope from the elements of a path (seed 002 section 3.1).
+"""Expected latency slope from the elements of a path (Hughes-Jones et al. 2003, §3.1).
 
 The slope of round-trip time against response size is "the sum of the
-inverse data transfer rates for each step of the end-to-end path" (seed 002
+inverse data transfer rates for each step of the end-to-end path" (Hughes-Jones et al. 2003
 3.1): for two back-to-back hosts with store-and-forward NICs, memory copy +
 PCI + Ethernet + PCI + memory copy. Each element here carries its inverse rate
 in us/byte as an exact :class:`~fractions.Fraction`, so the seed's table is
@@ -26,7 +26,8 @@ from fractions import Fraction
 from typing import Literal
 
 from nicrig.analysis.citations import HUGHES_JONES
-from nicrig.analysis.quantity import measured, number
+from nicrig.analysis.quantity import number
+from nicrig.analysis.sentence import Sentence
 from nicrig.errors import UsageError
 
 #: Nominal bus clocks, MHz, as exact fractions: "33 MHz" PCI runs at 33 1/3 MHz.
@@ -81,12 +82,13 @@ def _parallel_bus(kind: str, width_bits: int, clock_mhz: float | Fraction) -> Pa
 
 
 def pci(width_bits: int, clock_mhz: float | Fraction) -> PathElement:
-    """Conventional PCI: one bus word per clock at best (PCI 3.0; seed 002 3.1: 32/33 -> 0.0075 us/byte)."""
+    """Conventional PCI: one bus word per clock at best (PCI 3.0; Hughes-Jones et al. 2003, §3.1: 32/33 ->
+    0.0075 us/byte)."""
     return _parallel_bus("PCI", width_bits, clock_mhz)
 
 
 def pcix(width_bits: int, clock_mhz: float | Fraction) -> PathElement:
-    """PCI-X: one bus word per clock (66, 100, 133 MHz; seed 001: 64/133 is 8.5 Gbit/s)."""
+    """PCI-X: one bus word per clock (66, 100, 133 MHz; Feng et al. 2003: 64/133 is 8.5 Gbit/s)."""
     return _parallel_bus("PCI-X", width_bits, clock_mhz)
 
 
@@ -126,7 +128,7 @@ def pcie(gen: int, lanes: int, max_payload_bytes: int = 256, **overheads: int | 
 
 
 def ethernet(rate_bps: float) -> PathElement:
-    """Ethernet at ``rate_bps``: 8 bit times per byte (seed 002 3.1: gigabit, 0.008 us/byte)."""
+    """Ethernet at ``rate_bps``: 8 bit times per byte (Hughes-Jones et al. 2003, §3.1: gigabit, 0.008 us/byte)."""
     if rate_bps <= 0:
         raise UsageError("Ethernet rate must be positive")
     rate = Fraction(rate_bps).limit_denominator(1000)
@@ -136,7 +138,7 @@ def ethernet(rate_bps: float) -> PathElement:
 
 
 def memory_copy(mbytes_per_s: float) -> PathElement:
-    """A memory-to-memory copy at ``mbytes_per_s`` (seed 002 3.1 counts one at each end)."""
+    """A memory-to-memory copy at ``mbytes_per_s`` (Hughes-Jones et al. 2003, §3.1 counts one at each end)."""
     if mbytes_per_s <= 0:
         raise UsageError("memory copy bandwidth must be positive")
     return PathElement(f"memory copy {mbytes_per_s:g} MB/s", 1 / Fraction(mbytes_per_s).limit_denominator(1000))
@@ -203,7 +205,7 @@ def element_from_bus(bus: dict) -> PathElement | None:
 
 @dataclass(frozen=True)
 class ExpectedRow:
-    """A row of seed 002's section 3.1 table: an element's inverse rate, or a path's expected slope."""
+    """A row of Hughes-Jones et al. 2003's §3.1 table: an element's inverse rate, or a path's expected slope."""
 
     label: str
     us_per_byte: Fraction
@@ -212,15 +214,15 @@ class ExpectedRow:
 
     @property
     def printed(self) -> Decimal:
-        """The value as the seed prints it (three significant figures, half up)."""
+        """The value as Hughes-Jones et al. print it (three significant figures, half up)."""
         return significant(self.us_per_byte)
 
 
 def seed002_table() -> list[ExpectedRow]:
-    """Seed 002 section 3.1's table, computed: PCI - Gigabit Ethernet - PCI, store and forward, no copies."""
+    """Hughes-Jones et al. 2003, §3.1's table, computed: PCI - Gigabit Ethernet - PCI, store and forward, no copies."""
     gige = ethernet(1e9)
     rows = [ExpectedRow(e.name, e.us_per_byte, False) for e in (pci(32, 33), pci(64, 33), pci(64, 66), gige)]
-    notes = {(64, 33): "the seed labels this row '64 bit 64 MHz'; by its arithmetic, 2 x 0.00375 + 0.008, "
+    notes = {(64, 33): f"{HUGHES_JONES} label this row '64 bit 64 MHz'; by its arithmetic, 2 x 0.00375 + 0.008, "
                        "it is the 64-bit 33 MHz PCI case"}
     for width, mhz in ((32, 33), (64, 33), (64, 66)):
         bus = pci(width, mhz)
@@ -231,7 +233,7 @@ def seed002_table() -> list[ExpectedRow]:
 
 @dataclass(frozen=True)
 class SlopeVerdict:
-    """Observed against expected slope (seed 002 sections 4.1.1, 4.2.1, 4.3.1, 5.2.1, 6.2)."""
+    """Observed against expected slope (Hughes-Jones et al. 2003, §4.1.1, 4.2.1, 4.3.1, 5.2.1, 6.2)."""
 
     observed_us_per_byte: float
     observed_ci95_us_per_byte: float
@@ -240,31 +242,43 @@ class SlopeVerdict:
     excess_us_per_byte: float
     copy_mbytes_per_s_if_two_copies: float
     agrees: bool
-    text: str
+    text: Sentence
 
 
 def interpret_slope(observed_us_per_byte: float, ci95_us_per_byte: float,
-                    expected_us_per_byte: float | Fraction) -> SlopeVerdict:
+                    expected_us_per_byte: float | Fraction, quote: tuple[str, str] = ("", "")) -> SlopeVerdict:
     """Compare a fitted slope with the path's expected one.
 
     Agreement: the expected value lies inside the 95% interval. An excess is
-    read as the seed reads it (4.1.1, 5.2.1): memory copies at both ends, whose
-    bandwidth the excess implies (two copies: 2 / excess bytes per us); a
-    shortfall as steps in the curve or a path element faster than assumed (6.2).
+    read as Hughes-Jones et al. read it (§4.1.1, §5.2.1): memory copies at both
+    ends, whose bandwidth the excess implies (two copies: 2 / excess bytes per
+    us); a shortfall as steps in the curve or a path element faster than
+    assumed (§6.2). ``quote``: the table and row (its first cell) the observed
+    slope is printed in, which the sentence quotes.
     """
+    from nicrig.analysis.latency import SLOPE, SLOPE_U
+    from nicrig.analysis.sentence import Quotes
+
     expected = float(expected_us_per_byte)
     excess = observed_us_per_byte - expected
     ratio = observed_us_per_byte / expected if expected else float("nan")
     agrees = abs(excess) <= ci95_us_per_byte
     copy_bw = 2 / excess if excess > 0 else float("nan")
-    obs = f"The observed slope, {measured(observed_us_per_byte, ci95_us_per_byte, 'us/byte')},"
+    q = Quotes()
+    table, row = quote  # no table: the quotes name none, and the sentence is not a report's
+    slope = q.measured(table, SLOPE, SLOPE_U, observed_us_per_byte, ci95_us_per_byte, "us/byte", row)
+    obs = f"The observed slope, {slope},"
+    want = f"{number(expected)} us/byte"
     if agrees:
-        text = f"{obs} agrees with the {number(expected)} us/byte expected for the path (inside its 95% interval)."
+        text = q.sentence(f"{obs} agrees with the {want} expected for the path (inside its 95% interval).",
+                          given=[want])
     elif excess > 0:
-        text = (f"{obs} is {number(ratio, decimals=2)} x the {number(expected)} us/byte expected: "
-                f"{number(excess, ci95=ci95_us_per_byte)} us/byte more, as two memory copies at "
-                f"~{number(copy_bw)} MB/s would add ({HUGHES_JONES}, §4.1.1), or data moved inside the NIC.")
+        more, copies = f"{number(excess, ci95=ci95_us_per_byte)} us/byte", f"{number(copy_bw)} MB/s"
+        text = q.sentence(f"{obs} is {number(ratio, decimals=2)} x the {want} expected: {more} more, as two memory "
+                          f"copies at ~{copies} would add ({HUGHES_JONES}, §4.1.1), or data moved inside the NIC.",
+                          given=[want, more, copies])
     else:
-        text = (f"{obs} is below the {number(expected)} us/byte expected: steps in the curve flatten the fit "
-                f"({HUGHES_JONES}, §6.2), or the path is faster than assumed (cut-through, wider bus).")
+        text = q.sentence(f"{obs} is below the {want} expected: steps in the curve flatten the fit "
+                          f"({HUGHES_JONES}, §6.2), or the path is faster than assumed (cut-through, wider bus).",
+                          given=[want])
     return SlopeVerdict(observed_us_per_byte, ci95_us_per_byte, expected, ratio, excess, copy_bw, agrees, text)

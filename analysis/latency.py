@@ -22,7 +22,11 @@ report`` and the GUI all call it on the singletons of ``latency/rtt``. It
   readings use and why;
 * gives each size's statistics, its FWHM with an uncertainty
   (:func:`nicrig.analysis.density.fwhm`), and flags suspect sizes (left out of
-  the line, listed, never silently dropped).
+  the line, listed, never silently dropped);
+* takes the resolution of the round trips' time stamps (``step_ns``: 1 ns in
+  a results file, the bus clock of a simulated rig) into every interval, the
+  modes and the flags, so that quantised or noiseless round trips give one
+  mode, no suspect sizes and finite intervals that cover the truth.
 
 :func:`readings` turns an estimate into sentences, and prints a physical
 reading only where the data resolve it.
@@ -37,10 +41,29 @@ import numpy as np
 
 from nicrig.analysis import density, rounds
 from nicrig.analysis.citations import HUGHES_JONES as HJ2003
-from nicrig.analysis.quantity import interval, measured, number
+from nicrig.analysis.quantity import interval, number
+from nicrig.analysis.sentence import Quotes, Sentence
 from nicrig.analysis.throughput import frames_per_message
 
 PERCENTILES = (1, 5, 10, 25, 75, 90, 95, 99)
+#: The report's tables of a latency run, which the sentences below quote: titles and the columns quoted.
+STATS_TABLE = "RTT per response size"
+MODES_TABLE = "Modes of the round trips (host states)"
+MODE_LOCATION, MODE_SHARE = "RTT at the smallest size (us)", "share (%)"
+FITS_TABLE = "RTT = intercept + slope x size, per statistic and frame count"
+FIT_COLUMNS = ["fitted on", "frames", "sizes", "rounds", "slope (us/byte)", "slope ± 95% (us/byte)",
+               "intercept (us)", "intercept ± 95% (us)", "r", "R²", "lack of fit p", "suspect sizes left out"]
+SLOPE, SLOPE_U, INTERCEPT, INTERCEPT_U, R_SQUARED = (FIT_COLUMNS[4], FIT_COLUMNS[5], FIT_COLUMNS[6], FIT_COLUMNS[7],
+                                                     FIT_COLUMNS[9])
+#: The report's item stating the resolution (ns) of the round trips' time stamps.
+RESOLUTION_ITEM = "resolution of the round trips' time stamps"
+#: How the tables name each statistic a visit is reduced to.
+STAT_LABEL = {"minimum": "minimum", "mean": "mean", "main mode": "main-mode median"}
+#: Terms the report defines where it first uses them.
+VISIT = ("visit (one response size in one round: the round trips measured at that size before the run moves on "
+         "to the next)")
+#: Round trips in a results file are whole nanoseconds.
+RESULTS_STEP_NS = 1.0
 #: The percentile of each size's round trips the modes are measured from.
 BASELINE_PERCENTILE = 10
 
@@ -84,14 +107,14 @@ def histogram_sizes(sizes: list[int], most: int = 4) -> list[int]:
     return [sizes[i] for i in np.linspace(0, len(sizes) - 1, most).round().astype(int)]
 
 
-def rtt_stats(rtt_ns: np.ndarray) -> RttStats:
-    """Statistics of round trips given in ns; negative entries are timeouts."""
+def rtt_stats(rtt_ns: np.ndarray, step_ns: float = RESULTS_STEP_NS) -> RttStats:
+    """Statistics of round trips given in ns, read to ``step_ns``; negative entries are timeouts."""
     rtt_ns = np.asarray(rtt_ns)
     ok = rtt_ns[rtt_ns >= 0] / 1000.0
     if ok.size == 0:
         nan = float("nan")
         return RttStats(0, int(rtt_ns.size), nan, nan, nan, nan, nan, {p: nan for p in PERCENTILES}, nan, nan)
-    width = density.fwhm(ok)
+    width = density.fwhm(ok, resolution=step_ns / 1000)
     return RttStats(
         count=int(ok.size), timeouts=int(rtt_ns.size - ok.size),
         min_us=float(ok.min()), mean_us=float(ok.mean()), median_us=float(np.median(ok)), max_us=float(ok.max()),
@@ -118,6 +141,9 @@ class LineFit:
     line explains; ``lack_of_fit_p``: F test of the sizes' mean deviations
     against their round-to-round scatter. ``suspect_sizes``: flagged by
     :mod:`nicrig.analysis.rounds`' rule and left out of the line.
+    ``slope_resolution_u``, ``intercept_resolution_u``: the standard
+    uncertainty the time stamps' resolution gives each (Type B, part of the
+    half-widths).
     """
 
     statistic: str
@@ -132,6 +158,8 @@ class LineFit:
     r_squared: float
     lack_of_fit_p: float
     suspect_sizes: tuple[int, ...] = ()
+    slope_resolution_u: float = 0.0
+    intercept_resolution_u: float = 0.0
 
     @property
     def explains(self) -> bool:
@@ -168,7 +196,10 @@ class LatencyEstimate:
     with at least three sizes. ``statistic`` is the one the readings use,
     ``reason`` why; ``order`` how the visits were ordered (``random``,
     ``ascending``) and ``rounds`` how many rounds there were; ``visits`` per
-    size, the rounds in which it got at least one response.
+    size, the rounds in which it got at least one response. ``step_us``: the
+    resolution of the round trips' time stamps; ``values_resolution_u`` the
+    part of its quantisation error each value carries that the round trips'
+    noise does not average away (Type B, in ``values_ci95``).
     """
 
     sizes: np.ndarray
@@ -179,6 +210,7 @@ class LatencyEstimate:
     order: str
     values: dict[str, np.ndarray]
     values_ci95: dict[str, np.ndarray]
+    values_resolution_u: dict[str, np.ndarray]
     suspect: dict[str, np.ndarray]
     fits: dict[str, list[LineFit]]
     modes: list[RttMode]
@@ -186,6 +218,7 @@ class LatencyEstimate:
     reason: str
     round_trips: int = 0
     timeouts: int = 0
+    step_us: float = RESULTS_STEP_NS / 1000
 
     def fit(self, statistic: str | None = None, frames: int = 1) -> LineFit | None:
         """The fit on ``statistic`` (default: the readings') for ``frames`` frames, None when there is none."""
@@ -237,61 +270,82 @@ class HostStates:
 
     modes: list[RttMode]
     statistic: str
-    reason: str
+    reason: Sentence
     window: tuple[float, float] | None
 
 
-def host_states(resid_us: np.ndarray, base_us: float) -> HostStates:
-    """Find the modes of the residuals (:func:`residuals`) and choose the statistic: the minimum of each visit
-    for one mode, the median of its round trips in the main mode (the largest share) for several."""
-    found = density.modes(resid_us)
+def host_states(resid_us: np.ndarray, base_us: float, step_us: float = RESULTS_STEP_NS / 1000) -> HostStates:
+    """Find the modes of the residuals (:func:`residuals`), read to ``step_us``, and choose the statistic: the
+    minimum of each visit for one mode, the median of its round trips in the main mode (the largest share) for
+    several."""
+    found = density.modes(resid_us, resolution=step_us)
     if not found:
-        return HostStates([], "minimum", "no round trip came back", None)
+        return HostStates([], "minimum", Sentence("no round trip came back"), None)
     main = max(range(len(found)), key=lambda i: found[i].count)
     first = found[0].location
     modes = [RttMode(location_us=float(base_us + m.location), offset_us=float(m.location - first), count=m.count,
                      share=m.share, main=i == main) for i, m in enumerate(found)]
     if len(found) == 1:
-        return HostStates(modes, "minimum", (
+        return HostStates(modes, "minimum", Sentence(
             "the round trips have one mode, and each visit's minimum is the round trip least disturbed by other "
             f"activity on the hosts ({HJ2003}, §3.1)"), None)
     m = found[main]
     # the highest mode runs to +inf in counting; as a window it stops as far above its peak as its valley is below
     upper = m.upper if math.isfinite(m.upper) else 2 * m.location - m.lower
-    return HostStates(modes, "main mode", (
-        f"the round trips have {len(found)} modes (host states); the minimum and the mean of a visit mix them, so "
-        f"each visit is reduced to the median of its round trips in the main mode, the one holding the most "
-        f"({number(100 * m.share, decimals=0)}%)"), (m.lower, upper))
+    q = Quotes()
+    return HostStates(modes, "main mode", q.sentence(
+        f"the round trips have {len(found)} modes (host states, peaks of their density separated by a valley); the "
+        "minimum and the mean of a visit mix them, so each visit is reduced to the median of its round trips in "
+        f"the main mode (the mode holding the most round trips, here "
+        f"{q(MODES_TABLE, MODE_SHARE, number(100 * m.share, decimals=0))}%)", defines=["main mode"]),
+        (m.lower, upper))
 
 
-def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
-    """The one latency estimator: statistics, modes, per-round lines and flags of a ``latency/rtt`` table."""
+def _reading_noise(rtt_us: np.ndarray, visit: np.ndarray, n_visits: int, step_us: float) -> float:
+    """The round trips' standard deviation within a visit (the median over the visits of their variances, less
+    the quantiser's step^2 / 12 as Sheppard corrects it): what dithers the quantiser under a visit's mean."""
+    var = rounds.group_statistic(rtt_us, visit, n_visits, "variance")
+    if not np.isfinite(var).any():
+        return 0.0
+    return math.sqrt(max(float(np.nanmedian(var)) - step_us ** 2 / 12, 0.0))
+
+
+def estimate(table: np.ndarray, mtu: int = 1500, *, step_ns: float = RESULTS_STEP_NS) -> LatencyEstimate:
+    """The one latency estimator: statistics, modes, per-round lines and flags of a ``latency/rtt`` table whose
+    round trips were read to ``step_ns`` (:func:`nicrig.analysis.resolution.results_step`)."""
+    step_us = step_ns / 1000
     size, rnd, rtt, order = _columns(table)
     sizes, s_idx = np.unique(size, return_inverse=True)
     round_ids, r_idx = np.unique(rnd, return_inverse=True)
     n_s, n_r = sizes.size, max(round_ids.size, 1)
     frames = np.array([frames_per_message(int(s), mtu) for s in sizes], dtype=np.int64)
     per_size = {int(s): table["rtt_ns"][s_idx == k] for k, s in enumerate(sizes)}
-    size_stats = {s: rtt_stats(v) for s, v in per_size.items()}
+    size_stats = {s: rtt_stats(v, step_ns) for s, v in per_size.items()}
     visit = r_idx * n_s + s_idx
     ys = {stat: rounds.group_statistic(rtt, visit, n_r * n_s, stat).reshape(n_r, n_s)
           for stat in ("minimum", "mean")}
     resid, base = residuals(sizes, s_idx, rtt)
-    states = host_states(resid, base[0])
+    states = host_states(resid, base[0], step_us)
+    # the round trips a visit's mean (or main-mode median) is made from dither the quantiser; its minimum is
+    # dithered by the minima's own scatter from round to round, which rounds.fit measures itself
+    noise = {"minimum": None, "mean": _reading_noise(rtt, visit, n_r * n_s, step_us)}
     if states.window is not None:
         lo, hi = states.window
         inside = np.where((resid >= lo) & (resid < hi), rtt, np.nan)
         ys["main mode"] = rounds.group_statistic(inside, visit, n_r * n_s, "median").reshape(n_r, n_s)
-    values, values_ci, suspect, fits = {}, {}, {}, {}
+        noise["main mode"] = _reading_noise(inside, visit, n_r * n_s, step_us)
+    values, values_ci, values_ub, suspect, fits = {}, {}, {}, {}, {}
     for stat, y in ys.items():
         values[stat] = np.full(n_s, np.nan)
         values_ci[stat] = np.full(n_s, np.nan)
+        values_ub[stat] = np.full(n_s, np.nan)
         suspect[stat] = np.zeros(n_s, dtype=bool)
         fits[stat] = []
         for k in np.unique(frames):
             cols = np.flatnonzero(frames == k)
-            lines = rounds.fit(sizes[cols].astype(np.float64), y[:, cols])
+            lines = rounds.fit(sizes[cols].astype(np.float64), y[:, cols], step=step_us, noise=noise[stat])
             values[stat][cols], values_ci[stat][cols] = lines.value, lines.value_ci95
+            values_ub[stat][cols] = lines.resolution_u["value"]
             suspect[stat][cols] = lines.suspect
             if int(lines.used.sum()) >= 3 and np.isfinite(lines.slope):
                 fits[stat].append(LineFit(
@@ -299,13 +353,16 @@ def estimate(table: np.ndarray, mtu: int = 1500) -> LatencyEstimate:
                     slope_us_per_byte=float(lines.slope), slope_ci95=float(lines.slope_ci95),
                     intercept_us=float(lines.intercept), intercept_ci95=float(lines.intercept_ci95),
                     r=float(lines.r), r_squared=float(lines.r_squared), lack_of_fit_p=float(lines.lack_of_fit_p),
-                    suspect_sizes=tuple(int(s) for s in sizes[cols][lines.suspect])))
+                    suspect_sizes=tuple(int(s) for s in sizes[cols][lines.suspect]),
+                    slope_resolution_u=float(lines.resolution_u["slope"]),
+                    intercept_resolution_u=float(lines.resolution_u["intercept"])))
     return LatencyEstimate(
         sizes=sizes, frames=frames, visits=np.isfinite(ys["minimum"]).sum(axis=0), stats=size_stats,
         rounds=int(round_ids.size), order=order, values=values,
-        values_ci95=values_ci, suspect=suspect, fits=fits, modes=states.modes, statistic=states.statistic,
+        values_ci95=values_ci, values_resolution_u=values_ub, suspect=suspect, fits=fits, modes=states.modes,
+        statistic=states.statistic,
         reason=states.reason,
-        round_trips=int(np.isfinite(rtt).sum()), timeouts=int((~np.isfinite(rtt)).sum()))
+        round_trips=int(np.isfinite(rtt).sum()), timeouts=int((~np.isfinite(rtt)).sum()), step_us=step_us)
 
 
 #: Hughes-Jones et al. 2003: an interrupt per frame gives a request-response intercept of ~56-62 us on the hosts
@@ -324,95 +381,121 @@ class InterceptVerdict:
     intercept_ci95_us: float
     coalescence_suspected: bool
     excess_over_per_frame_us: float
-    text: str
+    text: Sentence
 
 
 def interpret_intercept(intercept_us: float, ci95_us: float,
-                        baseline_us: float = NO_COALESCENCE_INTERCEPT_US) -> InterceptVerdict:
-    """Read an RTT intercept: near ``baseline_us`` an interrupt per frame, far above it interrupt coalescence."""
+                        baseline_us: float = NO_COALESCENCE_INTERCEPT_US, row: str = "") -> InterceptVerdict:
+    """Read an RTT intercept: near ``baseline_us`` an interrupt per frame, far above it interrupt coalescence.
+    ``row``: the fits table's row it is quoted from (its "fitted on" cell)."""
     excess = intercept_us - baseline_us
     suspected = intercept_us - ci95_us > COALESCENCE_FACTOR * baseline_us
-    said = measured(intercept_us, ci95_us, "us")
+    q = Quotes()
+    said = q.measured(FITS_TABLE, INTERCEPT, INTERCEPT_U, intercept_us, ci95_us, "us", row)
+    base = f"{number(baseline_us, decimals=0)} us"
     if suspected:
-        text = (f"The intercept, {said}, is far above the ~{baseline_us:.0f} us of an interrupt per frame: interrupt "
-                f"coalescence, adding ~{number(excess, ci95=ci95_us)} us per round trip ({HJ2003}, §4.2.1, §8).")
+        more = f"{number(excess, decimals=0)} us"  # no finer than the rough per-frame figure it is taken from
+        text = q.sentence(f"The intercept, {said}, is far above the ~{base} of an interrupt per frame: interrupt "
+                          f"coalescence, adding ~{more} per round trip ({HJ2003}, §4.2.1, §8).", given=[base, more])
     elif intercept_us + ci95_us < COALESCENCE_FACTOR * baseline_us:
-        text = (f"The intercept, {said}, shows no interrupt coalescence: the NIC interrupts for each frame, or the "
-                f"hosts are fast ({HJ2003}, §4.1.1, §6.1.1).")
+        text = q.sentence(f"The intercept, {said}, shows no interrupt coalescence: the NIC interrupts for each frame, "
+                          f"or the hosts are fast ({HJ2003}, §4.1.1, §6.1.1).")
     else:
-        text = f"The intercept, {said}, is too uncertain to tell whether the NIC coalesces interrupts."
+        text = q.sentence(f"The intercept, {said}, is too uncertain to tell whether the NIC coalesces interrupts.")
     return InterceptVerdict(intercept_us, ci95_us, suspected, excess, text)
 
 
-def unresolved(fit: LineFit | None, est: LatencyEstimate) -> str | None:
-    """Why ``fit`` supports no physical reading (None: it does).
+def unresolved(fit: LineFit | None, est: LatencyEstimate, table: str = FITS_TABLE, row: str = "") -> Sentence | None:
+    """Why ``fit`` supports no physical reading (None: it does), quoting the fits table ``table`` (in the row whose
+    first cell is ``row``, by default the fit's statistic).
 
     A line needs three single-frame sizes, interleaved rounds, a resolved slope and a fit that explains the data.
     """
     if fit is None:
-        return "fewer than three single-frame sizes were measured, so there is no line to read"
+        return Sentence("fewer than three single-frame sizes were measured, so there is no line to read")
     if est.rounds < 2:
-        return (f"the sizes were measured in one {est.order} sweep, so drift of the hosts during the sweep cannot be "
-                "told from slope (measure in rounds, the default of 'nicrig udpmon latency')")
-    slope = measured(fit.slope_us_per_byte, fit.slope_ci95, "us/byte")
+        return Sentence(f"the sizes were measured in one {est.order} sweep, so drift of the hosts during the sweep "
+                        "cannot be told from slope (measure in rounds, the default of 'nicrig udpmon latency')")
+    q = Quotes()
+    row = row or STAT_LABEL[fit.statistic]
+    slope = q.measured(table, SLOPE, SLOPE_U, fit.slope_us_per_byte, fit.slope_ci95, "us/byte", row)
     if not fit.slope_resolved:
         where = ("its 95% interval " + interval(fit.slope_us_per_byte, fit.slope_ci95) + " includes zero"
                  if fit.slope_us_per_byte + fit.slope_ci95 >= 0 else "it is negative, which no path can be")
-        return f"the slope on the {fit.statistic}, {slope}, is not resolved: {where}"
+        return q.sentence(f"the slope on the {fit.statistic}, {slope}, is not resolved: {where}")
     if not fit.explains:
-        share = (f"only {number(100 * fit.r_squared, decimals=0)}%" if fit.r_squared > 0
-                 else f"none (R² {number(fit.r_squared, decimals=3)})")
-        return (f"the line explains {share} of the variance of the per-size {fit.statistic} values (the criterion "
-                f"is R² ≥ {rounds.MIN_R_SQUARED:g}): RTT does not follow a straight line in size closely enough to "
-                "read its slope and intercept")
+        r2 = (f"R² {q(table, R_SQUARED, number(fit.r_squared, decimals=3), row)}" if fit.r_squared >= 0
+              else "R² below zero: it fits them worse than their mean")
+        return q.sentence(f"the line explains too little of the variance of the per-size {fit.statistic} values "
+                          f"({r2}; the criterion is R² ≥ {rounds.MIN_R_SQUARED:g}): RTT does not follow a "
+                          "straight line in size closely enough to read its slope and intercept",
+                          given=[f"{rounds.MIN_R_SQUARED:g}"])
     return None
 
 
 def readings(est: LatencyEstimate, *, loopback: bool, expected_slope_us_per_byte: float | None = None,
-             path: str = "") -> list[str]:
-    """The sentences a latency run supports, every number in them one the tables show.
+             path: str = "") -> list[Sentence]:
+    """The sentences a latency run supports, every number in them one the tables show (quoted with the cell it
+    comes from).
 
-    The fits' statistic and why; the host states; suspect sizes; then, on the
-    single-frame fit of the readings' statistic, a physical reading only when
-    :func:`unresolved` finds nothing against it, otherwise what could not be
-    resolved and why.
+    The fits' statistic and why (defining a visit and, with several modes,
+    the main mode); the host states; suspect sizes; what "lack of fit p"
+    means; then, on the single-frame fit of the readings' statistic, a
+    physical reading only when :func:`unresolved` finds nothing against it,
+    otherwise what could not be resolved and why.
     """
-    out = [f"Lines are fitted through the {est.statistic} of each visit (one size in one round): {est.reason}. "
-           f"95% intervals: {est.interval_method}."]
+    q = Quotes()
+    reason = est.reason
+    step = q("", RESOLUTION_ITEM, number(1000 * est.step_us, decimals=0))
+    out = [Sentence(f"Lines are fitted through the {est.statistic} of each {VISIT}: {reason}. "
+                    f"95% intervals: {est.interval_method}; they include the resolution of the round trips' time "
+                    f"stamps, {step} ns, as a rectangular Type B component.",
+                    [*reason.cites, *q.sentence("").cites], given=reason.given, defines=["visit", *reason.defines])]
     if len(est.modes) > 1:
         smallest = int(est.sizes[0])
-        states = "; ".join(f"{number(m.location_us, decimals=1)} us ({number(100 * m.share, decimals=0)}% of the "
-                           f"round trips{', the main mode' if m.main else ''})" for m in est.modes)
-        out.append(f"The round trips fall into {len(est.modes)} modes, states of the hosts, here at {smallest}-byte "
-                   f"responses: {states}.")
+        states = "; ".join(f"{q(MODES_TABLE, MODE_LOCATION, number(m.location_us, decimals=1))} us "
+                           f"({q(MODES_TABLE, MODE_SHARE, number(100 * m.share, decimals=0))}% of the round trips"
+                           f"{', the main mode' if m.main else ''})" for m in est.modes)
+        out.append(q.sentence(f"The round trips fall into {len(est.modes)} modes, states of the hosts, here at "
+                              f"{smallest}-byte responses: {states}."))
     for stat, fits in est.fits.items():
         flagged = [s for f in fits for s in f.suspect_sizes]
         if flagged:
             one = len(flagged) == 1
-            out.append(f"{'Size' if one else 'Sizes'} {', '.join(map(str, flagged))} bytes "
-                       f"{'lies' if one else 'lie'} off the line on the {stat}: {'its' if one else 'their'} mean "
-                       f"residual over the rounds is beyond the {100 * rounds.FLAG_ALPHA:g}% Bonferroni bound; "
-                       f"{'it is' if one else 'they are'} flagged in the tables and left out of that line.")
+            out.append(Sentence(
+                f"{'Size' if one else 'Sizes'} {', '.join(map(str, flagged))} bytes {'lies' if one else 'lie'} off "
+                f"the line on the {stat}: {'its' if one else 'their'} mean residual over the rounds is more than "
+                f"one resolution step and beyond the {100 * rounds.FLAG_ALPHA:g}% Bonferroni bound; "
+                f"{'it is' if one else 'they are'} flagged in the tables and left out of that line.",
+                given=[f"{100 * rounds.FLAG_ALPHA:g}%"]))
+    if any(np.isfinite(f.lack_of_fit_p) for fl in est.fits.values() for f in fl):
+        out.append(Sentence(
+            "Lack of fit p: the probability that the sizes' mean distances from a straight line would be as large "
+            "as these if RTT were a straight line in size, from their round-to-round scatter and the resolution "
+            "(an F test); a small p (under 0.05) says the line misses real structure, such as a step.",
+            given=["0.05"], defines=["lack of fit p"]))
     fit = est.fit(frames=1)
     why = unresolved(fit, est)
     if why is not None:
-        out.append(f"No physical reading of the slope or intercept: {why}.")
+        out.append(Sentence(f"No physical reading of the slope or intercept: {why}.", why.cites))
         if expected_slope_us_per_byte is not None:
-            out.append(f"The path {path} would give {number(expected_slope_us_per_byte)} us/byte; with the slope not "
-                       "resolved the two are not compared.")
+            out.append(Sentence(f"The path {path} would give {number(expected_slope_us_per_byte)} us/byte; with the "
+                                "slope not resolved the two are not compared.",
+                                given=[f"{number(expected_slope_us_per_byte)} us/byte"]))
         return out
-    slope = measured(fit.slope_us_per_byte, fit.slope_ci95, "us/byte")
+    row = STAT_LABEL[fit.statistic]
     if loopback:
-        rate = 1 / fit.slope_us_per_byte
-        rate_ci = fit.slope_ci95 / fit.slope_us_per_byte ** 2
-        out.append(f"Over loopback no NIC, bus or wire lies on the path: the slope, {slope} (one byte per "
-                   f"{number(rate, ci95=rate_ci)} MB/s), is the cost of moving the data through the two stacks, and "
-                   f"the intercept, {measured(fit.intercept_us, fit.intercept_ci95, 'us')}, their cost per message.")
+        slope = q.measured(FITS_TABLE, SLOPE, SLOPE_U, fit.slope_us_per_byte, fit.slope_ci95, "us/byte", row)
+        intercept = q.measured(FITS_TABLE, INTERCEPT, INTERCEPT_U, fit.intercept_us, fit.intercept_ci95, "us", row)
+        out.append(q.sentence(f"Over loopback no NIC, bus or wire lies on the path: the slope, {slope}, is the cost "
+                              f"of moving the data through the two stacks, and the intercept, {intercept}, their "
+                              "cost per message."))
     else:
-        out.append(interpret_intercept(fit.intercept_us, fit.intercept_ci95).text)
+        out.append(interpret_intercept(fit.intercept_us, fit.intercept_ci95, row=row).text)
     if expected_slope_us_per_byte is not None:
         from nicrig.analysis import expected
 
-        out.append(expected.interpret_slope(fit.slope_us_per_byte, fit.slope_ci95, expected_slope_us_per_byte).text
-                   + f" (path: {path})")
+        verdict = expected.interpret_slope(fit.slope_us_per_byte, fit.slope_ci95, expected_slope_us_per_byte,
+                                           quote=(FITS_TABLE, row))
+        out.append(Sentence(verdict.text + f" (path: {path})", verdict.text.cites, given=verdict.text.given))
     return out

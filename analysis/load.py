@@ -1,10 +1,10 @@
-"""The ``load`` tables of udpmon results: seed 004's CPU-model inputs per host, and its metrics per sweep step.
+"""The ``load`` tables of udpmon results: Geist et al. n.d.'s CPU-model inputs per host, and its metrics per sweep step.
 
 Every udpmon run (format version 2) keeps, per point and host, the kernel CPU
 time (system + irq + softirq jiffies), the interface's megabytes and
-kilo-packets and the kilo-interrupts: the inputs of seed 004's model
+kilo-packets and the kilo-interrupts: the inputs of Geist et al. n.d.'s model
 ``T = alpha N_MB + beta N_KP + gamma N_KI`` (:func:`nicrig.analysis.cpu.fit_cpu_model`).
-Seed 004 judges interrupt-delay settings by interrupts per second, packets
+Geist et al. n.d. judges interrupt-delay settings by interrupts per second, packets
 per interrupt, throughput and system CPU: :func:`host_metrics` gives those
 for the rows of one sweep step and host.
 
@@ -66,7 +66,7 @@ def by_host(load: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def fit(rows: np.ndarray) -> cpu.CpuModelFit:
-    """Seed 004's model over ``load`` rows (one host): UsageError when too few or too alike to fit."""
+    """Geist et al. n.d.'s model over ``load`` rows (one host): UsageError when too few or too alike to fit."""
     return cpu.fit_cpu_model(*(rows[c] for c in MODEL_COLUMNS))
 
 
@@ -77,7 +77,7 @@ def interrupt_sources(rows: np.ndarray) -> set[str]:
 
 @dataclass(frozen=True)
 class HostMetrics:
-    """Seed 004's metrics of one host over some points (a sweep step's): sums over them, then ratios.
+    """Geist et al. n.d.'s metrics of one host over some points (a sweep step's): sums over them, then ratios.
 
     ``kernel_cpu_pct`` is kernel time per elapsed time, in % of one CPU
     (jiffies count every CPU: 200 % is two CPUs busy in the kernel).

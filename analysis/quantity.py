@@ -4,8 +4,17 @@ The convention is the GUM's (JCGM 100:2008, §7.2.6): the uncertainty with
 at most two significant digits, the value rounded to the same decimal place,
 so "0.00059 ± 0.00057 us/byte", never "0.000591734 ± 0.0005712". A value
 without an uncertainty keeps four significant digits; counts are integers.
-The report's tables, its sentences and the command line all format through
-these functions, so a number reads the same everywhere it appears.
+The report's tables, its sentences, the command line and the GUI all format
+through these functions, so a number reads the same everywhere it appears.
+
+An uncertainty is never finer than the measurement resolves: a value read
+from time stamps quantised to a step (the sample clock of a capture, the
+1 ns of a results file, the clock of a simulated bus) carries the step as a
+Type B component, a rectangular distribution of standard uncertainty
+step / sqrt(12) (GUM §4.3.7, F.2.2.1), combined in quadrature with the
+Type A part (the spread of repeated measurements) and expanded to 95% with
+the Welch-Satterthwaite degrees of freedom (GUM §G.4.1, G.6.4). A noiseless
+measurement so gets a finite interval that says what its clock resolves.
 """
 
 from __future__ import annotations
@@ -21,6 +30,69 @@ UNCERTAINTY_DIGITS = 2
 VALUE_DIGITS = 4
 
 
+#: Coverage factor of a normal distribution at 95% (a Type B part alone has infinite degrees of freedom).
+K95 = 1.959963984540054
+
+
+def t975(dof: Any) -> Any:
+    """Student's t at 0.975 for ``dof`` degrees of freedom (infinite: :data:`K95`). ``scipy.special`` only:
+    ``nicrig simulate`` formats through this module and ``scipy.stats`` would add a second to its start."""
+    from scipy.special import stdtrit
+
+    dof = np.asarray(dof, dtype=np.float64)
+    out = np.where(np.isfinite(dof), stdtrit(np.where(np.isfinite(dof), dof, 1.0), 0.975), K95)
+    return float(out) if out.ndim == 0 else out
+
+
+def rectangular(step: Any) -> Any:
+    """Standard uncertainty of a value read to a resolution ``step`` (same unit): step / sqrt(12), the
+    rectangular distribution of the quantisation error (GUM §F.2.2.1)."""
+    return np.asarray(step, dtype=np.float64) / math.sqrt(12.0) if np.ndim(step) else float(step) / math.sqrt(12.0)
+
+
+def quantisation_u(step: Any, noise: Any = 0.0) -> Any:
+    """Standard uncertainty of a reading quantised to ``step`` that noise of standard deviation ``noise`` (same
+    unit) does not average away: step / sqrt(12) without noise (the rectangular distribution of GUM §F.2.2.1),
+    falling to nothing as the noise dithers the quantiser (each harmonic k of the quantisation error's sawtooth is
+    damped by exp(-2 pi^2 k^2 noise^2 / step^2): Widrow and Kollar 2008, "Quantization Noise", ch. 5). The part
+    noise does average away shows in the spread of repeated readings, the Type A part. Broadcasts."""
+    st = np.asarray(step, dtype=np.float64)
+    sd = np.asarray(noise, dtype=np.float64)
+    k = np.arange(1, 41, dtype=np.float64).reshape((-1,) + (1,) * max(st.ndim, sd.ndim))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        damp = np.exp(-4 * math.pi ** 2 * k ** 2 * np.where(st > 0, sd / st, 0.0) ** 2)
+        terms = damp / k ** 2
+        # the harmonics beyond the 40th, as undamped as the 40th (1/k^2 sums to pi^2 / 6)
+        tail = (math.pi ** 2 / 6 - float(np.sum(1 / k ** 2))) * damp[-1]
+        out = st / (math.sqrt(2) * math.pi) * np.sqrt(terms.sum(axis=0) + tail)
+    return float(out) if out.ndim == 0 else out
+
+
+def expanded(u_a: Any, dof_a: Any, u_b: Any) -> Any:
+    """The 95% expanded uncertainty of a Type A standard uncertainty ``u_a`` (``dof_a`` degrees of freedom) and
+    a Type B one ``u_b`` (infinite degrees of freedom), combined in quadrature: k u_c with k Student's t at the
+    Welch-Satterthwaite degrees of freedom u_c^4 / (u_a^4 / dof_a) (GUM §G.4.1).
+
+    Broadcasts over arrays. NaN where ``u_a`` is NaN (no spread known); ``u_a`` 0 gives k of a normal
+    distribution; a ``dof_a`` below 1 counts as 1.
+    """
+    ua = np.asarray(u_a, dtype=np.float64)
+    ub = np.asarray(u_b, dtype=np.float64)
+    dof = np.maximum(np.asarray(dof_a, dtype=np.float64), 1.0)
+    uc2 = ua ** 2 + ub ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nu = np.where(ua > 0, uc2 ** 2 / (ua ** 4 / dof), np.inf)
+    out = t975(nu) * np.sqrt(uc2)
+    return float(out) if out.ndim == 0 else out
+
+
+def type_a(ci95: Any, dof: Any) -> Any:
+    """The standard uncertainty behind a Student t 95% half-width with ``dof`` degrees of freedom."""
+    dof = np.maximum(np.asarray(dof, dtype=np.float64), 1.0)
+    out = np.asarray(ci95, dtype=np.float64) / t975(dof)
+    return float(out) if out.ndim == 0 else out
+
+
 def plain(v: Any) -> Any:
     """NumPy scalars and Fractions as Python numbers; other values unchanged."""
     if isinstance(v, Fraction):
@@ -30,14 +102,16 @@ def plain(v: Any) -> Any:
     return v
 
 
-def decimals_of(ci95: float) -> int | None:
-    """Decimal places that keep two significant digits of ``ci95`` (negative: round to tens, hundreds ...).
+def decimals_of(ci95: float, digits: int = UNCERTAINTY_DIGITS) -> int | None:
+    """Decimal places that keep ``digits`` significant digits of ``ci95`` (negative: round to tens, hundreds ...).
 
-    None when there is no usable uncertainty (NaN, infinite or zero).
+    None when there is no usable uncertainty (NaN, infinite or zero). The digits are counted after rounding,
+    so 9.96 keeps "10", not "10.0".
     """
     if not (isinstance(ci95, (int, float)) and math.isfinite(ci95) and ci95 > 0):
         return None
-    return UNCERTAINTY_DIGITS - 1 - math.floor(math.log10(ci95))
+    rounded = float(f"{ci95:.{digits - 1}e}")
+    return digits - 1 - math.floor(math.log10(rounded))
 
 
 def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) -> str:
@@ -75,6 +149,38 @@ def measured(v: float, ci95: float, unit: str = "") -> str:
     if places is None:
         return number(v) + tail
     return f"{number(v, decimals=places)} ± {number(ci95, decimals=places)}{tail}"
+
+
+def resolved(v: Any, resolution_u: Any) -> str:
+    """A value known to its time stamps' resolution alone (Type B standard uncertainty ``resolution_u``, same
+    unit), printed without that half-width beside it: rounded to the 95% half-width the resolution gives, to two
+    significant digits when they begin with 1 or 2 and to one otherwise (0.012 but 0.006: a second digit of a
+    bound stated once for the column adds nothing); four significant digits without one. Integers (counts) stay
+    whole."""
+    if isinstance(plain(v), int) or resolution_u is None or not np.isfinite(resolution_u) or resolution_u <= 0:
+        return number(v)
+    half = K95 * float(resolution_u)
+    return number(v, decimals=decimals_of(half, _stated_digits(half)))
+
+
+def _stated_digits(half: float) -> int:
+    """Significant digits a half-width stated once, from a resolution, keeps: two when they begin with 1 or 2."""
+    return UNCERTAINTY_DIGITS if int(f"{half:e}"[0]) < 3 else 1
+
+
+def resolution_half_width(resolution_u: float) -> str:
+    """The 95% half-width a resolution alone gives (standard uncertainty ``resolution_u``), as :func:`resolved`
+    states it."""
+    half = K95 * float(resolution_u)
+    return number(half, decimals=decimals_of(half, _stated_digits(half)))
+
+
+def resolved_measured(v: Any, resolution_u: float, unit: str = "") -> str:
+    """"value ± U unit" for a value known to its resolution alone, both as :func:`resolved` rounds them."""
+    half = K95 * float(resolution_u)
+    places = decimals_of(half, _stated_digits(half))
+    tail = f" {unit}" if unit else ""
+    return f"{number(v, decimals=places)} ± {number(half, decimals=places)}{tail}"
 
 
 def interval(v: float, ci95: float) -> str:

@@ -4,8 +4,12 @@ The page has a table of contents with an anchor for every section, table and
 figure; every table says where its numbers come from and, when it shows
 only some of its rows, which ("first 8 of 2000 rows"). Numbers are printed
 at the precision their uncertainty or resolution gives them
-(:mod:`nicrig.analysis.quantity`); JSON and CSV carry the full values, the
-same rows and columns, the same sentences.
+(:mod:`nicrig.analysis.quantity`), the same text in the page and in the JSON
+(``rows``, an item's ``value``); the JSON keeps the full values beside them
+(``raw_rows``, ``raw``) and CSV carries only those. The page and the JSON both
+say what :mod:`nicrig.analysis.lint` checks: which column holds a value's
+half-width, the Type B part the time stamps' resolution gives it, which cells a
+sentence quotes, which terms it defines, how many marks each figure draws.
 
 A section is drawn by ``templates/sections/<section.template>.html.j2``
 (``generic`` draws sentences, items, figures and tables); a new kind of
@@ -28,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from nicrig import __version__
-from nicrig.analysis.quantity import measured, number, plain, setting
+from nicrig.analysis.quantity import (measured, number, plain, resolution_half_width, resolved, resolved_measured,
+                                     setting)
+from nicrig.analysis.sentence import cites_of, defines_of, given_of
 
 if TYPE_CHECKING:
     from nicrig.analysis.report import Report, Section, Table
@@ -55,38 +61,76 @@ def assign_anchors(sections: list[Section]) -> None:
         s.anchor = f"s{n}-{slug(s.title)[:48]}"
 
 
-def cell_texts(t: Table) -> list[list[str]]:
-    """Each cell as the page prints it: to the precision of its ± column, its fixed decimals, or 4 digits."""
+def value_text(t: Table, column: str, row: int, v: Any) -> str:
+    """``v`` as table ``t`` prints it in ``column`` of row ``row``: to the precision of its ± column, its fixed
+    decimals, as a setting is given, to its time stamps' resolution, or to four digits."""
     col = {c: k for k, c in enumerate(t.columns)}
-    out = []
-    for row in t.rows:
-        texts = []
-        for k, (c, v) in enumerate(zip(t.columns, row)):
-            if c in t.uncertainty:
-                texts.append(number(v, ci95=finite(row[col[t.uncertainty[c]]])))
-            elif c in t.uncertainty.values():
-                texts.append(number(v, ci95=finite(v)))
-            elif c in t.decimals and not isinstance(v, int):  # a count in a column of times stays whole
-                texts.append(number(v, decimals=t.decimals[c]))
-            elif c in t.settings:
-                texts.append(setting(v))
-            else:
-                texts.append(number(v))
-        out.append(texts)
-    return out
+    if column in t.uncertainty:
+        return number(v, ci95=finite(t.rows[row][col[t.uncertainty[column]]]))
+    if column in t.uncertainty.values():
+        return number(v, ci95=finite(v))
+    if column in t.decimals and not isinstance(plain(v), int):  # a count in a column of times stays whole
+        return number(v, decimals=t.decimals[column])
+    if column in t.settings:
+        return setting(v)
+    if column in t.resolution:
+        return resolved(v, t.resolution_u(column, row))
+    return number(v)
 
 
-def item_text(value: Any, ci95: Any, decimals: int | None = None) -> str:
-    """An item's value: at the precision of its uncertainty, else of its measurement's resolution, if known."""
+def cell_texts(t: Table) -> list[list[str]]:
+    """Each cell as the page prints it (:func:`value_text`)."""
+    return [[value_text(t, c, k, v) for c, v in zip(t.columns, row)] for k, row in enumerate(t.rows)]
+
+
+def resolution_note(t: Table) -> str:
+    """What the time stamps' resolution gives the columns without a ± column of their own: "on the wire (us)
+    ± 0.0064" (95%), after what that resolution is."""
+    said = []
+    for c, r in t.resolution.items():
+        if c in t.uncertainty:
+            continue
+        us = sorted({u for u in (r if isinstance(r, (list, tuple)) else [r]) if u is not None})
+        if us:
+            said.append(f"{c} ± {resolution_half_width(us[0])}" + (f" to {resolution_half_width(us[-1])}"
+                                                                     if len(us) > 1 else ""))
+    head = f"Resolution: {t.resolution_text}" if t.resolution_text else ""
+    tail = f"values without a ± column are good to (95%): {'; '.join(said)}" if said else ""
+    return "; ".join(x for x in (head, tail) if x)
+
+
+def item_text(value: Any, ci95: Any, decimals: int | None = None, resolution_u: float | None = None) -> str:
+    """An item's value: at the precision of its uncertainty, else of its time stamps' resolution (whose 95%
+    half-width it then states), else of its fixed decimals, if known."""
     if ci95 is not None and finite(ci95) is not None:
         return measured(finite(value), finite(ci95))
+    if resolution_u is not None and finite(value) is not None and isinstance(plain(value), float):
+        return resolved_measured(finite(value), resolution_u)
     return number(value, decimals=decimals)
+
+
+def cites_json(text: str) -> str:
+    """A sentence's quotes, givens and definitions as the page's data attributes carry them (JSON)."""
+    return json.dumps({"cites": [c.as_dict() for c in cites_of(text)], "given": list(given_of(text)),
+                       "defines": list(defines_of(text))}, ensure_ascii=False)
+
+
+def with_definitions(text: str) -> Any:
+    """A sentence as HTML, the terms it defines marked ``<dfn>`` at their first mention in it."""
+    from markupsafe import Markup, escape
+
+    html = str(escape(text))
+    for term in defines_of(text):
+        html = re.sub(rf"\b({re.escape(str(escape(term)))})\b", r"<dfn>\1</dfn>", html, count=1,
+                      flags=re.IGNORECASE)
+    return Markup(html)
 
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(cell_texts=cell_texts, item_text=item_text, number=number,
+    env.globals.update(cell_texts=cell_texts, item_text=item_text, number=number, resolution_note=resolution_note,
+                       cites_json=cites_json, with_definitions=with_definitions, json=json.dumps,
                        png=lambda data: base64.b64encode(data).decode("ascii"))
     return env
 
@@ -98,18 +142,30 @@ def to_html(report: Report) -> str:
 
 
 def to_json(report: Report) -> str:
-    """Every item and table with its source; figures by title and caption (their data are the tables)."""
+    """Every item and table with its source, each number as the page prints it (``rows``, an item's ``value``)
+    beside its full value (``raw_rows``, ``raw``); the sentences with what they quote; figures by title, caption
+    and the marks each panel draws (their data are the tables)."""
     assign_anchors(report.sections)
+
+    def table(t: Table) -> dict[str, Any]:
+        return {"title": t.title, "columns": t.columns, "source": t.source, "note": t.note,
+                "excerpt": t.excerpt, "rows": cell_texts(t), "raw_rows": [[finite(v) for v in r] for r in t.rows],
+                "uncertainty": t.uncertainty,
+                "resolution_u": {c: ([finite(u) for u in r] if isinstance(r, (list, tuple)) else finite(r))
+                                 for c, r in t.resolution.items()},
+                "resolution": resolution_note(t)}
 
     def sec(s: Section) -> dict[str, Any]:
         return {"title": s.title, "anchor": s.anchor, "file": s.file, "simulated": s.simulated or None,
-                "items": [{"label": i.label, "value": finite(i.value), "ci95": finite(i.ci95), "unit": i.unit,
-                           "source": i.source, "expected": finite(i.expected)} for i in s.items],
-                "tables": [{"title": t.title, "columns": t.columns, "source": t.source, "note": t.note,
-                            "excerpt": t.excerpt, "rows": [[finite(v) for v in r] for r in t.rows]}
-                           for t in s.tables],
-                "figures": [{"title": c.title, "caption": c.caption} for c in s.charts],
-                "interpretation": s.text, **({"data": s.data} if s.data else {})}
+                "items": [{"label": i.label, "value": item_text(i.value, i.ci95, i.decimals, i.resolution_u),
+                           "unit": i.unit, "source": i.source,
+                           "expected": "" if i.expected is None else number(i.expected),
+                           "raw": {"value": finite(i.value), "ci95": finite(i.ci95), "expected": finite(i.expected),
+                                   "resolution_u": finite(i.resolution_u)}} for i in s.items],
+                "tables": [table(t) for t in s.tables],
+                "figures": [{"title": c.title, "caption": c.caption, "panels": list(c.panels)} for c in s.charts],
+                "interpretation": list(s.text),
+                "quotes": [json.loads(cites_json(x)) for x in s.text], **({"data": s.data} if s.data else {})}
     return json.dumps({"title": report.title, "created_utc": report.created_utc, "nicrig_version": __version__,
                        "inputs": report.inputs, "problems": report.problems,
                        "sections": [sec(s) for s in report.sections]}, indent=1, allow_nan=False)

@@ -4,9 +4,15 @@ A report is a list of sections, each holding named numbers (:class:`Item`),
 tables, figures (PNG) and sentences that interpret them. Every number and
 table names its **source**: the file and the table (and columns) it was
 computed from, so a reader can recompute it from the raw rows kept there.
-Every sentence states numbers the section's tables or items show, formatted
-alike (:mod:`nicrig.analysis.quantity`), and a physical reading only where
-the data resolve it. :mod:`nicrig.analysis.render` draws the report.
+Every measured number carries its 95% interval, which includes the
+resolution of the time stamps it comes from (:mod:`nicrig.analysis.resolution`;
+tables state it, and the Type B part of each interval, in ``resolution``).
+Every sentence (:class:`~nicrig.analysis.sentence.Sentence`) states numbers the
+section's tables or items show, formatted alike
+(:mod:`nicrig.analysis.quantity`) and quoting the cells they come from, and a
+physical reading only where the data resolve it; a figure with nothing to show
+becomes a sentence saying why. :mod:`nicrig.analysis.render` draws the report
+and :mod:`nicrig.analysis.lint` checks it.
 
 * udpmon latency results: the one latency estimator
   (:func:`nicrig.analysis.latency.estimate`): per-size statistics, the
@@ -17,7 +23,7 @@ the data resolve it. :mod:`nicrig.analysis.render` draws the report.
   :func:`nicrig.analysis.throughput.receive_rate`), loss, CPU and interrupts
   against spacing, per size and spacing over the rounds; the knee, the best
   rate against the link's (Hughes-Jones et al. 2003, §3.2, §9.1; Pai, Rixner
-  and Kim 2004, §3.3); over all stream files, Geist et al.'s CPU model.
+  and Kim 2004, §3.3); over all stream files, Geist et al.'s CPU model (n.d.).
 * decoded capture sets: the bus-level timeline of :mod:`nicrig.analysis.bus`.
 * a CSV of microbenchmark and application throughputs: Pai, Rixner and Kim 2004, Table 2.
 """
@@ -35,10 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from nicrig.analysis import (bus, cpu, expected, figures, hostprobe, latency, load, nic_registers, suite, sweeps,
-                            throughput)
-from nicrig.analysis.citations import GEIST, HUGHES_JONES, PAI, REFERENCES
-from nicrig.analysis.quantity import measured, number, setting
+from nicrig.analysis import (bus, cpu, expected, figures, hostprobe, latency, load, nic_registers, resolution, suite,
+                            sweeps, throughput)
+from nicrig.analysis.citations import GEIST, HUGHES_JONES, PAI, REFERENCES, cited
+from nicrig.analysis.latency import FIT_COLUMNS, FITS_TABLE, STAT_LABEL
+from nicrig.analysis.quantity import number, rectangular, setting
+from nicrig.analysis.sentence import Quotes, Sentence, prefixed
+from nicrig.analysis.throughput import BEST_COLUMNS, BEST_TABLE, POINT_COLUMNS, POINTS_TABLE
 from nicrig.errors import UsageError
 
 #: Frames listed one by one in a capture's timeline table (the rest in its median rows).
@@ -63,14 +72,18 @@ class Item:
     ci95: Any = None
     #: decimals of a value without an uncertainty, its measurement's resolution (times from ns tables: 3 in us)
     decimals: int | None = None
+    #: the standard uncertainty the time stamps' resolution gives the value (Type B, part of ``ci95``)
+    resolution_u: float | None = None
 
 
 @dataclass
 class Table:
     """Rows under named columns. ``uncertainty`` maps a value column to the column holding its 95% half-width
-    (the page rounds the value to it); ``decimals`` fixes a column's decimals (a measurement's resolution);
-    ``excerpt`` says which rows these are when they are not all of them ("first 8 of 2000 rows");
-    ``settings`` are columns of values the run was given (a spacing), printed as given."""
+    (the page rounds the value to it); ``decimals`` fixes a column's decimals; ``resolution`` maps a value column
+    to the standard uncertainty its time stamps' resolution gives it (Type B, the column's unit; one number, or
+    one per row), part of its half-width or, without one, what its decimals follow; ``resolution_text`` says what
+    that resolution is; ``excerpt`` says which rows these are when they are not all of them ("first 8 of 2000
+    rows"); ``settings`` are columns of values the run was given (a spacing), printed as given."""
 
     title: str
     columns: list[str]
@@ -81,6 +94,13 @@ class Table:
     uncertainty: dict[str, str] = field(default_factory=dict)
     decimals: dict[str, int] = field(default_factory=dict)
     settings: tuple[str, ...] = ()
+    resolution: dict[str, Any] = field(default_factory=dict)
+    resolution_text: str = ""
+
+    def resolution_u(self, column: str, row: int) -> float | None:
+        """The Type B standard uncertainty of a cell (None: none stated)."""
+        r = self.resolution.get(column)
+        return r[row] if isinstance(r, (list, tuple)) else r
 
 
 def excerpt(shown: int, total: int, what: str = "rows") -> str:
@@ -90,9 +110,24 @@ def excerpt(shown: int, total: int, what: str = "rows") -> str:
 
 @dataclass
 class Chart:
+    """A figure: its PNG, caption and the marks each panel draws (:class:`nicrig.analysis.figures.Drawing`)."""
+
     title: str
     png: bytes
     caption: str
+    panels: tuple[int, ...] = ()
+
+
+def chart(sec: Section, title: str, drawing: figures.Drawing, caption: str, nothing: str,
+          given: Sequence[str] = ()) -> None:
+    """Add a figure to ``sec``, or, when it shows nothing (a single point, an empty panel), the sentence
+    ``nothing`` saying why instead (``given``: the settings it names). Panels the drawing left out are named in
+    the caption."""
+    if not drawing.shows_something:
+        sec.text.append(Sentence(f"{title}: no figure, {nothing}.", given=given))
+        return
+    left = f" Not drawn: {'; '.join(drawing.left_out)}." if drawing.left_out else ""
+    sec.charts.append(Chart(title, drawing.png, caption + left, drawing.panels))
 
 
 @dataclass
@@ -137,26 +172,30 @@ class Options:
 
 # -- udpmon latency ------------------------------------------------------------------------------
 
-STAT_LABEL = {"minimum": "minimum", "mean": "mean", "main mode": "main-mode median"}
+#: The stats table's columns of times read straight from the round trips (to the time stamps' resolution).
+RTT_TIME_COLUMNS = ("min (us)", "median (us)", "mean (us)", "p99 (us)", "max (us)")
 
 
-def _stats_table(est: latency.LatencyEstimate, src: str, step: str | None = None) -> Table:
+def _stats_table(est: latency.LatencyEstimate, src: str, step: str | None = None,
+                 res: resolution.Resolution | None = None) -> Table:
     head = ["step"] if step is not None else []
     rows = []
     for s, f in zip(est.sizes, est.frames):
         st = est.stats[int(s)]
         rows.append([*([step] if step is not None else []), int(s), int(f), st.count, st.timeouts, st.min_us,
                      st.median_us, st.mean_us, st.percentiles_us[99], st.max_us, st.fwhm_us, st.fwhm_ci95_us])
-    return Table("RTT per response size" + (" and step" if step is not None else ""),
-                 [*head, "size (bytes)", "frames", "count", "timeouts", "min (us)", "median (us)", "mean (us)",
-                  "p99 (us)", "max (us)", "FWHM (us)", "FWHM ± 95% (us)"], rows,
-                 f"{src} (rtt_ns per size_bytes over every round; -1 = timeout); FWHM from a kernel density "
-                 "estimate at the interpolated half-maximum crossings",
+    u_q = rectangular(est.step_us)
+    return Table(latency.STATS_TABLE + (" and step" if step is not None else ""),
+                 [*head, "size (bytes)", "frames", "count", "timeouts", *RTT_TIME_COLUMNS, "FWHM (us)",
+                  "FWHM ± 95% (us)"], rows,
+                 f"{src} (rtt_ns per size_bytes over every round; -1 = timeout); FWHM (full width at half maximum "
+                 "of the highest peak) from a kernel density estimate at the interpolated half-maximum crossings",
                  uncertainty={"FWHM (us)": "FWHM ± 95% (us)"},
-                 decimals={c: NS_DECIMALS for c in ("min (us)", "median (us)", "max (us)")})
+                 resolution={**{c: u_q for c in RTT_TIME_COLUMNS}, "FWHM (us)": math.sqrt(2) * u_q},
+                 resolution_text=res.text if res else "")
 
 
-def _rounds_table(est: latency.LatencyEstimate, src: str) -> Table:
+def _rounds_table(est: latency.LatencyEstimate, src: str, res: resolution.Resolution | None = None) -> Table:
     stats = list(est.values)
     columns = ["size (bytes)", "frames", "rounds"]
     unc = {}
@@ -174,39 +213,49 @@ def _rounds_table(est: latency.LatencyEstimate, src: str) -> Table:
         row.append(", ".join(stat for stat in stats if est.suspect[stat][k]) or "–")
         rows.append(row)
     return Table("Per-round values the lines go through", columns, rows,
-                 f"{src}: each visit (a size in one round, latency/rtt's round column) reduced to its minimum, mean "
-                 "(and main-mode median), then the mean over the rounds with a Student t 95% interval",
-                 uncertainty=unc)
+                 f"{src}: each visit (a size in one round, latency/rtt's round column) reduced to its "
+                 f"{', '.join(STAT_LABEL[stat] for stat in stats)}, then the mean over the rounds with a Student t 95% "
+                 "interval",
+                 uncertainty=unc, resolution={v: [float(u) for u in est.values_resolution_u[stat]]
+                                              for stat, v in zip(stats, unc)},
+                 resolution_text=res.text if res else "")
 
 
-FIT_COLUMNS = ["fitted on", "frames", "sizes", "rounds", "slope (us/byte)", "slope ± 95% (us/byte)",
-               "intercept (us)", "intercept ± 95% (us)", "r", "R²", "lack of fit p", "suspect sizes left out"]
-FIT_UNCERTAINTY = {"slope (us/byte)": "slope ± 95% (us/byte)", "intercept (us)": "intercept ± 95% (us)"}
 #: Correlations and shares of variance: three decimals say all they can.
 FIT_DECIMALS = {"r": 3, "R²": 3}
+FIT_UNCERTAINTY = {latency.SLOPE: latency.SLOPE_U, latency.INTERCEPT: latency.INTERCEPT_U}
 
 
 def _fit_row(f: latency.LineFit) -> list[Any]:
     return [STAT_LABEL[f.statistic], f.frames, f.points, f.rounds, f.slope_us_per_byte, f.slope_ci95,
-            f.intercept_us, f.intercept_ci95, f.r, f.r_squared, f.lack_of_fit_p,
+            f.intercept_us, f.intercept_ci95, f.r, f.r_squared if f.r_squared >= 0 else None, f.lack_of_fit_p,
             ", ".join(map(str, f.suspect_sizes)) or "none"]
+
+
+def _fit_resolution(fits: Sequence[latency.LineFit]) -> dict[str, list[float]]:
+    return {latency.SLOPE: [f.slope_resolution_u for f in fits],
+            latency.INTERCEPT: [f.intercept_resolution_u for f in fits]}
 
 
 def _fit_source(src: str, est: latency.LatencyEstimate) -> str:
     return (f"{src}: least squares through each round's per-size values, per frame count; the line is the mean of "
             f"the rounds' lines; 95% intervals: {est.interval_method}; a size is suspect when its mean residual "
-            f"over the rounds is beyond the {100 * latency.rounds.FLAG_ALPHA:g}% Bonferroni bound")
+            f"over the rounds is more than one resolution step and beyond the "
+            f"{100 * latency.rounds.FLAG_ALPHA:g}% Bonferroni bound; R² below zero (–) when the line fits the "
+            "per-size values worse than their mean")
 
 
 def _modes_table(est: latency.LatencyEstimate, src: str) -> Table:
-    return Table("Modes of the round trips (host states)",
-                 ["RTT at the smallest size (us)", "above the fastest mode (us)", "round trips", "share (%)",
+    return Table(latency.MODES_TABLE,
+                 [latency.MODE_LOCATION, "above the fastest mode (us)", "round trips", latency.MODE_SHARE,
                   "main mode"],
                  [[m.location_us, m.offset_us, m.count, 100 * m.share, "yes" if m.main else ""] for m in est.modes],
                  f"{src}: peaks of a kernel density estimate of every round trip less its size's "
-                 f"{latency.BASELINE_PERCENTILE}th percentile; each mode runs from valley to valley; the RTT at the "
-                 "smallest size is that size's percentile plus the peak",
-                 decimals={"RTT at the smallest size (us)": 1, "above the fastest mode (us)": 1, "share (%)": 0})
+                 f"{latency.BASELINE_PERCENTILE}th percentile, the kernel no narrower than the time stamps' "
+                 f"resolution and peaks closer than {latency.density.MODE_MIN_STEPS} resolution steps taken as one; "
+                 "each mode runs "
+                 "from valley to valley; the RTT at the smallest size is that size's percentile plus the peak",
+                 decimals={latency.MODE_LOCATION: 1, "above the fastest mode (us)": 1, latency.MODE_SHARE: 0})
 
 
 def simulated_text(simulation: dict[str, Any] | None) -> str:
@@ -223,35 +272,26 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
     src = f"{name}: latency/rtt"
     sec = Section(f"Request-response latency: {name}", name, simulated=simulated_text(simulation))
     mtu = int(settings.get("mtu", 1500))
-    est = latency.estimate(rtt_table, mtu)
+    res = resolution.results(simulation, "latency")
+    est = latency.estimate(rtt_table, mtu, step_ns=res.step_ns)
     sec.items += [Item("response sizes", len(est.sizes), "", src),
                   Item("round trips", est.round_trips, "", src),
                   Item("timeouts", est.timeouts, "", src),
                   Item("rounds", est.rounds, "", f"{src} (round)"),
                   Item("order of the sizes in each round", est.order, "", f"{src} (position)"
-                       + (f"; seed {settings['order_seed']} (settings)" if "order_seed" in settings else "")),
-                  Item("statistic the lines are fitted on", STAT_LABEL[est.statistic], "", src)]
-    sec.tables.append(_stats_table(est, src))
-    sec.tables.append(_rounds_table(est, src))
+                       + (f"; random order seeded with {settings['order_seed']} (settings)"
+                          if "order_seed" in settings else "")),
+                  Item("statistic the lines are fitted on", STAT_LABEL[est.statistic], "", src),
+                  Item(latency.RESOLUTION_ITEM, res.step_ns, "ns",
+                       f"{src}: {res.text}", decimals=0)]
+    sec.tables.append(_stats_table(est, src, res=res))
+    sec.tables.append(_rounds_table(est, src, res))
     if len(est.modes) > 1:
         sec.tables.append(_modes_table(est, src))
-    sec.tables.append(Table("RTT = intercept + slope x size, per statistic and frame count", FIT_COLUMNS,
-                            [_fit_row(f) for fl in est.fits.values() for f in fl], _fit_source(src, est),
-                            uncertainty=FIT_UNCERTAINTY, decimals=FIT_DECIMALS))
-    if len(est.sizes):
-        sec.charts.append(Chart("RTT against response size", figures.latency_vs_size(est),
-                                f"Each size's per-round {', '.join(STAT_LABEL[s] for s in est.values)} (mean over "
-                                f"the rounds, 95% bars), the lines fitted through them per frame count (legend: "
-                                f"slope and intercept), suspect sizes circled in red ({src})."))
-        answered = {s: v[v >= 0] / 1000 for s, v in latency.rtt_by_size(rtt_table).items() if (v >= 0).any()}
-        shown = latency.histogram_sizes(sorted(answered))
-        sec.charts.append(Chart("RTT histograms", figures.rtt_histograms(
-            {s: answered[s] for s in shown},
-            {int(s): (est.stats[int(s)].fwhm_us, est.stats[int(s)].fwhm_ci95_us) for s in est.sizes},
-            float(settings.get("bin_us", 1.0))),
-            f"Round trips of {len(shown)} of the {len(answered)} sizes that got responses "
-            f"({', '.join(map(str, shown))} bytes) in bins of {setting(float(settings.get('bin_us', 1.0)))} us, "
-            f"with the FWHM of the table ({src})."))
+    fits = [f for fl in est.fits.values() for f in fl]
+    sec.tables.append(Table(FITS_TABLE, FIT_COLUMNS, [_fit_row(f) for f in fits], _fit_source(src, est),
+                            uncertainty=FIT_UNCERTAINTY, decimals=FIT_DECIMALS, resolution=_fit_resolution(fits),
+                            resolution_text=res.text))
     slope = (float(expected.expected_slope_us_per_byte(list(options.path), options.path_mode))
              if options.path else None)
     path = f"{', '.join(e.name for e in options.path)}, {options.path_mode}" if options.path else ""
@@ -259,20 +299,38 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
     if slope is not None:
         sec.items.append(Item(f"slope, 1 frame, on the {STAT_LABEL[est.statistic]}",
                               one.slope_us_per_byte if one else None, "us/byte", src, expected=slope,
-                              ci95=one.slope_ci95 if one else None))
+                              ci95=one.slope_ci95 if one else None,
+                              resolution_u=one.slope_resolution_u if one else None))
     sec.text += latency.readings(est, loopback=loopback, expected_slope_us_per_byte=slope, path=path)
+    if len(est.sizes):
+        chart(sec, "RTT against response size", figures.latency_vs_size(est),
+              f"Each size's per-round {', '.join(STAT_LABEL[s] for s in est.values)} (mean over the rounds, 95% "
+              f"bars), the lines fitted through them per frame count (legend: slope and intercept), suspect sizes "
+              f"circled in red ({src}).",
+              f"{len(est.sizes)} response size was measured ({int(est.sizes[0])} bytes), a single point; its "
+              "values are in the tables" if len(est.sizes) == 1 else "fewer than two sizes got responses")
+        answered = {s: v[v >= 0] / 1000 for s, v in latency.rtt_by_size(rtt_table).items() if (v >= 0).any()}
+        shown = latency.histogram_sizes(sorted(answered))
+        bin_us = float(settings.get("bin_us", 1.0))
+        counts = [int(answered[s].size) for s in shown]
+        if counts and min(counts) >= latency.density.MIN_VALUES:
+            chart(sec, "RTT histograms", figures.rtt_histograms(
+                {s: answered[s] for s in shown},
+                {int(s): (est.stats[int(s)].fwhm_us, est.stats[int(s)].fwhm_ci95_us) for s in est.sizes}, bin_us),
+                f"Round trips of {len(shown)} of the {len(answered)} sizes that got responses "
+                f"({', '.join(map(str, shown))} bytes) in bins of {setting(bin_us)} us, with the FWHM of the table "
+                f"({src}).", "no size got responses")
+        elif counts:
+            sec.text.append(Sentence(
+                f"No RTT histograms: {min(counts)} round trips of a size are too few to show a distribution (at "
+                f"least {latency.density.MIN_VALUES} are needed); every round trip's statistics are in the tables."))
     return sec
 
 
 # -- udpmon stream -------------------------------------------------------------------------------
 
-BEST_COLUMNS = ["size (bytes)", "best user rate (Mbit/s)", "best ± 95% (Mbit/s)", "at spacing (us)",
-                "no loss from (us)", "link allows (Mbit/s)", "share of link (%)", "share ± 95% (%)",
-                "frame on wire (us)"]
-POINT_COLUMNS = ["size (bytes)", "spacing (us)", "rounds", "user (Mbit/s)", "user ± 95% (Mbit/s)", "wire (Mbit/s)",
-                 "sent", "lost", "lost (%)", "receiver CPU idle (%)", "receiver interrupts per packet"]
-RATE_UNCERTAINTY = {"best user rate (Mbit/s)": "best ± 95% (Mbit/s)", "user (Mbit/s)": "user ± 95% (Mbit/s)",
-                    "share of link (%)": "share ± 95% (%)"}
+RATE_UNCERTAINTY = {BEST_COLUMNS[1]: BEST_COLUMNS[2], POINT_COLUMNS[3]: POINT_COLUMNS[4],
+                    BEST_COLUMNS[6]: BEST_COLUMNS[7]}
 SPACING_COLUMNS = ("spacing (us)", "at spacing (us)", "no loss from (us)")
 #: CPU time comes from jiffies (10 ms): whole percents.
 CPU_DECIMALS = {"receiver CPU idle (%)": 0}
@@ -284,10 +342,21 @@ def _best_row(c: throughput.SizeCurve) -> list[Any]:
             100 * c.max_user_rate_ci95_mbps / c.theoretical_max_user_mbps, c.frame_time_on_wire_us]
 
 
+def _best_resolution(curves: Sequence[throughput.SizeCurve]) -> dict[str, list[float]]:
+    return {BEST_COLUMNS[1]: [c.max_user_rate_resolution_u_mbps for c in curves],
+            BEST_COLUMNS[6]: [100 * c.max_user_rate_resolution_u_mbps / c.theoretical_max_user_mbps for c in curves]}
+
+
 def _point_rows(c: throughput.SizeCurve) -> list[list[Any]]:
     return [[c.size_bytes, c.spacing_us[k], int(c.rounds[k]), c.user_rate_mbps[k], c.user_rate_ci95_mbps[k],
              c.wire_rate_mbps[k], int(c.sent[k]), int(c.lost[k]), c.loss_pct[k], c.receiver_cpu_idle_pct[k],
              c.receiver_interrupts_per_packet[k]] for k in range(c.spacing_us.size)]
+
+
+def _point_resolution(curves: Sequence[throughput.SizeCurve]) -> dict[str, list[float]]:
+    return {POINT_COLUMNS[3]: [float(u) for c in curves for u in (c.user_rate_resolution_u_mbps
+                                                                  if c.user_rate_resolution_u_mbps is not None
+                                                                  else np.zeros(c.spacing_us.size))]}
 
 
 def _best_source(src: str) -> str:
@@ -298,17 +367,19 @@ def _best_source(src: str) -> str:
 def _point_source(src: str) -> str:
     return (f"{src} per size and spacing over the rounds: user rate from stream/received (receive_rate: bursts "
             "timestamped together spread back at the wire's pace, never above the link), mean over the rounds with "
-            "a Student t 95% interval (one round: the interval from the stream's blocks); wire_rate_mbps, sent, "
-            "lost, remote_cpu_busy_pct, remote_interrupts, received")
+            "a Student t 95% interval (one round: the interval from the stream's blocks) and the time stamps' "
+            "resolution; wire_rate_mbps, sent, lost, remote_cpu_busy_pct, remote_interrupts, received")
 
 
 def stream_curves(points: np.ndarray, received: np.ndarray | None, settings: dict[str, Any],
-                  link_rate_bps: float | None, wire_overhead: int) -> list[throughput.SizeCurve]:
-    """The per-size curves of a stream run, its rates recomputed from the raw datagrams at ``link_rate_bps``."""
+                  link_rate_bps: float | None, wire_overhead: int,
+                  step_ns: float = resolution.RESULTS_FILE_NS) -> list[throughput.SizeCurve]:
+    """The per-size curves of a stream run, its rates recomputed from the raw datagrams (time stamps read to
+    ``step_ns``) at ``link_rate_bps``."""
     mtu = int(settings.get("mtu", 1500))
     if received is not None:
         points = throughput.rates_from_received(points, received, link_rate_bps=link_rate_bps, mtu=mtu,
-                                                wire_overhead=wire_overhead)
+                                                wire_overhead=wire_overhead, step_ns=step_ns)
     return throughput.size_curves(points, link_rate_bps=link_rate_bps, mtu=mtu)
 
 
@@ -318,30 +389,44 @@ def _link_item(link_rate_bps: float | None) -> Item:
                 "1 Gbit/s (none over loopback)")
 
 
+def _stream_chart(sec: Section, title: str, curves: Sequence[throughput.SizeCurve], caption: str,
+                  labels: Sequence[str] | None = None) -> None:
+    spacings = sorted({float(v) for c in curves for v in c.spacing_us})
+    chart(sec, title, figures.throughput_vs_spacing(curves, labels), caption,
+          f"one spacing was measured ({setting(spacings[0])} us), a single point on each axis; its numbers are "
+          "in the tables" if len(spacings) == 1 else "no rate was measured",
+          given=[f"{setting(v)} us" for v in spacings])
+
+
 def stream_section(name: str, curves: list[throughput.SizeCurve], link_rate_bps: float | None,
                    simulation: dict[str, Any] | None = None) -> Section:
     src = f"{name}: stream/points"
     sec = Section(f"Throughput against transmit spacing: {name}", name, simulated=simulated_text(simulation))
+    res = resolution.results(simulation, "stream")
     sec.items.append(_link_item(link_rate_bps))
-    sec.tables.append(Table(f"Best throughput per size (as {HUGHES_JONES}, figure 9.1)", BEST_COLUMNS,
-                            [_best_row(c) for c in curves], _best_source(src), uncertainty=RATE_UNCERTAINTY,
-                            settings=SPACING_COLUMNS))
-    sec.tables.append(Table("Every size and spacing", POINT_COLUMNS, [r for c in curves for r in _point_rows(c)],
+    sec.tables.append(Table(BEST_TABLE, BEST_COLUMNS, [_best_row(c) for c in curves], _best_source(src),
+                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS, resolution=_best_resolution(curves),
+                            resolution_text=res.text))
+    sec.tables.append(Table(POINTS_TABLE, POINT_COLUMNS, [r for c in curves for r in _point_rows(c)],
                             _point_source(src), uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS,
-                            decimals=CPU_DECIMALS))
-    if curves:
-        sec.charts.append(Chart("Throughput against transmit spacing", figures.throughput_vs_spacing(curves),
-                                f"User rate per size with 95% bars (dotted: the offered load, size / spacing), loss, "
-                                f"the receiving host's CPU idle time and interrupts per packet ({src})."))
+                            decimals=CPU_DECIMALS, resolution=_point_resolution(curves), resolution_text=res.text))
     sec.text += [throughput.interpret_curve(c) for c in curves]
+    if curves:
+        _stream_chart(sec, "Throughput against transmit spacing", curves,
+                      f"User rate per size with 95% bars (dotted: the offered load, size / spacing), loss, the "
+                      f"receiving host's CPU idle time and interrupts per packet ({src}).")
     return sec
 
 
 # -- the CPU model, from the load tables ---------------------------------------------------------
 
-#: Seed 004's coefficients for TCP on its hosts, jiffies: per MB, per 1000 packets, per 1000 interrupts.
-SEED004_CPU = {"alpha": 0.1, "beta": 0.4, "gamma": 1.4}
-SEED004_TEXT = ", ".join(f"{k} {v:g}" for k, v in SEED004_CPU.items()) + " jiffies"
+#: Geist et al.'s coefficients for TCP on their hosts, jiffies: per MB, per 1000 packets, per 1000 interrupts.
+GEIST_TCP = {"alpha": 0.1, "beta": 0.4, "gamma": 1.4}
+GEIST_TCP_TEXT = ", ".join(f"{k} {v:g}" for k, v in GEIST_TCP.items()) + " jiffies"
+CPU_TABLE = "T = alpha N_MB + beta N_KP + gamma N_KI per host"
+CPU_COLUMNS = ["host", "points", "alpha, per MB (jiffies)", "alpha ± 95%", "beta, per 1000 packets (jiffies)",
+               "beta ± 95%", "gamma, per 1000 interrupts (jiffies)", "gamma ± 95%", "R²", "interrupts counted",
+               "status"]
 
 
 @dataclass(frozen=True)
@@ -368,60 +453,56 @@ def _undetermined(fit: cpu.CpuModelFit) -> list[str]:
                                      ("gamma", fit.gamma_per_kinterrupt, fit.gamma_ci95)) if abs(v) <= ci]
 
 
-def _terms(fit: cpu.CpuModelFit) -> str:
-    """"0.12 N_MB - 1.5 N_KP + 46 N_KI", each coefficient as the table prints it (to its 95% half-width)."""
-    out = ""
-    for value, ci, name in ((fit.alpha_per_mbyte, fit.alpha_ci95, "N_MB"),
-                            (fit.beta_per_kpacket, fit.beta_ci95, "N_KP"),
-                            (fit.gamma_per_kinterrupt, fit.gamma_ci95, "N_KI")):
-        sign = "-" if value < 0 else "+"
-        out += ("-" if value < 0 else "") if not out else f" {sign} "
-        out += f"{number(abs(value), ci95=ci)} {name}"
-    return out
+def _coefficients(q: Quotes, host: str, fit: cpu.CpuModelFit) -> str:
+    """"alpha 0.12 ± 0.22, beta 0.26 ± 0.31, gamma 27.9 ± 5.1", each as the table prints it (quoted)."""
+    return ", ".join(f"{name} {q.measured(CPU_TABLE, CPU_COLUMNS[k], CPU_COLUMNS[k + 1], value, ci, row=host)}"
+                     for k, name, value, ci in ((2, "alpha", fit.alpha_per_mbyte, fit.alpha_ci95),
+                                                (4, "beta", fit.beta_per_kpacket, fit.beta_ci95),
+                                                (6, "gamma", fit.gamma_per_kinterrupt, fit.gamma_ci95)))
 
 
 def cpu_section(hosts: Sequence[HostLoad]) -> Section:
-    """Seed 004's CPU model T = alpha N_MB + beta N_KP + gamma N_KI, fitted per host over every point given."""
+    """Geist et al.'s CPU model T = alpha N_MB + beta N_KP + gamma N_KI, fitted per host over every point given."""
     files = list(dict.fromkeys(file for h in hosts for file, _ in h.sources))
     sec = Section(f"CPU model ({GEIST}), from the load tables", ", ".join(files))
     rows, fits, text = [], {}, []
+    q = Quotes()
     for h in hosts:
         sources = ", ".join(sorted(load.interrupt_sources(h.rows)))
         try:
             fit = load.fit(h.rows)
         except UsageError as exc:
             rows.append([h.host, len(h.rows), *[None] * 7, sources, f"not fitted: {exc}"])
-            text.append(f"{h.host}: not fitted: {exc}.")
+            text.append(Sentence(f"{h.host}: not fitted: {exc}."))
             continue
         loose = _undetermined(fit)
         fits[h.host] = fit
         rows.append([h.host, fit.runs, fit.alpha_per_mbyte, fit.alpha_ci95, fit.beta_per_kpacket, fit.beta_ci95,
                      fit.gamma_per_kinterrupt, fit.gamma_ci95, fit.r_squared, sources,
                      f"{', '.join(loose)} undetermined (95% interval includes zero)" if loose else "fitted"])
-        text.append(f"{h.host}: T = {_terms(fit)} jiffies over {fit.runs} points "
-                    f"(R² {number(fit.r_squared, decimals=2)})"
-                    + (f"; {', '.join(loose)} not determined by these points: their 95% interval includes zero "
-                       "(a jiffy is 10 ms: run longer points over more sizes and interrupt rates)." if loose else "."))
+        text.append(q.sentence(
+            f"{h.host}: T = alpha N_MB + beta N_KP + gamma N_KI with {_coefficients(q, h.host, fit)} jiffies over "
+            f"{fit.runs} points (R² {q(CPU_TABLE, 'R²', number(fit.r_squared, decimals=2), h.host)})"
+            + (f"; {', '.join(loose)} not determined by these points: their 95% interval includes zero "
+               "(a jiffy is 10 ms: run longer points over more sizes and interrupt rates)." if loose else "."),
+            given=["10 ms"]))
     sec.tables.append(Table(
-        "T = alpha N_MB + beta N_KP + gamma N_KI per host",
-        ["host", "points", "alpha, per MB (jiffies)", "alpha ± 95%", "beta, per 1000 packets (jiffies)",
-         "beta ± 95%", "gamma, per 1000 interrupts (jiffies)", "gamma ± 95%", "R²", "interrupts counted", "status"],
-        rows,
+        CPU_TABLE, CPU_COLUMNS, rows,
         " | ".join(f"{h.host}: {h.source}" for h in hosts)
         + " (kernel_jiffies, megabytes, kilo_packets, kilo_interrupts of each host's rows)",
-        note=f"least squares without intercept; {GEIST} found {SEED004_TEXT} for TCP",
-        uncertainty={"alpha, per MB (jiffies)": "alpha ± 95%", "beta, per 1000 packets (jiffies)": "beta ± 95%",
-                     "gamma, per 1000 interrupts (jiffies)": "gamma ± 95%"}, decimals={"R²": 2}))
-    if fits:
-        sec.charts.append(Chart("Kernel CPU time: observed against the model", figures.cpu_model(fits),
-                                "Each point's system + irq + softirq jiffies on each host against its fitted model "
-                                "(the load tables named under the table)."))
-    text.append(f"{GEIST} found {SEED004_TEXT} (TCP, 1.6 GHz Pentium 4 hosts): the per-interrupt cost "
-                "dominates, which interrupt coalescence reduces.")
+        note=f"least squares without intercept; {GEIST} found {GEIST_TCP_TEXT} for TCP",
+        uncertainty={CPU_COLUMNS[2]: CPU_COLUMNS[3], CPU_COLUMNS[4]: CPU_COLUMNS[5], CPU_COLUMNS[6]: CPU_COLUMNS[7]},
+        decimals={"R²": 2}))
+    text.append(Sentence(f"{GEIST} found {GEIST_TCP_TEXT} (TCP, 1.6 GHz Pentium 4 hosts): the per-interrupt cost "
+                         "dominates, which interrupt coalescence reduces.", given=[GEIST_TCP_TEXT]))
     if any("host" in load.interrupt_sources(h.rows) for h in hosts):
-        text.append("Where 'interrupts counted' says host, the interface has no interrupt lines of its own (veth, "
-                    "loopback) and N_KI counts every interrupt of the host.")
+        text.append(Sentence("Where 'interrupts counted' says host, the interface has no interrupt lines of its own "
+                             "(veth, loopback) and N_KI counts every interrupt of the host."))
     sec.text += text
+    if fits:
+        chart(sec, "Kernel CPU time: observed against the model", figures.cpu_model(fits),
+              "Each point's system + irq + softirq jiffies on each host against its fitted model (the load tables "
+              "named under the table).", "fewer than two points were fitted")
     return sec
 
 
@@ -434,10 +515,11 @@ BENCH_COLUMNS = ["#", "test", f"{PAI}, figures", "size (bytes)", "best loss-free
 BAR_CAP_PCT = 150.0
 
 
-def _bench_row(b: suite.Benchmark) -> list[Any]:
+def _bench_row(b: suite.Benchmark, line_rate: bool) -> list[Any]:
+    """A test's row; without a line rate (loopback, veth) no maximum and no share of one."""
     return [b.seed_test, b.title, b.figures, b.size_bytes, b.best_loss_free_offered, b.offered_unit, b.throughput,
-            b.unit, b.theoretical, b.percent_of_theoretical, b.lost, b.sent, b.loss_pct, b.trials, b.limited_by,
-            b.status]
+            b.unit, b.theoretical if line_rate else None, b.percent_of_theoretical if line_rate else None, b.lost,
+            b.sent, b.loss_pct, b.trials, b.limited_by, b.status]
 
 
 def _suite_source(name: str, prefixes: Sequence[str] = ("",)) -> str:
@@ -447,8 +529,15 @@ def _suite_source(name: str, prefixes: Sequence[str] = ("",)) -> str:
             "suite/tests")
 
 
-def _suite_chart(title: str, runs: Sequence[tuple[str, suite.SuiteRun]], src: str) -> Chart:
-    """Bars of every test's share of its maximum, one bar per run (or step) in each test's row."""
+def _suite_chart(sec: Section, title: str, runs: Sequence[tuple[str, suite.SuiteRun]], src: str) -> None:
+    """Bars of every test's share of its maximum, one bar per run (or step) in each test's row; none where no run
+    has a line rate to compare with."""
+    runs = [(label, r) for label, r in runs if r.line_rate_known]
+    if not runs:
+        sec.text.append(Sentence(f"{title}: no figure, the interface states no line rate (loopback and veth move "
+                                 "data through memory), so there is no maximum to show a share of; the throughputs "
+                                 "are in the table."))
+        return
     names = list(dict.fromkeys(b.name for _, r in runs for b in r.benchmarks))
     series, notes = {}, {}
     for label, r in runs:
@@ -456,62 +545,74 @@ def _suite_chart(title: str, runs: Sequence[tuple[str, suite.SuiteRun]], src: st
         series[label] = np.array([b.percent_of_theoretical if b else math.nan for b in got])
         notes[label] = [f"{number(b.throughput)} of {number(b.theoretical)} {b.unit}" if b else "" for b in got]
     categories = [f"{t.seed_test}. {t.title}" for t in (suite.TESTS_BY_NAME[n] for n in names)]
-    return Chart(title, figures.grouped_bars(categories, series, "% of the theoretical maximum", notes=notes,
-                                             reference=100.0, cap=BAR_CAP_PCT, unit="%"),
-                 f"As {PAI}, figures 5-11: each test's best throughput as a share of the most a perfect NIC could "
-                 f"reach at the link rate, the value beside each bar; bars beyond {BAR_CAP_PCT:g}% are cut and "
-                 f"labelled ({src}).")
+    chart(sec, title, figures.grouped_bars(categories, series, "% of the theoretical maximum", notes=notes,
+                                           reference=100.0, cap=BAR_CAP_PCT, unit="%"),
+          f"As {PAI}, figures 5-11: each test's best throughput as a share of the most a perfect NIC could reach at "
+          f"the link rate, the value beside each bar; bars beyond {BAR_CAP_PCT:g}% are cut and labelled ({src}).",
+          "fewer than two tests were measured")
 
 
-def _interpret_suite(run: suite.SuiteRun) -> list[str]:
-    """Seed 000 section 4.5's three readings, where the tests that show them were run."""
+def _interpret_suite(run: suite.SuiteRun, table: str) -> list[Sentence]:
+    """Pai, Rixner and Kim's three readings (§4.5), where the tests that show them were run, quoting ``table``."""
     by = {b.name: b for b in run.benchmarks}
     text = []
-    if run.link_source.startswith("assumed"):
-        text.append(f"The link rate was {run.link_source}: the maxima assume {run.link_mbps:g} Mbit/s.")
+    q = Quotes()
+    if not run.line_rate_known:
+        text.append(Sentence(f"The interface states no line rate ({run.link_source.removeprefix('assumed: ')}): "
+                             "loopback and veth have none to compare these throughputs with, so the table gives no "
+                             "theoretical maximum and no share of one."))
     over = [b.title for b in run.benchmarks if b.percent_of_theoretical > 105]
-    if over:
-        text.append(f"{', '.join(over)}: above the link's maximum, so no {run.link_mbps:g} Mbit/s Ethernet "
-                    "link lay on the path (veth and loopback move data through memory).")
+    if over and run.line_rate_known:
+        text.append(Sentence(f"{', '.join(over)}: above the link's maximum, so no {run.link_mbps:g} Mbit/s Ethernet "
+                             "link lay on the path (veth and loopback move data through memory).",
+                             given=[f"{run.link_mbps:g} Mbit/s"]))
     lossy = [b.title for b in run.benchmarks if b.trials and not b.lossless]
     if lossy:
-        text.append(f"No loss-free trial for {', '.join(lossy)}: the least lossy trial is shown; the hosts lost "
-                    "datagrams or connection attempts at every rate tried (socket buffers, a descheduled receiver).")
+        text.append(Sentence(f"No loss-free trial for {', '.join(lossy)}: the least lossy trial is shown; the hosts "
+                             "lost datagrams or connection attempts at every rate tried (socket buffers, a descheduled "
+                             "receiver)."))
     small = [b for b in (by.get("udp-send-18"), by.get("udp-recv-18")) if b is not None and b.trials]
     large = [b for b in (by.get("udp-send-1472"), by.get("udp-recv-1472")) if b is not None and b.trials]
-    if small and large and max(b.percent_of_theoretical for b in small) < 50 <= min(
+    if run.line_rate_known and small and large and max(b.percent_of_theoretical for b in small) < 50 <= min(
             b.percent_of_theoretical for b in large):
-        text.append("Small datagrams reach under half their maximum while large ones do not: per-frame "
-                    f"overheads, not per-byte ones, limit this host ({PAI}, §4.2).")
+        text.append(Sentence("Small datagrams reach under half their maximum while large ones do not: per-frame "
+                             f"overheads, not per-byte ones, limit this host ({PAI}, §4.2)."))
     for size in (1472, 18):
         three, send, recv = (by.get(f"udp-{k}-{size}") for k in ("3way", "send", "recv"))
         if all(b is not None and b.trials for b in (three, send, recv)):
             both = send.throughput + recv.throughput
             share = three.throughput / both if both > 0 else math.nan
             if math.isfinite(share):
-                text.append(f"3-way, {size}-byte datagrams: {number(three.throughput)} Mbit/s, {100 * share:.0f}% "
-                            f"of send + receive apart ({number(both)})"
-                            + (f": send and receive paths share a limited resource ({PAI}, §4.3)." if share < 0.9
-                               else f": the send and receive paths do not hold each other back ({PAI}, §4.3)."))
+                said = q(table, "throughput", number(three.throughput))
+                text.append(q.sentence(
+                    f"3-way, {size}-byte datagrams: {said} Mbit/s, {100 * share:.0f}% of send + receive apart "
+                    f"({number(both)} Mbit/s)"
+                    + (f": send and receive paths share a limited resource ({PAI}, §4.3)." if share < 0.9
+                       else f": the send and receive paths do not hold each other back ({PAI}, §4.3)."),
+                    given=[f"{100 * share:.0f}%", f"{number(both)} Mbit/s"]))
     bad = suite.disagreements(run.benchmarks)
     if bad:
-        text.append(f"Rebuilt from the flows, {', '.join(bad)} differ from suite/tests: the file is "
-                    "inconsistent.")
+        text.append(Sentence(f"Rebuilt from the flows, {', '.join(bad)} differ from suite/tests: the file is "
+                             "inconsistent."))
     return text
 
 
+SUITE_TABLE = f"Throughput per test against the theoretical maximum ({PAI}, figures 5-11)"
+
+
 def suite_section(name: str, run: suite.SuiteRun) -> Section:
-    """Seed 000's microbenchmarks (figures 5-11): each test's best trial against the theoretical maximum."""
+    """Pai, Rixner and Kim's microbenchmarks (figures 5-11): each test's best trial against the theoretical
+    maximum, where the interface states a line rate."""
     src = _suite_source(name)
     sec = Section(f"NIC microbenchmarks ({PAI}): {name}", name)
-    sec.items += [Item("link rate of the maxima", run.link_mbps, "Mbit/s",
+    sec.items += [Item("link rate of the maxima", run.link_mbps if run.line_rate_known else "none stated",
+                       "Mbit/s" if run.line_rate_known else "",
                        f"{name}: suite/tests attribute link_mbps ({run.link_source})"),
                   Item("MTU of the TCP maxima", run.mtu, "bytes", f"{name}: suite/tests attribute mtu")]
-    sec.tables.append(Table(f"Throughput per test against the theoretical maximum ({PAI}, figures 5-11)",
-                            BENCH_COLUMNS, [_bench_row(b) for b in run.benchmarks], src,
-                            note="sent: datagrams (UDP), bytes (TCP), connection attempts; offered load per flow"))
-    sec.charts.append(_suite_chart("Throughput per test, % of the theoretical maximum", [(name, run)], src))
-    sec.text += _interpret_suite(run)
+    sec.tables.append(Table(SUITE_TABLE, BENCH_COLUMNS, [_bench_row(b, run.line_rate_known) for b in run.benchmarks],
+                            src, note="sent: datagrams (UDP), bytes (TCP), connection attempts; offered load per flow"))
+    sec.text += _interpret_suite(run, SUITE_TABLE)
+    _suite_chart(sec, "Throughput per test, % of the theoretical maximum", [(name, run)], src)
     return sec
 
 
@@ -533,38 +634,48 @@ def _aggregate_source(name: str, prefixes: Sequence[str] = ("",)) -> str:
             "last_ns of each flow), hosts (address); the total sums the flows as aggregate/total does")
 
 
+FLOWS_TABLE = "Flows and their total"
+
+
 def aggregate_section(name: str, agg: suite.Aggregate, addresses: dict[str, str]) -> Section:
-    """Flows to or from several daemons at once: each flow's rate and their total (seed 004's N senders)."""
+    """Flows to or from several daemons at once: each flow's rate and their total (Geist et al.'s N senders)."""
     src = _aggregate_source(name)
     sec = Section(f"Aggregate throughput: {name}", name)
     sec.items += [Item("total, sum of the flows' rates", agg.sum_rate_mbps, "Mbit/s", src),
                   Item("total over the flows' common span", agg.span_rate_mbps, "Mbit/s",
                        f"{src}; defined when every flow arrived on one clock")]
-    sec.tables.append(Table("Flows and their total", FLOW_COLUMNS, _flow_rows(agg, addresses), src,
+    sec.tables.append(Table(FLOWS_TABLE, FLOW_COLUMNS, _flow_rows(agg, addresses), src,
                             note="sent and received: datagrams (UDP) or bytes (TCP)"))
+    sec.text += _interpret_aggregate(agg, FLOWS_TABLE)
     labels = [f.label for f in agg.flows] + ["total (sum)"]
-    sec.charts.append(Chart("Throughput per flow and in total", figures.grouped_bars(
+    chart(sec, "Throughput per flow and in total", figures.grouped_bars(
         labels, {name: np.array([f.rate_mbps for f in agg.flows] + [agg.sum_rate_mbps])}, "Mbit/s at the receiver",
         notes={name: [f"{number(v)} Mbit/s" for v in [f.rate_mbps for f in agg.flows] + [agg.sum_rate_mbps]]}),
-        f"Each flow's receiver rate and their sum ({src})."))
-    sec.text += _interpret_aggregate(agg)
+        f"Each flow's receiver rate and their sum ({src}).", "no flow has a rate")
     return sec
 
 
-def _interpret_aggregate(agg: suite.Aggregate) -> list[str]:
+def _interpret_aggregate(agg: suite.Aggregate, table: str) -> list[Sentence]:
+    """What the flows of ``table`` add up to; the rate over their common span from the section's item (a sweep's
+    section has none: there it is stated as given)."""
+    q = Quotes()
     rates = [f.rate_mbps for f in agg.flows]
-    text = [f"{len(rates)} flows, {number(agg.sum_rate_mbps)} Mbit/s together; the slowest "
-            f"{number(min(rates))}, the fastest {number(max(rates))} Mbit/s"
-            + (f"; {agg.lost} of {agg.sent} lost." if agg.lost else ", nothing lost.")]
+    text = [q.sentence(f"{len(rates)} flows, {q(table, 'Mbit/s', number(agg.sum_rate_mbps))} Mbit/s "
+                       f"together; the slowest {q(table, 'Mbit/s', number(min(rates)))}, the fastest "
+                       f"{q(table, 'Mbit/s', number(max(rates)))} Mbit/s"
+                       + (f"; {agg.lost} of {agg.sent} lost." if agg.lost else ", nothing lost."))]
     if math.isfinite(agg.span_rate_mbps):
-        text.append(f"Over the span from the first arrival of any flow to the last of any: "
-                    f"{number(agg.span_rate_mbps)} Mbit/s; well below the sum, it says the flows did not all run at "
-                    "the same time.")
+        span = (q("", "total over the flows' common span", number(agg.span_rate_mbps)) if table == FLOWS_TABLE
+                else number(agg.span_rate_mbps))
+        text.append(q.sentence(f"Over the span from the first arrival of any flow to the last of any: {span} Mbit/s; "
+                               "well below the sum, it says the flows did not all run at the same time.",
+                               given=[] if table == FLOWS_TABLE else [f"{span} Mbit/s"]))
     return text
 
 
 def suite_correlation_section(runs: Sequence[tuple[str, str, suite.SuiteRun]]) -> Section:
-    """Seed 000 Table 2's arithmetic over the suite runs given, (file, label, run) each: tests against tests.
+    """Pai, Rixner and Kim's Table 2 arithmetic over the suite runs given, (file, label, run) each: tests against
+    tests.
 
     The items are the runs: files (one NIC or host pair each) and sweep steps.
     """
@@ -576,35 +687,37 @@ def suite_correlation_section(runs: Sequence[tuple[str, str, suite.SuiteRun]]) -
     sec.tables.append(Table("Throughput per run and test", ["run", *names],
                             [[label, *[float(columns[n][k]) for n in names]] for k, label in enumerate(labels)], src))
     if dropped:
-        sec.text.append(f"Left out, not measured in every run: {', '.join(dropped)}.")
+        sec.text.append(Sentence(f"Left out, not measured in every run: {', '.join(dropped)}."))
     if len(runs) < 3 or len(names) < 2:
-        sec.text.append(f"Correlation undetermined: {len(runs)} run(s) and {len(names)} test(s) measured in all; "
-                        f"Pearson coefficients need at least 3 runs (NICs, files or sweep steps; {PAI} had six "
-                        "NICs) and 2 tests.")
+        sec.text.append(Sentence(f"Correlation undetermined: {len(runs)} run(s) and {len(names)} test(s) measured in "
+                                 f"all; Pearson coefficients need at least 3 runs (NICs, files or sweep steps; {PAI} "
+                                 "had six NICs) and 2 tests."))
         return sec
     corr = cpu.correlation(columns, names, names)
     sec.tables.append(Table(f"Correlation coefficients between the tests (Pearson, as {PAI}, Table 2)",
                             ["test", *names], [[n, *corr.coefficients[k].tolist()] for k, n in enumerate(names)],
-                            f"{src}; {corr.items} runs"))
+                            f"{src}; {corr.items} runs", decimals={n: 2 for n in names}))
     flat = [n for n in names if np.ptp(columns[n]) == 0]
     if flat:
-        sec.text.append(f"{', '.join(flat)} did not vary across the runs: no coefficient (–).")
-    sec.text.append(f"Over {corr.items} runs: near ±1 two tests rise and fall together across the runs, near 0 they "
-                    f"do not. {PAI} correlated each test with application throughput across six NICs; give the "
-                    "applications' numbers with --correlation for that table. Few runs make the coefficients "
-                    "indications, not proof.")
+        sec.text.append(Sentence(f"{', '.join(flat)} did not vary across the runs: no coefficient (–)."))
+    sec.text.append(Sentence(
+        f"Over {corr.items} runs: near ±1 two tests rise and fall together across the runs, near 0 they do not. "
+        f"{PAI} correlated each test with application throughput across six NICs; give the applications' numbers "
+        "with --correlation for that table. Few runs make the coefficients indications, not proof."))
     return sec
 
 
 # -- udpmon sweeps -------------------------------------------------------------------------------
 
-def _per_step(said: Sequence[tuple[str, list[str]]]) -> list[str]:
+def _per_step(said: Sequence[tuple[str, list[str]]]) -> list[Sentence]:
     """Each step's sentences, a sentence several steps share said once with all their names."""
     steps: dict[str, list[str]] = {}
+    first: dict[str, str] = {}
     for label, lines in said:
         for line in lines:
             steps.setdefault(line, []).append(label)
-    return [f"{', '.join(labels)}: {line}" for line, labels in steps.items()]
+            first.setdefault(line, line)
+    return [prefixed(f"{', '.join(labels)}: ", first[line]) for line, labels in steps.items()]
 
 
 def _paths(name: str, steps: Sequence[sweeps.Step], table: str) -> str:
@@ -634,7 +747,7 @@ def _sweep_section(name: str, kind: str, steps: Sequence[sweeps.Step], applied: 
                          m.packets_per_interrupt, m.kernel_cpu_pct, m.kernel_jiffies_per_mbyte])
     if rows:
         sec.tables.append(Table(
-            f"Host load per step ({GEIST}'s metrics)",
+            f"Host load per step (the metrics of {GEIST})",
             ["step", "host", "points", "seconds", "throughput, mean (Mbit/s)", "interrupts/s", "packets per interrupt",
              "kernel CPU (% of one CPU)", "kernel jiffies per MB"], rows,
             _paths(name, [s for s, _ in loads], "load")
@@ -644,8 +757,12 @@ def _sweep_section(name: str, kind: str, steps: Sequence[sweeps.Step], applied: 
 
 
 def _is_delay(setting: str) -> bool:
-    """Whether a ``sweep/steps`` column is a delay in microseconds (ethtool -C): seed 002 section 8's RxInt, TxInt."""
+    """Whether a ``sweep/steps`` column is a delay in microseconds (ethtool -C): Hughes-Jones et al. 2003, §8's
+    RxInt, TxInt."""
     return setting.endswith(("usecs", "usecs_irq"))
+
+
+SWEEP_FITS_TABLE = "RTT = intercept + slope x size, per step, statistic and frame count"
 
 
 def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarray, int]], *,
@@ -656,61 +773,82 @@ def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarr
     steps = [s for s, _, _ in parts]
     src = _paths(name, steps, "latency/rtt")
     sec = _sweep_section(name, "latency", steps, applied, swept, loads)
-    estimates = [(step, latency.estimate(rtt, mtu)) for step, rtt, mtu in parts]
-    stats = [_stats_table(est, src, step.label) for step, est in estimates]
+    res = resolution.results(None, "latency")
+    estimates = [(step, latency.estimate(rtt, mtu, step_ns=res.step_ns)) for step, rtt, mtu in parts]
+    stats = [_stats_table(est, src, step.label, res) for step, est in estimates]
     sec.tables.append(Table(stats[0].title, stats[0].columns, [r for t in stats for r in t.rows], stats[0].source,
-                            uncertainty=stats[0].uncertainty, decimals=stats[0].decimals))
+                            uncertainty=stats[0].uncertainty, decimals=stats[0].decimals,
+                            resolution=stats[0].resolution, resolution_text=res.text))
     first_step, first = estimates[0]
-    base = {(f.statistic, f.frames): f.intercept_us for fl in first.fits.values() for f in fl}
-    fit_rows = [[step.label, *_fit_row(f), f.intercept_us - base.get((f.statistic, f.frames), math.nan)]
-                for step, est in estimates for fl in est.fits.values() for f in fl]
-    sec.tables.append(Table("RTT = intercept + slope x size, per step, statistic and frame count",
-                            ["step", *FIT_COLUMNS, f"intercept - {first_step.label}'s (us)"], fit_rows,
-                            _fit_source(src, first), uncertainty=FIT_UNCERTAINTY, decimals=FIT_DECIMALS))
+    base = {(f.statistic, f.frames): f for fl in first.fits.values() for f in fl}
+    fits = [(step, f) for step, est in estimates for fl in est.fits.values() for f in fl]
+    change = f"intercept - {first_step.label}'s (us)"
+    fit_rows = [[step.label, *_fit_row(f), *_change(f, base.get((f.statistic, f.frames)))] for step, f in fits]
+    sec.tables.append(Table(SWEEP_FITS_TABLE, ["step", *FIT_COLUMNS, change, f"{change[:-5]} ± 95% (us)"], fit_rows,
+                            _fit_source(src, first),
+                            uncertainty={**FIT_UNCERTAINTY, change: f"{change[:-5]} ± 95% (us)"},
+                            decimals=FIT_DECIMALS, resolution=_fit_resolution([f for _, f in fits]),
+                            resolution_text=res.text))
+    sec.text += _step_intercepts(estimates, change)
+    if loopback:
+        sec.text.append(Sentence("Measured over loopback: no NIC lies on the path, so coalescence settings cannot "
+                                 "act."))
     stacked = []
     for step, est in estimates:
         mean = np.zeros(len(est.sizes), dtype=[("size_bytes", "<i8"), ("mean_us", "<f8")])
         mean["size_bytes"], mean["mean_us"] = est.sizes, [est.stats[int(x)].mean_us for x in est.sizes]
         stacked.append((step, mean))
-    intercepts = {step.label: f.intercept_us for step, est in estimates if (f := est.fit("mean")) is not None}
-    sec.charts.append(Chart(f"Mean RTT against response size per setting (as {HUGHES_JONES}, figure 8.1)",
-                            figures.rtt_per_setting(sweeps.curves(steps, sweeps.stacked(stacked), "size_bytes",
-                                                                  "mean_us"), intercepts),
-                            f"The mean round trip of each size (the table's mean column), one curve per sweep step, "
-                            f"the intercept of the line on the mean in the legend ({src})."))
-    sec.text += _step_intercepts(estimates)
-    if loopback:
-        sec.text.append("Measured over loopback: no NIC lies on the path, so coalescence settings cannot act.")
+    intercepts = {step.label: (f.intercept_us, f.intercept_ci95) for step, est in estimates
+                  if (f := est.fit("mean")) is not None}
+    chart(sec, f"Mean RTT against response size per setting (as {HUGHES_JONES}, figure 8.1)",
+          figures.rtt_per_setting(sweeps.curves(steps, sweeps.stacked(stacked), "size_bytes", "mean_us"), intercepts),
+          f"The mean round trip of each size (the table's mean column), one curve per sweep step, the intercept of "
+          f"the line on the mean in the legend ({src}).", "fewer than two sizes were measured")
     return sec
 
 
-def _step_intercepts(estimates: Sequence[tuple[sweeps.Step, latency.LatencyEstimate]]) -> list[str]:
+def _change(f: latency.LineFit, base: latency.LineFit | None) -> list[float]:
+    """A step's intercept less the first step's and its 95% half-width (the two are independent runs)."""
+    if base is None:
+        return [math.nan, math.nan]
+    return [f.intercept_us - base.intercept_us, math.hypot(f.intercept_ci95, base.intercept_ci95)]
+
+
+def _step_intercepts(estimates: Sequence[tuple[sweeps.Step, latency.LatencyEstimate]],
+                     change: str) -> list[Sentence]:
     """Each step's single-frame intercept against the first step's, on the statistic the readings use, where both
-    lines are resolved; otherwise what is not."""
+    lines are resolved; otherwise what is not. Quotes the sweep's fits table (``change``: its difference column)."""
     (first_step, first), text = estimates[0], []
     base = first.fit(first.statistic)
-    why = latency.unresolved(base, first)
+    why = latency.unresolved(base, first, SWEEP_FITS_TABLE, first_step.label)
     if why is not None:
-        return [f"{first_step.label}: the intercepts are not compared, {why}."]
+        return [Sentence(f"{first_step.label}: the intercepts are not compared, {why}.", why.cites)]
     delays = [k for k in first_step.settings if _is_delay(k)]
+    q = Quotes()
     for step, est in estimates[1:]:
         f = est.fit(first.statistic)
-        why = latency.unresolved(f, est)
+        why = latency.unresolved(f, est, SWEEP_FITS_TABLE, step.label)
         if why is not None:
-            text.append(f"{step.label}: not compared with {first_step.label}, {why}.")
+            text.append(Sentence(f"{step.label}: not compared with {first_step.label}, {why}.", why.cites))
             continue
-        change_ci = math.hypot(f.intercept_ci95, base.intercept_ci95)
-        line = (f"{step.label}: intercept on the {STAT_LABEL[f.statistic]} "
-                f"{measured(f.intercept_us, f.intercept_ci95, 'us')}, "
-                f"{measured(f.intercept_us - base.intercept_us, change_ci, 'us')} against {first_step.label}")
+        diff, diff_ci = _change(f, base)
+        said = q.measured(SWEEP_FITS_TABLE, latency.INTERCEPT, latency.INTERCEPT_U, f.intercept_us,
+                          f.intercept_ci95, "us", step.label)
+        moved = q.measured(SWEEP_FITS_TABLE, change, f"{change[:-5]} ± 95% (us)", diff, diff_ci, "us", step.label)
+        line = f"{step.label}: intercept on the {STAT_LABEL[f.statistic]} {said}, {moved} against {first_step.label}"
         added = [step.settings[k] - first_step.settings[k] for k in delays]
+        given = []
         if len(added) == 1:
             line += f" for {added[0]:+d} us of {delays[0].replace('_', '-')}"
-        text.append(line + ".")
+            given.append(f"{added[0]:+d} us")
+        text.append(q.sentence(line + ".", given=given))
     if delays and len(estimates) > 1:
-        text.append(f"{HUGHES_JONES}, §8: the RTT rises by about the added interrupt coalescence, a delay the "
-                    "receiving NIC waits before interrupting.")
+        text.append(Sentence(f"{HUGHES_JONES}, §8: the RTT rises by about the added interrupt coalescence, a delay "
+                             "the receiving NIC waits before interrupting."))
     return text
+
+
+SWEEP_BEST_TABLE, SWEEP_POINTS_TABLE = "Best throughput per step and size", "Every size and spacing per step"
 
 
 def sweep_stream_section(name: str, parts: Sequence[tuple[sweeps.Step, list[throughput.SizeCurve]]], *,
@@ -723,43 +861,54 @@ def sweep_stream_section(name: str, parts: Sequence[tuple[sweeps.Step, list[thro
     sec = _sweep_section(name, "stream", steps, applied, swept, loads)
     several = len({c.size_bytes for _, cs in parts for c in cs}) > 1
     curves = [(step, c) for step, cs in parts for c in cs]
+    res = resolution.results(None, "stream")
     sec.items.append(_link_item(link_rate_bps))
-    sec.tables.append(Table("Best throughput per step and size", ["step", *BEST_COLUMNS],
+    sec.tables.append(Table(SWEEP_BEST_TABLE, ["step", *BEST_COLUMNS],
                             [[step.label, *_best_row(c)] for step, c in curves], _best_source(src),
-                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS))
-    sec.tables.append(Table("Every size and spacing per step", ["step", *POINT_COLUMNS],
+                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS,
+                            resolution=_best_resolution([c for _, c in curves]), resolution_text=res.text))
+    sec.tables.append(Table(SWEEP_POINTS_TABLE, ["step", *POINT_COLUMNS],
                             [[step.label, *r] for step, c in curves for r in _point_rows(c)], _point_source(src),
-                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS, decimals=CPU_DECIMALS))
+                            uncertainty=RATE_UNCERTAINTY, settings=SPACING_COLUMNS, decimals=CPU_DECIMALS,
+                            resolution=_point_resolution([c for _, c in curves]), resolution_text=res.text))
+    sec.text += _per_step([(step.label, [throughput.interpret_curve(c, SWEEP_BEST_TABLE, SWEEP_POINTS_TABLE,
+                                                                      step.label)]) for step, c in curves])
     if curves:
-        sec.charts.append(Chart(
-            f"Throughput against transmit spacing per setting (as {HUGHES_JONES}, figures 8.2, 8.3)",
-            figures.throughput_vs_spacing([c for _, c in curves],
-                                          [f"{s.label}, {c.size_bytes} B" if several else s.label for s, c in curves]),
-            f"User rate per sweep step with 95% bars (dotted: the offered load), loss, the receiving host's CPU idle "
-            f"time and interrupts per packet ({src})."))
-    sec.text += _per_step([(step.label, [throughput.interpret_curve(c)]) for step, c in curves])
+        _stream_chart(sec, f"Throughput against transmit spacing per setting (as {HUGHES_JONES}, figures 8.2, 8.3)",
+                      [c for _, c in curves],
+                      f"User rate per sweep step with 95% bars (dotted: the offered load), loss, the receiving host's "
+                      f"CPU idle time and interrupts per packet ({src}).",
+                      [f"{s.label}, {c.size_bytes} B" if several else s.label for s, c in curves])
     return sec
+
+
+SWEEP_SUITE_TABLE = f"Throughput per step and test against the theoretical maximum ({PAI}, figures 5-11)"
 
 
 def sweep_suite_section(name: str, parts: Sequence[tuple[sweeps.Step, suite.SuiteRun]], *, applied: np.ndarray | None,
                         swept: Sequence[str], loads: Sequence[tuple[sweeps.Step, np.ndarray]]) -> Section:
-    """Seed 000's microbenchmarks per sweep step: the figures 5-11 table of every step, bars per step."""
+    """Pai, Rixner and Kim's microbenchmarks per sweep step: the figures 5-11 table of every step, bars per step."""
     steps = [s for s, _ in parts]
     src = _suite_source(name, [s.prefix for s in steps])
     sec = _sweep_section(name, "suite", steps, applied, swept, loads)
-    sec.tables.append(Table(f"Throughput per step and test against the theoretical maximum ({PAI}, figures 5-11)",
-                            ["step", "link (Mbit/s)", "MTU", *BENCH_COLUMNS],
-                            [[s.label, r.link_mbps, r.mtu, *_bench_row(b)] for s, r in parts for b in r.benchmarks],
+    sec.tables.append(Table(SWEEP_SUITE_TABLE, ["step", "link (Mbit/s)", "MTU", *BENCH_COLUMNS],
+                            [[s.label, r.link_mbps if r.line_rate_known else None, r.mtu,
+                              *_bench_row(b, r.line_rate_known)] for s, r in parts for b in r.benchmarks],
                             src, note="sent: datagrams (UDP), bytes (TCP), connection attempts; offered load per flow"))
-    sec.charts.append(_suite_chart("Throughput per test and step, % of the theoretical maximum",
-                                   [(s.label, r) for s, r in parts], src))
+    q = Quotes()
     for n in dict.fromkeys(b.name for _, r in parts for b in r.benchmarks):
-        got = [(s.label, b) for s, r in parts for b in r.benchmarks if b.name == n and math.isfinite(b.throughput)]
+        got = [(s.label, r, b) for s, r in parts for b in r.benchmarks if b.name == n and math.isfinite(b.throughput)]
         if got:
-            label, best = max(got, key=lambda x: x[1].throughput)
-            sec.text.append(f"{best.title}: highest at {label}, {number(best.throughput)} {best.unit} "
-                            f"({best.percent_of_theoretical:.0f}% of {number(best.theoretical)}).")
-    sec.text += _per_step([(s.label, _interpret_suite(r)) for s, r in parts])
+            label, run, best = max(got, key=lambda x: x[2].throughput)
+            share = (f" ({q(SWEEP_SUITE_TABLE, '% of theoretical', number(best.percent_of_theoretical), label)}% of "
+                     f"{q(SWEEP_SUITE_TABLE, 'theoretical maximum', number(best.theoretical), label)})"
+                     if run.line_rate_known else "")
+            sec.text.append(q.sentence(f"{best.title}: highest at {label}, "
+                                       f"{q(SWEEP_SUITE_TABLE, 'throughput', number(best.throughput), label)} "
+                                       f"{best.unit}{share}."))
+    sec.text += _per_step([(s.label, _interpret_suite(r, SWEEP_SUITE_TABLE)) for s, r in parts])
+    _suite_chart(sec, "Throughput per test and step, % of the theoretical maximum", [(s.label, r) for s, r in parts],
+                 src)
     return sec
 
 
@@ -770,17 +919,18 @@ def sweep_aggregate_section(name: str, parts: Sequence[tuple[sweeps.Step, suite.
     steps = [s for s, _ in parts]
     src = _aggregate_source(name, [s.prefix for s in steps])
     sec = _sweep_section(name, "aggregate", steps, applied, swept, loads)
-    sec.tables.append(Table("Flows and their total per step", ["step", *FLOW_COLUMNS],
+    table = "Flows and their total per step"
+    sec.tables.append(Table(table, ["step", *FLOW_COLUMNS],
                             [[s.label, *row] for s, a in parts for row in _flow_rows(a, addresses)], src,
                             note="sent and received: datagrams (UDP) or bytes (TCP)"))
     hosts = list(dict.fromkeys(f.label for _, a in parts for f in a.flows))
     series = {s.label: np.array([next((f.rate_mbps for f in a.flows if f.label == h), math.nan) for h in hosts]
                                 + [a.sum_rate_mbps]) for s, a in parts}
-    sec.charts.append(Chart("Throughput per flow and in total, per setting", figures.grouped_bars(
+    sec.text += _per_step([(s.label, _interpret_aggregate(a, table)) for s, a in parts])
+    chart(sec, "Throughput per flow and in total, per setting", figures.grouped_bars(
         [*hosts, "total (sum)"], series, "Mbit/s at the receiver",
         notes={k: [f"{number(v)}" for v in vals] for k, vals in series.items()}),
-        f"Each flow's receiver rate and their sum, one bar per sweep step ({src})."))
-    sec.text += _per_step([(s.label, _interpret_aggregate(a)) for s, a in parts])
+        f"Each flow's receiver rate and their sum, one bar per sweep step ({src}).", "no flow has a rate")
     return sec
 
 
@@ -812,21 +962,55 @@ def _step_medians(paths: Sequence[bus.FramePath]) -> tuple[np.ndarray, np.ndarra
     return med, seen.sum(axis=0)
 
 
-def _timeline_table(title: str, paths: Sequence[bus.FramePath], src: str) -> Table:
+@dataclass(frozen=True)
+class Clocks:
+    """The sample periods (ns) of a capture set's sources (absent: not known), and what they resolve: a time
+    between two events is two time stamps, each read to its source's period (:func:`resolution.capture`)."""
+
+    periods: dict[str, float]
+
+    def u_us(self, a: str, b: str) -> float | None:
+        """The standard uncertainty (us) of a time from an event of source ``a`` to one of ``b``."""
+        if a not in self.periods or b not in self.periods:
+            return None
+        return rectangular(resolution.capture([self.periods[a], self.periods[b]]).step_ns) / 1000
+
+    def text(self) -> str:
+        said = ", ".join(f"{n} every {number(p, decimals=0 if p >= 1 else 3)} ns" for n, p in self.periods.items())
+        return (f"time stamps are samples ({said}); a time between two events carries both stamps' resolution, a "
+                "rectangular Type B component each" if said else "")
+
+
+#: The sources of the two events each timeline column runs between: "send" the sending bus, "recv" the
+#: receiving one, "probe" the link.
+TIMELINE_SOURCES = {"sender's CSR setup (us)": ("send", "send"), "sender's first word -> wire (us)": ("send", "probe"),
+                    "on the wire (us)": ("probe", "probe"), "wire -> receiver's first word (us)": ("probe", "recv"),
+                    "first word -> first word (us)": ("send", "recv"),
+                    "receiver's DMA end -> the INTA# that announced it (us)": ("recv", "recv"),
+                    "sender's CSR -> receiver's service (us)": ("send", "recv")}
+
+
+def _timeline_table(title: str, paths: Sequence[bus.FramePath], src: str, clocks: Clocks | None = None,
+                    sources: dict[str, str] | None = None) -> Table:
     """The first frames one by one, then per frame length (frames of different lengths take different times on
     the bus and the wire) a row of medians and a row saying how many frames each median is of: a phase the
-    analysis could not find for a frame (NaN) is left out of its median, and its count says so."""
+    analysis could not find for a frame (NaN) is left out of its median, and its count says so. ``sources`` maps
+    "send", "recv" and "probe" to the capture's sources, whose ``clocks`` resolve each column."""
     rows: list[list[Any]] = [_row(p) for p in paths[:TIMELINE_ROWS]]
     for length, mine in _by_length(paths).items():
         med, known = _step_medians(mine)
         rows.append([f"median of {len(mine)} frames", length, *med.tolist()])
         rows.append(["frames each median is of", length, *known.tolist()])
     shown = min(TIMELINE_ROWS, len(paths))
+    res = ({c: clocks.u_us(sources[a], sources[b]) for c, (a, b) in TIMELINE_SOURCES.items()}
+           if clocks is not None and sources is not None else {})
     return Table(title, TIMELINE_COLUMNS, rows, src,
                  excerpt=(f"first {shown} of {len(paths):,} frames, then the median of each frame length and how "
                           "many frames each is of" if shown < len(paths)
                           else "every frame, then the median of each frame length and how many frames each is of"),
-                 decimals={c: NS_DECIMALS for c in TIMELINE_COLUMNS[2:]},
+                 decimals={c: NS_DECIMALS for c in TIMELINE_COLUMNS[2:] if res.get(c) is None},
+                 resolution={c: u for c, u in res.items() if u is not None},
+                 resolution_text=clocks.text() if clocks is not None else "",
                  note="'the INTA# that announced it': the first interrupt after the frame's DMA; with coalescence "
                       "a frame waits for the timer a DMA before it started, or for the next interrupt when it "
                       "arrived while one was pending (the bus measurements' 'DMA -> INTA#' is the timer itself)")
@@ -847,11 +1031,20 @@ def _bus_rows(label: str, pick: Any, buses: list[bus.HostBus | None], unit: str)
     return [label, *cells, unit]
 
 
+BUS_TABLE, LINK_TABLE = "Bus measurements", "Data frames on the link"
+#: The bus table's rows the sentences quote.
+TIMER_ROW = "first DMA after the previous interrupt -> INTA# (the coalescence timer), median"
+BUSY_ROW, BUSY_PER_FRAME_ROW, PERIOD_ROW = "bus busy", "bus busy per frame", "frame period, mean"
+
+
 def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[str, dict[str, Any]],
                     options: Options) -> Section:
-    """A decoded capture set of the rig: buses, link, flow control, expected against observed."""
+    """A decoded capture set of the rig: buses, link, flow control, expected against observed. A source's
+    ``sample_period_ns`` in ``meta`` is the resolution of its time stamps."""
     send_s, recv_s, probe_s = options.send_source, options.recv_source, options.probe_source
     sec = Section(f"Bus-level timeline: {name}", name)
+    clocks = Clocks({n: float(m["sample_period_ns"]) for n, m in meta.items()
+                     if n in (send_s, recv_s, probe_s) and m.get("sample_period_ns")})
     link = float(meta.get(probe_s, {}).get("link_rate_bps") or options.link_rate_bps or 1e9)
     tl = bus.bus_timeline(tables.get(f"{send_s}/pci"), tables.get(f"{send_s}/irq"), tables.get(f"{recv_s}/pci"),
                           tables.get(f"{recv_s}/irq"), tables.get(f"{probe_s}/ethernet"), link_rate_bps=link,
@@ -861,10 +1054,13 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
     src_send = f"{name}: decoded/{send_s}/pci, decoded/{send_s}/irq"
     src_recv = f"{name}: decoded/{recv_s}/pci, decoded/{recv_s}/irq"
     src_eth = f"{name}: decoded/{probe_s}/ethernet"
+    out_title = f"Frames from {send_s} to {recv_s}, step by step"
     if tl.paths_out:
-        sec.tables.append(_timeline_table(f"Frames from {send_s} to {recv_s}, step by step", tl.paths_out, src_all))
+        sec.tables.append(_timeline_table(out_title, tl.paths_out, src_all, clocks,
+                                          {"send": send_s, "recv": recv_s, "probe": probe_s}))
     if tl.paths_in:
-        sec.tables.append(_timeline_table(f"Frames from {recv_s} to {send_s}, step by step", tl.paths_in, src_all))
+        sec.tables.append(_timeline_table(f"Frames from {recv_s} to {send_s}, step by step", tl.paths_in, src_all,
+                                          clocks, {"send": recv_s, "recv": send_s, "probe": probe_s}))
     buses = [tl.send, tl.recv]
     rows = [
         _bus_rows("bus clock period", lambda b: b.dma.clock_period_ns, buses, "ns"),
@@ -890,15 +1086,14 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
                   + b.stops.disconnects_without_data, buses, ""),
         _bus_rows("interrupts", lambda b: b.interrupts.interrupts, buses, ""),
         _bus_rows("frames per interrupt", lambda b: b.interrupts.frames_per_interrupt, buses, ""),
-        _bus_rows("first DMA after the previous interrupt -> INTA# (the coalescence timer), median",
-                  lambda b: b.interrupts.dma_to_interrupt_us, buses, "us"),
+        _bus_rows(TIMER_ROW, lambda b: b.interrupts.dma_to_interrupt_us, buses, "us"),
         _bus_rows("INTA# -> first CSR access, median", lambda b: b.interrupts.interrupt_to_csr_us, buses,
                   "us"),
         _bus_rows("DMA -> first CSR access, median", lambda b: b.interrupts.dma_to_csr_us, buses, "us"),
         _bus_rows("INTA# -> CSR update, median", lambda b: b.interrupts.interrupt_to_update_us, buses, "us"),
-        _bus_rows("bus busy", lambda b: b.occupancy.busy_pct, buses, "%"),
-        _bus_rows("bus busy per frame", lambda b: b.occupancy.busy_per_frame_us, buses, "us"),
-        _bus_rows("frame period", lambda b: b.occupancy.frame_period_us, buses, "us"),
+        _bus_rows(BUSY_ROW, lambda b: b.occupancy.busy_pct, buses, "%"),
+        _bus_rows(BUSY_PER_FRAME_ROW, lambda b: b.occupancy.busy_per_frame_us, buses, "us"),
+        _bus_rows(PERIOD_ROW, lambda b: b.occupancy.frame_period_us, buses, "us"),
         _bus_rows("target wait clocks per DMA transaction",
                   lambda b: b.waits["dma"].target_wait_clocks_per_transaction, buses, "clocks"),
         _bus_rows("master wait clocks per DMA transaction",
@@ -906,41 +1101,52 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
         _bus_rows("target wait clocks per CSR access",
                   lambda b: b.waits["csr"].target_wait_clocks_per_transaction, buses, "clocks"),
     ]
-    sec.tables.append(Table("Bus measurements", ["quantity", send_s, f"{send_s}: events", recv_s,
-                                                 f"{recv_s}: events", "unit"], rows,
-                            f"{src_send} | {src_recv} (+ {src_eth} to tie DMA to frames)",
+    # times on one bus are two of its stamps; the frame period is two of the link's
+    res = {source: [(clocks.u_us(probe_s, probe_s) if r[0] == PERIOD_ROW else clocks.u_us(source, source))
+                    if r[-1] == "us" else None for r in rows] for source in (send_s, recv_s)}
+    sec.tables.append(Table(BUS_TABLE, ["quantity", send_s, f"{send_s}: events", recv_s, f"{recv_s}: events", "unit"],
+                            rows, f"{src_send} | {src_recv} (+ {src_eth} to tie DMA to frames)",
                             note="events: how many bursts, transfers, CSR runs or interrupts a median is the median "
-                                 "of"))
-    _expected_rows(sec, tl, meta, send_s, recv_s, link, src_send, src_eth)
-    _wire_and_pause(sec, tl, tables.get(f"{probe_s}/ethernet"), src_eth)
+                                 "of; bus busy over the whole periods from the first data frame on the link to the "
+                                 "last (N frames, N - 1 periods), per frame: per period",
+                            resolution={k: v for k, v in res.items() if any(u is not None for u in v)},
+                            resolution_text=clocks.text()))
+    _expected_rows(sec, tl, meta, send_s, recv_s, link, src_send, src_eth, clocks.u_us(probe_s, probe_s),
+                   clocks.text())
+    _wire_and_pause(sec, tl, tables.get(f"{probe_s}/ethernet"), src_eth, clocks.u_us(probe_s, probe_s),
+                    clocks.text())
+    sec.text += _interpret_capture(tl, options, send_s, recv_s, sec, out_title)
     if tl.paths_out and tl.send and tl.recv:
         first = next((p for p in tl.paths_out if np.isfinite(p.recv_service_end_ns)), tl.paths_out[0])
-        sec.charts.append(Chart(f"Frame seq {first.seq} across both buses and the wire", figures.bus_timeline(
+        chart(sec, f"Frame seq {first.seq} across both buses and the wire", figures.bus_timeline(
             first, tl.send.activity, tl.recv.activity, tables.get(f"{send_s}/irq"), tables.get(f"{recv_s}/irq"),
             tables.get(f"{probe_s}/ethernet")),
-            f"CSR clusters, DMA transfers by role and INTA# on each bus, and the frame on the wire ({src_all})."))
-    sec.text += _interpret_capture(tl, options, send_s, recv_s)
+            f"CSR clusters, DMA transfers by role and INTA# on each bus, and the frame on the wire ({src_all}).",
+            "the capture holds too little of the frame's path")
     return sec
 
 
 def _expected_rows(sec: Section, tl: bus.BusTimeline, meta: dict[str, dict[str, Any]], send_s: str, recv_s: str,
-                   link: float, src_send: str, src_eth: str) -> None:
-    rows = []
+                   link: float, src_send: str, src_eth: str, wire_u: float | None, clocks_text: str = "") -> None:
+    rows, res = [], []
     for name, hb in ((send_s, tl.send), (recv_s, tl.recv)):
         element = expected.element_from_bus(meta.get(name, {}))
         if hb is None or element is None:
             continue
         rows.append([f"{name}: DMA rate during data phases (MB/s)", element.mbytes_per_s,
                      hb.dma.burst_data_rate_mbytes_per_s, f"{element.name} (source metadata)"])
+        res.append(None)
     if tl.wire_out is not None:
         rows.append(["frame on the wire, median (us)", tl.wire_out.expected_on_wire_us.median,
                      tl.wire_out.on_wire_us.median, f"(length + 8) x 8 bit times at {link / 1e9:g} Gbit/s"])
+        res.append(wire_u)
     if tl.pause is not None and tl.pause.xoff:
         unresumed = [p for p in tl.pause.frames if not math.isfinite(p.xon_after_us)]
         if unresumed:
             rows.append(["gap after a PAUSE not ended by XON, median (us)", float(np.median(
                 [p.pause_us for p in unresumed])), float(np.nanmedian([p.gap_us for p in unresumed])),
                 "quanta x 512 bit times"])
+            res.append(wire_u)
     send_bus, recv_bus = (expected.element_from_bus(meta.get(n, {})) for n in (send_s, recv_s))
     if send_bus is not None and recv_bus is not None:
         path = [send_bus, expected.ethernet(link), recv_bus]
@@ -950,97 +1156,143 @@ def _expected_rows(sec: Section, tl: bus.BusTimeline, meta: dict[str, dict[str, 
                               expected=float(expected.expected_slope_us_per_byte(path))))
     if rows:
         sec.tables.append(Table("Expected against observed", ["quantity", "expected", "observed", "expected from"],
-                                rows, f"{src_send}, {src_eth}; expectations from the sources' bus metadata"))
+                                rows, f"{src_send}, {src_eth}; expectations from the sources' bus metadata",
+                                resolution={"observed": res} if any(u is not None for u in res) else {},
+                                resolution_text=clocks_text))
 
 
-def _wire_and_pause(sec: Section, tl: bus.BusTimeline, ethernet: np.ndarray | None, src_eth: str) -> None:
+PAUSE_TIMES = ("time (us)", "asks (us)", "gap left (us)", "XON after (us)")
+LINK_TIMES = ("on wire, median (us)", "period, median (us)", "gap, median (us)")
+
+
+def _wire_and_pause(sec: Section, tl: bus.BusTimeline, ethernet: np.ndarray | None, src_eth: str,
+                    wire_u: float | None, clocks_text: str) -> None:
     wt = [(d, w) for d, w in (("from the sending host", tl.wire_out), ("to the sending host", tl.wire_in))
           if w is not None]
+    resolved_cols = {c: wire_u for c in LINK_TIMES} if wire_u is not None else {}
     if wt:
-        sec.tables.append(Table("Data frames on the link", ["direction", "frames", "on wire, median (us)",
-                                                            "period, median (us)", "gap, median (us)"],
+        sec.tables.append(Table(LINK_TABLE, ["direction", "frames", *LINK_TIMES],
                                 [[d, w.frames, w.on_wire_us.median, w.period_us.median, w.gap_us.median]
                                  for d, w in wt], src_eth,
-                                decimals={c: NS_DECIMALS for c in ("on wire, median (us)", "period, median (us)",
-                                                                   "gap, median (us)")}))
+                                decimals={} if resolved_cols else {c: NS_DECIMALS for c in LINK_TIMES},
+                                resolution=resolved_cols, resolution_text=clocks_text))
     p = tl.pause
     if p is None or not p.xoff:
         return
+    timed = {"decimals": None if wire_u is not None else NS_DECIMALS, "resolution_u": wire_u}
     sec.items += [Item("PAUSE frames (XOFF)", p.xoff, "", src_eth), Item("XON (PAUSE 0)", p.xon, "", src_eth),
                   Item("quanta", ", ".join(map(str, p.quanta)), "x 512 bit times", src_eth),
-                  Item("PAUSE period, median", p.period_us.median, "us", src_eth, decimals=NS_DECIMALS),
-                  Item("gap they left, median", p.gap_us.median, "us", src_eth, decimals=NS_DECIMALS),
-                  Item("usual gap between data frames", p.usual_gap_us, "us", src_eth, decimals=NS_DECIMALS)]
+                  Item("PAUSE period, median", p.period_us.median, "us", src_eth, **timed),
+                  Item("gap they left, median", p.gap_us.median, "us", src_eth, **timed),
+                  Item("usual gap between data frames", p.usual_gap_us, "us", src_eth, **timed)]
     shown = p.frames[:PAUSE_ROWS]
+    measured_cols = ("time (us)", "gap left (us)", "XON after (us)")  # "asks" is the quanta's arithmetic
     sec.tables.append(Table("PAUSE frames", ["time (us)", "sent by", "quanta", "asks (us)", "gap left (us)",
                                              "XON after (us)"],
                             [[f.t_ns / 1000, "receiver" if f.direction == "rx" else "sender", f.quanta, f.pause_us,
                               f.gap_us, f.xon_after_us] for f in shown],
                             src_eth, excerpt=excerpt(len(shown), len(p.frames), "PAUSE frames"),
-                            decimals={c: NS_DECIMALS for c in ("time (us)", "asks (us)", "gap left (us)",
-                                                               "XON after (us)")}))
+                            decimals={c: NS_DECIMALS for c in PAUSE_TIMES if wire_u is None or c not in measured_cols},
+                            resolution={c: wire_u for c in measured_cols} if wire_u is not None else {},
+                            resolution_text=clocks_text))
     if ethernet is not None:
         data = bus.data_frames(ethernet, b"tx")
         if len(data) > 1:
-            sec.charts.append(Chart("Gaps in the stream and PAUSE frames", figures.wire_gaps(
+            chart(sec, "Gaps in the stream and PAUSE frames", figures.wire_gaps(
                 data, [f.t_ns for f in p.frames], "gap before each data frame from the sending host"),
                 f"As {HUGHES_JONES}, figure 4.9: regular gaps where the receiver's PAUSE frames stop the sender "
-                f"({src_eth})."))
+                f"({src_eth}).", "fewer than two data frames")
 
 
-def _interrupt_text(name: str, it: bus.InterruptTiming, paths: Sequence[bus.FramePath]) -> list[str]:
-    """What a bus's interrupts show, in the numbers of its 'Bus measurements' rows and the timeline's."""
+def _interrupt_text(name: str, it: bus.InterruptTiming, paths: Sequence[bus.FramePath],
+                    sec: Section | None = None, timeline: str = "") -> list[Sentence]:
+    """What a bus's interrupts show, in the numbers of its 'Bus measurements' rows and the timeline's (quoted
+    from ``sec``'s tables as they print them; ``timeline``: the title of the table of the frames it received)."""
     delay = it.dma_to_interrupt_us.median
     if not math.isfinite(delay):
         return []
-    per = number(it.frames_per_interrupt)
-    timer = f"{number(delay)} us (median of {it.dma_to_interrupt_us.count} interrupts)"
+    q = Quotes()
+    per = q(BUS_TABLE, name, _cell(sec, BUS_TABLE, name, "frames per interrupt", it.frames_per_interrupt),
+            "frames per interrupt")
+    delay_text = q(BUS_TABLE, name, _cell(sec, BUS_TABLE, name, TIMER_ROW, delay), TIMER_ROW)
+    timer = f"{delay_text} us (median of {it.dma_to_interrupt_us.count} interrupts)"
     if delay <= COALESCENCE_MIN_US:
-        return [f"{name}: INTA# comes {timer} after the DMA that gave it cause, {per} frames per interrupt: no "
-                f"interrupt coalescence ({HUGHES_JONES}, §4.1.3)."]
+        return [q.sentence(f"{name}: INTA# comes {timer} after the DMA that gave it cause, {per} frames per "
+                           f"interrupt: no interrupt coalescence ({HUGHES_JONES}, §4.1.3).")]
     if it.frames_per_interrupt < 1.5:
-        out = [f"{name}: the NIC waits {timer} after the DMA that gives it cause before it raises INTA#, a "
-               f"coalescence timer; with {per} frames per interrupt this traffic gave it nothing to gather, so the "
-               f"wait adds latency without saving interrupts ({HUGHES_JONES}, §8)."]
+        out = [q.sentence(f"{name}: the NIC waits {timer} after the DMA that gives it cause before it raises INTA#, "
+                          f"a coalescence timer; with {per} frames per interrupt this traffic gave it nothing to "
+                          f"gather, so the wait adds latency without saving interrupts ({HUGHES_JONES}, §8).")]
     else:
-        out = [f"{name}: INTA# comes {timer} after the first DMA that gave it cause, {per} frames per interrupt: "
-               f"interrupt coalescence ({HUGHES_JONES}, §4.2.3: ~70 us with 64 x 1.024 us)."]
-    waits = [q.recv_dma_to_interrupt_us for q in paths if math.isfinite(q.recv_dma_to_interrupt_us)]
+        out = [q.sentence(f"{name}: INTA# comes {timer} after the first DMA that gave it cause, {per} frames per "
+                          f"interrupt: interrupt coalescence ({HUGHES_JONES}, §4.2.3: ~70 us with 64 x 1.024 us).")]
+    waits = [p.recv_dma_to_interrupt_us for p in paths if math.isfinite(p.recv_dma_to_interrupt_us)]
     if waits:
         wait = float(np.median(waits))
         if wait > delay + max(COALESCENCE_MIN_US, 0.2 * delay):
-            out.append(f"{name}: a frame waited a median {number(wait, decimals=NS_DECIMALS)} us from its DMA to the "
-                       f"INTA# that announced it ({len(waits)} frames, the timeline's column), longer than the "
-                       f"{number(delay)} us timer: frames that arrived while an interrupt was pending or being "
-                       "served waited for a later one.")
+            column = "receiver's DMA end -> the INTA# that announced it (us)"
+            said = q(timeline, column, _cell(sec, timeline, column, None, wait))
+            delay_text = q(BUS_TABLE, name, delay_text, TIMER_ROW)
+            out.append(q.sentence(
+                f"{name}: a frame waited a median {said} us from its DMA to the INTA# that announced it "
+                f"({len(waits)} frames, the timeline's column), longer than the {delay_text} us timer: frames that "
+                "arrived while an interrupt was pending or being served waited for a later one."))
     return out
 
 
-def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_s: str) -> list[str]:
+def _cell(sec: Section | None, title: str, column: str, row: str | None, value: Any) -> str:
+    """``value`` as ``sec``'s table ``title`` prints it in ``column`` (in the row labelled ``row``, or a median
+    row), by the table's own rule; without the table, as such a table prints it when no sample clock is known:
+    a bus measurement to four digits, a timeline's time to the ns the decoded tables hold."""
+    t = next((t for t in sec.tables if t.title == title), None) if sec is not None else None
+    if t is None:
+        return number(value, decimals=NS_DECIMALS) if row is None else number(value)
+    from nicrig.analysis.render import value_text
+
+    k = next((i for i, r in enumerate(t.rows) if row is not None and r[0] == row), None)
+    if k is None:  # a median row: the resolution of the column's times
+        k = next((i for i, r in enumerate(t.rows) if str(r[0]).startswith("median of")), 0)
+    return value_text(t, column, k, value)
+
+
+def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_s: str,
+                       sec: Section | None = None, out_title: str = "") -> list[Sentence]:
+    """The capture's sentences, quoting ``sec``'s tables (``out_title``: the frames from ``send_s`` to
+    ``recv_s``)."""
     text = []
-    for name, hb, paths in ((send_s, tl.send, tl.paths_in), (recv_s, tl.recv, tl.paths_out)):
+    in_title = f"Frames from {recv_s} to {send_s}, step by step"
+    q = Quotes()
+    for name, hb, paths, timeline in ((send_s, tl.send, tl.paths_in, in_title),
+                                      (recv_s, tl.recv, tl.paths_out, out_title)):
         if hb is None:
             continue
         it = hb.interrupts
         if it is not None and it.interrupts:
-            text += _interrupt_text(name, it, paths)
+            text += _interrupt_text(name, it, paths, sec, timeline)
         if hb.csr.accesses and hb.csr.retries:
-            text.append(f"{name}: {hb.csr.retries} of {hb.csr.accesses + hb.csr.retries} CSR accesses were refused "
-                        "with STOP# and retried: the NIC takes register accesses slower than the host offers "
-                        f"them ({HUGHES_JONES}, §6.1.3).")
+            text.append(Sentence(f"{name}: {hb.csr.retries} of {hb.csr.accesses + hb.csr.retries} CSR accesses were "
+                                 "refused with STOP# and retried: the NIC takes register accesses slower than the "
+                                 f"host offers them ({HUGHES_JONES}, §6.1.3)."))
         occ = hb.occupancy
         if math.isfinite(occ.busy_pct) and occ.frames:
-            text.append(f"{name}: the bus was busy {number(occ.busy_pct)}% of the time the frames took, "
-                        f"{number(occ.busy_per_frame_us)} us per frame every {number(occ.frame_period_us)} us"
-                        + (f": little room for other devices such as a disk controller ({HUGHES_JONES}, §9)."
-                           if occ.busy_pct > 60 else "."))
+            busy = q(BUS_TABLE, name, _cell(sec, BUS_TABLE, name, BUSY_ROW, occ.busy_pct), BUSY_ROW)
+            per = q(BUS_TABLE, name, _cell(sec, BUS_TABLE, name, BUSY_PER_FRAME_ROW, occ.busy_per_frame_us),
+                    BUSY_PER_FRAME_ROW)
+            period = q(BUS_TABLE, name, _cell(sec, BUS_TABLE, name, PERIOD_ROW, occ.frame_period_us), PERIOD_ROW)
+            text.append(q.sentence(
+                f"{name}: the bus was busy {busy}% of the time between the first and the last data frame on the "
+                f"link, {per} us per frame, one frame every {period} us on average ({occ.frames} periods)"
+                + (f": little room for other devices such as a disk controller ({HUGHES_JONES}, §9)."
+                   if occ.busy_pct > 60 else ".")))
     p = tl.pause
     if p is not None and p.xoff:
-        text.append(f"Flow control: the receiver sent {p.xoff} PAUSE frames (quanta {', '.join(map(str, p.quanta))}), "
-                    f"one every {number(p.period_us.median, decimals=NS_DECIMALS)} us (median); each left a gap of "
-                    f"{number(p.gap_us.median, decimals=NS_DECIMALS)} us in the stream, against "
-                    f"{number(p.usual_gap_us, decimals=NS_DECIMALS)} us otherwise "
-                    f"({HUGHES_JONES}, §4.2.3: gaps every ~900 us).")
+        period, gap, usual = (q("", label, _item_value(sec, label, v)) for label, v in (
+            ("PAUSE period, median", p.period_us.median), ("gap they left, median", p.gap_us.median),
+            ("usual gap between data frames", p.usual_gap_us)))
+        text.append(q.sentence(
+            f"Flow control: the receiver sent {p.xoff} PAUSE frames (quanta {', '.join(map(str, p.quanta))}), one "
+            f"every {period} us (median); each left a gap of {gap} us in the stream, against {usual} us otherwise "
+            f"({HUGHES_JONES}, §4.2.3: gaps every ~900 us)."))
     service, words = (TIMELINE_COLUMNS.index(c) - 2 for c in ("sender's CSR -> receiver's service (us)",
                                                                "first word -> first word (us)"))
     for length, frames in _by_length(tl.paths_out).items():
@@ -1048,18 +1300,33 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
         if not seen[service]:
             continue
         one_way = float(med[service])
-        text.append(f"{length}-byte frames from {send_s} to {recv_s}: from the sending driver's first CSR access to "
-                    f"the receiving service's, {number(one_way, decimals=NS_DECIMALS)} us (median of "
-                    f"{seen[service]})"
-                    + (f"; first word to first word {number(float(med[words]), decimals=NS_DECIMALS)} us "
-                       f"(median of {seen[words]})" if seen[words] else "")
-                    + f" ({HUGHES_JONES}, §4.1.3: 36 and 23 us for 1400 bytes).")
+        one_way_text = q(out_title, TIMELINE_COLUMNS[service + 2],
+                         _cell(sec, out_title, TIMELINE_COLUMNS[service + 2], None, one_way))
+        column = TIMELINE_COLUMNS[words + 2]
+        words_text = q(out_title, column, _cell(sec, out_title, column, None, med[words])) if seen[words] else ""
+        first_words = f"; first word to first word {words_text} us (median of {seen[words]})" if seen[words] else ""
+        text.append(q.sentence(
+            f"{length}-byte frames from {send_s} to {recv_s}: from the sending driver's first CSR access to the "
+            f"receiving service's, {one_way_text} us (median of {seen[service]}){first_words} ({HUGHES_JONES}, "
+            "§4.1.3: 36 and 23 us for 1400 bytes)."))
         if options.rtt_intercept_us is not None:
             sw = bus.host_software_time_us(options.rtt_intercept_us, one_way)
-            text.append(f"With the RTT intercept of {number(options.rtt_intercept_us)} us given: IP stack and "
-                        f"application ~{number(sw)} us per node, (intercept - "
-                        f"{number(one_way, decimals=NS_DECIMALS)}) / 2 as {HUGHES_JONES}, §4.1.3 estimates it.")
+            given = f"{number(options.rtt_intercept_us)} us"
+            text.append(Sentence(
+                f"With the RTT intercept of {given} given: IP stack and application ~{number(sw)} us per node, "
+                f"(intercept - {one_way_text}) / 2 as {HUGHES_JONES}, §4.1.3 estimates it.",
+                given=[given, f"{number(sw)} us"]))
     return text
+
+
+def _item_value(sec: Section | None, label: str, value: Any) -> str:
+    """An item's value as the page prints it, without its ± (the sentence quotes the value)."""
+    item = next((i for i in sec.items if i.label == label), None) if sec is not None else None
+    if item is None:
+        return number(value, decimals=NS_DECIMALS)
+    from nicrig.analysis.render import item_text
+
+    return item_text(item.value, item.ci95, item.decimals, item.resolution_u).split(" ± ")[0]
 
 
 # -- the host probe: kernel trace events ------------------------------------------------------------
@@ -1106,6 +1373,11 @@ def _host_probe_row(t: Any, device: str | None) -> tuple[list[Any], list[Any]]:
     return rates, delays
 
 
+#: The delay columns of the host probe's table: to 10 ns, coarser than the two 1 ns time stamps each is made of.
+DELAY_COLUMNS = ("IRQ to NET_RX median", "p90", "raise to NET_RX median", "send call to device transmit median",
+                 "device transmit to stack receive (same skb) median", "stack receive to application return median")
+
+
 def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str | None],
                        stream: StreamWindows | None = None) -> Section:
     """The host probe's section of a file: per host, interrupts and NAPI polls (Geist et al.), the delays from
@@ -1134,7 +1406,7 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
                                   ci95=t.clock_offset_uncertainty_ns / 1000))
     rows = [_host_probe_row(t, devices.get(t.host)) for t in traces]
     sec.tables.append(Table(
-        f"Interrupts and NAPI polls ({GEIST}'s metrics)",
+        f"Interrupts and NAPI polls (the metrics of {GEIST})",
         ["host", "device", "span (s)", "hard IRQs per s (all)", "the device's IRQs per s",
          "NET_RX softirq runs per s", "frames received",
          "frames per interrupt", "NAPI polls", "frames per poll (mean of non-empty)", "most frames in a poll",
@@ -1153,20 +1425,20 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
         note="device transmit to stack receive: a socket buffer seen leaving one device and entering the stack "
              "again on this host (loopback, veth between namespaces; on a real NIC pair the two ends are "
              "different hosts and buffers, and the column is empty)",
-        decimals={c: 2 for c in ("IRQ to NET_RX median", "p90", "raise to NET_RX median",
-                                 "send call to device transmit median",
-                                 "device transmit to stack receive (same skb) median",
-                                 "stack receive to application return median")}))
+        decimals={c: 2 for c in DELAY_COLUMNS},
+        resolution={c: rectangular(resolution.capture([1.0, 1.0]).step_ns) / 1000 for c in DELAY_COLUMNS},
+        resolution_text="CLOCK_MONOTONIC time stamps in whole ns; each delay is two of them"))
     drop_rows = [[t.host, reason, count] for t in traces for reason, count in hostprobe.drops(t).items()]
     sec.tables.append(Table("Packets the kernel dropped, by reason", ["host", "reason", "packets"], drop_rows,
                             f"{src} (skb:kfree_skb reason; names from the kernel's own table)",
                             note="" if drop_rows else "no drops recorded"))
     if stream is not None and len(stream.point):
         _host_probe_points(sec, name, traces, devices, stream)
-    sec.text.append("The host probe sees from the host side what " + HUGHES_JONES + " saw on the PCI buses: the "
-                    "interrupt, the poll that takes N frames per interrupt (the coalescence " + GEIST + " tuned), "
-                    "the stack and the application's system calls. Times are each host's CLOCK_MONOTONIC, the "
-                    "udpmon engine's clock; per-packet delays use one host's events only.")
+    sec.text.append(Sentence(
+        "The host probe sees from the host side what " + HUGHES_JONES + " saw on the PCI buses: the interrupt, the "
+        "poll that takes N frames per interrupt (the coalescence " + GEIST + " tuned), the stack and the "
+        "application's system calls. Times are each host's CLOCK_MONOTONIC, the udpmon engine's clock; per-packet "
+        "delays use one host's events only."))
     for host, lost in sec.data["losses"].items():
         sec.text.append(f"{host}: the kernel lost {lost} events (ring buffer full): counts and rates above are "
                         "lower bounds.")
@@ -1212,43 +1484,56 @@ def _host_probe_points(sec: Section, name: str, traces: Sequence[Any], devices: 
                             note="received inside a NET_RX run / in a NAPI poll: the receiving host's packets of "
                                  "the point (netif_receive_skb) inside a NET_RX softirq run on their CPU, and "
                                  "followed on it by a napi_poll that took them; empty for the sending host"))
-    sec.charts.append(Chart("NET_RX softirq runs per packet and CPU in NET_RX against spacing",
-                            figures.host_load_vs_spacing(curves),
-                            "Per host and size, over each point's span (the far host's on its own clock, shifted "
-                            f"by the estimated offset) ({name}: host_trace, stream/sent)."))
+    chart(sec, "NET_RX softirq runs per packet and CPU in NET_RX against spacing",
+          figures.host_load_vs_spacing(curves),
+          "Per host and size, over each point's span (the far host's on its own clock, shifted by the estimated "
+          f"offset) ({name}: host_trace, stream/sent).", "fewer than two spacings were measured")
 
 
 # -- references and correlation ------------------------------------------------------------------
 
-def reference_section(options: Options) -> Section:
-    """Hughes-Jones et al.'s expected slopes and Pai et al.'s link maxima, computed; the given path's expected slope;
-    the sources the report cites."""
+def reference_section(options: Options, sections: Sequence[Section] = ()) -> Section:
+    """Hughes-Jones et al.'s expected slopes and Pai et al.'s link maxima, computed; the given path's expected
+    slope; the sources the report (``sections`` and this one) cites, and only those."""
     sec = Section("Reference: expected slopes and link maxima", "")
     sec.tables.append(Table(
         f"Expected RTT slopes, PCI - Gigabit Ethernet - PCI ({HUGHES_JONES}, §3.1)",
-        ["element or path", "us/byte (as the seed prints it)", "exact", "note"],
+        ["element or path", f"us/byte (as {HUGHES_JONES} print it)", "exact", "note"],
         [[r.label, str(r.printed), f"{r.us_per_byte.numerator}/{r.us_per_byte.denominator}", r.note]
          for r in expected.seed002_table()],
         "computed: 1 / (bus width x clock) per PCI element, 8 ns per byte at 1 Gbit/s; paths are store and "
         "forward (PCI + Ethernet + PCI, copies excluded)"))
     maxima = throughput.seed000_maxima()
     sec.tables.append(Table(f"Theoretical maxima at 1 Gbit/s ({PAI}, §3.3)",
-                            ["test", "Mbit/s", "as the seed prints it (truncated)"],
+                            ["test", "Mbit/s", f"as {PAI} print it (truncated)"],
                             [[k, v, math.floor(v)] for k, v in maxima.items()],
-                            "computed: payload / (payload + headers + preamble + gap), frames of at least 64 bytes"))
+                            "computed: payload / (payload + headers + preamble + gap), frames of at least 64 bytes",
+                            decimals={"Mbit/s": 1}))
     if options.path:
         slope = expected.expected_slope_us_per_byte(list(options.path), options.path_mode)
         sec.tables.append(Table(
             "The path given (--path)", ["element", "us/byte", "MB/s"],
             [[e.name, float(e.us_per_byte), e.mbytes_per_s] for e in options.path]
             + [[f"expected slope ({options.path_mode})", float(slope), float(1 / slope)]], "--path"))
+    texts = [t for s in [*sections, sec] for t in section_texts(s)]
     sec.tables.append(Table("Sources cited", ["short name", "reference"],
-                            [[k, v] for k, v in REFERENCES.items()], "the report's citations"))
+                            [[k, REFERENCES[k]] for k in cited(texts)], "the works the report's text cites"))
     return sec
 
 
+def section_texts(s: Section) -> list[str]:
+    """Everything a section says in words: title, sentences, items, figure titles and captions, table titles,
+    columns, cells of words, sources and notes."""
+    out = [s.title, *s.text, *(f"{i.label} {i.source}" for i in s.items),
+           *(f"{c.title} {c.caption}" for c in s.charts)]
+    for t in s.tables:
+        out += [t.title, t.source, t.note, *t.columns, *(str(v) for r in t.rows for v in r if isinstance(v, str))]
+    return out
+
+
 def correlation_section(name: str, labels: list[str], columns: dict[str, np.ndarray]) -> Section:
-    """Seed 000 Table 2 for a CSV: columns named ``app:NAME`` are applications, the others microbenchmarks."""
+    """Pai, Rixner and Kim's Table 2 for a CSV: columns named ``app:NAME`` are applications, the others
+    microbenchmarks."""
     apps = [c for c in columns if c.startswith("app:")]
     benches = [c for c in columns if not c.startswith("app:")]
     corr = cpu.correlation(columns, benches, apps)
@@ -1257,8 +1542,9 @@ def correlation_section(name: str, labels: list[str], columns: dict[str, np.ndar
                             ["microbenchmark", *[a[4:] for a in apps]],
                             [[b, *corr.coefficients[k].tolist()] for k, b in enumerate(benches)],
                             f"{name}: {corr.items} items ({', '.join(labels)})"))
-    sec.text.append("Near ±1: the microbenchmark predicts the application across these items; near 0: it does not. "
-                    f"With few items ({PAI} had six NICs) the coefficients are indications, not proof.")
+    sec.text.append(Sentence("Near ±1: the microbenchmark predicts the application across these items; near 0: it "
+                             f"does not. With few items ({PAI} had six NICs) the coefficients are indications, not "
+                             "proof."))
     return sec
 
 

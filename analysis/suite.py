@@ -1,13 +1,14 @@
-"""Seed 000's microbenchmarks and many-host aggregates, rebuilt from the flows a udpmon results file keeps.
+"""Pai, Rixner and Kim's (2004) microbenchmarks and many-host aggregates, rebuilt from the flows a udpmon results
+file keeps.
 
-``nicrig udpmon suite`` searches each of seed 000's ten tests (section 3.3)
+``nicrig udpmon suite`` searches each of Pai, Rixner and Kim 2004's ten tests (section 3.3)
 for its highest loss-free rate and keeps every trial (``suite/trials``) and
 every flow with its raw counts and first and last arrival times
 (``suite/flows``). Here each trial is rebuilt from its flows, the best trial
 is chosen by the suite's own rule (:func:`nicrig.udpmon.suite.best`) and its
 throughput set against the theoretical maximum at the link rate and MTU the
-table records — the numbers of seed 000's figures 5 to 11. Across several
-runs (NICs, files, sweep steps) the tests' throughputs are what seed 000's
+table records — the numbers of Pai, Rixner and Kim 2004's figures 5 to 11. Across several
+runs (NICs, files, sweep steps) the tests' throughputs are what Pai, Rixner and Kim 2004's
 Table 2 correlates (:func:`throughput_columns`).
 
 ``nicrig udpmon aggregate`` runs one flow per daemon at once; its flows are
@@ -41,7 +42,7 @@ def flows_from_table(rows: np.ndarray) -> list[F.Flow]:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One test of a suite run: its best trial (seed 000 figures 5-11) against the theoretical maximum.
+    """One test of a suite run: its best trial (Pai, Rixner and Kim 2004 figures 5-11) against the theoretical maximum.
 
     ``throughput`` is Mbit/s of payload or connections per millisecond
     (``unit``), summed over the best trial's flows; ``offered`` is that
@@ -126,7 +127,7 @@ def disagreements(results: Sequence[Benchmark], rel: float = 1e-9) -> list[str]:
 
 def throughput_columns(runs: Sequence[tuple[str, Sequence[Benchmark]]]
                        ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Seed 000 Table 2's input: one throughput column per test, one item per run (file or sweep step).
+    """Pai, Rixner and Kim 2004 Table 2's input: one throughput column per test, one item per run (file or sweep step).
 
     Only tests measured in every run go in (a column with a gap has no
     correlation); the second value names the tests left out.
@@ -170,6 +171,12 @@ class SuiteRun:
     link_mbps: float
     link_source: str
     mtu: int
+
+    @property
+    def line_rate_known(self) -> bool:
+        """Whether the interface stated a line rate; udpmon assumes one for its rate search where it states none
+        (loopback, veth), and no throughput is compared with such an assumption."""
+        return not self.link_source.startswith("assumed")
 
 
 def suite_run(tests: np.ndarray, trials: np.ndarray, flows: np.ndarray, attrs: dict[str, Any]) -> SuiteRun:

@@ -1,7 +1,7 @@
 """Swept udpmon runs (``--sweep``): the steps, and each step's results stacked into one table with a step column.
 
 A swept results file holds one whole run per step under ``sweep/step<k>/``
-and the steps' settings in ``sweep/steps`` (``docs/formats.md``). Seed 002
+and the steps' settings in ``sweep/steps`` (``docs/formats.md``). Hughes-Jones et al. 2003
 section 8 draws one curve per interrupt-coalescing setting: mean RTT
 against response size (figure 8.1), throughput against transmit spacing
 (8.2, 8.3); :func:`nicrig.udpmon.sweep.curves` cuts a stacked table into
@@ -63,5 +63,6 @@ def steps_table(steps: Sequence[Step]) -> np.ndarray:
 
 
 def curves(steps: Sequence[Step], table: np.ndarray, x: str, y: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """One (x, y) curve per step of a stacked table, keyed by the step's settings (seed 002 figures 8.1, 8.2)."""
+    """One (x, y) curve per step of a stacked table, keyed by the step's settings (Hughes-Jones et al.
+    2003, figures 8.1, 8.2)."""
     return W.curves(steps_table(steps), table, x, y)

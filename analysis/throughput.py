@@ -1,10 +1,10 @@
 """Spaced-stream throughput: rates, loss, CPU and interrupts against spacing, the knee, theoretical maxima.
 
-Seed 002 section 3.2: for each packet size the transmit spacing is swept; the
+Hughes-Jones et al. 2003, §3.2: for each packet size the transmit spacing is swept; the
 received "user" rate follows the offered load (size / spacing, a 1/t curve)
 until a bottleneck flattens it, and below some spacing packets are lost. The
-*knee* here is the smallest spacing from which on nothing was lost. Seed 002
-figure 9.1 tabulates the best rate of 1472-byte packets; seed 000 section 3.3
+*knee* here is the smallest spacing from which on nothing was lost. Hughes-Jones et al. 2003
+figure 9.1 tabulates the best rate of 1472-byte packets; Pai, Rixner and Kim 2004, §3.3
 gives the rates a gigabit link allows at best (957, 1914, 214, 428, 949
 Mbit/s), which :func:`theoretical_max_user_mbps` computes for any size and link.
 
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nicrig.analysis.citations import HUGHES_JONES
-from nicrig.analysis.quantity import measured, number, setting
+from nicrig.analysis.quantity import expanded, number, rectangular, setting
+from nicrig.analysis.sentence import Quotes, Sentence
 
 #: Ethernet header (14) and FCS (4); preamble with SFD (8) and the inter-frame gap (12): IEEE 802.3 clause 3-4.
 ETHERNET_HEADER_FCS_BYTES = 18
@@ -45,21 +46,10 @@ def frames_per_message(payload_bytes: int, mtu: int = 1500) -> int:
     return math.ceil(datagram / ((mtu - IPV4_HEADER_BYTES) // 8 * 8))
 
 
-def t_quantile_975(df: int) -> float:
-    """Student's t quantile at 0.975 (the half-width factor of a two-sided 95% interval) for ``df`` degrees of
-    freedom: SciPy's ``stdtrit``, the very function ``scipy.stats.t.ppf`` evaluates.
-
-    Imported here, not at the top: ``scipy.special`` loads in a fraction of ``scipy.stats``'s second, and
-    ``nicrig simulate`` writes its results through this module.
-    """
-    from scipy.special import stdtrit
-
-    return float(stdtrit(df, 0.975))
-
-
 def wire_bytes_per_message(payload_bytes: int, *, l4_header_bytes: int = UDP_HEADER_BYTES,
                            mtu: int = 1500) -> int:
-    """Bytes a message occupies on an Ethernet link, gaps included (seed 000 3.3: 1472-byte UDP -> 1538).
+    """Bytes a message occupies on an Ethernet link, gaps included (Pai, Rixner and Kim 2004, §3.3: 1472-byte UDP
+    -> 1538).
 
     Fragments per RFC 791 (the L4 header travels in the first); each frame is
     padded to the 64-byte minimum and pays preamble, SFD and gap.
@@ -78,7 +68,7 @@ def theoretical_max_user_mbps(payload_bytes: int, link_rate_bps: float = 1e9, *,
                               l4_header_bytes: int = UDP_HEADER_BYTES, mtu: int = 1500) -> float:
     """The best payload rate (Mbit/s) a link allows for messages of ``payload_bytes``, over ``directions``.
 
-    Seed 000 3.3: 1472 / 1538 x 1000 = 957 Mbit/s (UDP, large), 18 / 84 x 1000 =
+    Pai, Rixner and Kim 2004, §3.3: 1472 / 1538 x 1000 = 957 Mbit/s (UDP, large), 18 / 84 x 1000 =
     214 (UDP, minimum frames), doubled for the full-duplex 3-way tests, 1460 /
     1538 x 1000 = 949 for TCP (pass ``l4_header_bytes=20``).
     """
@@ -87,7 +77,7 @@ def theoretical_max_user_mbps(payload_bytes: int, link_rate_bps: float = 1e9, *,
 
 
 def seed000_maxima(link_rate_bps: float = 1e9) -> dict[str, float]:
-    """Seed 000 section 3.3's theoretical maxima for a link of ``link_rate_bps``, computed."""
+    """Pai, Rixner and Kim 2004, §3.3's theoretical maxima for a link of ``link_rate_bps``, computed."""
     return {
         "UDP send or receive, 1472-byte datagrams": theoretical_max_user_mbps(1472, link_rate_bps),
         "UDP 3-way, 1472-byte datagrams": theoretical_max_user_mbps(1472, link_rate_bps, directions=2),
@@ -106,7 +96,9 @@ class ReceiveRate:
     ``duration_ns``: from the first of them to the last; ``user_rate_mbps``:
     payload bits of ``packets - 1`` datagrams over that time (the first opens
     the interval); ``wire_limited``: arrivals were held to the link's frame
-    time (a link rate was known). NaN with fewer than two datagrams.
+    time (a link rate was known); ``resolution_u_mbps``: the standard
+    uncertainty the time stamps' resolution gives the rate (Type B, part of
+    the half-width). NaN with fewer than two datagrams.
     """
 
     packets: int
@@ -114,8 +106,22 @@ class ReceiveRate:
     user_rate_mbps: float
     user_rate_ci95_mbps: float
     wire_limited: bool
+    resolution_u_mbps: float = math.nan
 
 
+#: The report's tables of a stream run, which :func:`interpret_curve` quotes: titles and columns.
+BEST_TABLE = f"Best throughput per size (as {HUGHES_JONES}, figure 9.1)"
+POINTS_TABLE = "Every size and spacing"
+BEST_COLUMNS = ["size (bytes)", "best user rate (Mbit/s)", "best ± 95% (Mbit/s)", "at spacing (us)",
+                "no loss from (us)", "link allows (Mbit/s)", "share of link (%)", "share ± 95% (%)",
+                "frame on wire (us)"]
+POINT_COLUMNS = ["size (bytes)", "spacing (us)", "rounds", "user (Mbit/s)", "user ± 95% (Mbit/s)", "wire (Mbit/s)",
+                 "sent", "lost", "lost (%)", "receiver CPU idle (%)", "receiver interrupts per packet"]
+BEST_RATE, BEST_RATE_U, LINK_ALLOWS, SHARE, SHARE_U, FRAME_ON_WIRE = (
+    BEST_COLUMNS[1], BEST_COLUMNS[2], BEST_COLUMNS[5], BEST_COLUMNS[6], BEST_COLUMNS[7], BEST_COLUMNS[8])
+POINT_RATE, POINT_RATE_U, CPU_IDLE = POINT_COLUMNS[3], POINT_COLUMNS[4], POINT_COLUMNS[9]
+#: The column of a recomputed ``stream/points`` table holding the rate's Type B standard uncertainty (Mbit/s).
+RESOLUTION_COLUMN = "user_rate_resolution_u_mbps"
 #: Contiguous blocks a stream is cut into for the uncertainty of its duration, at most; each of 10 packets or more.
 RATE_BLOCKS = 20
 
@@ -136,7 +142,7 @@ def wire_arrivals(t_ns: np.ndarray, frame_time_ns: float) -> np.ndarray:
 
 
 def receive_rate(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, link_rate_bps: float | None = None,
-                 mtu: int = 1500) -> ReceiveRate:
+                 mtu: int = 1500, step_ns: float = 1.0) -> ReceiveRate:
     """Payload rate of a received stream from its receive timestamps (ns, arrival order; <= 0: none) and sequence
     numbers (duplicates are ignored), never above the link's rate for messages of ``payload_bytes``.
 
@@ -154,6 +160,9 @@ def receive_rate(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, 
     :data:`RATE_BLOCKS` blocks; each block's duration less its share of the
     whole deviates by the difference of two arrival-time errors, as the whole
     run's does, so their spread (Student t) bounds the error of the duration.
+    The duration's two ends are time stamps read to ``step_ns``, a Type B
+    component combined with that spread (:func:`nicrig.analysis.quantity.expanded`),
+    so a noiseless stream's rate still has the interval its clock allows.
     NaN with fewer than 4 blocks of 10 datagrams.
     """
     t = np.asarray(kernel_ns, dtype=np.int64)
@@ -179,12 +188,13 @@ def receive_rate(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, 
     rate = (hi - lo) * payload_bytes * 8e3 / duration
     blocks = min(RATE_BLOCKS, (hi - lo) // 10, ends.size - 1)
     ci = nan
+    ends_u = math.sqrt(2.0) * rectangular(step_ns)  # two time stamps, each read to the step
     if blocks >= 4:
         edges = np.unique(ends[np.round(np.linspace(0, ends.size - 1, blocks + 1)).astype(np.int64)])
         resid = np.diff(a[edges]) - np.diff(edges) * duration / (hi - lo)
         spread = math.sqrt(float(np.sum(resid ** 2)) / (edges.size - 2))
-        ci = rate * t_quantile_975(edges.size - 2) * spread / duration
-    return ReceiveRate(hi - lo + 1, duration, rate, ci, wire)
+        ci = rate * expanded(spread, edges.size - 2, ends_u) / duration
+    return ReceiveRate(hi - lo + 1, duration, rate, ci, wire, rate * ends_u / duration)
 
 
 def knee_spacing_us(spacing_us: np.ndarray, lost: np.ndarray) -> float:
@@ -201,13 +211,13 @@ def knee_spacing_us(spacing_us: np.ndarray, lost: np.ndarray) -> float:
 
 
 def point_rates(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, link_rate_bps: float | None,
-                mtu: int, wire_overhead_bytes: int) -> tuple[ReceiveRate, float]:
+                mtu: int, wire_overhead_bytes: int, step_ns: float = 1.0) -> tuple[ReceiveRate, float]:
     """A stream's :func:`receive_rate` and the Ethernet wire rate (Mbit/s) of the same datagrams over the same time,
     each datagram counted as ``payload + wire_overhead_bytes`` bytes, at least a minimum frame with preamble and gap
     (:func:`nicrig.udpmon.sequence.wire_rate_bps`)."""
     from nicrig.udpmon.sequence import wire_rate_bps
 
-    rate = receive_rate(kernel_ns, seq, payload_bytes, link_rate_bps=link_rate_bps, mtu=mtu)
+    rate = receive_rate(kernel_ns, seq, payload_bytes, link_rate_bps=link_rate_bps, mtu=mtu, step_ns=step_ns)
     if not math.isfinite(rate.user_rate_mbps):
         return rate, math.nan
     return rate, wire_rate_bps(payload_bytes, rate.packets - 1, rate.duration_ns,
@@ -215,12 +225,13 @@ def point_rates(kernel_ns: np.ndarray, seq: np.ndarray, payload_bytes: int, *, l
 
 
 def rates_from_received(points: np.ndarray, received: np.ndarray, *, link_rate_bps: float | None, mtu: int,
-                        wire_overhead: int) -> np.ndarray:
+                        wire_overhead: int, step_ns: float = 1.0) -> np.ndarray:
     """A ``stream/points`` table with its rate columns recomputed by :func:`point_rates` from ``stream/received``
-    (files of every format version: older ones computed them from the first and last timestamps)."""
+    (files of every format version: older ones computed them from the first and last timestamps), its time
+    stamps read to ``step_ns``."""
     names = list(points.dtype.names)
-    dtype = points.dtype if "user_rate_ci95_mbps" in names else np.dtype(
-        points.dtype.descr + [("user_rate_ci95_mbps", "<f8")])
+    extra = [(c, "<f8") for c in ("user_rate_ci95_mbps", RESOLUTION_COLUMN) if c not in names]
+    dtype = np.dtype(points.dtype.descr + extra) if extra else points.dtype
     out = np.zeros(len(points), dtype=dtype)
     for n in names:
         out[n] = points[n]
@@ -231,8 +242,10 @@ def rates_from_received(points: np.ndarray, received: np.ndarray, *, link_rate_b
     for k, (lo, hi) in enumerate(zip(*bounds)):
         mine = by_point[lo:hi]
         rate, wire = point_rates(mine["kernel_ns"], mine["seq"], int(out["size_bytes"][k]),
-                                 link_rate_bps=link_rate_bps, mtu=mtu, wire_overhead_bytes=wire_overhead)
+                                 link_rate_bps=link_rate_bps, mtu=mtu, wire_overhead_bytes=wire_overhead,
+                                 step_ns=step_ns)
         out["user_rate_mbps"][k], out["user_rate_ci95_mbps"][k] = rate.user_rate_mbps, rate.user_rate_ci95_mbps
+        out[RESOLUTION_COLUMN][k] = rate.resolution_u_mbps
         out["wire_rate_mbps"][k] = wire
     return out
 
@@ -267,17 +280,23 @@ class SizeCurve:
     spacing_at_max_us: float
     theoretical_max_user_mbps: float
     frame_time_on_wire_us: float
+    user_rate_resolution_u_mbps: np.ndarray | None = None
+    max_user_rate_resolution_u_mbps: float = math.nan
 
 
-def _over_rounds(values: np.ndarray, single_ci95: np.ndarray) -> tuple[float, float]:
-    """Mean of one spacing's per-round values and its 95% half-width (one round: that round's own)."""
-    v = values[np.isfinite(values)]
+def _over_rounds(values: np.ndarray, single_ci95: np.ndarray, resolution_u: np.ndarray) -> tuple[float, float, float]:
+    """Mean of one spacing's per-round values, its 95% half-width (one round: that round's own) and the part of
+    it the time stamps' resolution gives (``resolution_u``, per round: the same clock in every round, so it does
+    not average out over them)."""
+    ok = np.isfinite(values)
+    v = values[ok]
     if v.size == 0:
-        return math.nan, math.nan
+        return math.nan, math.nan, math.nan
+    res = resolution_u[ok]
+    ub = float(np.max(res)) if np.isfinite(res).any() else 0.0
     if v.size == 1:
-        own = single_ci95[np.isfinite(values)]
-        return float(v[0]), float(own[0]) if own.size else math.nan
-    return float(v.mean()), float(t_quantile_975(v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+        return float(v[0]), float(single_ci95[ok][0]), ub
+    return float(v.mean()), expanded(v.std(ddof=1) / math.sqrt(v.size), v.size - 1, ub), ub
 
 
 def size_curves(points: np.ndarray, *, link_rate_bps: float | None = 1e9, mtu: int = 1500) -> list[SizeCurve]:
@@ -295,14 +314,16 @@ def size_curves(points: np.ndarray, *, link_rate_bps: float | None = 1e9, mtu: i
         p = points[points["size_bytes"] == size]
         spacing, where = np.unique(p["spacing_us"].astype(np.float64), return_inverse=True)
         single = p["user_rate_ci95_mbps"] if "user_rate_ci95_mbps" in names else np.full(len(p), np.nan)
+        res_u = p[RESOLUTION_COLUMN] if RESOLUTION_COLUMN in names else np.zeros(len(p))
         n = spacing.size
-        rate, rate_ci, wire = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        rate, rate_ci, rate_ub, wire = (np.full(n, np.nan) for _ in range(4))
         rounds, sent, lost, received = (np.zeros(n, np.int64) for _ in range(4))
         idle_r, idle_s, irq = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         for k in range(n):
             mine = p[where == k]
             rounds[k] = len(mine)
-            rate[k], rate_ci[k] = _over_rounds(mine["user_rate_mbps"].astype(np.float64), single[where == k])
+            rate[k], rate_ci[k], rate_ub[k] = _over_rounds(mine["user_rate_mbps"].astype(np.float64),
+                                                           single[where == k], res_u[where == k])
             w = mine["wire_rate_mbps"][np.isfinite(mine["wire_rate_mbps"])]
             wire[k] = w.mean() if w.size else np.nan
             sent[k], lost[k], received[k] = mine["sent"].sum(), mine["lost"].sum(), mine["received"].sum()
@@ -328,6 +349,8 @@ def size_curves(points: np.ndarray, *, link_rate_bps: float | None = 1e9, mtu: i
                                        if link_rate_bps else math.nan),
             frame_time_on_wire_us=(wire_bytes_per_message(int(size), mtu=mtu) * 8 / link_rate_bps * 1e6
                                    if link_rate_bps else math.nan),
+            user_rate_resolution_u_mbps=rate_ub,
+            max_user_rate_resolution_u_mbps=float(rate_ub[best]) if n else math.nan,
         ))
     return curves
 
@@ -351,47 +374,58 @@ def _unresolved_rival(c: SizeCurve) -> int | None:
     return max(overlap, key=lambda k: c.user_rate_mbps[k]) if overlap else None
 
 
-def interpret_curve(c: SizeCurve) -> str:
-    """One sentence on a size's curve, every number one the tables show: its best rate against the link's, where
-    packets were lost, and, where the loss falls off at a knee, what limits the rate (Hughes-Jones et al. 2003,
-    §4.1.2, §4.2.2)."""
-    best = measured(c.max_user_rate_mbps, c.max_user_rate_ci95_mbps, 'Mbit/s')
+def interpret_curve(c: SizeCurve, best_table: str = BEST_TABLE, points_table: str = POINTS_TABLE,
+                    row: str = "") -> Sentence:
+    """One sentence on a size's curve, every number one the tables show (quoted from ``best_table``, in the row
+    whose first cell is ``row``, and ``points_table``): its best rate against the link's, where packets were lost,
+    and, where the loss falls off at a knee, what limits the rate (Hughes-Jones et al. 2003, §4.1.2, §4.2.2)."""
+    q = Quotes()
+    row = row or str(c.size_bytes)
+    best = q.measured(best_table, BEST_RATE, BEST_RATE_U, c.max_user_rate_mbps, c.max_user_rate_ci95_mbps,
+                      "Mbit/s", row)
     at = f"at {setting(c.spacing_at_max_us)} us spacing"
+    given = [f"{setting(float(v))} us" for v in c.spacing_us]
     unresolved = not c.max_user_rate_ci95_mbps < c.max_user_rate_mbps  # NaN: no interval, nothing resolved
     rival = _unresolved_rival(c)
     if unresolved:
         text = (f"{c.size_bytes} bytes: the highest mean rate, {best} {at}, is not resolved: its 95% interval "
                 "reaches zero (the rounds disagree; more rounds would narrow it)")
     elif rival is not None:
-        text = (f"{c.size_bytes} bytes: at best {best} {at} (not resolved from "
-                f"{measured(c.user_rate_mbps[rival], c.user_rate_ci95_mbps[rival], 'Mbit/s')} at "
+        other = q.measured(points_table, POINT_RATE, POINT_RATE_U, c.user_rate_mbps[rival],
+                           c.user_rate_ci95_mbps[rival], "Mbit/s")
+        text = (f"{c.size_bytes} bytes: at best {best} {at} (not resolved from {other} at "
                 f"{setting(float(c.spacing_us[rival]))} us: their 95% intervals overlap)")
     else:
         text = f"{c.size_bytes} bytes: at best {best} {at}"
     if not unresolved and math.isfinite(c.theoretical_max_user_mbps):
         share = 100 * c.max_user_rate_mbps / c.theoretical_max_user_mbps
         share_ci = 100 * c.max_user_rate_ci95_mbps / c.theoretical_max_user_mbps
-        text += (f", {number(share, ci95=share_ci)}% of the {number(c.theoretical_max_user_mbps)} Mbit/s the link "
-                 "allows")
+        text += (f", {q.measured(best_table, SHARE, SHARE_U, share, share_ci, '%', row)} of the "
+                 f"{q(best_table, LINK_ALLOWS, number(c.theoretical_max_user_mbps), row)} Mbit/s the link allows")
     lossy = c.spacing_us[c.lost > 0]
     clean = c.spacing_us[c.lost == 0]
     if lossy.size == 0:
-        return text + "; nothing was lost at any spacing."
+        return q.sentence(text + "; nothing was lost at any spacing.", given=given)
     if clean.size == 0:
-        return text + f"; packets were lost at every spacing measured, {_listed(c.spacing_us)}."
+        return q.sentence(text + f"; packets were lost at every spacing measured, {_listed(c.spacing_us)}.",
+                          given=given)
     if lossy.max() > clean.min():
-        return text + (f"; packets were lost at {_listed(lossy)} spacing but not at {_listed(clean)}: the loss does "
-                       "not fall off as the spacing widens, so there is no knee to read.")
+        return q.sentence(text + (f"; packets were lost at {_listed(lossy)} spacing but not at {_listed(clean)}: the "
+                                  "loss does not fall off as the spacing widens, so there is no knee to read."),
+                          given=given)
     text += f"; no loss from {setting(c.knee_spacing_us)} us spacing on, loss at {_listed(lossy)}"
+    wire = q(best_table, FRAME_ON_WIRE, number(c.frame_time_on_wire_us), row)
     if c.knee_spacing_us <= 1.05 * c.frame_time_on_wire_us:
-        return text + (f", the frame's own time on the wire ({number(c.frame_time_on_wire_us)} us): the link is the "
-                       "limit.")
-    idle = c.receiver_cpu_idle_pct[c.spacing_us < c.knee_spacing_us]
+        return q.sentence(text + f", the frame's own time on the wire ({wire} us): the link is the limit.",
+                          given=given)
+    below = c.spacing_us < c.knee_spacing_us
+    idle = c.receiver_cpu_idle_pct[below]
     if idle.size and np.isfinite(idle).any() and np.nanmin(idle) < 20:
-        busy = number(100 - np.nanmin(idle), decimals=0)
-        return text + (f", where the receiver's CPU was as much as {busy}% busy: the "
-                       f"receiving host cannot keep up ({HUGHES_JONES}, §4.1.2: losses in its IP layer).")
+        least = q(points_table, CPU_IDLE, number(np.nanmin(idle), decimals=0))
+        return q.sentence(text + (f", where the receiver's CPU was idle as little as {least}% of the time: the "
+                                  f"receiving host cannot keep up ({HUGHES_JONES}, §4.1.2: losses in its IP layer)."),
+                          given=given)
     if math.isfinite(c.frame_time_on_wire_us):
-        return text + (f"; the knee is wider than the {number(c.frame_time_on_wire_us)} us the wire needs: the "
-                       "receiving host or its bus is the limit.")
-    return text + "."
+        return q.sentence(text + (f"; the knee is wider than the {wire} us the wire needs: the receiving host or its "
+                                  "bus is the limit."), given=given)
+    return q.sentence(text + ".", given=given)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from nicrig.analysis import bus, nic_registers
+from nicrig.analysis.quantity import number
 from nicrig.gui.background import Job
 from nicrig.gui.lanes import STYLE_NAMES, Boxes, format_ns
 from PySide6 import QtWidgets
@@ -72,8 +73,9 @@ def _spread(name: str, sp: bus.Spread, unit: str = "us") -> Measurement | None:
     if sp.empty:
         return None
     if sp.count == 1:
-        return Measurement(name, f"{sp.median:.4g} {unit}")
-    return Measurement(name, f"median {sp.median:.4g} {unit} (min {sp.minimum:.4g}, max {sp.maximum:.4g}; n={sp.count})")
+        return Measurement(name, f"{number(sp.median)} {unit}")
+    return Measurement(name, f"median {number(sp.median)} {unit} (min {number(sp.minimum)}, "
+                             f"max {number(sp.maximum)}; n={sp.count})")
 
 
 def path_measurements(p: bus.FramePath, rig: Rig, way: str) -> list[Measurement]:
@@ -112,12 +114,12 @@ def host_measurements(trace: HostTrace, t0_ns: float, t1_ns: float, shift_ns: fl
     median, p90, n = hostprobe.quantiles_us(raised)
     cpus = max(len(trace.losses), 1)
     out = [Measurement(f"host {trace.host}: kernel events", ""),
-           Measurement("  hard IRQs per s", f"{len(cut.of('irq:irq_handler_entry')) / span:.4g}" if span else "-"),
-           Measurement("  NET_RX softirq runs per s", f"{len(runs) / span:.4g}" if span else "-"),
+           Measurement("  hard IRQs per s", f"{number(len(cut.of('irq:irq_handler_entry')) / span)}" if span else "-"),
+           Measurement("  NET_RX softirq runs per s", f"{number(len(runs) / span)}" if span else "-"),
            Measurement("  NAPI polls, frames per poll (most)",
-                       f"{ps.polls}, {ps.mean_frames:.3g} ({ps.max_frames} of {ps.budget})"),
-           Measurement("  CPU in NET_RX", f"{100 * hostprobe.busy_share(runs, a, b, cpus):.3g} %"),
-           Measurement("  raise -> NET_RX median, p90", f"{median:.3g} us, {p90:.3g} us ({n})" if n else "-")]
+                       f"{ps.polls}, {number(ps.mean_frames)} ({ps.max_frames} of {ps.budget})"),
+           Measurement("  CPU in NET_RX", f"{number(100 * hostprobe.busy_share(runs, a, b, cpus))} %"),
+           Measurement("  raise -> NET_RX median, p90", f"{number(median)} us, {number(p90)} us ({n})" if n else "-")]
     out += [Measurement(f"  dropped: {reason}", str(count)) for reason, count in hostprobe.drops(cut).items()]
     return out
 
@@ -159,12 +161,13 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
                 _spread("  DMA burst", host.dma.burst_us),
                 Measurement("  STOP# (retries) on CSR / DMA",
                             f"{host.stops.csr_with_stop} ({host.stops.retries}) / {host.stops.dma_with_stop}"),
-                Measurement("  bus occupancy", f"{host.occupancy.busy_pct:.3g} %")]
+                Measurement("  bus occupancy", f"{number(host.occupancy.busy_pct)} %")]
         it = host.interrupts
         if it is not None:
             rows += [_spread("  DMA -> interrupt (coalescence)", it.dma_to_interrupt_us),
                      _spread("  interrupt -> CSR service", it.interrupt_to_csr_us),
-                     Measurement("  interrupts, frames per interrupt", f"{it.interrupts}, {it.frames_per_interrupt:.3g}")]
+                     Measurement("  interrupts, frames per interrupt",
+                                 f"{it.interrupts}, {number(it.frames_per_interrupt)}")]
         out += [m for m in rows if m is not None]
     if tl.pause is not None and tl.pause.frames:
         pz = tl.pause
@@ -172,7 +175,7 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
         out += [m for m in (_spread("  gap they cause", pz.gap_us), _spread("  period", pz.period_us)) if m]
         for f in pz.frames[:max_paths]:
             if math.isfinite(f.gap_us):
-                out.append(Measurement(f"  PAUSE {f.quanta} quanta ({f.direction})", f"gap {f.gap_us:.4g} us",
+                out.append(Measurement(f"  PAUSE {f.quanta} quanta ({f.direction})", f"gap {number(f.gap_us)} us",
                                        f.t_ns, f.t_ns + f.gap_us * 1000, rig.probe or "", "PAUSE gap"))
     return out + host_rows
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from nicrig.analysis import latency, throughput
+from nicrig.analysis import latency, resolution, throughput
 from nicrig.analysis.quantity import measured, number
 from nicrig.udpmon.results import open_results
 from PySide6 import QtCore, QtWidgets
@@ -39,12 +39,12 @@ def _plot(title: str, x: str, y: str) -> pg.PlotWidget:
     return w
 
 
-def _tables(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, dict], dict]:
+def _tables(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, dict], dict, dict | None]:
     with open_results(path) as rf:
         names = rf.table_names()
         settings = json.loads(rf.attrs.get("settings", "{}"))
         return rf.run_kind, {n: rf.read_table(n) for n in names if n.startswith(("latency/", "stream/points"))}, \
-            {n: rf.table_attrs(n) for n in names}, settings
+            {n: rf.table_attrs(n) for n in names}, settings, rf.simulation
 
 
 class ResultsView(QtWidgets.QTabWidget):
@@ -54,9 +54,10 @@ class ResultsView(QtWidgets.QTabWidget):
     def __init__(self, path: str | Path, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.path = Path(path)
-        self.kind, self.tables, self.attrs, settings = _tables(self.path)
+        self.kind, self.tables, self.attrs, settings, simulation = _tables(self.path)
         if "latency/rtt" in self.tables:
-            self.estimate = latency.estimate(self.tables["latency/rtt"], int(settings.get("mtu", 1500)))
+            self.estimate = latency.estimate(self.tables["latency/rtt"], int(settings.get("mtu", 1500)),
+                                             step_ns=resolution.results(simulation, "latency").step_ns)
             self.addTab(self._latency_page(), "latency vs size")
             self.addTab(self._histograms(), "RTT histograms")
         if "stream/points" in self.tables:

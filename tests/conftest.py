@@ -54,6 +54,50 @@ def sigint_left_as_found() -> Iterator[None]:
     assert after == before, f"the test changed SIGINT's handler or the signal mask: {before} -> {after}"
 
 
+@pytest.fixture(scope="session")
+def linted_files() -> dict[Path, float]:
+    """Report files already checked in this session (path: modification time)."""
+    return {}
+
+
+@pytest.fixture(autouse=True)
+def reports_keep_their_rules(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                             tmp_path_factory: pytest.TempPathFactory, linted_files: dict[Path, float]
+                             ) -> Iterator[None]:
+    """Every report the test suite writes is checked against its own claims (``nicrig.analysis.lint``): those
+    rendered in this process as they are rendered, and those a command wrote under the session's temporary
+    folder (other processes, module fixtures) when the test that wrote them ends. A test of a report broken on
+    purpose keeps the renderers as they were imported, before this wraps them."""
+    from nicrig.analysis import lint, render
+
+    rendered: list[str] = []
+    for fmt in ("html", "json"):
+        original = getattr(render, f"to_{fmt}")
+
+        def checked(report, _original=original):
+            text = _original(report)
+            rendered.append(text)
+            return text
+
+        monkeypatch.setattr(render, f"to_{fmt}", checked)
+        monkeypatch.setitem(render.RENDERERS, fmt, checked)
+    yield
+    found = [p for text in rendered for p in lint.problems(lint.read(text))]
+    base = tmp_path_factory.getbasetemp()
+    for path in [*base.rglob("*.html"), *base.rglob("*.json")]:
+        try:
+            stamp = path.stat().st_mtime
+            if linted_files.get(path) == stamp:
+                continue
+            linted_files[path] = stamp
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if lint.is_report(text):
+            found += [f"{path.name}: {p}" for p in lint.problems(lint.read(text))]
+    assert not found, "reports break their rules:\n" + "\n".join(found[:20])
+
+
 def run_unprivileged(argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` as an ordinary user: as root, as ``nobody`` with every capability dropped.
 

@@ -278,11 +278,15 @@ def test_occupancy_matches_truth(stream):
     for side in ("send", "recv"):
         t = stream.truth[f"truth/{side}_pci/transactions"]
         occ = stream.host(side).occupancy
-        t0, t1 = occ_window = (stream.timeline.wire_out.span_start_ns, stream.timeline.wire_out.span_end_ns)
-        s = np.clip(t["t_start_ps"] / 1000, *occ_window)
-        e = np.clip(t["t_end_ps"] / 1000, *occ_window)
+        wire = stream.timeline.wire_out
+        # N frames on the link are N - 1 periods, from the first frame's start to the last one's
+        t0 = wire.span_start_ns
+        t1 = t0 + (wire.frames - 1) * wire.period_us.mean * 1000
+        s = np.clip(t["t_start_ps"] / 1000, t0, t1)
+        e = np.clip(t["t_end_ps"] / 1000, t0, t1)
         assert occ.busy_pct == pytest.approx(100 * (e - s).sum() / (t1 - t0), rel=0.01)
-        assert occ.frames == stream.timeline.wire_out.frames
+        assert occ.frames == wire.frames - 1
+        assert occ.busy_pct == pytest.approx(100 * occ.busy_per_frame_us / occ.frame_period_us)
 
 
 # -- arithmetic and bad input --------------------------------------------------------------------
@@ -311,6 +315,39 @@ def test_empty_tables_give_empty_results():
     assert tl.send.activity.transfers == () and tl.send.interrupts.interrupts == 0
     assert tl.paths_out == () and tl.pause.xoff == 0 and tl.wire_out is None
     assert np.isnan(tl.send.dma.clock_period_ns)
+
+
+def _late_descriptors(cycles: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """An SK-9843 round trip every 90 us on 64-bit PCI, as the simulated rig records it in state mode
+    (no command probed): the request's descriptor and frame fetched, its descriptor written back, the
+    response received and its descriptor written back 6 us late, split by the bridge in two halves
+    every other time."""
+    rows, frames = [], []
+    for k in range(cycles):
+        t = 90_000 * k
+        rows += [(t, 135, 4), (t + 150, 285, 14), (t + 2460, 120, 4)]
+        rows += [(t + 49_335 + 615 * j, 555, 32) for j in range(5)] + [(t + 52_410, 510, 30)]
+        late = t + 58_575
+        rows += [(late, 105, 2), (late + 165, 90, 2)] if k % 2 else [(late, 135, 4)]
+        frames += [(t + 1_482, 944, b"tx", 110), (t + 36_042, 12_208, b"rx", 1518)]
+    pci = _table("pci", len(rows))
+    pci["t_ns"], pci["data_phases"] = [r[0] for r in rows], [r[2] for r in rows]
+    pci["t_end_ns"] = [r[0] + r[1] for r in rows]
+    pci["kind"], pci["wide"], pci["bytes"], pci["termination"] = b"dma", True, -1, b"normal"
+    eth = _table("ethernet", len(frames))
+    eth["t_ns"], eth["t_end_ns"] = [f[0] for f in frames], [f[0] + f[1] for f in frames]
+    eth["direction"], eth["length"] = [f[2] for f in frames], [f[3] for f in frames]
+    eth["fcs_ok"], eth["pause_quanta"], eth["ethertype"] = True, -1, 0x0800
+    return pci, eth
+
+
+def test_a_late_descriptor_split_in_halves_is_no_fetch():
+    pci, eth = _late_descriptors()
+    tl = bus.bus_timeline(pci, _table("irq", 0), pci, _table("irq", 0), eth)
+    roles = [t.role for t in tl.send.activity.transfers]
+    assert roles == ["fetch", "writeback", "receive"] * 6
+    assert [len(t.rows) for t in tl.send.activity.transfers if t.role == "receive"] == [7, 8] * 3
+    assert [p.send_dma_to_wire_us for p in tl.paths_out] == pytest.approx([1.332] * 6)
 
 
 def _random_pci(draw: st.DrawFn) -> np.ndarray:

@@ -91,7 +91,7 @@ def test_latency_numbers_trace_back_to_the_singletons(files, report_json):
         stored = rf.read_table("latency/sizes")
         stored_fits = {k: rf.read_table(f"latency/fit_{k}") for k in ("min", "mean")}
     cols = table["columns"]
-    for row in table["rows"]:
+    for row in table["raw_rows"]:
         size = row[cols.index("size (bytes)")]
         ok = rtt["rtt_ns"][(rtt["size_bytes"] == size) & (rtt["rtt_ns"] >= 0)] / 1000
         assert row[cols.index("min (us)")] == pytest.approx(ok.min())
@@ -100,7 +100,7 @@ def test_latency_numbers_trace_back_to_the_singletons(files, report_json):
     # the same estimator made the stored lines, the report's and its per-round values
     est = latency.estimate(rtt)
     fits = _table(sec, "RTT = intercept + slope x size")
-    by = {(r[0], r[1]): r for r in fits["rows"]}
+    by = {(r[0], r[1]): r for r in fits["raw_rows"]}
     for key, stat in (("min", "minimum"), ("mean", "mean")):
         for f in stored_fits[key]:
             row = by[(stat, int(f["frames"]))]
@@ -108,7 +108,7 @@ def test_latency_numbers_trace_back_to_the_singletons(files, report_json):
             assert row[fits["columns"].index("slope ± 95% (us/byte)")] == pytest.approx(f["slope_ci95"])
             assert est.fit(stat, int(f["frames"])).slope_us_per_byte == pytest.approx(f["slope_us_per_byte"])
     per_round = _table(sec, "Per-round values the lines go through")
-    assert [r[2] for r in per_round["rows"]] == [10] * len(per_round["rows"])  # every size in all 10 rounds
+    assert [r[2] for r in per_round["raw_rows"]] == [10] * len(per_round["raw_rows"])  # every size in all 10 rounds
     said = " ".join(sec["interpretation"])
     assert "Lines are fitted through the" in said and "spread of the 10 rounds' own lines" in said
     assert ("Over loopback no NIC" in said) != ("No physical reading" in said)
@@ -125,7 +125,7 @@ def test_stream_numbers_trace_back_to_the_received_datagrams(files, report_json)
     assert set(points["round"]) == {0, 1, 2} and len(points) == 3 * 6
     best = _table(sec, "Best throughput per size")
     assert "stream/points" in best["source"] and "stream/received" in best["source"]
-    for row in best["rows"]:
+    for row in best["raw_rows"]:
         rates = []
         for p in points[points["size_bytes"] == row[0]]:
             mine = received[received["point"] == p["point"]]
@@ -136,12 +136,12 @@ def test_stream_numbers_trace_back_to_the_received_datagrams(files, report_json)
         assert row[1] == pytest.approx(np.nanmax(list(means.values())))
         assert row[BEST_LINK] is None  # loopback: no link to compare with
     every = _table(sec, "Every size and spacing")
-    assert len(every["rows"]) == 6 and all(r[2] == 3 for r in every["rows"])
-    cpu = _section(report_json, "CPU model (Geist et al.)")
+    assert len(every["raw_rows"]) == 6 and all(r[2] == 3 for r in every["raw_rows"])
+    cpu = _section(report_json, "CPU model (Geist et al. n.d.)")
     model = _table(cpu, "T = alpha N_MB + beta N_KP + gamma N_KI")
-    assert {r[0] for r in model["rows"]} == {"local (127.0.0.1)", "remote (127.0.0.1)"}
+    assert {r[0] for r in model["raw_rows"]} == {"local (127.0.0.1)", "remote (127.0.0.1)"}
     assert "stream.h5: load" in model["source"] and "lat.h5: load" in model["source"]
-    for row in model["rows"]:  # one point of the latency run and 18 streams, per host
+    for row in model["raw_rows"]:  # one point of the latency run and 18 streams, per host
         assert row[1] <= 19 and (row[-1] == "fitted" or "undetermined" in row[-1] or row[-1].startswith("not fitted"))
 
 
@@ -151,30 +151,30 @@ BEST_LINK = 5  # "link allows (Mbit/s)"
 def test_capture_section_has_the_bus_timeline(report_json):
     sec = _section(report_json, "Bus-level timeline")
     steps = _table(sec, "Frames from send_pci to recv_pci")
-    assert len(steps["rows"]) == 3 + 2  # three requests, the median row of their one frame length, its counts
-    assert steps["rows"][-2][:2] == ["median of 3 frames", 110] and steps["excerpt"].startswith("every frame")
+    assert len(steps["raw_rows"]) == 3 + 2  # three requests, the median row of their one frame length, its counts
+    assert steps["raw_rows"][-2][:2] == ["median of 3 frames", 110] and steps["excerpt"].startswith("every frame")
     cols = steps["columns"]
-    assert steps["rows"][-1][:2] == ["frames each median is of", 110]
-    assert steps["rows"][-1][cols.index("on the wire (us)")] == 3
-    on_wire = steps["rows"][-2][cols.index("on the wire (us)")]
+    assert steps["raw_rows"][-1][:2] == ["frames each median is of", 110]
+    assert steps["raw_rows"][-1][cols.index("on the wire (us)")] == 3
+    on_wire = steps["raw_rows"][-2][cols.index("on the wire (us)")]
     assert on_wire == pytest.approx((110 + 8) * 8 / 1000)  # a 64-byte request is a 110-byte frame
     measures = _table(sec, "Bus measurements")
-    quantity = {r[0]: r[1:] for r in measures["rows"]}
+    quantity = {r[0]: r[1:] for r in measures["raw_rows"]}
     assert quantity["bus clock period"][0] == pytest.approx(30, rel=0.01)
     assert quantity["CSR accesses retried (STOP#)"][0] > 0  # the SK-9843's refused CSR writes
     expected = _table(sec, "Expected against observed")
     assert any(r[0].startswith("send_pci: DMA rate") and r[1] == pytest.approx(133.33, rel=1e-3)
-               for r in expected["rows"])
+               for r in expected["raw_rows"])
     slope = next(i for i in sec["items"] if i["label"].startswith("RTT slope for this rig"))
-    assert slope["value"] is None and slope["expected"] == pytest.approx(0.023)  # expected, and nothing observed
+    assert slope["raw"]["value"] is None and slope["raw"]["expected"] == pytest.approx(0.023)  # nothing observed
 
 
 def test_reference_section_reproduces_the_seeds(report_json):
     ref = _section(report_json, "Reference")
     slopes = _table(ref, "Expected RTT slopes")
-    assert [r[1] for r in slopes["rows"]] == ["0.0075", "0.00375", "0.00188", "0.008", "0.023", "0.0155", "0.0118"]
-    assert [r[2] for r in _table(ref, "Theoretical maxima")["rows"]] == [957, 1914, 214, 428, 949]
-    assert _table(ref, "The path given")["rows"][-1][1] == pytest.approx(2 / 2000 + 2 * 0.0075 + 0.008)
+    assert [r[1] for r in slopes["raw_rows"]] == ["0.0075", "0.00375", "0.00188", "0.008", "0.023", "0.0155", "0.0118"]
+    assert [r[2] for r in _table(ref, "Theoretical maxima")["raw_rows"]] == [957, 1914, 214, 428, 949]
+    assert _table(ref, "The path given")["raw_rows"][-1][1] == pytest.approx(2 / 2000 + 2 * 0.0075 + 0.008)
 
 
 def test_csv_has_a_row_per_number_with_its_source(files):
@@ -203,7 +203,7 @@ def test_correlation_table_from_a_csv(files, tmp_path):
     corr = _table(sec, "Correlation coefficients")
     assert corr["columns"] == ["microbenchmark", "web", "router"]
     web = np.array([1500, 900, 1100, 800.0])
-    assert corr["rows"][0][1] == pytest.approx(np.corrcoef([1800, 1100, 1300, 900], web)[0, 1])
+    assert corr["raw_rows"][0][1] == pytest.approx(np.corrcoef([1800, 1100, 1300, 900], web)[0, 1])
 
 
 def test_one_bad_file_among_good_ones_is_named_and_exit_is_1(files, tmp_path):
@@ -263,7 +263,7 @@ def test_a_version_1_stream_file_still_feeds_the_cpu_model(files, tmp_path):
         del f["load"], f["hosts"]
         f.attrs["format_version"] = 1
     rep = json.loads(nicrig("report", str(old), "--format", "json").stdout)
-    model = _table(_section(rep, "CPU model (Geist et al.)"), "T = alpha N_MB + beta N_KP + gamma N_KI")
-    assert [r[0] for r in model["rows"]] == ["remote (127.0.0.1)"]
+    model = _table(_section(rep, "CPU model (Geist et al. n.d.)"), "T = alpha N_MB + beta N_KP + gamma N_KI")
+    assert [r[0] for r in model["raw_rows"]] == ["remote (127.0.0.1)"]
     assert "old.h5: stream/points + counters (receiver)" in model["source"]
-    assert model["rows"][0][1] <= 18
+    assert model["raw_rows"][0][1] <= 18

@@ -72,7 +72,8 @@ def test_size_curves_from_a_points_table():
     assert c.offered_mbps[-1] == pytest.approx(1472 * 8 / 40)
     text = throughput.interpret_curve(c)
     assert "720.0 ± 5.0 Mbit/s" in text and "no loss from 14 us" in text and "loss at 8, 10 and 12 us" in text
-    assert "90% busy" in text and "cannot keep up" in text and "75.23% of the 957.1 Mbit/s" in text
+    assert "idle as little as 10% of the time" in text and "cannot keep up" in text
+    assert "75.23 ± 0.52 % of the 957.1 Mbit/s" in text
 
 
 def test_loopback_curves_have_no_link_limit():

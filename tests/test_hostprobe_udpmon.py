@@ -137,14 +137,14 @@ def test_report_shows_the_host_probe(traced_stream, tmp_path):
     assert r.returncode == 0, r.stderr
     sec = next(s for s in json.loads(report.read_text())["sections"] if s["title"].startswith("Host probe"))
     polls = next(t for t in sec["tables"] if t["title"].startswith("Interrupts and NAPI polls"))
-    by_host = {row[0]: dict(zip(polls["columns"], row)) for row in polls["rows"]}
+    by_host = {row[0]: dict(zip(polls["columns"], row)) for row in polls["raw_rows"]}
     assert set(by_host) == {"local", "remote"} and by_host["remote"]["device"] == hosts.b.interface
     assert by_host["remote"]["frames received"] > 100
     assert 1 <= by_host["remote"]["frames per poll (mean of non-empty)"] <= by_host["remote"]["poll budget"]
     per_point = next(t for t in sec["tables"] if t["title"].startswith("Per stream point"))
-    assert len(per_point["rows"]) == 2 * 2  # two points, two hosts
+    assert len(per_point["raw_rows"]) == 2 * 2  # two points, two hosts
     # the delivery path of each point's packets on the receiving host: all up the stack in NET_RX, by a poll
-    for row in (dict(zip(per_point["columns"], r)) for r in per_point["rows"]):
+    for row in (dict(zip(per_point["columns"], r)) for r in per_point["raw_rows"]):
         delivered = (row["received inside a NET_RX run (%)"], row["received in a NAPI poll (%)"])
         assert delivered == ((100.0, 100.0) if row["host"] == "remote" else (None, None)), row
     assert sec["figures"]

@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
-from nicrig.analysis import bus, figures, latency, render, report, throughput
+from nicrig.analysis import bus, figures, latency, lint, render, report, throughput
 from nicrig.analysis.quantity import decimals_of, measured, number
 from test_analysis_throughput import _points as points
 
@@ -105,7 +105,8 @@ def test_a_line_that_explains_too_little_gets_no_reading() -> None:
     _, fits = table_of(sec, "RTT = intercept + slope x size")
     assert next(r for r in fits if r["fitted on"] == "minimum")["R²"] == number(fit.r_squared, decimals=3)
     said = sentence(sec, "No physical reading")
-    assert f"explains only {number(100 * fit.r_squared, decimals=0)}% of the variance" in said
+    r2 = number(fit.r_squared, decimals=3)
+    assert f"explains too little of the variance of the per-size minimum values (R² {r2};" in said
     assert "R² ≥ 0.9" in said
 
 
@@ -194,8 +195,8 @@ def test_the_best_rate_sentence_prints_the_best_tables_cells() -> None:
     b = best[0]
     said = sec.text[0]
     assert said.startswith(f"1472 bytes: at best {b['best user rate (Mbit/s)']} ± {b['best ± 95% (Mbit/s)']} Mbit/s "
-                           f"at {b['at spacing (us)']} us spacing, {b['share of link (%)']}% of the "
-                           f"{b['link allows (Mbit/s)']} Mbit/s the link allows")
+                           f"at {b['at spacing (us)']} us spacing, {b['share of link (%)']} ± {b['share ± 95% (%)']} % "
+                           f"of the {b['link allows (Mbit/s)']} Mbit/s the link allows")
     assert "nothing was lost at any spacing" in said
 
 
@@ -346,21 +347,17 @@ def test_html_json_and_csv_carry_the_same_tables_and_sentences() -> None:
     assert len(html_tables) == len(ours)
     for got, t in zip(html_tables, ours):
         assert got[0] == t.columns and got[1:] == render.cell_texts(t)
-    for s, js in zip(rep.sections, doc["sections"]):
-        assert js["interpretation"] == s.text and all(f"<p>{_escaped(x)}</p>" in page for x in s.text)
+    read = lint.from_html(page)
+    for s, js, hs in zip(rep.sections, doc["sections"], read.sections):
+        assert js["interpretation"] == s.text == [x.text for x in hs.sentences]
+        assert [q["cites"] for q in js["quotes"]] == [x.cites for x in hs.sentences]
         for t, jt in zip(s.tables, js["tables"]):
-            assert jt["excerpt"] == t.excerpt and len(jt["rows"]) == len(t.rows)
+            assert jt["excerpt"] == t.excerpt and jt["rows"] == render.cell_texts(t)
             mine = [c for c in cells if c["section"] == s.title and c["table"] == t.title]
             assert len(mine) == len(t.rows) * len(t.columns)
-            for c in mine:
-                v = jt["rows"][int(c["row"])][t.columns.index(c["column"])]
+            for c in mine:  # the CSV and the JSON's raw rows: the full values
+                v = jt["raw_rows"][int(c["row"])][t.columns.index(c["column"])]
                 assert c["value"] == ("" if v is None else str(v))
-
-
-def _escaped(text: str) -> str:
-    from markupsafe import escape
-
-    return str(escape(text))
 
 
 def test_cells_are_printed_at_the_precision_of_their_uncertainty() -> None:
@@ -369,6 +366,9 @@ def test_cells_are_printed_at_the_precision_of_their_uncertainty() -> None:
                      uncertainty={"slope (us/byte)": "slope ± 95% (us/byte)"}, decimals={"t (us)": 3})
     assert render.cell_texts(t) == [["0.00059", "0.00057", "1518", "12.346"]]
     assert decimals_of(0.0005712) == 5 and math.isnan(float("nan"))
+    # two significant digits after rounding: a half-width that rounds up to the next power of ten keeps two
+    assert [measured(52.31, 9.96), measured(1.2345, 0.0996), measured(7.0, 0.000999)] == [
+        "52 ± 10", "1.23 ± 0.10", "7.0000 ± 0.0010"]
 
 
 def test_every_excerpt_says_what_it_shows_of_how_many() -> None:

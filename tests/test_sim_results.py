@@ -38,7 +38,7 @@ def _report(path: Path, tmp_path: Path) -> dict:
 
 def _table(section: dict, title: str) -> tuple[list[str], list[list]]:
     t = next(t for t in section["tables"] if t["title"].startswith(title))
-    return t["columns"], t["rows"]
+    return t["columns"], t["raw_rows"]
 
 
 @pytest.fixture(scope="module")

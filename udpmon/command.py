@@ -373,7 +373,7 @@ class Run:
             self.results.write_counters(self.counter_rows, prefix=self.prefix)
             self.results.write_table(f"{self.prefix}load", load_table(self.load_rows),
                                      description="per point and host: CPU time, interface megabytes, kilo-packets "
-                                                 "and kilo-interrupts (the CPU model of Geist et al.), and the throughput")
+                                                 "and kilo-interrupts (the CPU model of Geist et al. n.d.), and the throughput")
         self.counter_rows, self.load_rows, self.points = [], [], 0
 
     def finish(self, settings: dict[str, Any]) -> None:
@@ -780,7 +780,8 @@ def _stream_body(run: Run, args: argparse.Namespace, points: list[tuple[int, flo
 
 
 def _stream_lines(rows: list[dict[str, Any]]) -> list[str]:
-    from nicrig.analysis.quantity import measured
+    # CPU time is counted in jiffies (10 ms): whole percents, as the report prints it
+    from nicrig.analysis.quantity import measured, number
 
     lines = [(f"{'round':>5} {'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} "
               f"{'user_Mb/s':>16} {'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")]
@@ -788,8 +789,8 @@ def _stream_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{r['round']:>5} {r['size_bytes']:>6} {r['spacing_us']:>8.1f} {r['sent']:>7} {r['received']:>7} "
                      f"{r['lost']:>6} {r['out_of_order']:>4} {r['duplicates']:>4} "
                      f"{measured(r['user_rate_mbps'], r['user_rate_ci95_mbps']):>16} "
-                     f"{r['wire_rate_mbps']:>9.1f} {r['local_cpu_busy_pct']:>6.1f} {r['remote_cpu_busy_pct']:>6.1f} "
-                     f"{r['remote_interrupts']:>6}")
+                     f"{number(r['wire_rate_mbps']):>9} {number(r['local_cpu_busy_pct'], decimals=0):>6} "
+                     f"{number(r['remote_cpu_busy_pct'], decimals=0):>6} {r['remote_interrupts']:>6}")
     return lines
 
 
@@ -886,9 +887,13 @@ def _suite_lines(r: dict[str, Any]) -> list[str]:
     from nicrig.udpmon import suite as S
 
     third = f", third {r['third']['address']}" if r["third"] else ""
+    line_rate = not r["link_source"].startswith("assumed")
+    link = (f"link {r['link_mbps']:g} Mbit/s ({r['link_source']})" if line_rate else
+            f"no line rate ({r['link_source'].removeprefix('assumed: ')}): loopback and veth have none to compare "
+            "with, so no maximum or share of one is given")
     head = (f"Pai, Rixner and Kim 2004 microbenchmarks on {r['local']['address']} ({r['local']['interface']}): peer "
-            f"{r['peer']['address']}{third}; link {r['link_mbps']:g} Mbit/s ({r['link_source']}), MTU {r['mtu']}")
-    return [head, *S.format_table(r["outcomes"])]
+            f"{r['peer']['address']}{third}; {link}; MTU {r['mtu']}")
+    return [head, *S.format_table(r["outcomes"], line_rate=line_rate)]
 
 
 # -- aggregate -----------------------------------------------------------------------------------

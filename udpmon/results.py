@@ -276,13 +276,13 @@ def fits_table(fits: list[LineFit]) -> np.ndarray:
                       f.intercept_ci95, f.r, f.r_squared, f.lack_of_fit_p) for f in fits], dtype=FIT_DTYPE)
 
 
-def measured_latency(visits: Sequence[LatencyVisit], mtu: int, gap_ns: int = 0
+def measured_latency(visits: Sequence[LatencyVisit], mtu: int, gap_ns: int = 0, step_ns: float = 1.0
                      ) -> tuple[np.ndarray, np.ndarray, LatencyEstimate]:
-    """The singleton and visit tables of a run and the estimate made from the singletons."""
+    """The singleton and visit tables of a run and the estimate made from the singletons, read to ``step_ns``."""
     from nicrig.analysis.latency import estimate
 
     rtt, table = latency_tables(visits, mtu, gap_ns)
-    return rtt, table, estimate(rtt, mtu)
+    return rtt, table, estimate(rtt, mtu, step_ns=step_ns)
 
 
 def write_latency(rf: ResultsFile, visits: Sequence[LatencyVisit], *, mtu: int, bin_us: float, gap_ns: int = 0,
@@ -292,9 +292,10 @@ def write_latency(rf: ResultsFile, visits: Sequence[LatencyVisit], *, mtu: int, 
 
     ``wait`` says how each end ("local", "remote") waited for datagrams: ``busy_poll`` (spinning) and
     what the kernel granted of socket busy polling; it becomes the sizes table's ``wait_*`` attributes."""
+    from nicrig.analysis import resolution
     from nicrig.analysis.latency import histogram
 
-    rtt, table, est = measured_latency(visits, mtu, gap_ns)
+    rtt, table, est = measured_latency(visits, mtu, gap_ns, resolution.results(rf.simulation, "latency").step_ns)
     rf.write_table(f"{prefix}latency/rtt", rtt, units={"rtt_ns": "ns", "t_ns": "ns, CLOCK_MONOTONIC (interpolated)",
                                                        "size_bytes": "byte"},
                    description="every request-response singleton, in the order measured; rtt_ns -1: no response")
@@ -306,7 +307,7 @@ def write_latency(rf: ResultsFile, visits: Sequence[LatencyVisit], *, mtu: int, 
                    units={n: "us" for n in LATENCY_SIZES_DTYPE.names if n.endswith("_us")},
                    description="statistics per response size, and the per-round values the lines go through, "
                                "from latency/rtt",
-                   attrs={"statistic": est.statistic, "reason": est.reason, "order": est.order,
+                   attrs={"statistic": est.statistic, "reason": str(est.reason), "order": est.order,
                           "rounds": est.rounds, "interval": est.interval_method,
                           **{f"wait_{end}": "busy-poll" if w.get("busy_poll") else "blocking"
                              for end, w in (wait or {}).items()},

@@ -389,16 +389,18 @@ def summary(outcomes: list[Outcome]) -> list[dict[str, object]]:
              "limited_by": o.limited_by, "status": o.status} for o in outcomes]
 
 
-def format_table(outcomes: list[Outcome]) -> list[str]:
-    """The table of seed 000's figures 5-11: throughput per test and its share of the theoretical maximum."""
+def format_table(outcomes: list[Outcome], *, line_rate: bool = True) -> list[str]:
+    """The table of Pai, Rixner and Kim's figures 5-11: throughput per test and its share of the theoretical
+    maximum; without a ``line_rate`` (loopback, veth: the maxima assumed one) no maximum and no share."""
     lines = [(f"{'#':>2}  {'test':<33} {'fig':<5} {'theoretical':>15} {'achieved':>15} {'% of max':>8} "
              f"{'trials':>6}  loss-free")]
     for o in outcomes:
         u = o.test.unit
         achieved = f"{o.throughput:9.1f} {u:<7}" if not math.isnan(o.throughput) else f"{'—':>9} {u:<7}"
-        pct = f"{o.percent:7.1f}%" if not math.isnan(o.percent) else f"{'—':>8}"
+        pct = f"{o.percent:7.1f}%" if line_rate and not math.isnan(o.percent) else f"{'—':>8}"
+        theoretical = f"{o.theoretical:9.1f}" if line_rate else f"{'—':>9}"
         free = ("yes" if o.best.lossless else "no") if o.best is not None else "—"
-        lines.append(f"{o.test.seed_test:>2}  {o.test.title:<33} {o.test.figures:<5} {o.theoretical:9.1f} {u:<7}"
+        lines.append(f"{o.test.seed_test:>2}  {o.test.title:<33} {o.test.figures:<5} {theoretical} {u:<7}"
                      f"{achieved} {pct} {len(o.trials):>6}  {free}")
         if o.status != "ok":
             lines.append(f"    {o.status}")
