@@ -9,13 +9,19 @@ time selects the row at or before it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from nicrig.gui.lanes import STYLE_NAMES, STYLES, Lane, format_ns
 from PySide6 import QtCore, QtGui, QtWidgets
 
 KINDS = ("transaction", "frame", "PAUSE", "interrupt")
+#: Descriptions searched per NumPy call (a bounded stretch without a break for the window's thread).
+SEARCH_SLICE = 1 << 18
+#: Events the panel filters in the window's thread; a longer list is filtered in the background.
+FILTERED_HERE = 200_000
 COLUMNS = ("time", "duration", "source", "lane", "kind", "event")
 
 
@@ -29,7 +35,8 @@ class EventList:
     kind: np.ndarray  # bytes, one of KINDS
     lane: np.ndarray
     row: np.ndarray
-    _text: np.ndarray | None = None
+    #: the position of each event in its lanes' rows laid end to end (lane 0's, then lane 1's ...)
+    flat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @classmethod
     def from_lanes(cls, lanes: list[Lane], shifts: dict[str, float]) -> EventList:
@@ -45,8 +52,9 @@ class EventList:
         kind = np.concatenate([ln.boxes.category for _, ln in parts])
         lane = np.concatenate([np.full(len(ln.boxes), i, np.int32) for i, ln in parts])
         row = np.concatenate([np.arange(len(ln.boxes)) for _, ln in parts])
+        # each lane's rows are in time order already: the stable sort merges runs
         order = np.argsort(t, kind="stable")
-        return cls(use, t[order], te[order], kind[order], lane[order], row[order])
+        return cls(use, t[order], te[order], kind[order], lane[order], row[order], order)
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -55,21 +63,29 @@ class EventList:
         """The event's full description (the lane's longest label)."""
         return self.lanes[int(self.lane[i])].boxes.labels(int(self.row[i]))[0]  # type: ignore[union-attr]
 
-    def all_text(self) -> np.ndarray:
-        """Lower-cased descriptions of every event (built once, on the first search)."""
-        if self._text is None:
-            self._text = np.array([self.text(i).lower() for i in range(len(self))], dtype=object)
-        return self._text
+    def searchable(self) -> float:
+        """The part of the events (0 to 1) whose descriptions the search can read now."""
+        ready = sum(len(ln.boxes) for ln in self.lanes if ln.boxes.search_text() is not None)  # type: ignore[union-attr]
+        return ready / max(sum(len(ln.boxes) for ln in self.lanes), 1)  # type: ignore[union-attr]
 
-    def select(self, kinds: set[str], search: str = "") -> np.ndarray:
-        """Indices of the events of ``kinds`` whose description or source contains ``search`` (any case)."""
+    def select(self, kinds: set[str], search: str = "") -> np.ndarray | None:
+        """Indices of the events of ``kinds`` whose description or source contains ``search`` (any case); None
+        while a lane's descriptions are still being prepared."""
         keep = np.isin(self.kind, [k.encode() for k in kinds])
         needle = search.strip().lower()
         if needle:
-            sources = np.array([ln.source.lower() for ln in self.lanes] or [""], dtype=object)[self.lane]
-            found = np.fromiter((needle in t or needle in s for t, s in zip(self.all_text(), sources)),
-                                dtype=bool, count=len(self))
-            keep &= found
+            masks = []
+            for ln in self.lanes:
+                text = ln.boxes.search_text()  # type: ignore[union-attr]
+                if needle in ln.source.lower():
+                    masks.append(np.ones(len(ln.boxes), bool))  # type: ignore[arg-type]
+                    continue
+                if text is None:
+                    return None
+                word = needle.encode()
+                masks.append(np.concatenate([np.strings.find(text[k:k + SEARCH_SLICE], word) >= 0
+                                             for k in range(0, len(text), SEARCH_SLICE)] or [np.zeros(0, bool)]))
+            keep &= np.concatenate(masks)[self.flat] if masks else keep
         return np.flatnonzero(keep)
 
 
@@ -115,13 +131,21 @@ class EventModel(QtCore.QAbstractTableModel):
 
 
 class EventPanel(QtWidgets.QWidget):
-    """Filter by kind, search, and the table; ``activated(t0_ns, t1_ns)`` when a row is clicked."""
+    """Filter by kind, search, and the table; ``activated(t0_ns, t1_ns)`` when a row is clicked.
+
+    ``background(title, work, done)``, when the window gives one, runs the filtering of a long list off the
+    window's thread and hands ``done`` its result."""
 
     activated = QtCore.Signal(float, float)
 
-    def __init__(self, events: EventList, parent: QtWidgets.QWidget | None = None):
+    def __init__(self, events: EventList, parent: QtWidgets.QWidget | None = None,
+                 background: Callable[[str, Callable[[], Any], Callable[[Any], None]], None] | None = None):
         super().__init__(parent)
+        self.background = background
         self.model = EventModel(events, self)
+        self._t_rows = events.t_ns
+        #: a search waits for descriptions still being prepared
+        self.waiting = False
         self.view = QtWidgets.QTableView()
         self.view.setModel(self.model)
         self.view.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
@@ -163,10 +187,26 @@ class EventPanel(QtWidgets.QWidget):
         self.refilter()
 
     def refilter(self) -> None:
+        """Show the events of the checked kinds that the search finds (off the window's thread for a long list)."""
         kinds = {k for k, box in self.kind_boxes.items() if box.isChecked()}
-        rows = self.events.select(kinds, self.search.text())
+        search, events = self.search.text(), self.events
+        if self.background is not None and len(events) > FILTERED_HERE:
+            self.count.setText("searching ...")
+            self.background("searching events", lambda: events.select(kinds, search),
+                            lambda rows: self._filtered(events, rows))
+        else:
+            self._filtered(events, events.select(kinds, search))
+
+    def _filtered(self, events: EventList, rows: np.ndarray | None) -> None:
+        if events is not self.events:  # replaced while it was filtered
+            return
+        self.waiting = rows is None
+        if rows is None:
+            self.count.setText(f"the search waits for the events' descriptions ({events.searchable():.0%} ready)")
+            return
         self.model.set_rows(rows)
-        self.count.setText(f"{len(rows):,} of {len(self.events):,}")
+        self._t_rows = events.t_ns[rows]
+        self.count.setText(f"{len(rows):,} of {len(events):,}")
 
     def _clicked(self, index: QtCore.QModelIndex) -> None:
         i = int(self.model.rows[index.row()])
@@ -180,10 +220,9 @@ class EventPanel(QtWidgets.QWidget):
 
     def highlight_time(self, t_ns: float) -> int | None:
         """Select the shown row at or before ``t_ns`` (the cursor's event); its table row, or None."""
-        rows = self.model.rows
-        if not len(rows):
+        if not len(self._t_rows):
             return None
-        k = int(np.searchsorted(self.events.t_ns[rows], t_ns, side="right")) - 1
+        k = int(np.searchsorted(self._t_rows, t_ns, side="right")) - 1
         if k < 0:
             return None
         self.view.selectRow(k)

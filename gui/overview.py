@@ -6,9 +6,11 @@ level held through the pixel; AND != OR means it changed there, which the lane
 draws as one transition mark (so never more than one per pixel). The columns
 come from raw samples when the window holds few samples, and otherwise from a
 pyramid of bins (level 1: AND/OR of every ``BASE_BIN`` samples, each next level
-``FACTOR`` bins of the one below), built lazily in the background one block at
-a time and cached beside the capture set, so a 100 M-sample source is never
-loaded whole and a second opening costs nothing.
+``FACTOR`` bins of the one below), built in the background (another process
+for a deep capture: :mod:`nicrig.gui.prepare`) from the stored chunks in two
+threads, written into files beside the capture set that the view maps while
+they grow, so a billion-sample source is never loaded whole and a second
+opening maps the finished files at once.
 
 Times here are picoseconds on the capture set's common timeline (``Source.times_ps``).
 """
@@ -18,28 +20,36 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import tempfile
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from nicrig.acquisition.capture import DEFAULT_CHUNK_SAMPLES, Source
+from nicrig.gui.chunks import StoredChunks
 
 #: Samples per level-1 bin, and bins of a level per bin of the next.
 BASE_BIN = 64
 FACTOR = 8
 #: Read raw samples while a window holds at most this many samples per pixel.
 RAW_SAMPLES_PER_PIXEL = BASE_BIN
-#: Until the pyramid is complete, read raw samples for windows of up to this many samples (the block cache
-#: holds them), so lanes are drawn whole while it builds; only wider windows wait for it.
-RAW_SAMPLES_WHILE_BUILDING = 1 << 21
+#: Until the pyramid covers a window, read raw samples for it when it holds up to this many samples (the block
+#: cache holds them), so lanes are drawn whole while it builds; only wider windows wait for it.
+RAW_SAMPLES_WHILE_BUILDING = 1 << 19
 #: Blocks the cache keeps per source (64 Ki samples each).
 CACHE_BLOCKS = 48
-#: Samples the pyramid builder reads per step (short, so the GUI thread's reads wait little).
-BUILD_STEP = 1 << 18
-CACHE_VERSION = 1
+#: Level-1 bins the builder reduces per task: FACTOR**5, so every level up to the sixth closes its bins at each
+#: block's end and a partial pyramid has those levels too (a wide window reads a few bins per pixel even then).
+BLOCK_BINS = FACTOR ** 5
+BLOCK_LEVELS = 6
+#: Threads that read and reduce blocks (inflating a chunk and the checksum release the GIL).
+BUILD_THREADS = 2
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -110,7 +120,7 @@ class BlockCache:
         self.block = DEFAULT_CHUNK_SAMPLES
         self._keep = blocks
         self._blocks: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        #: times (ps) of every BASE_BIN-th sample, when a finished pyramid offers them: narrows searches at once
+        #: times (ps) of every BASE_BIN-th sample as far as the pyramid has them: narrows searches at once
         self.coarse: np.ndarray | None = None
 
     def _get(self, b: int) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +164,7 @@ class BlockCache:
         if src.mode == "timing":
             return src.sample_at(int(np.ceil(t_ps)))
         lo, hi = 0, n - 1
-        if self.coarse is not None and len(self.coarse):
+        if self.coarse is not None and len(self.coarse) and t_ps <= self.coarse[-1]:
             k = int(np.searchsorted(self.coarse, t_ps, side="left"))
             lo = max(0, (k - 1) * BASE_BIN)
             hi = min(n - 1, k * BASE_BIN)
@@ -195,89 +205,199 @@ class BlockCache:
 
 
 class Pyramid:
-    """Per-bin AND/OR of a source's packed samples at several zoom levels, built block by block."""
+    """Per-bin AND/OR of a source's packed samples at several zoom levels, read from the files :func:`build` writes.
+
+    While the builder runs (in another process or thread) the level files are
+    mapped as they are and :meth:`advance` says how far they are written:
+    level 1 and every level up to :data:`BLOCK_LEVELS` are whole up to the same
+    block, so a wide window reads a few bins per pixel even then; the coarser
+    levels are read once the source is complete.
+    """
 
     def __init__(self, source: Source):
         self.source = source
         self.total = source.num_samples
-        self.built = 0
-        # Level-1 bins as (t_ps, and, or) per step. The builder thread appends one tuple at a time and sets
-        # ``built`` last, so a reader (the GUI thread) always sees whole steps and a complete pyramid's levels.
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # finished: (t_ps, and, or) per level
+        self.bins = 0  # level-1 bins written, from the first
+        self.done = self.total == 0
+        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (t_ps, and, or) per level, mapped
+        self.sizes = level_sizes(-(-self.total // BASE_BIN))
         self.end_ps = 0
+        self._covered = -(1 << 62)
 
     @property
     def complete(self) -> bool:
-        return self.built >= self.total
+        return self.done
+
+    @property
+    def built(self) -> int:
+        """Samples reduced, from the first."""
+        return self.total if self.done else min(self.bins * BASE_BIN, self.total)
+
+    def attach(self, folder: Path) -> None:
+        """Map the level files in ``folder`` (being written, or finished)."""
+        levels = []
+        for k in range(1, len(self.sizes) + 1):
+            names = [folder / f"L{k}.{part}.npy" for part in ("t", "and", "or")]
+            if not all(f.is_file() for f in names):
+                break
+            levels.append(tuple(np.load(f, mmap_mode="r") for f in names))
+        self.levels = levels  # type: ignore[assignment]
+
+    def advance(self, bins: int, covered_ps: int) -> None:
+        """The builder has written level-1 bins ``[0, bins)`` (and the levels above them): data up to
+        ``covered_ps``."""
+        self._covered = covered_ps
+        self.bins = bins
+
+    def finish(self, folder: Path, end_ps: int) -> None:
+        """The builder is done: every level in ``folder`` is whole."""
+        self.attach(folder)
+        self.end_ps = end_ps
+        self.bins = self.sizes[0]
+        self.done = True
 
     def covered_ps(self) -> int:
         """Time up to which bins exist (all of the source once complete)."""
+        return self.end_ps if self.complete else self._covered
+
+    def _usable(self, k: int) -> int:
+        """Bins of level ``k`` (1-based) written whole."""
+        if k > len(self.levels):
+            return 0
         if self.complete:
-            return self.end_ps
-        parts = self._parts
-        return int(parts[-1][0][-1]) if parts and len(parts[-1][0]) else -(1 << 62)
-
-    def step(self, cache: BlockCache | None = None) -> bool:
-        """Reduce the next ``BUILD_STEP`` samples into level-1 bins; True while more remain."""
-        if self.complete:
-            return False
-        s, e = self.built, min(self.total, self.built + BUILD_STEP)
-        if cache is None:
-            packed, times = self.source.read_packed(s, e), self.source.times_ps(s, e)
-        else:
-            packed, times = cache.read(s, e)
-        a, o, t = bin_reduce(packed, times, BASE_BIN)
-        self._parts.append((t, a, o))
-        if e >= self.total:
-            self.end_ps = int(times[-1]) + sample_period_ps(self.source)
-            self.set_level_one(*self._joined())
-        self.built = e
-        return not self.complete
-
-    def _joined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        parts = list(self._parts)
-        if not parts:
-            u = self.source.unitsize
-            return np.zeros(0, np.int64), np.zeros((0, u), np.uint8), np.zeros((0, u), np.uint8)
-        return (np.concatenate([t for t, _, _ in parts]), np.concatenate([a for _, a, _ in parts]),
-                np.concatenate([o for _, _, o in parts]))
-
-    def set_level_one(self, t: np.ndarray, a: np.ndarray, o: np.ndarray) -> None:
-        """The whole source's level-1 bins (built or from the cache): every coarser level follows."""
-        self._parts = [(t, a, o)]
-        self.levels = build_levels(t, a, o)
+            return self.sizes[k - 1]
+        if k > BLOCK_LEVELS:
+            return 0
+        return min(self.sizes[k - 1], self.bins // FACTOR ** (k - 1))
 
     def level_one(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Level-1 bins built so far."""
-        return self.levels[0] if self.levels else self._joined()
+        n = self._usable(1)
+        if not n:
+            u = self.source.unitsize
+            return np.zeros(0, np.int64), np.zeros((0, u), np.uint8), np.zeros((0, u), np.uint8)
+        t, a, o = self.levels[0]
+        return t[:n], a[:n], o[:n]
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
         """Columns of the window from the coarsest level whose bins are no wider than a pixel."""
         px = (t1_ps - t0_ps) / max(pixels, 1)
-        covered = self.covered_ps()  # before the bins: the builder thread only ever adds some
+        covered = self.covered_ps()  # before the bins: the builder only ever adds some
         t, a, o = self.level_one()
-        for lt, la, lo in self.levels[1:]:
-            if len(lt) < 2:
+        for k in range(2, len(self.levels) + 1):
+            n = self._usable(k)
+            if n < 2:
                 break
-            bin_ps = (int(lt[-1]) - int(lt[0])) / (len(lt) - 1)
+            lt, la, lo = self.levels[k - 1]
+            bin_ps = (int(lt[n - 1]) - int(lt[0])) / (n - 1)
             if bin_ps > px:
                 break
-            t, a, o = lt, la, lo
+            t, a, o = lt[:n], la[:n], lo[:n]
         i0 = max(0, int(np.searchsorted(t, t0_ps, side="right")) - 1)
         i1 = int(np.searchsorted(t, t1_ps, side="right"))
-        return columns_from(t[i0:i1], a[i0:i1], o[i0:i1], t0_ps, px, covered, covered)
+        return columns_from(np.asarray(t[i0:i1]), np.asarray(a[i0:i1]), np.asarray(o[i0:i1]), t0_ps, px, covered,
+                            covered)
 
 
-def build_levels(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Level 1 and every coarser level down to a few hundred bins."""
-    levels = [(t, a, o)]
-    while len(levels[-1][0]) > 512:
-        lt, la, lo = levels[-1]
-        starts = np.arange(0, len(lt), FACTOR)
-        levels.append((lt[starts], np.bitwise_and.reduceat(la, starts, axis=0),
-                       np.bitwise_or.reduceat(lo, starts, axis=0)))
-    return levels
+def level_sizes(bins: int) -> list[int]:
+    """Bins of level 1 (``bins``) and of every coarser level down to a few hundred."""
+    sizes = [bins]
+    while sizes[-1] > 512:
+        sizes.append(-(-sizes[-1] // FACTOR))
+    return sizes
+
+
+def reduce_level(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The next coarser level: every ``FACTOR`` bins as one (the last may hold fewer)."""
+    starts = np.arange(0, len(t), FACTOR)
+    return t[starts], np.bitwise_and.reduceat(a, starts, axis=0), np.bitwise_or.reduceat(o, starts, axis=0)
+
+
+# -- building ---------------------------------------------------------------------------------------------------
+
+class _Reader:
+    """The samples of a source, block by block, for the builder (thread-safe: each call reads its own chunks)."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        samples, stamps = source.datasets
+        self.samples = StoredChunks(samples, source.path, f"source {source.name!r} samples")
+        self.stamps = StoredChunks(stamps, source.path, f"source {source.name!r} timestamps") if stamps is not None \
+            else None
+        if self.stamps is not None and source.num_samples:
+            first_local = int(self.stamps.fields(0, [""], 1)[""][0])
+            self.base_ps = int(source.times_ps(0, 1)[0]) - first_local
+        else:
+            self.base_ps = 0
+
+    def _rows(self, chunks: StoredChunks, s: int, e: int, step: int = 1) -> np.ndarray:
+        """Rows ``s, s + step, ... < e`` of a dataset read by whole chunks."""
+        c = chunks.chunk_rows
+        k0, k1 = s // c, (e - 1) // c + 1
+        if step > 1 and c % step == 0 and s % step == 0:
+            parts = [chunks.fields(k, [""], step)[""] for k in range(k0, k1)]
+            return np.concatenate(parts)[(s - k0 * c) // step:][:len(range(s, e, step))]
+        parts = [chunks.rows(k) for k in range(k0, k1)]
+        return np.concatenate(parts)[s - k0 * c:e - k0 * c:step]
+
+    def block(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Level-1 bins (t_ps, and, or) of block ``b``."""
+        s = b * BLOCK_BINS * BASE_BIN
+        e = min(self.source.num_samples, s + BLOCK_BINS * BASE_BIN)
+        packed = self._rows(self.samples, s, e)
+        starts = np.arange(0, e - s, BASE_BIN)
+        a, o = np.bitwise_and.reduceat(packed, starts, axis=0), np.bitwise_or.reduceat(packed, starts, axis=0)
+        if self.stamps is None:
+            t = self.source.times_at(starts + s)
+        else:
+            t = self._rows(self.stamps, s, e, BASE_BIN).astype(np.int64) + self.base_ps
+        return t, a, o
+
+
+def build(source: Source, folder: Path, progress: Callable[[int, int], None] | None = None,
+          should_stop: Callable[[], bool] = lambda: False, threads: int = BUILD_THREADS) -> bool:
+    """Write the pyramid of ``source`` into ``folder`` (``L<k>.{t,and,or}.npy``, then ``pyramid.json``), block by
+    block in ``threads`` threads; ``progress(bins, covered_ps)`` after each block. False when stopped early."""
+    n = source.num_samples
+    sizes = level_sizes(-(-n // BASE_BIN))
+    u = source.unitsize
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [tuple(np.lib.format.open_memmap(folder / f"L{k}.{part}.npy", mode="w+", dtype=dtype,
+                                             shape=(m,) if part == "t" else (m, u))
+                   for part, dtype in (("t", np.int64), ("and", np.uint8), ("or", np.uint8)))
+             for k, m in enumerate(sizes, 1)]
+    reader = _Reader(source)
+    blocks = -(-n // (BLOCK_BINS * BASE_BIN))
+    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview") as pool:
+        pending: deque[Future] = deque()
+        queued = 0
+        for b in range(blocks):
+            while queued < blocks and len(pending) < 2 * max(threads, 1):
+                pending.append(pool.submit(reader.block, queued))
+                queued += 1
+            level = pending.popleft().result()
+            for k in range(1, min(BLOCK_LEVELS, len(sizes)) + 1):
+                at = b * BLOCK_BINS // FACTOR ** (k - 1)
+                for out, part in zip(files[k - 1], level):
+                    out[at:at + len(part)] = part
+                level = reduce_level(*level)
+            if should_stop():
+                for f in pending:
+                    f.cancel()
+                return False
+            if progress is not None:
+                bins = min((b + 1) * BLOCK_BINS, sizes[0])
+                progress(bins, int(files[0][0][bins - 1]))
+    for k in range(BLOCK_LEVELS + 1, len(sizes) + 1):
+        for out, part in zip(files[k - 1], reduce_level(*files[k - 2])):
+            out[:] = part
+    for f in files:
+        for part in f:
+            part.flush()
+    end_ps = int(source.times_ps(n - 1, n)[0]) + sample_period_ps(source) if n else 0
+    meta = {"version": CACHE_VERSION, "samples": n, "end_ps": end_ps, "levels": sizes}
+    (folder / "pyramid.json").write_text(json.dumps(meta))
+    return True
 
 
 # -- the cache beside the capture set ------------------------------------------------------------
@@ -292,66 +412,105 @@ def source_key(source: Source) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def pyramid_name(source: Source) -> str:
+    """The folder name of a source's pyramid in the cache."""
+    return f"pyramid-{source.name}-{source_key(source)}"
+
+
 def cache_paths(capture: Path) -> list[Path]:
-    """Where a capture set's pyramids are cached: beside it, else in the user's cache folder."""
+    """Where a capture set's overviews are cached: beside it, else in the user's cache folder."""
     capture = capture.resolve()
     user = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nicrig" / "overview"
     digest = hashlib.sha256(str(capture).encode()).hexdigest()[:16]
     return [capture.with_name(f".{capture.name}.overview"), user / f"{capture.stem}-{digest}"]
 
 
-def load_cached(capture: Path, source: Source) -> Pyramid | None:
-    """The cached pyramid of ``source``, or None when there is none or it is stale or unreadable."""
-    key = source_key(source)
-    for folder in cache_paths(capture):
-        f = folder / f"{source.name}-{key}.npz"
-        if not f.is_file():
-            continue
-        try:
-            with np.load(f) as z:
-                t, a, o = z["t"], z["and_"], z["or_"]
-                end = int(z["end_ps"])
-        except (OSError, ValueError, KeyError):
-            continue
-        if a.shape != o.shape or len(a) != len(t) or (a.ndim == 2 and a.shape[1] != source.unitsize):
-            continue
-        p = Pyramid(source)
-        p.end_ps = end
-        p.set_level_one(t, a, o)
-        p.built = p.total
-        return p
-    return None
-
-
-def save_cached(capture: Path, pyramid: Pyramid) -> Path | None:
-    """Store a complete pyramid beside the capture set (or in the user cache); None when nowhere is writable."""
-    t, a, o = pyramid.level_one()
-    key = source_key(pyramid.source)
+def writable_cache(capture: Path) -> Path | None:
+    """The first cache folder that can be written (made if need be), or None."""
     for folder in cache_paths(capture):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            for old in folder.glob(f"{pyramid.source.name}-*.npz"):
-                old.unlink()
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".partial")
-            with os.fdopen(fd, "wb") as out:
-                np.savez(out, t=t, and_=a, or_=o, end_ps=np.int64(pyramid.end_ps))
-            final = folder / f"{pyramid.source.name}-{key}.npz"
-            os.replace(tmp, final)
-            return final
+            probe = tempfile.NamedTemporaryFile(dir=folder, suffix=".partial")
+            probe.close()
+            return folder
         except OSError:
             continue
     return None
 
 
-def fill(capture: Path, pyramid: Pyramid, should_stop: Callable[[], bool] = lambda: False,
-         progress: Callable[[int, int], None] | None = None) -> bool:
-    """Build ``pyramid`` step by step (readers may use it meanwhile) and cache it; False when stopped early."""
-    while pyramid.step():
-        if progress:
-            progress(pyramid.built, pyramid.total)
-        if should_stop():
-            return False
-    if progress:
-        progress(pyramid.built, pyramid.total)
-    save_cached(capture, pyramid)
+def finished(folder: Path) -> dict | None:
+    """The metadata of a finished pyramid folder, or None (absent, being built, unreadable)."""
+    try:
+        meta = json.loads((folder / "pyramid.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("version") != CACHE_VERSION:
+        return None
+    return meta
+
+
+def load_cached(capture: Path, source: Source) -> Pyramid | None:
+    """The cached pyramid of ``source``, mapped (nothing is read until drawn), or None when there is none or it
+    is stale or damaged."""
+    name = pyramid_name(source)
+    for root in cache_paths(capture):
+        folder = root / name
+        meta = finished(folder)
+        if meta is None:
+            continue
+        p = Pyramid(source)
+        try:
+            p.finish(folder, int(meta["end_ps"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if meta.get("samples") != p.total or meta.get("levels") != p.sizes or len(p.levels) != len(p.sizes) or \
+                any(len(t) != m or a.shape != (m, source.unitsize) or o.shape != a.shape
+                    for (t, a, o), m in zip(p.levels, p.sizes)):
+            continue
+        return p
+    return None
+
+
+def fill(capture: Path, source: Source, progress: Callable[[Path, int, int], None] | None = None,
+         should_stop: Callable[[], bool] = lambda: False, threads: int = BUILD_THREADS) -> Path | None:
+    """Build the pyramid of ``source`` into the capture set's cache (under a name of its own, moved into place
+    when whole, so that readers and other builders never take a partial one); ``progress(folder, bins,
+    covered_ps)`` as it grows. The finished folder, or None when stopped or nowhere is writable."""
+    root = writable_cache(capture)
+    if root is None:
+        return None
+    final = root / pyramid_name(source)
+    for stale in root.glob("*.partial-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    for old in root.glob("*.npz"):  # the format before pyramids were mapped
+        old.unlink(missing_ok=True)
+    work = root / f"{final.name}.partial-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        done = build(source, work, None if progress is None else lambda b, c: progress(work, b, c), should_stop,
+                     threads)
+        if not done:
+            return None
+        for old in root.glob(f"pyramid-{source.name}-*"):
+            if old != final and re.fullmatch(rf"pyramid-{re.escape(source.name)}-[0-9a-f]{{24}}", old.name):
+                shutil.rmtree(old, ignore_errors=True)
+        try:
+            os.rename(work, final)
+        except OSError:  # another builder finished first: its pyramid is the same
+            if finished(final) is None:
+                raise
+        return final
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True

@@ -31,6 +31,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 #: Pixels assumed for the first view's width (before the window has its final size).
 FIRST_VIEW_PIXELS = 1000
 CURSOR_COLOURS = ("#e8590c", "#1c7ed6")
+#: Width (px) the cursor readout keeps, whatever its text.
+READOUT_WIDTH = 440
 MARKER_COLOUR = "#555555"
 _BRUSHES = {name: QtGui.QBrush(QtGui.QColor(fill)) for name, (fill, _) in STYLES.items()}
 _TEXT = {name: QtGui.QColor(text) for name, (_, text) in STYLES.items()}
@@ -41,6 +43,20 @@ def _cosmetic(colour: str, width: float = 1.0) -> QtGui.QPen:
     pen.setCosmetic(True)
     pen.setWidthF(width)
     return pen
+
+
+_OUTLINES = {name: _cosmetic(fill) for name, (fill, _) in STYLES.items()}
+
+
+def rects_path(x0: np.ndarray, x1: np.ndarray, top: np.ndarray | float, bottom: np.ndarray | float
+               ) -> QtGui.QPainterPath:
+    """Rectangles ``[x0, x1] x [top, bottom]`` as one path (a closed outline each): one painter call for all."""
+    n = len(x0)
+    x = np.column_stack([x0, x1, x1, x0, x0]).ravel()
+    y = np.column_stack([np.broadcast_to(top, n), np.broadcast_to(top, n), np.broadcast_to(bottom, n),
+                         np.broadcast_to(bottom, n), np.broadcast_to(top, n)]).ravel()
+    connect = np.tile(np.array([0, 1, 1, 1, 1], np.int32), n)
+    return pg.arrayToQPath(x, y, connect=connect, finiteCheck=False)
 
 
 class LaneItem(pg.GraphicsObject):
@@ -74,6 +90,8 @@ class LaneItem(pg.GraphicsObject):
             self._paint_logic(p, self.drawing)
         elif isinstance(self.drawing, BoxDrawing):
             self._paint_boxes(p, self.drawing)
+        elif self.lane.kind == "decoded":  # its boxes are still being prepared
+            self._paint_pending(p, self.view[0])
 
     def _text_at_left(self, p: QtGui.QPainter, text: str) -> None:
         tr = p.transform()
@@ -101,11 +119,11 @@ class LaneItem(pg.GraphicsObject):
         if len(x):
             p.setPen(self.LINE)
             p.drawPath(pg.arrayToQPath(x, yy, connect="pairs"))
-        busy = np.flatnonzero(~const)
-        if len(busy):
+        busy = ~const
+        if busy.any():
             p.setPen(self.LINE)
             p.setBrush(self.BUSY)
-            p.drawRects([QtCore.QRectF(d.x0[i], hi, d.x1[i] - d.x0[i], lo - hi) for i in busy])
+            p.drawPath(rects_path(d.x0[busy], d.x1[busy], hi, lo))
         self._paint_pending(p, d.covered_x)
 
     def _paint_pending(self, p: QtGui.QPainter, covered_x: float) -> None:
@@ -127,19 +145,19 @@ class LaneItem(pg.GraphicsObject):
 
     def _paint_boxes(self, p: QtGui.QPainter, d: BoxDrawing) -> None:
         top, bottom = self._bands(d)
-        for i in range(len(d.rows)):
-            name = STYLE_NAMES[int(d.style[i])]
-            p.setPen(self.OUTLINE)
-            p.setBrush(_BRUSHES[name])
-            p.drawRect(QtCore.QRectF(d.x0[i], top[i], d.x1[i] - d.x0[i], bottom[i] - top[i]))
         y0, y1 = self.y0 + 0.12 * self.h, self.y0 + 0.88 * self.h
         for s in np.unique(d.dense_style):
-            name = STYLE_NAMES[int(s)]
-            sel = np.flatnonzero(d.dense_style == s)
+            sel = d.dense_style == s
             # a dense span is outlined in its own colour, so even a sliver shows it
-            p.setPen(_cosmetic(STYLES[name][0]))
-            p.setBrush(_BRUSHES[name])
-            p.drawRects([QtCore.QRectF(d.dense_x0[i], y0, d.dense_x1[i] - d.dense_x0[i], y1 - y0) for i in sel])
+            p.setPen(_OUTLINES[STYLE_NAMES[int(s)]])
+            p.setBrush(_BRUSHES[STYLE_NAMES[int(s)]])
+            p.drawPath(rects_path(d.dense_x0[sel], d.dense_x1[sel], y0, y1))
+        # wide boxes over the dense spans they may share pixels with, one path per style
+        p.setPen(self.OUTLINE)
+        for s in np.unique(d.style):
+            sel = d.style == s
+            p.setBrush(_BRUSHES[STYLE_NAMES[int(s)]])
+            p.drawPath(rects_path(d.x0[sel], d.x1[sel], top[sel], bottom[sel]))
         self._paint_labels(p, d, top, bottom)
 
     def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray) -> None:
@@ -173,6 +191,18 @@ class LaneItem(pg.GraphicsObject):
             p.setPen(colour)
             p.drawText(QtCore.QRectF(left + 3, ya, max(room, 1), yb - ya), QtCore.Qt.AlignmentFlag.AlignVCenter, text)
         p.setTransform(tr)
+
+
+class TimelinePlot(pg.PlotWidget):
+    """The plot, counting the frames it paints (what a script or test waits for after an input)."""
+
+    def __init__(self, *args: object, **kwargs: object):
+        super().__init__(*args, **kwargs)
+        self.frames = 0
+
+    def paintEvent(self, ev: QtGui.QPaintEvent) -> None:
+        super().paintEvent(ev)
+        self.frames += 1
 
 
 class TimelineViewBox(pg.ViewBox):
@@ -216,11 +246,14 @@ class Timeline(QtWidgets.QWidget):
         self.doc = doc
         self.readout = QtWidgets.QLabel()
         self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        # the readout's length follows the cursors: the window's width must not (a zoom would widen it)
+        self.readout.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+        self.readout.setMinimumWidth(READOUT_WIDTH)
         self.vb = TimelineViewBox(self)
         self.vb.invertY(True)
         self.vb.setMouseEnabled(x=True, y=False)
         self.vb.disableAutoRange()
-        self.plot = pg.PlotWidget(viewBox=self.vb, background="w")
+        self.plot = TimelinePlot(viewBox=self.vb, background="w")
         pi = self.plot.getPlotItem()
         pi.hideButtons()
         pi.showGrid(x=True, y=False, alpha=0.15)
@@ -232,6 +265,8 @@ class Timeline(QtWidgets.QWidget):
             pi.getAxis(ax).setTextPen("#222222")
             pi.getAxis(ax).setPen("#888888")
         pi.getAxis("left").setWidth(150)
+        # the lane names change with the lanes, not with zoom or pan: painted once into a pixmap and kept
+        pi.getAxis("left").setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.readout)
@@ -339,7 +374,8 @@ class Timeline(QtWidgets.QWidget):
                            f"deskew {format_ns(shift)}")
             return None
         if lane.kind == "decoded":
-            assert lane.boxes is not None
+            if lane.boxes is None:  # still being prepared
+                return None
             return box_drawing(lane.boxes, t0, t1, px, shift, min_px=0.0 if lane.callouts else 3.0)
         data = self.doc.data[lane.source]
         f0, f1 = (t0 - shift) * 1000.0, (t1 - shift) * 1000.0

@@ -417,7 +417,7 @@ def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtb
     fresh = simulate_set(tmp_path, "four", kind="latency", size_bytes=1400, request_bytes=64, count=4)
 
     assert not any(folder.exists() for folder in overview.cache_paths(fresh))
-    monkeypatch.setattr(MainWindow, "build_overviews", lambda self: None)  # "during": nothing built yet
+    monkeypatch.setattr(MainWindow, "prepare_view", lambda self: None)  # "during": nothing built yet
     with CaptureSet.open(fresh) as cs:
         lo, hi = (t / 1000 for t in (cs.source("probe").times_ps(0, 1)[0], cs.source("probe").times_ps()[-1]))
     view = (lo, hi)
@@ -431,7 +431,7 @@ def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtb
         assert _has(px, LINE_RGB), f"{lane} has no waveform"
 
     monkeypatch.undo()
-    w.build_overviews()
+    w.prepare_view()
     w.wait_jobs()
     QtWidgets.QApplication.processEvents()
     assert probe.pyramid.complete

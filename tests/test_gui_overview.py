@@ -39,6 +39,14 @@ def _capture(path: Path, bits: np.ndarray, *, state: bool, period_ps: int = 1500
     return path
 
 
+def _pyramid(path: Path, src) -> Pyramid:
+    """The source's pyramid as the view maps it from the cache, built first."""
+    assert overview.fill(path, src) is not None
+    p = overview.load_cached(path, src)
+    assert p is not None and p.complete
+    return p
+
+
 def _random_bits(n: int, channels: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     # long runs with occasional bursts of toggling, like bus control lines
@@ -61,9 +69,7 @@ def test_sample_search_matches_the_capture_reader(tmp_path: Path, state: bool) -
         for t in probes:
             assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
         # the coarse index a finished pyramid gives must not change any answer
-        p = Pyramid(src)
-        while p.step():
-            pass
+        p = _pyramid(path, src)
         cache.coarse = p.level_one()[0]
         for t in probes:
             assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
@@ -80,9 +86,7 @@ def test_pyramid_marks_a_change_exactly_where_the_samples_change(tmp_path_factor
     path = _capture(tmp_path_factory.mktemp("p") / "p.h5", bits, state=bool(seed % 2))
     with CaptureSet.open(path) as cs:
         src = cs.source("s")
-        p = Pyramid(src)
-        while p.step():
-            pass
+        p = _pyramid(path, src)
         times = src.times_ps()
         span = int(times[-1] - times[0]) + 1
         w0 = times[0] + t0 * span
@@ -117,19 +121,25 @@ def test_cached_pyramid_is_used_and_stale_one_ignored(tmp_path: Path) -> None:
     path = _capture(tmp_path / "c.h5", _random_bits(9000, 2, 3), state=True)
     with CaptureSet.open(path) as cs:
         src = cs.source("s")
-        p = Pyramid(src)
-        assert overview.fill(path, p)
+        folder = overview.fill(path, src)
+        assert folder is not None and folder.parent == overview.cache_paths(path)[0]
         loaded = overview.load_cached(path, src)
         assert loaded is not None and loaded.complete
-        np.testing.assert_array_equal(loaded.level_one()[1], p.level_one()[1])
+        np.testing.assert_array_equal(loaded.level_one()[1], np.bitwise_and.reduceat(
+            src.read_packed(), np.arange(0, 9000, BASE_BIN), axis=0))
     # same name, other samples: the cache must not be taken for it
     path.unlink()
     _capture(path, _random_bits(9001, 2, 4), state=True)
     with CaptureSet.open(path) as cs:
         assert overview.load_cached(path, cs.source("s")) is None
-    # a damaged cache file is ignored, not an error
-    for f in overview.cache_paths(path)[0].glob("*.npz"):
-        f.write_bytes(b"not a zip")
+        folder = overview.fill(path, cs.source("s"))
+        assert [f.name for f in folder.parent.iterdir()] == [folder.name]  # the stale one is gone
+    # a damaged cache is ignored, not an error: a truncated level, then unreadable metadata
+    level = folder / "L1.and.npy"
+    level.write_bytes(level.read_bytes()[:-10])
+    with CaptureSet.open(path) as cs:
+        assert overview.load_cached(path, cs.source("s")) is None
+    (folder / "pyramid.json").write_text("{not json")
     with CaptureSet.open(path) as cs:
         assert overview.load_cached(path, cs.source("s")) is None
 
