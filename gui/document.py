@@ -178,9 +178,12 @@ class Document:
             folder = Path(message["folder"])
             if "end_ps" in message:
                 p.finish(folder, int(message["end_ps"]))
-            else:
+            elif not p.complete:
                 if not p.levels:
-                    p.attach(folder)
+                    try:
+                        p.attach(folder)
+                    except OSError:  # finished and moved meanwhile: its last message names where
+                        return None
                 p.advance(int(message["bins"]), int(message["covered_ps"]))
             return "pyramid"
         table = self.decoded.get(message.get("lanes") or message.get("text") or "")

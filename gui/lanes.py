@@ -59,6 +59,8 @@ LaneKind = Literal["header", "logic", "vector", "decoded"]
 WIDE_BLOCK = 256
 #: Rows in view per pixel beyond which a decoded lane is drawn from searches, not from every row in view.
 CROWDED_ROWS_PER_PIXEL = 2
+#: Labels (and their widths) kept between redraws, per lane and per font.
+KEPT_LABELS = 20_000
 #: Rows of a lane whose descriptions the event search makes when it needs them (more wait for the preparer's).
 SEARCHED_HERE = 20_000
 
@@ -76,6 +78,7 @@ class Boxes:
     _widest: np.ndarray | None = None
     #: each row's description (its longest label), lower-cased, for the event search (None: not made yet)
     text: np.ndarray | None = None
+    _labels: dict[int, list[str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -89,8 +92,14 @@ class Boxes:
         return self.text
 
     def labels(self, i: int) -> list[str]:
-        """Row ``i``'s labels, longest first."""
-        return self.labeller(int(i))
+        """Row ``i``'s labels, longest first (kept: a redraw asks again for the boxes in view)."""
+        i = int(i)
+        found = self._labels.get(i)
+        if found is None:
+            if len(self._labels) > KEPT_LABELS:
+                self._labels.clear()
+            found = self._labels[i] = self.labeller(i)
+        return found
 
     def reach(self) -> np.ndarray:
         """Running maximum of the end times: rows ending after T start at or after searchsorted(reach, T)."""
@@ -225,10 +234,14 @@ def vector_changes(cols: Columns, bits: list[int]) -> Columns:
     return Columns(cols.t_ps, lo, np.ones_like(lo), cols.end_ps, cols.covered_ps)
 
 
-def logic_drawing(cols: Columns, bit: int, shift_ns: float) -> LogicDrawing:
-    """Runs of channel ``bit`` from columns (ps, file time) in view time (ns)."""
-    s, e, st = runs(channel_states(cols, bit), cols.t_ps, cols.end_ps)
-    return LogicDrawing(s / 1000.0 + shift_ns, e / 1000.0 + shift_ns, st, cols.covered_ps / 1000.0 + shift_ns)
+def logic_drawings(cols: Columns, bits: list[int], shift_ns: float) -> list[LogicDrawing]:
+    """Runs of channels ``bits`` from columns (ps, file time) in view time (ns), one drawing per channel."""
+    states = channel_states(cols, np.asarray(bits, dtype=np.int64)).reshape(len(cols), len(bits))
+    s, e, st, counts = runs(states, cols.t_ps, cols.end_ps)
+    x0, x1 = s / 1000.0 + shift_ns, e / 1000.0 + shift_ns
+    covered = cols.covered_ps / 1000.0 + shift_ns
+    ends = np.cumsum(counts)
+    return [LogicDrawing(x0[a:b], x1[a:b], st[a:b], covered) for a, b in zip(ends - counts, ends)]
 
 
 class SourceData:

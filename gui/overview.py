@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from nicrig.acquisition.capture import DEFAULT_CHUNK_SAMPLES, Source
@@ -70,6 +72,14 @@ class Columns:
         return len(self.t_ps)
 
 
+def search(a: np.ndarray, x: float, side: Literal["left", "right"]) -> int:
+    """``np.searchsorted(a, x, side)`` of one time in sorted integer times, as an integer: searched with a float,
+    NumPy would first convert the whole array to floats (a copy of all of it, at every redraw)."""
+    bound = math.ceil(x) if side == "left" else math.floor(x)
+    info = np.iinfo(a.dtype)
+    return int(np.searchsorted(a, a.dtype.type(min(max(bound, info.min), info.max)), side=side))
+
+
 def bin_reduce(packed: np.ndarray, times_ps: np.ndarray, bin_samples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """AND, OR and first time of every ``bin_samples`` consecutive samples (the last bin may be short)."""
     n = len(packed)
@@ -91,20 +101,31 @@ def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: flo
                    np.bitwise_or.reduceat(or_, starts, axis=0), end_ps, covered_ps)
 
 
-def channel_states(cols: Columns, bit: int) -> np.ndarray:
-    """Per column: 0 or 1 when channel ``bit`` held that level, 2 when it changed within the column."""
+def channel_states(cols: Columns, bit: int | np.ndarray) -> np.ndarray:
+    """Per column: 0 or 1 when channel ``bit`` held that level, 2 when it changed within the column (for an array
+    of bits: columns x bits)."""
     lo = (cols.and_[:, bit // 8] >> (bit % 8)) & 1
     hi = (cols.or_[:, bit // 8] >> (bit % 8)) & 1
     return np.where(lo == hi, lo, 2).astype(np.int8)
 
 
-def runs(states: np.ndarray, t_ps: np.ndarray, end_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge equal consecutive states: (start ps, end ps, state) of each run."""
-    if len(states) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
-    starts = np.flatnonzero(np.diff(states, prepend=states[0] - 1))
-    t = t_ps[starts]
-    return t, np.append(t[1:], end_ps), states[starts]
+def runs(states: np.ndarray, t_ps: np.ndarray, end_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Merge equal consecutive states of each channel (``states``: columns x channels): start ps, end ps and
+    state of each run, channel after channel, and how many runs each channel has."""
+    n, k = states.shape
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(k, np.int64)
+    s = states.T
+    new = np.empty((k, n), bool)
+    new[:, 0] = True
+    np.not_equal(s[:, 1:], s[:, :-1], out=new[:, 1:])
+    channel, col = np.nonzero(new)
+    t = t_ps[col]
+    end = np.empty_like(t)
+    end[:-1] = t[1:]
+    last = np.append(channel[1:] != channel[:-1], True)
+    end[last] = end_ps
+    return t, end, s[channel, col], np.bincount(channel, minlength=k)
 
 
 def sample_period_ps(source: Source) -> int:
@@ -165,11 +186,11 @@ class BlockCache:
             return src.sample_at(int(np.ceil(t_ps)))
         lo, hi = 0, n - 1
         if self.coarse is not None and len(self.coarse) and t_ps <= self.coarse[-1]:
-            k = int(np.searchsorted(self.coarse, t_ps, side="left"))
+            k = search(self.coarse, t_ps, "left")
             lo = max(0, (k - 1) * BASE_BIN)
             hi = min(n - 1, k * BASE_BIN)
             _, times = self.read(lo, hi + 1)
-            j = int(np.searchsorted(times, t_ps, side="left"))
+            j = search(times, t_ps, "left")
             return lo + j if j <= hi - lo else n
         t_lo, t_hi = self.time_of(lo), self.time_of(hi)
         if t_ps <= t_lo:
@@ -189,7 +210,7 @@ class BlockCache:
                 hi, t_hi = mid, t_mid
             if hi - lo <= self.block:
                 _, times = self.read(lo, hi + 1)
-                return lo + int(np.searchsorted(times, t_ps, side="left"))
+                return lo + search(times, t_ps, "left")
         return hi
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
@@ -293,8 +314,8 @@ class Pyramid:
             if bin_ps > px:
                 break
             t, a, o = lt[:n], la[:n], lo[:n]
-        i0 = max(0, int(np.searchsorted(t, t0_ps, side="right")) - 1)
-        i1 = int(np.searchsorted(t, t1_ps, side="right"))
+        i0 = max(0, search(t, t0_ps, "right") - 1)
+        i1 = search(t, t1_ps, "right")
         return columns_from(np.asarray(t[i0:i1]), np.asarray(a[i0:i1]), np.asarray(o[i0:i1]), t0_ps, px, covered,
                             covered)
 
