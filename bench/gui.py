@@ -110,7 +110,7 @@ class Clock:
         return time.perf_counter() - w0, time.thread_time() - c0
 
 
-def wait_until(app: Any, done: Any, timeout_s: float = 600.0) -> None:
+def wait_until(app: Any, done: Any, timeout_s: float = 1800.0) -> None:
     """Run the event loop as a window's does (asleep until an event comes) until ``done()``."""
     from PySide6 import QtCore
 

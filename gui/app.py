@@ -27,8 +27,10 @@ from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 from nicrig.errors import NicrigError, UsageError
 from nicrig.h5file import open_any
 
-#: While the overview grows, the timeline is drawn again at most this often (ms).
+#: While the overview grows, the timeline is drawn again at most this often (ms); decoded lanes that come
+#: within RELAYOUT_MS of each other are laid out together.
 REDRAW_MS = 250
+RELAYOUT_MS = 50
 #: A capture set of up to this many samples and decoded rows is prepared for the view in a thread of the window's
 #: process (at once); a deeper one in a process of its own, so that the window's interpreter stays free.
 PREPARED_HERE_SAMPLES = 1 << 22
@@ -269,6 +271,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self._build_actions()
         self._redraw_timer = QtCore.QTimer(self, interval=REDRAW_MS, singleShot=True)
         self._redraw_timer.timeout.connect(self._overview_progress)
+        self._relayout_timer = QtCore.QTimer(self, interval=RELAYOUT_MS, singleShot=True)
+        self._relayout_timer.timeout.connect(self._lanes_arrived)
         self.tabs.currentChanged.connect(lambda _: self._make_results(self.tabs.currentWidget()))
         for f in files or []:
             self.open_file(Path(f))
@@ -563,11 +567,8 @@ class MainWindow(QtWidgets.QMainWindow):
         if "title" in message and self.jobs:
             self.job_label.setText(message["title"])
         what = doc.take(message)
-        if what == "lanes":
-            if self.lanes_panel is not None:
-                self.lanes_panel.rebuild()
-            self.timeline.layout_lanes()
-            self._refresh_events()
+        if what == "lanes" and not self._relayout_timer.isActive():
+            self._relayout_timer.start()
         elif what == "pyramid" and not self._redraw_timer.isActive():
             self._redraw_timer.start()
         elif what == "text" and self.events is not None and self.events.waiting:
@@ -577,8 +578,20 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.timeline is not None:
             self.timeline.redraw()
 
+    def _lanes_arrived(self) -> None:
+        """Decoded lanes came (those of a few tables at once, mostly): show them, and list their events."""
+        if self.timeline is None:
+            return
+        if self.lanes_panel is not None:
+            self.lanes_panel.rebuild()
+        self.timeline.layout_lanes()
+        self._refresh_events()
+
     def _prepare_ended(self) -> None:
         self._redraw_timer.stop()
+        if self._relayout_timer.isActive():
+            self._relayout_timer.stop()
+            self._lanes_arrived()
         if self.timeline is not None:
             self.timeline.redraw()
         if self.events is not None and self.events.waiting:

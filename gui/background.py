@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -104,6 +105,9 @@ class ProcessJob(QtCore.QObject):
         self.title = title
         self._cancel = False
         self._buffer = b""
+        self._lines: deque[bytes] = deque()
+        self._ended_with: tuple[int, QtCore.QProcess.ExitStatus] | None = None
+        self._taking = False
         self.process = QtCore.QProcess(self)
         self.process.setProgram(sys.executable)
         self.process.setArguments(["-m", module, *args])
@@ -124,7 +128,7 @@ class ProcessJob(QtCore.QObject):
             self.process.terminate()
 
     def wait(self, msecs: int = 60_000) -> bool:
-        """Until the process has ended (its last messages taken)."""
+        """Until the process has ended (its last messages are taken by the event loop)."""
         if self.process.state() != QtCore.QProcess.ProcessState.NotRunning:
             self.process.waitForFinished(msecs)
         return self.process.state() == QtCore.QProcess.ProcessState.NotRunning
@@ -132,17 +136,33 @@ class ProcessJob(QtCore.QObject):
     def _read(self) -> None:
         self._buffer += bytes(self.process.readAllStandardOutput().data())
         *lines, self._buffer = self._buffer.split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            msg = json.loads(line)
+        self._lines.extend(line for line in lines if line.strip())
+        self._take_soon()
+
+    def _take_soon(self) -> None:
+        if not self._taking:
+            self._taking = True
+            QtCore.QTimer.singleShot(0, self._take)
+
+    def _take(self) -> None:
+        """One message, then back to the event loop: however many came at once, input waits for one at most."""
+        self._taking = False
+        if self._lines:
+            msg = json.loads(self._lines.popleft())
             if "progress" in msg:
                 done, total = msg["progress"]
                 self.progressed.emit(int(min(done, 2**31 - 1)), int(min(total, 2**31 - 1)))
             self.message.emit(msg)
+        if self._lines:
+            self._take_soon()
+        elif self._ended_with is not None:
+            self._finish(*self._ended_with)
 
     def _ended(self, code: int, status: QtCore.QProcess.ExitStatus) -> None:
         self._read()
+        self._ended_with = (code, status)
+
+    def _finish(self, code: int, status: QtCore.QProcess.ExitStatus) -> None:
         if self._cancel or code == 3:
             self.cancelled.emit()
         elif status != QtCore.QProcess.ExitStatus.NormalExit or code != 0:

@@ -489,7 +489,8 @@ def activity_labels(r: np.void) -> list[str]:
     return [f"frame on the wire {format_ns(float(r['duration_ns']))}, ~{int(r['est_bytes'])} B", "on wire", "W"]
 
 
-#: Each decoder's labels of one table row.
+#: Each decoder's labels of one table row. A label says what happened, never when (its duration at most): the
+#: search index describes rows equal but for their times once.
 ROW_LABELS: dict[str, Callable[[np.void], list[str]]] = {"pci": pci_labels, "ethernet": ethernet_labels,
                                                          "irq": irq_labels, "linkactivity": activity_labels}
 

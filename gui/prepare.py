@@ -43,6 +43,8 @@ from nicrig.errors import NicrigError
 from nicrig.h5file import open_any
 
 Message = dict[str, Any]
+#: Distinct rows whose descriptions the search index keeps at once while it is made.
+KNOWN_DESCRIPTIONS = 200_000
 #: The parts of a lane kept in the cache, by file name.
 LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest")
 #: The lanes' drawing and labels change with the code that makes them: its text is part of the cache key.
@@ -165,10 +167,27 @@ def prepare_text(cs: Any, table: str, decoder: str, folder: Path, stop: Callable
     ds = cs.table_dataset(table)
     chunks = StoredChunks(ds, str(cs.path), f"table {table}")
     labels = ROW_LABELS[decoder]
+    # a description tells what happened, not when: rows equal but for their place in time (a bus repeats its
+    # transactions frame after frame) are described once
+    when = [n for n in ("ss", "es", "t_ns") if n in (ds.dtype.names or ())]
+    known: dict[bytes, bytes] = {}
     parts = []
     for k in range(len(chunks)):
         rows = chunks.rows(k)
-        parts.append(np.array([labels(r)[0].lower().encode() for r in rows] or [b""], dtype="S")[:len(rows)])
+        key = rows.copy()
+        if "t_ns" in when and "t_end_ns" in (ds.dtype.names or ()):
+            key["t_end_ns"] -= key["t_ns"]  # the duration stays
+        for n in when:
+            key[n] = 0
+        if len(known) > KNOWN_DESCRIPTIONS:
+            known.clear()
+        text = []
+        for i, kb in enumerate(key.view(np.dtype((np.void, key.dtype.itemsize))).tolist()):
+            found = known.get(kb)
+            if found is None:
+                found = known[kb] = labels(rows[i])[0].lower().encode()
+            text.append(found)
+        parts.append(np.array(text or [b""], dtype="S")[:len(rows)])
         stop()
         progress(len(rows))
     width = max((p.dtype.itemsize for p in parts), default=1)
