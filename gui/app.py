@@ -190,12 +190,12 @@ class CursorPanel(QtWidgets.QWidget):
         self._timer.timeout.connect(self.refresh)
         timeline.cursorsChanged.connect(lambda *_: self._timer.start())
         timeline.markersChanged.connect(self.refresh_markers)
-        self.refresh()
+        self._timer.start()  # after the first view is painted: each lane's value is a read of its own
         self.refresh_markers()
 
     def refresh(self) -> None:
         tl = self.timeline
-        if not tl.isEnabled():  # the file is closed for a writer
+        if not tl.isEnabled() or tl.doc.closed:  # the file is closed for a writer, or for good
             return
         a, b = tl.cursor_positions()
         lanes = [item.lane for item in tl.items if item.lane.kind != "header"]
@@ -265,6 +265,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.jobs: list[Job | ProcessJob] = []
         self._events_job: Job | None = None
         self._events_again = False
+        self._prepare_pending = False
         self.errors: list[str] = []
         self._docks: list[QtWidgets.QDockWidget] = []
         self._build_status()
@@ -441,7 +442,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowTitle(f"nicrig - {path}")
         if doc.session_note:
             self.statusBar().showMessage(doc.session_note, 8000)
-        self.prepare_view()
+        # the preparer starts once the first view is painted: until then the window has the machine
+        self._prepare_pending = True
+        self.timeline.plot.shown.connect(self._start_preparing)
 
     def _dock(self, title: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea) -> None:
         dock = QtWidgets.QDockWidget(title, self)
@@ -530,11 +533,17 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def wait_jobs(self, timeout_ms: int = 600_000) -> None:
         """Process events until every job has ended (scripts, screenshots and tests)."""
+        self._start_preparing()
         deadline = QtCore.QDeadlineTimer(timeout_ms)
         while self.jobs and not deadline.hasExpired():
             QtWidgets.QApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
             QtCore.QThread.msleep(5)
         QtWidgets.QApplication.processEvents()
+
+    def _start_preparing(self) -> None:
+        if self._prepare_pending:
+            self._prepare_pending = False
+            self.prepare_view()
 
     def prepare_view(self) -> None:
         """Prepare what the view lacks (pyramids, decoded lanes, the search index) in the background: the timeline
@@ -690,6 +699,9 @@ class MainWindow(QtWidgets.QMainWindow):
         except NicrigError as exc:
             self.show_error("Cannot save the session", str(exc))
             return
+        finally:  # the file was opened again: its lanes read its tables anew
+            if self.timeline is not None:
+                self.timeline.layout_lanes()
         self.statusBar().showMessage(f"session saved in {where}", 8000)
         self.prepare_view()
 

@@ -127,6 +127,7 @@ class Document:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.cs = open_any(self.path)
+        self.closed = False
         self.session, self.session_note = session.load(self.path)
         self.data: dict[str, SourceData] = {}
         self.decoded: dict[str, DecodedTable] = {}
@@ -147,15 +148,15 @@ class Document:
             else:
                 pyr = overview.load_cached(self.path, src) or overview.Pyramid(src)
             self.data[name] = SourceData(src, pyr)
+        names = self.cs.table_names()
         self.decoded = {}
-        for table, source, decoder in prepare.decoded_tables(self.cs):
+        for table, source, decoder in prepare.decoded_tables(names):
             ds = self.cs.table_dataset(table)
             dt = DecodedTable(table, source, decoder, ds, self.path)
             folder = prepare.table_folder(self.path, ds)
             if folder is not None:
                 dt.load(folder)
             self.decoded[table] = dt
-        names = self.cs.table_names()
         self.traces = [hp.read(self.cs, h) for h in hp.hosts(self.cs)]
         local = [t for t in self.traces if not t.clock_reference] or self.traces
         #: CLOCK_MONOTONIC ns at the view's zero: the first host trace's start
@@ -179,7 +180,7 @@ class Document:
             if "end_ps" in message:
                 p.finish(folder, int(message["end_ps"]))
             elif not p.complete:
-                if not p.levels:
+                if p.folder is None:
                     try:
                         p.attach(folder)
                     except OSError:  # finished and moved meanwhile: its last message names where
@@ -222,6 +223,7 @@ class Document:
 
     def close(self) -> None:
         self.cs.close()
+        self.closed = True
 
     def save_session(self) -> Path:
         with self.suspended() as path:

@@ -80,14 +80,29 @@ def search(a: np.ndarray, x: float, side: Literal["left", "right"]) -> int:
     return int(np.searchsorted(a, a.dtype.type(min(max(bound, info.min), info.max)), side=side))
 
 
-def bin_reduce(packed: np.ndarray, times_ps: np.ndarray, bin_samples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """AND, OR and first time of every ``bin_samples`` consecutive samples (the last bin may be short)."""
-    n = len(packed)
-    starts = np.arange(0, n, bin_samples)
-    if n == 0:
-        return packed[:0], packed[:0], times_ps[:0]
-    return (np.bitwise_and.reduceat(packed, starts, axis=0), np.bitwise_or.reduceat(packed, starts, axis=0),
-            times_ps[starts])
+def fold(x: np.ndarray, width: int, op: np.ufunc) -> np.ndarray:
+    """``op`` (``np.bitwise_and`` or ``np.bitwise_or``) of every ``width`` consecutive rows of packed samples
+    ``x`` (rows x bytes), ``width`` a power of two; the last group may be shorter.
+
+    A row of 1, 2, 4 or 8 bytes is one integer, and the groups reduce along contiguous memory; wider rows
+    fold each group's halves together until one row is left: several times NumPy's ``reduceat`` over rows.
+    """
+    n, u = x.shape
+    whole = n - n % width
+    parts = []
+    if whole:
+        if u in (1, 2, 4, 8):
+            words = np.ascontiguousarray(x[:whole]).view(np.dtype(f"u{u}")).reshape(-1, width)
+            parts.append(op.reduce(words, axis=1).view(np.uint8).reshape(-1, u))
+        else:
+            folded, span = x[:whole].reshape(-1, width * u), width * u
+            while span > u:
+                span //= 2
+                folded = op(folded[:, :span], folded[:, span:2 * span])
+            parts.append(folded)
+    if whole < n:
+        parts.append(op.reduce(x[whole:], axis=0, keepdims=True))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else x[:0]
 
 
 def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: float, px_ps: float,
@@ -240,8 +255,9 @@ class Pyramid:
         self.total = source.num_samples
         self.bins = 0  # level-1 bins written, from the first
         self.done = self.total == 0
-        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (t_ps, and, or) per level, mapped
         self.sizes = level_sizes(-(-self.total // BASE_BIN))
+        self.folder: Path | None = None
+        self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []  # (t_ps, and, or), mapped
         self.end_ps = 0
         self._covered = -(1 << 62)
 
@@ -254,15 +270,23 @@ class Pyramid:
         """Samples reduced, from the first."""
         return self.total if self.done else min(self.bins * BASE_BIN, self.total)
 
-    def attach(self, folder: Path) -> None:
-        """Map the level files in ``folder`` (being written, or finished)."""
-        levels = []
-        for k in range(1, len(self.sizes) + 1):
-            names = [folder / f"L{k}.{part}.npy" for part in ("t", "and", "or")]
-            if not all(f.is_file() for f in names):
-                break
-            levels.append(tuple(np.load(f, mmap_mode="r") for f in names))
-        self.levels = levels  # type: ignore[assignment]
+    def attach(self, folder: Path, finished: bool = False) -> None:
+        """Read the levels from the files in ``folder``: mapped at once while the builder writes them (it moves
+        the folder when done), else each when first drawn."""
+        self._levels = [None] * len(self.sizes)
+        self.folder = folder
+        for k in range(1, (len(self.sizes) if finished else min(len(self.sizes), BLOCK_LEVELS)) + 1):
+            if not finished or k == 1:
+                self.level(k)
+
+    def level(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Level ``k`` (1-based): bin start times (ps), AND and OR of the packed samples in each bin."""
+        found = self._levels[k - 1]
+        if found is None:
+            assert self.folder is not None
+            found = self._levels[k - 1] = tuple(  # type: ignore[assignment]
+                np.asarray(np.load(self.folder / f"L{k}.{part}.npy", mmap_mode="r")) for part in ("t", "and", "or"))
+        return found  # type: ignore[return-value]
 
     def advance(self, bins: int, covered_ps: int) -> None:
         """The builder has written level-1 bins ``[0, bins)`` (and the levels above them): data up to
@@ -272,7 +296,7 @@ class Pyramid:
 
     def finish(self, folder: Path, end_ps: int) -> None:
         """The builder is done: every level in ``folder`` is whole."""
-        self.attach(folder)
+        self.attach(folder, finished=True)
         self.end_ps = end_ps
         self.bins = self.sizes[0]
         self.done = True
@@ -283,7 +307,7 @@ class Pyramid:
 
     def _usable(self, k: int) -> int:
         """Bins of level ``k`` (1-based) written whole."""
-        if k > len(self.levels):
+        if self.folder is None or k > len(self.sizes):
             return 0
         if self.complete:
             return self.sizes[k - 1]
@@ -297,7 +321,7 @@ class Pyramid:
         if not n:
             u = self.source.unitsize
             return np.zeros(0, np.int64), np.zeros((0, u), np.uint8), np.zeros((0, u), np.uint8)
-        t, a, o = self.levels[0]
+        t, a, o = self.level(1)
         return t[:n], a[:n], o[:n]
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
@@ -305,11 +329,11 @@ class Pyramid:
         px = (t1_ps - t0_ps) / max(pixels, 1)
         covered = self.covered_ps()  # before the bins: the builder only ever adds some
         t, a, o = self.level_one()
-        for k in range(2, len(self.levels) + 1):
+        for k in range(2, len(self.sizes) + 1):
             n = self._usable(k)
             if n < 2:
                 break
-            lt, la, lo = self.levels[k - 1]
+            lt, la, lo = self.level(k)
             bin_ps = (int(lt[n - 1]) - int(lt[0])) / (n - 1)
             if bin_ps > px:
                 break
@@ -330,8 +354,7 @@ def level_sizes(bins: int) -> list[int]:
 
 def reduce_level(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The next coarser level: every ``FACTOR`` bins as one (the last may hold fewer)."""
-    starts = np.arange(0, len(t), FACTOR)
-    return t[starts], np.bitwise_and.reduceat(a, starts, axis=0), np.bitwise_or.reduceat(o, starts, axis=0)
+    return t[::FACTOR], fold(a, FACTOR, np.bitwise_and), fold(o, FACTOR, np.bitwise_or)
 
 
 # -- building ---------------------------------------------------------------------------------------------------
@@ -365,11 +388,15 @@ class _Reader:
         """Level-1 bins (t_ps, and, or) of block ``b``."""
         s = b * BLOCK_BINS * BASE_BIN
         e = min(self.source.num_samples, s + BLOCK_BINS * BASE_BIN)
-        packed = self._rows(self.samples, s, e)
-        starts = np.arange(0, e - s, BASE_BIN)
-        a, o = np.bitwise_and.reduceat(packed, starts, axis=0), np.bitwise_or.reduceat(packed, starts, axis=0)
+        c = self.samples.chunk_rows
+        if c % BASE_BIN or s % c:  # bins straddle chunks: the block's samples together
+            parts = [self._rows(self.samples, s, e)]
+        else:  # a chunk at a time: no copy of the block
+            parts = [self.samples.rows(k)[:e - k * c] for k in range(s // c, (e - 1) // c + 1)]
+        a = np.concatenate([fold(p, BASE_BIN, np.bitwise_and) for p in parts])
+        o = np.concatenate([fold(p, BASE_BIN, np.bitwise_or) for p in parts])
         if self.stamps is None:
-            t = self.source.times_at(starts + s)
+            t = self.source.times_at(np.arange(s, e, BASE_BIN))
         else:
             t = self._rows(self.stamps, s, e, BASE_BIN).astype(np.int64) + self.base_ps
         return t, a, o
@@ -474,22 +501,32 @@ def load_cached(capture: Path, source: Source) -> Pyramid | None:
     """The cached pyramid of ``source``, mapped (nothing is read until drawn), or None when there is none or it
     is stale or damaged."""
     name = pyramid_name(source)
+    u = source.unitsize
     for root in cache_paths(capture):
         folder = root / name
         meta = finished(folder)
         if meta is None:
             continue
         p = Pyramid(source)
+        # whole files, of the sizes the source's samples make (the levels are mapped when drawn)
+        if meta.get("samples") != p.total or meta.get("levels") != p.sizes or any(
+                not _holds(folder / f"L{k}.{part}.npy", m * (8 if part == "t" else u))
+                for k, m in enumerate(p.sizes, 1) for part in ("t", "and", "or")):
+            continue
         try:
             p.finish(folder, int(meta["end_ps"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if meta.get("samples") != p.total or meta.get("levels") != p.sizes or len(p.levels) != len(p.sizes) or \
-                any(len(t) != m or a.shape != (m, source.unitsize) or o.shape != a.shape
-                    for (t, a, o), m in zip(p.levels, p.sizes)):
-            continue
         return p
     return None
+
+
+def _holds(f: Path, nbytes: int) -> bool:
+    """Whether ``f`` is an .npy file long enough for ``nbytes`` of data after its header."""
+    try:
+        return f.stat().st_size >= nbytes + 64
+    except OSError:
+        return False
 
 
 def fill(capture: Path, source: Source, progress: Callable[[Path, int, int], None] | None = None,

@@ -55,10 +55,11 @@ class Stopped(Exception):
     """Preparation was stopped (the window closed the file or ended the process)."""
 
 
-def decoded_tables(cs: Any) -> list[tuple[str, str, str]]:
-    """(table, source, decoder) of every decoded table with lanes, in name order."""
+def decoded_tables(names: list[str]) -> list[tuple[str, str, str]]:
+    """(table, source, decoder) of every decoded table with lanes among a file's tables ``names``, in name
+    order."""
     out = []
-    for name in sorted(cs.table_names()):
+    for name in sorted(names):
         parts = name.split("/")
         if len(parts) == 3 and parts[0] == "decoded" and parts[2] in DECODED_LANES:
             out.append((name, parts[1], parts[2]))
@@ -213,7 +214,7 @@ def prepare(capture: Path, emit: Callable[[Message], None], should_stop: Callabl
             raise Stopped()
 
     with open_any(capture) as cs, ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-prepare") as pool:
-        tables = decoded_tables(cs)
+        tables = decoded_tables(cs.table_names())
         folders = {}
         for i, (table, _, decoder) in enumerate(tables):
             emit({"progress": [i, len(tables)], "title": "loading decoded lanes"})

@@ -351,7 +351,10 @@ class TimeAxis(pg.AxisItem):
 
 
 class TimelinePlot(pg.PlotWidget):
-    """The plot, counting the frames it paints (what a script or test waits for after an input)."""
+    """The plot, counting the frames it paints (what a script or test waits for after an input); ``shown``
+    once the first is painted."""
+
+    shown = QtCore.Signal()
 
     def __init__(self, *args: object, **kwargs: object):
         super().__init__(*args, **kwargs)
@@ -360,6 +363,8 @@ class TimelinePlot(pg.PlotWidget):
     def paintEvent(self, ev: QtGui.QPaintEvent) -> None:
         super().paintEvent(ev)
         self.frames += 1
+        if self.frames == 1:
+            self.shown.emit()
 
 
 class TimelineViewBox(pg.ViewBox):

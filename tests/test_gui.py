@@ -598,6 +598,7 @@ def test_the_window_answers_while_a_deep_capture_is_prepared(qtbot, fresh: Path,
     qtbot.addWidget(w)
     w.resize(1400, 900)
     w.show()
+    qtbot.waitUntil(lambda: bool(w.jobs))  # started once the first view is painted
     (job,) = [j for j in w.jobs if isinstance(j, ProcessJob)]
     pid = int(job.process.processId())
     assert pid > 0 and pid != os.getpid()

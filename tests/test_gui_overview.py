@@ -221,3 +221,55 @@ def test_a_damaged_session_is_a_clear_error(text: str) -> None:
         assert str(exc).startswith("GUI session")
     else:
         assert isinstance(s, session.Session)
+
+
+@settings(max_examples=60, deadline=None)
+@given(u=st.integers(1, 12), n=st.integers(0, 700), width=st.sampled_from([8, 64]), seed=st.integers(0, 10**6))
+def test_fold_is_the_and_and_or_of_each_group_of_rows(u: int, n: int, width: int, seed: int) -> None:
+    from nicrig.gui.overview import fold
+
+    x = np.random.default_rng(seed).integers(0, 256, (n, u)).astype(np.uint8)
+    x[::3] |= 0x81  # some bits held through a group, for AND to keep
+    starts = np.arange(0, n, width)
+    for op in (np.bitwise_and, np.bitwise_or):
+        got = fold(x, width, op)
+        assert got.shape == (len(starts), u)
+        if n:
+            np.testing.assert_array_equal(got, op.reduceat(x, starts, axis=0))
+
+
+def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: Path) -> None:
+    """Rows, a table's columns and every 64th timestamp as read from the stored chunks are HDF5's; a chunk
+    whose bytes changed is read through HDF5, whose checksum then fails: a FormatError naming the file."""
+    from nicrig.gui.chunks import StoredChunks
+
+    path = _capture(tmp_path / "k.h5", _random_bits(10000, 11, 5), state=True)
+    table = np.zeros(1000, [("t_ns", "<i8"), ("t_end_ns", "<i8"), ("kind", "S8"), ("vec", "<i2", (3,))])
+    table["t_ns"] = np.arange(1000) * 7
+    table["t_end_ns"] = table["t_ns"] + 5
+    table["kind"] = np.where(np.arange(1000) % 3, b"dma", b"csr")
+    table["vec"] = np.arange(3000).reshape(1000, 3)
+    with CaptureSet.open(path) as cs, cs.derived_update() as update:
+        update.write_table("decoded/s/x", table)
+    with CaptureSet.open(path) as cs:
+        samples, stamps = cs.source("s").datasets
+        ds = cs.table_dataset("decoded/s/x")
+        for d in (samples, stamps, ds):
+            chunks = StoredChunks(d, str(path), "test")
+            assert chunks.direct and len(chunks) > 1
+            np.testing.assert_array_equal(np.concatenate([chunks.rows(k) for k in range(len(chunks))]), d[()])
+        chunks = StoredChunks(stamps, str(path), "test")
+        every = np.concatenate([chunks.fields(k, [""], 64)[""] for k in range(len(chunks))])
+        np.testing.assert_array_equal(every, stamps[::64])
+        chunks = StoredChunks(ds, str(path), "test")
+        cols = [chunks.fields(k, ["t_end_ns", "kind", "vec"]) for k in range(len(chunks))]
+        for name in ("t_end_ns", "kind", "vec"):
+            np.testing.assert_array_equal(np.concatenate([c[name] for c in cols]), table[name])
+        offset = stamps.id.get_chunk_info(1).byte_offset
+    data = bytearray(path.read_bytes())
+    data[offset + 50] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with CaptureSet.open(path) as cs:
+        chunks = StoredChunks(cs.source("s").datasets[1], str(path), "timestamps")
+        with pytest.raises(FormatError, match="checksum fails"):
+            chunks.fields(1, [""], 64)
