@@ -87,11 +87,30 @@ def make_capture(folder: Path, samples: float) -> tuple[Path, Path]:
 
 # -- one case, in a process of its own -------------------------------------------------------------------------
 
+def frames(window: Any) -> Any:
+    """A counter of the frames the window's timeline paints (an event filter on its viewport: a paint event it
+    sees is painted by the time the event loop returns)."""
+    from PySide6 import QtCore
+
+    class Frames(QtCore.QObject):
+        count = 0
+
+        def eventFilter(self, obj: Any, ev: Any) -> bool:  # noqa: N802 - Qt's name
+            if ev.type() == QtCore.QEvent.Type.Paint:
+                self.count += 1
+            return False
+
+    counter = Frames(window)
+    window.timeline.plot.viewport().installEventFilter(counter)
+    return counter
+
+
 class Clock:
     """Times from an input to the next frame the timeline paints."""
 
     def __init__(self, app: Any, window: Any):
         self.app, self.window = app, window
+        self.frames = window.frames
 
     def settle(self) -> None:
         from PySide6 import QtCore
@@ -101,12 +120,11 @@ class Clock:
 
     def frame(self, send: Any) -> tuple[float, float]:
         """(wall s, GUI thread CPU s) from calling ``send()`` (which sends the input) to the frame it causes."""
-        plot = self.window.timeline.plot
         self.settle()
-        before = plot.frames
+        before = self.frames.count
         w0, c0 = time.perf_counter(), time.thread_time()
         send()
-        wait_until(self.app, lambda: plot.frames != before, 60.0)
+        wait_until(self.app, lambda: self.frames.count != before, 60.0)
         return time.perf_counter() - w0, time.thread_time() - c0
 
 
@@ -173,10 +191,11 @@ def _open(app: Any, path: Path) -> tuple[Any, float, float]:
 
     w0, c0 = time.perf_counter(), time.thread_time()
     window = MainWindow([path])
+    window.frames = frames(window)
     window.resize(*SIZE)
     window.show()
     plot = window.timeline.plot
-    wait_until(app, lambda: plot.frames > 0)
+    wait_until(app, lambda: window.frames.count > 0)
     wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
     window.activateWindow()  # keys go to the timeline, as after a click into it
     plot.setFocus()
@@ -201,22 +220,25 @@ def _opened_cold(app: Any, path: Path) -> dict[str, Any]:
     doc = window.doc
     seen: dict[str, float] = {}
 
+    # a version that read the decoded tables whole drew their lanes in the first view, and described the events
+    # for a search when the first came
+    decoded = getattr(doc, "decoded", {})
+
     def look() -> bool:
         now = time.perf_counter() - t0
-        if all(t.arrays is not None for t in doc.decoded.values()):
-            seen.setdefault("lanes", now)
+        if all(t.arrays is not None for t in decoded.values()):
+            seen.setdefault("lanes", wall if not hasattr(doc, "decoded") else now)
         if all(d.pyramid.complete for d in doc.data.values()):
             seen.setdefault("overview", now)
-        if all(t.text is not None for t in doc.decoded.values()):
+        if all(t.text is not None for t in decoded.values()):
             seen.setdefault("text", now)
         return not window.jobs
 
     wait_until(app, look)
-    lanes, overview, text = (seen.get(k) for k in ("lanes", "overview", "text"))
     end = time.perf_counter() - t0
     _close(app, window)
-    return {"first": wall, "first_cpu": cpu, "lanes": lanes if lanes is not None else end,
-            "overview": overview if overview is not None else end, "text": text if text is not None else end}
+    return {"first": wall, "first_cpu": cpu, "lanes": seen.get("lanes", end), "overview": seen.get("overview", end),
+            "text": seen["text"] if hasattr(doc, "decoded") else None}
 
 
 def _redraws(app: Any, window: Any, steps: int) -> list[dict[str, Any]]:
@@ -252,6 +274,7 @@ def _redraws(app: Any, window: Any, steps: int) -> list[dict[str, Any]]:
 def _session(app: Any, path: Path) -> dict[str, Any]:
     """Open, zoom in to one transaction, pan, search an event, jump to it, zoom out."""
     import numpy as np
+    from nicrig.gui.events import KINDS
     from PySide6 import QtCore
     from PySide6.QtTest import QTest
 
@@ -275,7 +298,8 @@ def _session(app: Any, path: Path) -> dict[str, Any]:
     events = window.events
     seq = None
     for k in range(len(events.events)):
-        if events.events.kind[k] == b"frame":
+        kind = events.events.kind[k]
+        if (kind.decode() if isinstance(kind, bytes) else KINDS[kind]) == "frame":
             seq = k
             if k > len(events.events) // 2:
                 break
@@ -340,50 +364,80 @@ def _s(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} / {max(values):.2f}"
 
 
-def table(results: dict[str, dict[str, Any]]) -> list[str]:
-    """One row per measurement, one column per case: median / worst, and the ratio of the median to its goal."""
+def table(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """One row per measurement, one column per case: median / worst (wall time), the median's ratio to its goal,
+    and the median of the version ``before`` in brackets."""
     cases = list(results)
     rows: list[tuple[str, list[str], str]] = []
 
-    def row(what: str, goal: str, cell: Any) -> None:
-        rows.append((what, [cell(results[c]) for c in cases], goal))
+    def row(what: str, goal_text: str, values: Any, unit: str, goal: float | None = None) -> None:
+        cells = []
+        for c in cases:
+            got = values(results[c])
+            if not got:
+                cells.append("-")
+                continue
+            text = _ms(got) if unit == "ms" else _s(got)
+            if goal:
+                text += f" {statistics.median(got) / goal:.2f}x"
+            old = values(before[c]) if before and c in before else None
+            if old:
+                text += f" ({statistics.median(old) * (1000 if unit == 'ms' else 1):.{0 if unit == 'ms' else 2}f})"
+            cells.append(text)
+        rows.append((f"{what} ({unit})", cells, goal_text))
 
-    def ratio(med: float, goal: float) -> str:
-        return f" ({med / goal:.2f}x)"
+    def cold(key: str) -> Any:
+        return lambda r: [c[key] for c in r["cold"] if c.get(key) is not None] if r["decoded"] or key != "text" else []
 
-    row("first view, no overview cached (s)", f"<= {GOAL_COLD_S:g} s",
-        lambda r: _s([c["first"] for c in r["cold"]]) + ratio(statistics.median([c["first"] for c in r["cold"]]),
-                                                              GOAL_COLD_S))
-    row("  GUI thread CPU (s)", "", lambda r: _s([c["first_cpu"] for c in r["cold"]]))
-    row("  decoded lanes drawn (s)", "", lambda r: _s([c["lanes"] for c in r["cold"]]) if r["decoded"] else "-")
-    row("  overview complete (s)", f"<= {GOAL_OVERVIEW_S:g} s",
-        lambda r: _s([c["overview"] for c in r["cold"]]) + ratio(
-            statistics.median([c["overview"] for c in r["cold"]]), GOAL_OVERVIEW_S))
-    row("  search index ready (s)", "", lambda r: _s([c["text"] for c in r["cold"]]) if r["decoded"] else "-")
-    row("first view, overview cached (s)", f"<= {GOAL_CACHED_S:g} s",
-        lambda r: _s([w for w, _ in r["cached"]]) + ratio(statistics.median([w for w, _ in r["cached"]]),
-                                                          GOAL_CACHED_S))
-    row("  GUI thread CPU (s)", "", lambda r: _s([c for _, c in r["cached"]]))
+    row("first view, no overview cached", f"<= {GOAL_COLD_S:g} s", cold("first"), "s", GOAL_COLD_S)
+    row("  GUI thread CPU", "", cold("first_cpu"), "s")
+    row("  decoded lanes drawn", "", lambda r: cold("lanes")(r) if r["decoded"] else [], "s")
+    row("  overview complete", f"<= {GOAL_OVERVIEW_S:g} s", cold("overview"), "s", GOAL_OVERVIEW_S)
+    row("  search index ready", "", cold("text"), "s")
+    row("first view, overview cached", f"<= {GOAL_CACHED_S:g} s", lambda r: [w for w, _ in r["cached"]], "s",
+        GOAL_CACHED_S)
+    row("  GUI thread CPU", "", lambda r: [c for _, c in r["cached"]], "s")
     for k, width in enumerate(VIEWS_NS):
         name = "whole capture" if width is None else (f"{width / 1e6:g} ms" if width >= 1e6 else f"{width / 1e3:g} us")
-        row(f"redraw, {name} in view (ms)", "<= 16 / 33 ms",
-            lambda r, k=k: _ms(r["redraws"][k]["wall"]) + ratio(statistics.median(r["redraws"][k]["wall"]), FRAME_S))
-        row("  GUI thread CPU (ms)", "", lambda r, k=k: _ms(r["redraws"][k]["cpu"]))
+        row(f"redraw, {name} in view", "<= 16 / 33 ms", lambda r, k=k: r["redraws"][k]["wall"], "ms", FRAME_S)
+        row("  GUI thread CPU", "", lambda r, k=k: r["redraws"][k]["cpu"], "ms")
     steps = next((r["session"]["steps"] for r in results.values() if "session" in r), {})
     for step in steps:
-        row(f"session: {step} (ms)", "<= 16 / 33 ms",
-            lambda r, step=step: (_ms(r["session"]["steps"][step]["wall"]) + ratio(
-                statistics.median(r["session"]["steps"][step]["wall"]), FRAME_S)) if "session" in r else "-")
-        row("  GUI thread CPU (ms)", "",
-            lambda r, step=step: _ms(r["session"]["steps"][step]["cpu"]) if "session" in r else "-")
-    row("largest resident set, GUI (MB)", f"< {GOAL_RSS_MB} MB", lambda r: f"{r['rss_mb']:.0f}")
-    row("  preparing process (MB)", "", lambda r: f"{r['rss_children_mb']:.0f}")
+        unit = "s" if step == "open" else "ms"
+        goal = (GOAL_CACHED_S, f"<= {GOAL_CACHED_S:g} s") if step == "open" else (FRAME_S, "<= 16 / 33 ms")
+        row(f"session: {step}", goal[1], lambda r, step=step: r["session"]["steps"][step]["wall"]
+            if "session" in r else [], unit, goal[0])
+        row("  GUI thread CPU", "", lambda r, step=step: r["session"]["steps"][step]["cpu"] if "session" in r else [],
+            unit)
+    row("largest resident set, GUI", f"< {GOAL_RSS_MB / 1024:g} GB", lambda r: [r["rss_mb"] / 1024], "GB",
+        GOAL_RSS_MB / 1024)
+    row("  preparing process", "", lambda r: [r["rss_children_mb"] / 1024] if r["rss_children_mb"] else [], "GB")
     width = max(len(w) for w, _, _ in rows)
     cols = [max([len(c)] + [len(cells[i]) for _, cells, _ in rows]) for i, c in enumerate(cases)]
-    out = ["  ".join([f"{'case (median / worst)':{width}s}"] + [f"{c:>{n}s}" for c, n in zip(cases, cols)] + ["goal"])]
+    out = ["  ".join([f"{'median / worst, x goal (before)':{width}s}"] + [f"{c:>{n}s}" for c, n in zip(cases, cols)]
+                     + ["goal"])]
     for what, cells, goal in rows:
         out.append("  ".join([f"{what:{width}s}"] + [f"{c:>{n}s}" for c, n in zip(cells, cols)] + [goal]))
     return out
+
+
+def _linked(folder: Path, tag: str, path: Path, decoded: bool) -> Path:
+    """A second name of the capture (with its companion when ``decoded``): each version keeps its own cache."""
+    from nicrig.companion import companion_path
+
+    out = folder / f"{tag}-{path.name}"
+    if not out.exists():
+        os.link(path, out)
+    if decoded and not companion_path(out).exists():
+        os.link(companion_path(path), companion_path(out))
+    return out
+
+
+def measure(python: str, path: Path, args: argparse.Namespace, session: bool) -> dict[str, Any]:
+    """One case in a process of its own, run by ``python`` (its nicrig is the version measured)."""
+    cmd = [python, __file__, "--case", str(path), "--repeat", str(args.repeat), "--steps", str(args.steps)]
+    done = subprocess.run(cmd + (["--session"] if session else []), check=True, stdout=subprocess.PIPE, text=True)
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> int:
@@ -392,6 +446,8 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="folder to keep (and reuse) the captures in")
     ap.add_argument("--repeat", type=int, default=3, help="openings per case (3)")
     ap.add_argument("--steps", type=int, default=12, help="inputs per view of the redraw cases (12)")
+    ap.add_argument("--baseline-python", help="the Python of another nicrig install (a clone of an earlier "
+                                              "version with its own venv): its medians in brackets, same run")
     ap.add_argument("--case", type=Path, help=argparse.SUPPRESS)  # one case, in this process: JSON on stdout
     ap.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -403,6 +459,7 @@ def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     try:
         results: dict[str, dict[str, Any]] = {}
+        before: dict[str, dict[str, Any]] = {}
         load0 = os.getloadavg()
         for samples in (float(s) for s in args.samples.split(",")):
             decoded, raw = make_capture(folder, samples)
@@ -415,15 +472,16 @@ def main() -> int:
                   f"{rows:,} decoded rows", file=sys.stderr)
             for path, is_decoded in ((raw, False), (decoded, True)):
                 name = f"{samples / 1e6:g} M{' decoded' if is_decoded else ''}"
-                cmd = [sys.executable, __file__, "--case", str(path), "--repeat", str(args.repeat),
-                       "--steps", str(args.steps)] + (["--session"] if is_decoded else [])
-                done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
-                results[name] = {**json.loads(done.stdout.splitlines()[-1]), "decoded": is_decoded}
+                results[name] = {**measure(sys.executable, path, args, is_decoded), "decoded": is_decoded}
                 print(f"measured {name}", file=sys.stderr)
+                if args.baseline_python:
+                    base = _linked(folder, "baseline", path, is_decoded)
+                    before[name] = {**measure(args.baseline_python, base, args, is_decoded), "decoded": is_decoded}
+                    print(f"measured {name} with the baseline", file=sys.stderr)
         load1 = os.getloadavg()
         print(f"machine: {os.cpu_count()} CPUs; load average before: {' '.join(f'{v:.2f}' for v in load0)}, "
               f"after: {' '.join(f'{v:.2f}' for v in load1)}")
-        for line in table(results):
+        for line in table(results, before):
             print(line)
         sessions = [r["session"] for r in results.values() if "session" in r]
         if sessions:

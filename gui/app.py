@@ -368,15 +368,17 @@ class MainWindow(QtWidgets.QMainWindow):
         """Open a capture set (replacing the one shown) or add a results file's views; a simulated capture set
         brings the views of the results it carries too."""
         try:
-            with open_any(path) as opened:
-                kind = type(opened)
-                carries_results = opened.has_nested(RESULTS_GROUP)
+            opened = open_any(path)
+            kind = type(opened)
+            carries_results = opened.has_nested(RESULTS_GROUP)
         except NicrigError as exc:
             self.show_error("Cannot open file", str(exc))
             return False
         try:
             if kind.FORMAT_NAME != "nicrig-results":
-                self._open_capture(path)
+                self._open_capture(path, opened)  # the timeline keeps it open
+            else:
+                opened.close()
             if kind.FORMAT_NAME == "nicrig-results":
                 view = ResultsView(path)
                 self._results.append(view)
@@ -414,8 +416,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.tabs.blockSignals(False)
         later.deleteLater()  # type: ignore[union-attr]
 
-    def _open_capture(self, path: Path) -> None:
-        doc = Document(path)
+    def _open_capture(self, path: Path, opened: Any = None) -> None:
+        doc = Document(path, opened)
         self.close_capture()
         self.doc = doc
         if not doc.session.order and not doc.session.hidden:
@@ -425,7 +427,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.tabs.insertTab(0, self.timeline, f"timeline: {path.name}")
         self.tabs.setCurrentIndex(0)
         self.events = EventPanel(EventList.from_lanes([], {}), background=self._in_background)
-        self._refresh_events()
         self.events.activated.connect(self.show_event)
         self.lanes_panel = LanesPanel(self.timeline)
         self.cursor_panel = CursorPanel(self.timeline)
@@ -442,7 +443,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowTitle(f"nicrig - {path}")
         if doc.session_note:
             self.statusBar().showMessage(doc.session_note, 8000)
-        # the preparer starts once the first view is painted: until then the window has the machine
+        # the event list and the preparer start once the first view is painted: until then the window has the
+        # machine
         self._prepare_pending = True
         self.timeline.plot.shown.connect(self._start_preparing)
 
@@ -543,6 +545,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _start_preparing(self) -> None:
         if self._prepare_pending:
             self._prepare_pending = False
+            self._refresh_events()
             self.prepare_view()
 
     def prepare_view(self) -> None:

@@ -124,14 +124,19 @@ class DecodedTable:
 class Document:
     """A capture set opened for viewing."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, opened: Any = None):
+        """The capture set at ``path``; ``opened``, when given, is it open already (the document closes it)."""
         self.path = Path(path)
-        self.cs = open_any(self.path)
+        self.cs = opened if opened is not None else open_any(self.path)
         self.closed = False
-        self.session, self.session_note = session.load(self.path)
         self.data: dict[str, SourceData] = {}
         self.decoded: dict[str, DecodedTable] = {}
-        self._attach(pyramids={})
+        try:
+            self.session, self.session_note = session.load(self.path)
+            self._attach(pyramids={})
+        except BaseException:
+            self.close()
+            raise
         self.lanes: list[Lane] = []
         #: lanes of measured phases per source (from the measurements panel), kept across rebuilds
         self.phase_lanes: dict[str, Lane] = {}

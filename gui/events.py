@@ -10,7 +10,7 @@ time selects the row at or before it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,29 +32,29 @@ class EventList:
     lanes: list[Lane]
     t_ns: np.ndarray
     t_end_ns: np.ndarray
-    kind: np.ndarray  # bytes, one of KINDS
+    kind: np.ndarray  # index into KINDS
     lane: np.ndarray
     row: np.ndarray
-    #: the position of each event in its lanes' rows laid end to end (lane 0's, then lane 1's ...)
-    flat: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @classmethod
     def from_lanes(cls, lanes: list[Lane], shifts: dict[str, float]) -> EventList:
         """Events of the decoded lanes (link activity repeats the frames, so it is left out)."""
         use = [ln for ln in lanes if ln.boxes is not None and ln.kind == "decoded" and len(ln.boxes)
                and ln.boxes.category[0] in tuple(k.encode() for k in KINDS)]
-        parts = [(i, ln) for i, ln in enumerate(use)]
-        if not parts:
+        if not use:
             z = np.zeros(0)
-            return cls(use, z, z, np.zeros(0, "S12"), np.zeros(0, np.int32), np.zeros(0, np.int64))
-        t = np.concatenate([ln.boxes.t_ns + shifts.get(ln.source, 0.0) for _, ln in parts])
-        te = np.concatenate([ln.boxes.t_end_ns + shifts.get(ln.source, 0.0) for _, ln in parts])
-        kind = np.concatenate([ln.boxes.category for _, ln in parts])
-        lane = np.concatenate([np.full(len(ln.boxes), i, np.int32) for i, ln in parts])
-        row = np.concatenate([np.arange(len(ln.boxes)) for _, ln in parts])
+            return cls(use, z, z, np.zeros(0, np.uint8), np.zeros(0, np.int32), np.zeros(0, np.int64))
+        t = np.concatenate([ln.boxes.t_ns + shifts.get(ln.source, 0.0) for ln in use])  # type: ignore[union-attr]
         # each lane's rows are in time order already: the stable sort merges runs
         order = np.argsort(t, kind="stable")
-        return cls(use, t[order], te[order], kind[order], lane[order], row[order], order)
+        t = t[order]
+        # one column at a time, each sorted as soon as it is made: a few bytes an event at the most
+        te = np.concatenate([ln.boxes.t_end_ns + shifts.get(ln.source, 0.0) for ln in use])[order]  # type: ignore
+        kind = np.concatenate([_kinds(ln.boxes.category) for ln in use])[order]  # type: ignore[union-attr]
+        lane = np.repeat(np.arange(len(use), dtype=np.int32), [len(ln.boxes) for ln in use])[order]  # type: ignore
+        starts = np.cumsum([0] + [len(ln.boxes) for ln in use])  # type: ignore[arg-type]
+        row = order - starts[lane]
+        return cls(use, t, te, kind, lane, row)
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -71,7 +71,7 @@ class EventList:
     def select(self, kinds: set[str], search: str = "") -> np.ndarray | None:
         """Indices of the events of ``kinds`` whose description or source contains ``search`` (any case); None
         while a lane's descriptions are still being prepared."""
-        keep = np.isin(self.kind, [k.encode() for k in kinds])
+        keep = np.isin(self.kind, [KINDS.index(k) for k in kinds])
         needle = search.strip().lower()
         if needle:
             masks = []
@@ -85,8 +85,17 @@ class EventList:
                 word = needle.encode()
                 masks.append(np.concatenate([np.strings.find(text[k:k + SEARCH_SLICE], word) >= 0
                                              for k in range(0, len(text), SEARCH_SLICE)] or [np.zeros(0, bool)]))
-            keep &= np.concatenate(masks)[self.flat] if masks else keep
+            starts = np.cumsum([0] + [len(m) for m in masks])
+            keep &= np.concatenate(masks)[starts[self.lane] + self.row]
         return np.flatnonzero(keep)
+
+
+def _kinds(category: np.ndarray) -> np.ndarray:
+    """A lane's event kinds (bytes) as indices into KINDS (``len(KINDS)``: none of them)."""
+    out = np.full(len(category), len(KINDS), np.uint8)
+    for k, name in enumerate(KINDS):
+        out[category == name.encode()] = k
+    return out
 
 
 class EventModel(QtCore.QAbstractTableModel):
@@ -122,7 +131,7 @@ class EventModel(QtCore.QAbstractTableModel):
         if role == QtCore.Qt.ItemDataRole.DisplayRole:
             lane = ev.lanes[int(ev.lane[i])]
             return (format_ns(float(ev.t_ns[i]), 8), format_ns(float(ev.t_end_ns[i] - ev.t_ns[i])), lane.source,
-                    lane.title, ev.kind[i].decode(), ev.text(i))[col]
+                    lane.title, KINDS[ev.kind[i]], ev.text(i))[col]
         if role == QtCore.Qt.ItemDataRole.DecorationRole and col == 4:
             lane = ev.lanes[int(ev.lane[i])]
             style = STYLE_NAMES[int(lane.boxes.style[int(ev.row[i])])]  # type: ignore[union-attr]

@@ -329,14 +329,14 @@ class Pyramid:
         px = (t1_ps - t0_ps) / max(pixels, 1)
         covered = self.covered_ps()  # before the bins: the builder only ever adds some
         t, a, o = self.level_one()
-        for k in range(2, len(self.sizes) + 1):
+        k = 1
+        if len(t) > 1:  # the coarsest level whose mean bin is no wider than a pixel (only it is mapped)
+            bin_ps = (int(t[-1]) - int(t[0])) / (len(t) - 1)
+            while k < len(self.sizes) and self._usable(k + 1) > 1 and bin_ps * FACTOR ** k <= px:
+                k += 1
+        if k > 1:
             n = self._usable(k)
-            if n < 2:
-                break
             lt, la, lo = self.level(k)
-            bin_ps = (int(lt[n - 1]) - int(lt[0])) / (n - 1)
-            if bin_ps > px:
-                break
             t, a, o = lt[:n], la[:n], lo[:n]
         i0 = max(0, search(t, t0_ps, "right") - 1)
         i1 = search(t, t1_ps, "right")
