@@ -148,28 +148,86 @@ def sample_period_ps(source: Source) -> int:
     return round(1e12 / source.samplerate_hz) if source.samplerate_hz else 1
 
 
+class SampleReader:
+    """The samples and times of a source read from its stored chunks (thread-safe: each call reads its own)."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        samples, stamps = source.datasets
+        self.samples = StoredChunks(samples, source.path, f"source {source.name!r} samples")
+        self.stamps = StoredChunks(stamps, source.path, f"source {source.name!r} timestamps") if stamps is not None \
+            else None
+        if self.stamps is not None and source.num_samples:
+            first_local = int(self.stamps.fields(0, [""], 1)[""][0])
+            self.base_ps = int(source.times_ps(0, 1)[0]) - first_local
+        else:
+            self.base_ps = 0
+
+    def _rows(self, chunks: StoredChunks, s: int, e: int, step: int = 1) -> np.ndarray:
+        """Rows ``s, s + step, ... < e`` of a dataset read by whole chunks."""
+        c = chunks.chunk_rows
+        k0, k1 = s // c, (e - 1) // c + 1
+        if step > 1 and c % step == 0 and s % step == 0:
+            parts = [chunks.fields(k, [""], step)[""] for k in range(k0, k1)]
+            return np.concatenate(parts)[(s - k0 * c) // step:][:len(range(s, e, step))]
+        parts = [chunks.rows(k) for k in range(k0, k1)]
+        return np.concatenate(parts)[s - k0 * c:e - k0 * c:step] if len(parts) > 1 else \
+            parts[0][s - k0 * c:e - k0 * c:step]
+
+    def packed(self, s: int, e: int) -> np.ndarray:
+        """Packed samples ``[s, e)``."""
+        return self._rows(self.samples, s, e)
+
+    def times(self, s: int, e: int, step: int = 1) -> np.ndarray:
+        """Times (ps, common timeline) of samples ``s, s + step, ... < e``."""
+        if self.stamps is None:
+            return self.source.times_at(np.arange(s, e, step))
+        return self._rows(self.stamps, s, e, step).astype(np.int64) + self.base_ps
+
+    def block(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Level-1 bins (t_ps, and, or) of the builder's block ``b``."""
+        s = b * BLOCK_BINS * BASE_BIN
+        e = min(self.source.num_samples, s + BLOCK_BINS * BASE_BIN)
+        c = self.samples.chunk_rows
+        if c % BASE_BIN or s % c:  # bins straddle chunks: the block's samples together
+            parts = [self.packed(s, e)]
+        else:  # a chunk at a time: no copy of the block
+            parts = [self.samples.rows(k)[:e - k * c] for k in range(s // c, (e - 1) // c + 1)]
+        a = np.concatenate([fold(p, BASE_BIN, np.bitwise_and) for p in parts])
+        o = np.concatenate([fold(p, BASE_BIN, np.bitwise_or) for p in parts])
+        return self.times(s, e, BASE_BIN), a, o
+
+
 class BlockCache:
-    """Packed samples and common-timeline times of a source, read in 64 Ki-sample blocks and kept (LRU)."""
+    """Packed samples and common-timeline times of a source, read in 64 Ki-sample blocks and kept (LRU, times
+    apart: a search reads times only)."""
 
     def __init__(self, source: Source, blocks: int = CACHE_BLOCKS):
         self.source = source
+        self.reader = SampleReader(source)
         self.block = DEFAULT_CHUNK_SAMPLES
         self._keep = blocks
-        self._blocks: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._packed: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._times: OrderedDict[int, np.ndarray] = OrderedDict()
         #: times (ps) of every BASE_BIN-th sample as far as the pyramid has them: narrows searches at once
         self.coarse: np.ndarray | None = None
 
-    def _get(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        hit = self._blocks.get(b)
+    def _get(self, kept: OrderedDict[int, np.ndarray], b: int, read: Callable[[int, int], np.ndarray]) -> np.ndarray:
+        hit = kept.get(b)
         if hit is not None:
-            self._blocks.move_to_end(b)
+            kept.move_to_end(b)
             return hit
-        s, e = b * self.block, min((b + 1) * self.block, self.source.num_samples)
-        got = (self.source.read_packed(s, e), self.source.times_ps(s, e))
-        self._blocks[b] = got
-        while len(self._blocks) > self._keep:
-            self._blocks.popitem(last=False)
+        got = kept[b] = read(b * self.block, min((b + 1) * self.block, self.source.num_samples))
+        while len(kept) > self._keep:
+            kept.popitem(last=False)
         return got
+
+    def _span(self, kept: OrderedDict[int, np.ndarray], read: Callable[[int, int], np.ndarray], start: int,
+              stop: int) -> np.ndarray:
+        parts = [self._get(kept, b, read) for b in range(start // self.block, (stop - 1) // self.block + 1)]
+        first = (start // self.block) * self.block
+        joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return joined[start - first:stop - first]
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Packed samples and times (ps) of samples ``[start, stop)``."""
@@ -177,21 +235,22 @@ class BlockCache:
         start, stop = max(0, min(start, n)), max(0, min(stop, n))
         if stop <= start:
             return np.zeros((0, self.source.unitsize), np.uint8), np.zeros(0, np.int64)
-        parts = [self._get(b) for b in range(start // self.block, (stop - 1) // self.block + 1)]
-        first = (start // self.block) * self.block
-        packed = np.concatenate([p for p, _ in parts]) if len(parts) > 1 else parts[0][0]
-        times = np.concatenate([t for _, t in parts]) if len(parts) > 1 else parts[0][1]
-        return packed[start - first:stop - first], times[start - first:stop - first]
+        return (self._span(self._packed, self.reader.packed, start, stop),
+                self._span(self._times, self.reader.times, start, stop))
+
+    def times(self, start: int, stop: int) -> np.ndarray:
+        """Times (ps) of samples ``[start, stop)`` (within the source)."""
+        return self._span(self._times, self.reader.times, start, stop)
 
     def time_of(self, i: int) -> int:
-        return int(self.read(i, i + 1)[1][0])
+        return int(self.times(i, i + 1)[0])
 
     def sample_at(self, t_ps: float) -> int:
         """First sample at or after ``t_ps`` (``num_samples`` if none).
 
         Timing mode is arithmetic; state mode interpolates between known
-        timestamps (one block read per step, nearly always exact at once on a
-        bus clock) and falls back to halving when the guess does not narrow.
+        timestamps (nearly always within a block at once on a bus clock: a
+        block of times read or two) and halves when a guess does not narrow.
         """
         src = self.source
         n = src.num_samples
@@ -204,7 +263,7 @@ class BlockCache:
             k = search(self.coarse, t_ps, "left")
             lo = max(0, (k - 1) * BASE_BIN)
             hi = min(n - 1, k * BASE_BIN)
-            _, times = self.read(lo, hi + 1)
+            times = self.times(lo, hi + 1)
             j = search(times, t_ps, "left")
             return lo + j if j <= hi - lo else n
         t_lo, t_hi = self.time_of(lo), self.time_of(hi)
@@ -212,21 +271,29 @@ class BlockCache:
             return 0
         if t_ps > t_hi:
             return n
-        # invariant: time(lo) < t_ps <= time(hi)
-        while hi - lo > 1:
-            guess = lo + int((t_ps - t_lo) * (hi - lo) / max(t_hi - t_lo, 1))
-            mid = min(max(guess, lo + 1), hi - 1)
-            if hi - lo > 64 and (mid - lo < (hi - lo) // 64 or hi - mid < (hi - lo) // 64):
-                mid = (lo + hi) // 2 if abs(mid - (lo + hi) // 2) > (hi - lo) // 4 else mid
-            t_mid = self.time_of(mid)
-            if t_mid < t_ps:
-                lo, t_lo = mid, t_mid
+        # invariant: time(lo) < t_ps <= time(hi). A probe at the interpolated guess and one a block beyond it, on
+        # the side the target is: on a bus clock the target is then bracketed within a block at once; a step
+        # that does not halve the span is followed by a halving one
+        halve = False
+        while hi - lo > self.block:
+            span = hi - lo
+            guess = (lo + hi) // 2 if halve else lo + int((t_ps - t_lo) * span / max(t_hi - t_lo, 1))
+            g = min(max(guess, lo + 1), hi - 1)
+            t_g = self.time_of(g)
+            if t_g < t_ps:
+                lo, t_lo = g, t_g
+                other = min(g + self.block, hi - 1)
             else:
-                hi, t_hi = mid, t_mid
-            if hi - lo <= self.block:
-                _, times = self.read(lo, hi + 1)
-                return lo + search(times, t_ps, "left")
-        return hi
+                hi, t_hi = g, t_g
+                other = max(g - self.block, lo + 1)
+            if lo < other < hi:
+                t_o = self.time_of(other)
+                if t_o < t_ps:
+                    lo, t_lo = other, t_o
+                else:
+                    hi, t_hi = other, t_o
+            halve = hi - lo > span // 2
+        return lo + search(self.times(lo, hi + 1), t_ps, "left")
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
         """Raw-sample columns of the window (the caller checks the window is small enough)."""
@@ -359,49 +426,6 @@ def reduce_level(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> tuple[np.ndarra
 
 # -- building ---------------------------------------------------------------------------------------------------
 
-class _Reader:
-    """The samples of a source, block by block, for the builder (thread-safe: each call reads its own chunks)."""
-
-    def __init__(self, source: Source):
-        self.source = source
-        samples, stamps = source.datasets
-        self.samples = StoredChunks(samples, source.path, f"source {source.name!r} samples")
-        self.stamps = StoredChunks(stamps, source.path, f"source {source.name!r} timestamps") if stamps is not None \
-            else None
-        if self.stamps is not None and source.num_samples:
-            first_local = int(self.stamps.fields(0, [""], 1)[""][0])
-            self.base_ps = int(source.times_ps(0, 1)[0]) - first_local
-        else:
-            self.base_ps = 0
-
-    def _rows(self, chunks: StoredChunks, s: int, e: int, step: int = 1) -> np.ndarray:
-        """Rows ``s, s + step, ... < e`` of a dataset read by whole chunks."""
-        c = chunks.chunk_rows
-        k0, k1 = s // c, (e - 1) // c + 1
-        if step > 1 and c % step == 0 and s % step == 0:
-            parts = [chunks.fields(k, [""], step)[""] for k in range(k0, k1)]
-            return np.concatenate(parts)[(s - k0 * c) // step:][:len(range(s, e, step))]
-        parts = [chunks.rows(k) for k in range(k0, k1)]
-        return np.concatenate(parts)[s - k0 * c:e - k0 * c:step]
-
-    def block(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Level-1 bins (t_ps, and, or) of block ``b``."""
-        s = b * BLOCK_BINS * BASE_BIN
-        e = min(self.source.num_samples, s + BLOCK_BINS * BASE_BIN)
-        c = self.samples.chunk_rows
-        if c % BASE_BIN or s % c:  # bins straddle chunks: the block's samples together
-            parts = [self._rows(self.samples, s, e)]
-        else:  # a chunk at a time: no copy of the block
-            parts = [self.samples.rows(k)[:e - k * c] for k in range(s // c, (e - 1) // c + 1)]
-        a = np.concatenate([fold(p, BASE_BIN, np.bitwise_and) for p in parts])
-        o = np.concatenate([fold(p, BASE_BIN, np.bitwise_or) for p in parts])
-        if self.stamps is None:
-            t = self.source.times_at(np.arange(s, e, BASE_BIN))
-        else:
-            t = self._rows(self.stamps, s, e, BASE_BIN).astype(np.int64) + self.base_ps
-        return t, a, o
-
-
 def build(source: Source, folder: Path, progress: Callable[[int, int], None] | None = None,
           should_stop: Callable[[], bool] = lambda: False, threads: int = BUILD_THREADS) -> bool:
     """Write the pyramid of ``source`` into ``folder`` (``L<k>.{t,and,or}.npy``, then ``pyramid.json``), block by
@@ -414,7 +438,7 @@ def build(source: Source, folder: Path, progress: Callable[[int, int], None] | N
                                              shape=(m,) if part == "t" else (m, u))
                    for part, dtype in (("t", np.int64), ("and", np.uint8), ("or", np.uint8)))
              for k, m in enumerate(sizes, 1)]
-    reader = _Reader(source)
+    reader = SampleReader(source)
     blocks = -(-n // (BLOCK_BINS * BASE_BIN))
     with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview") as pool:
         pending: deque[Future] = deque()

@@ -273,3 +273,25 @@ def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: 
         chunks = StoredChunks(cs.source("s").datasets[1], str(path), "timestamps")
         with pytest.raises(FormatError, match="checksum fails"):
             chunks.fields(1, [""], 64)
+
+
+def test_sample_search_over_many_blocks_with_long_idle_gaps(tmp_path: Path) -> None:
+    """A state-mode source of several cache blocks whose clock stops for long stretches (a stored-on-change
+    capture): without the pyramid's index the search probes, and must land on the same sample as the reader."""
+    n = 5 * 65536 + 123
+    rng = np.random.default_rng(11)
+    steps = np.full(n, 15000, np.int64)
+    steps[rng.integers(1, n, 6)] = 10**9  # idle: the clock is stopped for a millisecond
+    steps[rng.integers(1, n, 40)] = 7 * 15000
+    times = np.cumsum(steps) - steps[0]
+    path = tmp_path / "gaps.h5"
+    with CaptureSet.create(path) as cs:
+        w = cs.add_source(SourceSpec("s", ["C0"], "state", samplerate_hz=1e12 / 15000), chunk_samples=65536)
+        w.append(pack_bits((np.arange(n) % 3 == 0).astype(np.uint8)[:, None]), times)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        cache = BlockCache(src)
+        probes = np.concatenate([times[rng.integers(0, n, 60)], times[rng.integers(0, n, 60)] + 1,
+                                 times[np.flatnonzero(steps == 10**9)] - 5, [times[0] - 1, times[-1], times[-1] + 1]])
+        for t in probes:
+            assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
