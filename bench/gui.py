@@ -28,6 +28,8 @@ redraw <= 16 ms median (one frame at 60 Hz) and <= 33 ms worst, < 2 GB resident.
 
 Run: ``.venv/bin/python bench/gui.py`` (``--samples 1e8,1e9``; ``--keep DIR`` to keep the captures
 and reuse them: the 1 G-sample one takes several minutes to simulate and decode and 470 MB).
+``--baseline-python CLONE/.venv/bin/python`` measures the same cases with an earlier version (a clone
+with its own venv) in the same run and shows its medians in brackets.
 """
 
 from __future__ import annotations
