@@ -657,3 +657,37 @@ def test_the_window_answers_while_a_deep_capture_is_prepared(qtbot, fresh: Path,
     print(f"event loop while prepared: {len(probe.turns)} turns, {len(taken)} pieces, longest turn "
           f"{gaps_ms.max():.1f} ms (median {np.median(gaps_ms):.2f} ms)")
     assert not _has(_lane_pixels(w, lane), PENDING_RGB)
+
+
+def test_lanes_reordered_and_a_searched_event_jumped_to(window: MainWindow, qtbot) -> None:
+    from PySide6.QtTest import QTest
+
+    panel, tl = window.lanes_panel, window.timeline
+    role = QtCore.Qt.ItemDataRole.UserRole
+    ids = lambda: [item.lane.id for item in tl.items]  # noqa: E731
+    group = panel.tree.topLevelItem(0)
+    source = group.data(0, role)
+    a, b = (group.child(k).data(0, role) for k in (0, 1))
+    assert ids().index(a) < ids().index(b)
+    panel.tree.setCurrentItem(group.child(0))
+    panel._move(1)  # "Move down" (the panel is built anew)
+    assert ids().index(b) < ids().index(a)
+    assert [i.y0 for i in tl.items] == sorted(i.y0 for i in tl.items)  # drawn top to bottom in the new order
+    panel.tree.setCurrentItem(panel.tree.topLevelItem(0))
+    panel._move(1)  # the whole source below the next one
+    assert ids().index(source) > ids().index(panel.tree.topLevelItem(0).data(0, role))
+
+    # a search by a frame's words finds it; clicking it brings it into view
+    events = window.events
+    frame = next(i for i in range(len(events.events)) if events.events.text(i).startswith("UDP"))
+    words = " ".join(events.events.text(frame).split()[:4]).upper()  # any case
+    events.search.setFocus()
+    QTest.keyClicks(events.search, words)
+    QTest.keyClick(events.search, QtCore.Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not events.waiting and len(events.model.rows) >= 1)
+    assert frame in set(events.model.rows.tolist())
+    k = events.model.rows.tolist().index(frame)
+    rect = events.view.visualRect(events.model.index(k, 5))
+    qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    v0, v1 = tl.view_range()
+    assert v0 < events.events.t_ns[frame] and events.events.t_end_ns[frame] < v1
