@@ -617,6 +617,8 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         self.cancel_jobs(wait=True)
         self.timeline.setEnabled(False)
+        if self.events is not None:  # its rows' words are read from the tables, which close now
+            self.events.set_events(EventList.from_lanes([], {}))
         doc.detach()
         # the batch engine writes each table atomically: a cancel (raised from progress) leaves the file valid
         job = Job("decoding", lambda progress: decode_file(doc.path, progress=progress), self)
