@@ -21,10 +21,12 @@ time (the machine is shared: the CPU time is what the GUI itself spent):
 * a scripted session (decoded cases): open, zoom in by 10 wheel turns to one PCI transaction, pan by
   20 mouse drags, search an event in the event table, jump to it (a click on its row), zoom out
   (Ctrl+0);
-* memory: the GUI process's resident set at its largest, and the preparing process's.
+* memory: the GUI process's resident set at its largest, and the preparing process's;
+* the machine's floor, in the same process: wheel turns to their frames on an empty plot of the same size.
 
 Ratios are to the goals: a first view <= 1 s cold and <= 0.5 s cached, the overview <= 10 s, every
-redraw <= 16 ms median (one frame at 60 Hz) and <= 33 ms worst, < 2 GB resident.
+redraw <= 16 ms median (one frame at 60 Hz) and <= 33 ms worst, < 2 GB resident; the redraws' medians are
+also given over the floor's, and the baseline's over this version's.
 
 Run: ``.venv/bin/python bench/gui.py`` (``--samples 1e8,1e9``; ``--keep DIR`` to keep the captures
 and reuse them: the 1 G-sample one takes several minutes to simulate and decode and 470 MB).
@@ -89,9 +91,9 @@ def make_capture(folder: Path, samples: float) -> tuple[Path, Path]:
 
 # -- one case, in a process of its own -------------------------------------------------------------------------
 
-def frames(window: Any) -> Any:
-    """A counter of the frames the window's timeline paints (an event filter on its viewport: a paint event it
-    sees is painted by the time the event loop returns)."""
+def frames(viewport: Any) -> Any:
+    """A counter of the frames ``viewport`` paints (an event filter on it: a paint event it sees is painted by the
+    time the event loop returns)."""
     from PySide6 import QtCore
 
     class Frames(QtCore.QObject):
@@ -102,17 +104,16 @@ def frames(window: Any) -> Any:
                 self.count += 1
             return False
 
-    counter = Frames(window)
-    window.timeline.plot.viewport().installEventFilter(counter)
+    counter = Frames(viewport)
+    viewport.installEventFilter(counter)
     return counter
 
 
 class Clock:
     """Times from an input to the next frame the timeline paints."""
 
-    def __init__(self, app: Any, window: Any):
-        self.app, self.window = app, window
-        self.frames = window.frames
+    def __init__(self, app: Any, counter: Any):
+        self.app, self.frames = app, counter
 
     def settle(self) -> None:
         from PySide6 import QtCore
@@ -193,7 +194,7 @@ def _open(app: Any, path: Path) -> tuple[Any, float, float]:
 
     w0, c0 = time.perf_counter(), time.thread_time()
     window = MainWindow([path])
-    window.frames = frames(window)
+    window.frames = frames(window.timeline.plot.viewport())
     window.resize(*SIZE)
     window.show()
     plot = window.timeline.plot
@@ -247,7 +248,7 @@ def _redraws(app: Any, window: Any, steps: int) -> list[dict[str, Any]]:
     """Per view: the times of ``steps`` inputs alternating zoom in, zoom out (keys, then the wheel) and pan."""
     from PySide6 import QtCore
 
-    clock = Clock(app, window)
+    clock = Clock(app, window.frames)
     tl = window.timeline
     lo, hi = window.doc.extent_ns()
     out = []
@@ -282,7 +283,7 @@ def _session(app: Any, path: Path) -> dict[str, Any]:
 
     window, wall, cpu = _open(app, path)
     window.wait_jobs()
-    clock = Clock(app, window)
+    clock = Clock(app, window.frames)
     tl = window.timeline
     steps: dict[str, list[tuple[float, float]]] = {"open": [(wall, cpu)]}
     tl.zoom_all()
@@ -333,6 +334,27 @@ def _session(app: Any, path: Path) -> dict[str, Any]:
             "search": needle, "found": found}
 
 
+def _floor(app: Any, steps: int) -> dict[str, list[float]]:
+    """The machine's floor: wheel turns (zoom in and out) to their painted frames on an empty pyqtgraph plot of the
+    window's size: what Qt and the view cost on this machine, at this moment, with nothing to draw."""
+    import pyqtgraph as pg
+
+    plot = pg.PlotWidget()
+    plot.resize(*SIZE)
+    plot.show()
+    plot.setXRange(0.0, 1e9, padding=0)
+    vp = plot.viewport()
+    counter = frames(vp)
+    wait_until(app, lambda: counter.count > 0)
+    clock = Clock(app, counter)
+    times = [clock.frame(lambda k=k: _wheel(vp, vp.width() * (0.3 + 0.1 * (k % 4)), 1 if k % 2 else -1))
+             for k in range(steps * len(VIEWS_NS))]
+    plot.close()
+    plot.deleteLater()
+    app.processEvents()
+    return {"wall": [t for t, _ in times], "cpu": [c for _, c in times]}
+
+
 def run_case(path: Path, repeat: int, steps: int, session: bool) -> dict[str, Any]:
     """Every measurement of one capture (this process's own)."""
     from PySide6 import QtWidgets
@@ -348,7 +370,7 @@ def run_case(path: Path, repeat: int, steps: int, session: bool) -> dict[str, An
             _close(app, window)
     redraws = _redraws(app, window, steps)
     _close(app, window)
-    out = {"cold": cold, "cached": cached, "redraws": redraws, "rss_mb": rss_cold,
+    out = {"cold": cold, "cached": cached, "redraws": redraws, "floor": _floor(app, steps), "rss_mb": rss_cold,
            "rss_children_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
     if session:
         out["session"] = _session(app, path)
@@ -403,6 +425,8 @@ def table(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]] 
         name = "whole capture" if width is None else (f"{width / 1e6:g} ms" if width >= 1e6 else f"{width / 1e3:g} us")
         row(f"redraw, {name} in view", "<= 16 / 33 ms", lambda r, k=k: r["redraws"][k]["wall"], "ms", FRAME_S)
         row("  GUI thread CPU", "", lambda r, k=k: r["redraws"][k]["cpu"], "ms")
+    row("floor: empty plot, wheel turns", "", lambda r: r["floor"]["wall"] if "floor" in r else [], "ms")
+    row("  GUI thread CPU", "", lambda r: r["floor"]["cpu"] if "floor" in r else [], "ms")
     steps = next((r["session"]["steps"] for r in results.values() if "session" in r), {})
     for step in steps:
         unit = "s" if step == "open" else "ms"
@@ -420,6 +444,30 @@ def table(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]] 
                      + ["goal"])]
     for what, cells, goal in rows:
         out.append("  ".join([f"{what:{width}s}"] + [f"{c:>{n}s}" for c, n in zip(cells, cols)] + [goal]))
+    return out
+
+
+def ratios(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]]) -> list[str]:
+    """Per case: the redraws' medians (GUI thread CPU in brackets) over the floor's, measured in the same process,
+    and the version ``before``'s over this one's."""
+    out = []
+    for case, r in results.items():
+        def medians(res: dict[str, Any], key: str) -> list[float]:
+            return [statistics.median(v[key]) for v in res["redraws"]]
+
+        wall, cpu = medians(r, "wall"), medians(r, "cpu")
+        line = (f"{case}: redraw medians {min(wall) * 1000:.0f}-{max(wall) * 1000:.0f} ms = "
+                f"{min(wall) / statistics.median(r['floor']['wall']):.1f}-"
+                f"{max(wall) / statistics.median(r['floor']['wall']):.1f}x the floor "
+                f"(CPU {min(cpu) / statistics.median(r['floor']['cpu']):.1f}-"
+                f"{max(cpu) / statistics.median(r['floor']['cpu']):.1f}x)")
+        if case in before:
+            old = medians(before[case], "wall")
+            cold = statistics.median([c["first"] for c in before[case]["cold"]]) / \
+                statistics.median([c["first"] for c in r["cold"]])
+            line += (f"; the baseline's redraws {min(o / n for o, n in zip(old, wall)):.1f}-"
+                     f"{max(o / n for o, n in zip(old, wall)):.1f}x slower, its cold first view {cold:.1f}x")
+        out.append(line)
     return out
 
 
@@ -483,7 +531,7 @@ def main() -> int:
         load1 = os.getloadavg()
         print(f"machine: {os.cpu_count()} CPUs; load average before: {' '.join(f'{v:.2f}' for v in load0)}, "
               f"after: {' '.join(f'{v:.2f}' for v in load1)}")
-        for line in table(results, before):
+        for line in table(results, before) + ratios(results, before):
             print(line)
         sessions = [r["session"] for r in results.values() if "session" in r]
         if sessions:
