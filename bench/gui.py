@@ -207,8 +207,13 @@ def _open(app: Any, path: Path) -> tuple[Any, float, float]:
 
 
 def _close(app: Any, window: Any) -> None:
+    """Close ``window`` and delete it as the event loop of a running application would (processEvents alone
+    keeps deferred deletions: every window would stay in memory)."""
+    from PySide6 import QtCore
+
     window.close()
     window.deleteLater()
+    QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete.value)
     app.processEvents()
 
 
