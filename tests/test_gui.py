@@ -524,9 +524,10 @@ class _Reads:
         def counted(cls, name: str, attr: str) -> None:
             original = getattr(cls, name)
 
-            def read(*args, **kwargs):
-                out = original(*args, **kwargs)
-                if threading.current_thread() is main:
+            def read(reader, *args, **kwargs):
+                out = original(reader, *args, **kwargs)
+                # stored chunks are read for tables' rows and for samples' times (those counted by the block cache)
+                if threading.current_thread() is main and getattr(reader, "what", "table").startswith("table"):
                     setattr(self, attr, getattr(self, attr) + len(out[0] if isinstance(out, tuple) else
                                                                   next(iter(out.values())) if isinstance(out, dict)
                                                                   else out))
