@@ -249,6 +249,11 @@ class Source:
     def __len__(self) -> int:
         return self.num_samples
 
+    @property
+    def datasets(self) -> tuple[h5py.Dataset, h5py.Dataset | None]:
+        """The samples and (state mode) timestamps datasets, for readers that take their stored chunks."""
+        return self._samples, self._timestamps
+
     def channel_index(self, name: str) -> int:
         """Bit position of channel ``name`` in a packed sample."""
         try:

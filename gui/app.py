@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from nicrig.decoders.batch import decode_file
-from nicrig.gui import overview
-from nicrig.gui.background import Job, error_text
+from nicrig.gui import prepare
+from nicrig.gui.background import Job, ProcessJob, error_text
 from nicrig.gui.document import Document
-from nicrig.gui.events import EventList, EventPanel
+from nicrig.gui.events import FILTERED_HERE, EventList, EventPanel
 from nicrig.gui.lanes import Lane, format_ns
 from nicrig.gui.measurements import Measurement, MeasurementsPanel, phase_boxes
 from nicrig.gui.results_view import ResultsView
@@ -27,7 +27,14 @@ from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 from nicrig.errors import NicrigError, UsageError
 from nicrig.h5file import open_any
 
-REDRAW_MS = 400
+#: While the overview grows, the timeline is drawn again at most this often (ms); decoded lanes that come
+#: within RELAYOUT_MS of each other are laid out together.
+REDRAW_MS = 250
+RELAYOUT_MS = 50
+#: A capture set of up to this many samples and decoded rows is prepared for the view in a thread of the window's
+#: process (at once); a deeper one in a process of its own, so that the window's interpreter stays free.
+PREPARED_HERE_SAMPLES = 1 << 22
+PREPARED_HERE_ROWS = 100_000
 #: Keyboard zoom (Ctrl+plus/minus) changes the time shown by this factor; the arrows pan by this part of it.
 ZOOM_STEP = 2.0
 PAN_STEP = 0.25
@@ -183,12 +190,12 @@ class CursorPanel(QtWidgets.QWidget):
         self._timer.timeout.connect(self.refresh)
         timeline.cursorsChanged.connect(lambda *_: self._timer.start())
         timeline.markersChanged.connect(self.refresh_markers)
-        self.refresh()
+        self._timer.start()  # after the first view is painted: each lane's value is a read of its own
         self.refresh_markers()
 
     def refresh(self) -> None:
         tl = self.timeline
-        if not tl.isEnabled():  # the file is closed for a writer
+        if not tl.isEnabled() or tl.doc.closed:  # the file is closed for a writer, or for good
             return
         a, b = tl.cursor_positions()
         lanes = [item.lane for item in tl.items if item.lane.kind != "header"]
@@ -252,14 +259,22 @@ class MainWindow(QtWidgets.QMainWindow):
         self.measurements: MeasurementsPanel | None = None
         self.lanes_panel: LanesPanel | None = None
         self.cursor_panel: CursorPanel | None = None
-        self.results: list[ResultsView] = []
-        self.jobs: list[Job] = []
+        self._results: list[ResultsView] = []
+        #: results views of capture sets that carry their results, made when first shown or asked for
+        self._later: dict[QtWidgets.QWidget, Path] = {}
+        self.jobs: list[Job | ProcessJob] = []
+        self._events_job: Job | None = None
+        self._events_again = False
+        self._prepare_pending = False
         self.errors: list[str] = []
         self._docks: list[QtWidgets.QDockWidget] = []
         self._build_status()
         self._build_actions()
-        self._redraw_timer = QtCore.QTimer(self, interval=REDRAW_MS)
+        self._redraw_timer = QtCore.QTimer(self, interval=REDRAW_MS, singleShot=True)
         self._redraw_timer.timeout.connect(self._overview_progress)
+        self._relayout_timer = QtCore.QTimer(self, interval=RELAYOUT_MS, singleShot=True)
+        self._relayout_timer.timeout.connect(self._lanes_arrived)
+        self.tabs.currentChanged.connect(lambda _: self._make_results(self.tabs.currentWidget()))
         for f in files or []:
             self.open_file(Path(f))
 
@@ -353,28 +368,56 @@ class MainWindow(QtWidgets.QMainWindow):
         """Open a capture set (replacing the one shown) or add a results file's views; a simulated capture set
         brings the views of the results it carries too."""
         try:
-            with open_any(path) as opened:
-                kind = type(opened)
-                carries_results = opened.has_nested(RESULTS_GROUP)
+            opened = open_any(path)
+            kind = type(opened)
+            carries_results = opened.has_nested(RESULTS_GROUP)
         except NicrigError as exc:
             self.show_error("Cannot open file", str(exc))
             return False
         try:
             if kind.FORMAT_NAME != "nicrig-results":
-                self._open_capture(path)
-            if kind.FORMAT_NAME == "nicrig-results" or carries_results:
+                self._open_capture(path, opened)  # the timeline keeps it open
+            else:
+                opened.close()
+            if kind.FORMAT_NAME == "nicrig-results":
                 view = ResultsView(path)
-                self.results.append(view)
+                self._results.append(view)
                 self.tabs.addTab(view, f"results: {path.name}")
                 if self.doc is None and traced_results(path):  # its host lanes and packets on the timeline
                     self._open_capture(path)
+            elif carries_results:  # made when first shown: the timeline comes first
+                later = QtWidgets.QWidget()
+                self._later[later] = path
+                self.tabs.addTab(later, f"results: {path.name}")
         except (NicrigError, OSError, KeyError, ValueError) as exc:
             self.show_error("Cannot open file", error_text(exc) if isinstance(exc, NicrigError) else f"{path}: {exc}")
             return False
         return True
 
-    def _open_capture(self, path: Path) -> None:
-        doc = Document(path)
+    @property
+    def results(self) -> list[ResultsView]:
+        """The results views of the open files."""
+        for later in list(self._later):
+            self._make_results(later)
+        return self._results
+
+    def _make_results(self, later: QtWidgets.QWidget | None) -> None:
+        path = self._later.pop(later, None)  # type: ignore[arg-type]
+        if path is None:
+            return
+        view = ResultsView(path)
+        self._results.append(view)
+        index = self.tabs.indexOf(later)
+        current = self.tabs.currentIndex()
+        self.tabs.blockSignals(True)
+        self.tabs.removeTab(index)
+        self.tabs.insertTab(index, view, f"results: {path.name}")
+        self.tabs.setCurrentIndex(current)
+        self.tabs.blockSignals(False)
+        later.deleteLater()  # type: ignore[union-attr]
+
+    def _open_capture(self, path: Path, opened: Any = None) -> None:
+        doc = Document(path, opened)
         self.close_capture()
         self.doc = doc
         if not doc.session.order and not doc.session.hidden:
@@ -383,7 +426,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.timeline.addActions(self.pan_actions)
         self.tabs.insertTab(0, self.timeline, f"timeline: {path.name}")
         self.tabs.setCurrentIndex(0)
-        self.events = EventPanel(EventList.from_lanes(doc.lanes, doc.session.offsets_ns))
+        self.events = EventPanel(EventList.from_lanes([], {}), background=self._in_background)
         self.events.activated.connect(self.show_event)
         self.lanes_panel = LanesPanel(self.timeline)
         self.cursor_panel = CursorPanel(self.timeline)
@@ -400,7 +443,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setWindowTitle(f"nicrig - {path}")
         if doc.session_note:
             self.statusBar().showMessage(doc.session_note, 8000)
-        self.build_overviews()
+        # the event list and the preparer start once the first view is painted: until then the window has the
+        # machine
+        self._prepare_pending = True
+        self.timeline.plot.shown.connect(self._start_preparing)
 
     def _dock(self, title: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea) -> None:
         dock = QtWidgets.QDockWidget(title, self)
@@ -423,12 +469,35 @@ class MainWindow(QtWidgets.QMainWindow):
         self.doc = self.timeline = self.events = None
 
     def _refresh_events(self) -> None:
-        if self.doc is not None and self.events is not None:
-            self.events.set_events(EventList.from_lanes(self.doc.lanes, self.doc.session.offsets_ns))
+        """List the decoded lanes' events again (their lanes or a deskew changed); a long list in the background."""
+        doc, panel = self.doc, self.events
+        if doc is None or panel is None:
+            return
+        lanes, offsets = list(doc.lanes), dict(doc.session.offsets_ns)
+        if sum(len(ln.boxes) for ln in lanes if ln.boxes is not None and ln.kind == "decoded") <= FILTERED_HERE:
+            panel.set_events(EventList.from_lanes(lanes, offsets))
+            return
+        if self._events_job is not None:  # one at a time: the latest lanes once it ends
+            self._events_again = True
+            return
+
+        def ended() -> None:
+            self._events_job = None
+            if self._events_again:
+                self._events_again = False
+                self._refresh_events()
+
+        job = Job("listing events", lambda progress: EventList.from_lanes(lanes, offsets), self)
+        self._events_job = job
+        self.start_job(job, on_done=lambda events: panel.set_events(events) if self.events is panel else None,
+                       on_end=ended, quiet=True)
+
+    def _in_background(self, title: str, work: Callable[[], Any], done: Callable[[Any], None]) -> None:
+        self.start_job(Job(title, lambda progress: work(), self), on_done=done, quiet=True)
 
     # -- jobs --------------------------------------------------------------------------------
-    def start_job(self, job: Job, on_done: Callable[[Any], None] | None = None,
-                  on_end: Callable[[], None] | None = None, quiet: bool = False) -> Job:
+    def start_job(self, job: Job | ProcessJob, on_done: Callable[[Any], None] | None = None,
+                  on_end: Callable[[], None] | None = None, quiet: bool = False) -> Job | ProcessJob:
         """Run ``job`` with the status bar's progress and Cancel; ``on_end`` runs however it ends."""
         self.jobs.append(job)
 
@@ -466,42 +535,79 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def wait_jobs(self, timeout_ms: int = 600_000) -> None:
         """Process events until every job has ended (scripts, screenshots and tests)."""
+        self._start_preparing()
         deadline = QtCore.QDeadlineTimer(timeout_ms)
         while self.jobs and not deadline.hasExpired():
             QtWidgets.QApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
             QtCore.QThread.msleep(5)
         QtWidgets.QApplication.processEvents()
 
-    def build_overviews(self) -> None:
-        """Build the missing per-source pyramids in the background; the timeline redraws as they grow."""
+    def _start_preparing(self) -> None:
+        if self._prepare_pending:
+            self._prepare_pending = False
+            self._refresh_events()
+            self.prepare_view()
+
+    def prepare_view(self) -> None:
+        """Prepare what the view lacks (pyramids, decoded lanes, the search index) in the background: the timeline
+        draws what is ready and marks the rest as loading, and takes each piece as it comes."""
         doc = self.doc
-        if doc is None:
+        if doc is None or doc.prepared:
             return
-        todo = [d.pyramid for d in doc.data.values() if not d.pyramid.complete]
-        if not todo:
+        samples = sum(d.source.num_samples for d in doc.data.values())
+        rows = sum(len(t) for t in doc.decoded.values())
+        job: Job | ProcessJob
+        if samples <= PREPARED_HERE_SAMPLES and rows <= PREPARED_HERE_ROWS:
+            def work(progress: Callable[[int, int], None]) -> None:
+                def emit(message: dict[str, Any]) -> None:
+                    if "progress" in message:
+                        progress(*message["progress"])  # raises once cancelled
+                    job.message.emit(message)
+
+                prepare.prepare(doc.path, emit, lambda: job.is_cancelled)
+
+            job = Job("preparing the view", work, self)
+        else:
+            job = ProcessJob("preparing the view", "nicrig.gui.prepare", [str(doc.path)], self)
+        job.message.connect(lambda message, d=doc: self._prepared(d, message))
+        self.start_job(job, on_end=self._prepare_ended)
+
+    def _prepared(self, doc: Document, message: dict[str, Any]) -> None:
+        """A piece the preparer finished: show it."""
+        if doc is not self.doc or self.timeline is None:
             return
-        total = sum(p.total for p in todo)
-        job: Job
-
-        def work(progress: Callable[[int, int], None]) -> None:
-            base = 0
-            for p in todo:
-                overview.fill(doc.path, p, should_stop=lambda: job.is_cancelled,
-                              progress=lambda done, _t, b=base: progress(b + done, total))
-                base += p.total
-
-        job = Job("building overview", work, self)
-        self._redraw_timer.start()
-        self.start_job(job, on_end=self._overview_done)
+        if "title" in message and self.jobs:
+            self.job_label.setText(message["title"])
+        what = doc.take(message)
+        if what == "lanes" and not self._relayout_timer.isActive():
+            self._relayout_timer.start()
+        elif what == "pyramid" and not self._redraw_timer.isActive():
+            self._redraw_timer.start()
+        elif what == "text" and self.events is not None and self.events.waiting:
+            self.events.refilter()
 
     def _overview_progress(self) -> None:
         if self.timeline is not None:
             self.timeline.redraw()
 
-    def _overview_done(self) -> None:
+    def _lanes_arrived(self) -> None:
+        """Decoded lanes came (those of a few tables at once, mostly): show them, and list their events."""
+        if self.timeline is None:
+            return
+        if self.lanes_panel is not None:
+            self.lanes_panel.rebuild()
+        self.timeline.layout_lanes()
+        self._refresh_events()
+
+    def _prepare_ended(self) -> None:
         self._redraw_timer.stop()
+        if self._relayout_timer.isActive():
+            self._relayout_timer.stop()
+            self._lanes_arrived()
         if self.timeline is not None:
             self.timeline.redraw()
+        if self.events is not None and self.events.waiting:
+            self.events.refilter()
 
     def decode(self) -> None:
         """Decode every source of the capture set in the background, then show the new lanes."""
@@ -511,6 +617,8 @@ class MainWindow(QtWidgets.QMainWindow):
             return
         self.cancel_jobs(wait=True)
         self.timeline.setEnabled(False)
+        if self.events is not None:  # its rows' words are read from the tables, which close now
+            self.events.set_events(EventList.from_lanes([], {}))
         doc.detach()
         # the batch engine writes each table atomically: a cancel (raised from progress) leaves the file valid
         job = Job("decoding", lambda progress: decode_file(doc.path, progress=progress), self)
@@ -525,7 +633,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.lanes_panel.rebuild()
             self.timeline.layout_lanes()
             self._refresh_events()
-            self.build_overviews()
+            self.prepare_view()
 
         self.start_job(job, on_done=self._decoded, on_end=reattach)
 
@@ -596,8 +704,11 @@ class MainWindow(QtWidgets.QMainWindow):
         except NicrigError as exc:
             self.show_error("Cannot save the session", str(exc))
             return
+        finally:  # the file was opened again: its lanes read its tables anew
+            if self.timeline is not None:
+                self.timeline.layout_lanes()
         self.statusBar().showMessage(f"session saved in {where}", 8000)
-        self.build_overviews()
+        self.prepare_view()
 
     def ask_export(self) -> None:
         path, _ = QtWidgets.QFileDialog.getSaveFileName(self, "Export the view", "view.png",

@@ -7,6 +7,11 @@ whose zero is the first host trace's start (its CLOCK_MONOTONIC; the far
 hosts' events moved by their estimated clock offsets), each host and the
 packets a deskew group of their own (``host:<name>``, ``udpmon:<file>``).
 
+Decoded tables are never read whole: their lanes draw from arrays the
+preparer (:mod:`nicrig.gui.prepare`) keeps in the cache, mapped here once
+made (lanes still loading are drawn as such), and labels read the rows they
+name a stored chunk at a time.
+
 The file stays open read-only while the window shows it; writers (decoding,
 saving the session) run inside :meth:`Document.suspended`, which closes it and
 opens it again afterwards, since HDF5 lets one process hold a file in one mode.
@@ -15,19 +20,34 @@ opens it again afterwards, since HDF5 lets one process hold a file in one mode.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import h5py
 import numpy as np
 from nicrig.acquisition.hostprobe import events as hp
-from nicrig.gui import overview, session
-from nicrig.gui.lanes import Lane, SourceData, decoded_lanes, host_lanes, packet_lanes, udpmon_series
-from nicrig.h5file import open_any
+from nicrig.gui import overview, prepare, session
+from nicrig.gui.chunks import StoredChunks
+from nicrig.gui.lanes import (
+    DECODED_LANES,
+    Lane,
+    LaneArrays,
+    SourceData,
+    decoded_lane,
+    host_lanes,
+    packet_lanes,
+    udpmon_series,
+)
+from nicrig.h5file import open_any, reading
 
 #: Roles whose channels are shown at first (the rest can be shown from the lanes panel).
 SHOWN_ROLES = {"frame", "irdy", "trdy", "devsel", "stop", "inta", "tx_en", "rx_dv", "act"}
 _SIDE_ORDER = (("send", 0), ("probe", 1), ("gmii", 1), ("wire", 1), ("recv", 2))
+#: Stored chunks of a decoded table kept for labels (a few hundred rows each).
+KEPT_TABLE_CHUNKS = 256
 
 
 def source_rank(name: str, bus_kind: str) -> tuple[int, str]:
@@ -39,16 +59,84 @@ def source_rank(name: str, bus_kind: str) -> tuple[int, str]:
     return 3, low
 
 
+class DecodedTable:
+    """A decoded table as the view reads it: its lanes' arrays (mapped from the cache once prepared), its rows a
+    stored chunk at a time (for labels and readouts), and its descriptions for the event search."""
+
+    def __init__(self, name: str, source: str, decoder: str, ds: h5py.Dataset, path: Path):
+        self.name, self.source, self.decoder, self.ds = name, source, decoder, ds
+        self.arrays: list[LaneArrays] | None = None
+        self.text: np.ndarray | None = None
+        self._chunks = StoredChunks(ds, str(path), f"table {name}")
+        self._kept: OrderedDict[int, np.ndarray] = OrderedDict()
+
+    def __len__(self) -> int:
+        return self._chunks.n
+
+    def load(self, folder: Path) -> bool:
+        """Map the lanes (and, when made, the descriptions) prepared in ``folder``; False when unusable."""
+        arrays = prepare.load_lanes(folder)
+        if arrays is None:
+            return False
+        self.arrays = arrays
+        self.text = prepare.load_text(folder)
+        return True
+
+    def row(self, i: int) -> np.void:
+        """Row ``i`` (its stored chunk is read once and kept while recently used)."""
+        k = i // self._chunks.chunk_rows
+        rows = self._kept.get(k)
+        if rows is None:
+            rows = self._kept[k] = self._chunks.rows(k)
+            while len(self._kept) > KEPT_TABLE_CHUNKS:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(k)
+        return rows[i - k * self._chunks.chunk_rows]
+
+    def lane_text(self, k: int) -> np.ndarray | None:
+        """Descriptions of lane ``k``'s boxes, or None until made."""
+        if self.text is None or self.arrays is None:
+            return None
+        rows = self.arrays[k].rows
+        return self.text if rows is None else self.text[rows]
+
+    def overlapping(self, t0_ns: float, t1_ns: float) -> np.ndarray:
+        """Rows whose span overlaps ``[t0_ns, t1_ns]`` (file time), read from the few chunks that hold them."""
+        if self.arrays is None:
+            with reading(self._chunks.path, f"table {self.name}"):
+                rows = self.ds[()]
+        else:
+            spans = []
+            for lane in self.arrays:
+                i0 = int(np.searchsorted(lane.reach, t0_ns, side="left"))
+                i1 = int(np.searchsorted(lane.t_ns, t1_ns, side="right"))
+                if i1 > i0:
+                    spans += [i0, i1 - 1] if lane.rows is None else [int(lane.rows[i0:i1].min()),
+                                                                       int(lane.rows[i0:i1].max())]
+            if not spans:
+                return np.zeros(0, self.ds.dtype)
+            with reading(self._chunks.path, f"table {self.name}"):
+                rows = self.ds[min(spans):max(spans) + 1]
+        return rows[(rows["t_end_ns"] >= t0_ns) & (rows["t_ns"] <= t1_ns)]
+
+
 class Document:
     """A capture set opened for viewing."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, opened: Any = None):
+        """The capture set at ``path``; ``opened``, when given, is it open already (the document closes it)."""
         self.path = Path(path)
-        self.cs = open_any(self.path)
-        self.session, self.session_note = session.load(self.path)
+        self.cs = opened if opened is not None else open_any(self.path)
+        self.closed = False
         self.data: dict[str, SourceData] = {}
-        self.tables: dict[str, np.ndarray] = {}
-        self._attach(pyramids={})
+        self.decoded: dict[str, DecodedTable] = {}
+        try:
+            self.session, self.session_note = session.load(self.path)
+            self._attach(pyramids={})
+        except BaseException:
+            self.close()
+            raise
         self.lanes: list[Lane] = []
         #: lanes of measured phases per source (from the measurements panel), kept across rebuilds
         self.phase_lanes: dict[str, Lane] = {}
@@ -66,7 +154,14 @@ class Document:
                 pyr = overview.load_cached(self.path, src) or overview.Pyramid(src)
             self.data[name] = SourceData(src, pyr)
         names = self.cs.table_names()
-        self.tables = {t: self.cs.read_table(t) for t in names if t.startswith("decoded/")}
+        self.decoded = {}
+        for table, source, decoder in prepare.decoded_tables(names):
+            ds = self.cs.table_dataset(table)
+            dt = DecodedTable(table, source, decoder, ds, self.path)
+            folder = prepare.table_folder(self.path, ds)
+            if folder is not None:
+                dt.load(folder)
+            self.decoded[table] = dt
         self.traces = [hp.read(self.cs, h) for h in hp.hosts(self.cs)]
         local = [t for t in self.traces if not t.clock_reference] or self.traces
         #: CLOCK_MONOTONIC ns at the view's zero: the first host trace's start
@@ -74,6 +169,42 @@ class Document:
         self.packets: dict[str, np.ndarray] = {
             t: self.cs.read_table(t) for t in ("stream/sent", "stream/received", "latency/rtt")
             if t in names and self.traces}
+
+    @property
+    def prepared(self) -> bool:
+        """Whether everything the view draws and searches is ready (pyramids, decoded lanes, search index)."""
+        return all(d.pyramid.complete for d in self.data.values()) and \
+            all(t.arrays is not None and t.text is not None for t in self.decoded.values())
+
+    def take(self, message: dict[str, Any]) -> str | None:
+        """Apply a message of the preparer (:mod:`nicrig.gui.prepare`): what it changed (``"lanes"``,
+        ``"pyramid"``, ``"text"``), or None."""
+        if "pyramid" in message and message["pyramid"] in self.data:
+            p = self.data[message["pyramid"]].pyramid
+            folder = Path(message["folder"])
+            if "end_ps" in message:
+                p.finish(folder, int(message["end_ps"]))
+            elif not p.complete:
+                if p.folder is None:
+                    try:
+                        p.attach(folder)
+                    except OSError:  # finished and moved meanwhile: its last message names where
+                        return None
+                p.advance(int(message["bins"]), int(message["covered_ps"]))
+            return "pyramid"
+        table = self.decoded.get(message.get("lanes") or message.get("text") or "")
+        if table is None:
+            return None
+        if "lanes" in message:
+            if table.load(Path(message["folder"])):
+                self.build_lanes()
+            return "lanes"
+        table.text = prepare.load_text(Path(message["folder"]))
+        ids = {f"{table.source}/decoded/{suffix}": k for k, (suffix, _, _) in enumerate(DECODED_LANES[table.decoder])}
+        for lane in self.lanes:
+            if lane.boxes is not None and lane.id in ids:
+                lane.boxes.text = table.lane_text(ids[lane.id])
+        return "text"
 
     def detach(self) -> None:
         """Close the file so that a writer may open it; the readers stay as they were until :meth:`reattach`."""
@@ -97,6 +228,7 @@ class Document:
 
     def close(self) -> None:
         self.cs.close()
+        self.closed = True
 
     def save_session(self) -> Path:
         with self.suspended() as path:
@@ -114,8 +246,15 @@ class Document:
             lanes.append(Lane(f"{name}/", name, name, "header", height=0.9, group=name))
             if name in self.phase_lanes:
                 lanes.append(self.phase_lanes[name])
-            for table in sorted(t for t in self.tables if t.startswith(f"decoded/{name}/")):
-                lanes += decoded_lanes(name, table.rsplit("/", 1)[1], self.tables[table])
+            for table in (t for t in self.decoded.values() if t.source == name):
+                for k, _ in enumerate(DECODED_LANES[table.decoder]):
+                    arrays = table.arrays[k] if table.arrays is not None else None
+                    if arrays is not None and not len(arrays.t_ns) and len(DECODED_LANES[table.decoder]) > 1:
+                        continue  # a direction without frames
+                    lane = decoded_lane(name, table.decoder, k, arrays, table.row)
+                    if lane.boxes is not None:
+                        lane.boxes.text = table.lane_text(k)
+                    lanes.append(lane)
             in_vectors = {c for bits in src.vectors.values() for c in bits}
             for vec in src.vectors:
                 lanes.append(Lane(f"{name}/{vec}", name, f"{vec}[{len(src.vectors[vec]) - 1}:0]", "vector",
@@ -184,10 +323,14 @@ class Document:
             return None
         return t - 50_000.0, t + span_ns
 
-    def table_shifted(self, name: str) -> np.ndarray:
-        """A decoded table with its times moved by its source's deskew (for analysis of the aligned view)."""
-        table = self.tables[name].copy()
-        shift = round(self.session.offset(name.split("/")[1]))
-        for col in ("t_ns", "t_end_ns"):
-            table[col] += shift
-        return table
+    def tables_in_range(self, t0_ns: float, t1_ns: float) -> dict[str, np.ndarray]:
+        """Rows of each decoded table (keyed ``source/decoder``) that overlap ``[t0_ns, t1_ns]`` of the view, their
+        times moved by their source's deskew (for analysis of the aligned view)."""
+        out = {}
+        for name, table in self.decoded.items():
+            shift = round(self.session.offset(table.source))
+            rows = table.overlapping(t0_ns - shift, t1_ns - shift)
+            for col in ("t_ns", "t_end_ns"):
+                rows[col] += shift
+            out[name.split("/", 1)[1]] = rows
+        return out

@@ -9,13 +9,19 @@ time selects the row at or before it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from nicrig.gui.lanes import STYLE_NAMES, STYLES, Lane, format_ns
 from PySide6 import QtCore, QtGui, QtWidgets
 
 KINDS = ("transaction", "frame", "PAUSE", "interrupt")
+#: Descriptions searched per NumPy call (a bounded stretch without a break for the window's thread).
+SEARCH_SLICE = 1 << 18
+#: Events the panel filters in the window's thread; a longer list is filtered in the background.
+FILTERED_HERE = 200_000
 COLUMNS = ("time", "duration", "source", "lane", "kind", "event")
 
 
@@ -26,27 +32,29 @@ class EventList:
     lanes: list[Lane]
     t_ns: np.ndarray
     t_end_ns: np.ndarray
-    kind: np.ndarray  # bytes, one of KINDS
+    kind: np.ndarray  # index into KINDS
     lane: np.ndarray
     row: np.ndarray
-    _text: np.ndarray | None = None
 
     @classmethod
     def from_lanes(cls, lanes: list[Lane], shifts: dict[str, float]) -> EventList:
         """Events of the decoded lanes (link activity repeats the frames, so it is left out)."""
         use = [ln for ln in lanes if ln.boxes is not None and ln.kind == "decoded" and len(ln.boxes)
                and ln.boxes.category[0] in tuple(k.encode() for k in KINDS)]
-        parts = [(i, ln) for i, ln in enumerate(use)]
-        if not parts:
+        if not use:
             z = np.zeros(0)
-            return cls(use, z, z, np.zeros(0, "S12"), np.zeros(0, np.int32), np.zeros(0, np.int64))
-        t = np.concatenate([ln.boxes.t_ns + shifts.get(ln.source, 0.0) for _, ln in parts])
-        te = np.concatenate([ln.boxes.t_end_ns + shifts.get(ln.source, 0.0) for _, ln in parts])
-        kind = np.concatenate([ln.boxes.category for _, ln in parts])
-        lane = np.concatenate([np.full(len(ln.boxes), i, np.int32) for i, ln in parts])
-        row = np.concatenate([np.arange(len(ln.boxes)) for _, ln in parts])
+            return cls(use, z, z, np.zeros(0, np.uint8), np.zeros(0, np.int32), np.zeros(0, np.int64))
+        t = np.concatenate([ln.boxes.t_ns + shifts.get(ln.source, 0.0) for ln in use])  # type: ignore[union-attr]
+        # each lane's rows are in time order already: the stable sort merges runs
         order = np.argsort(t, kind="stable")
-        return cls(use, t[order], te[order], kind[order], lane[order], row[order])
+        t = t[order]
+        # one column at a time, each sorted as soon as it is made: a few bytes an event at the most
+        te = np.concatenate([ln.boxes.t_end_ns + shifts.get(ln.source, 0.0) for ln in use])[order]  # type: ignore
+        kind = np.concatenate([_kinds(ln.boxes.category) for ln in use])[order]  # type: ignore[union-attr]
+        lane = np.repeat(np.arange(len(use), dtype=np.int32), [len(ln.boxes) for ln in use])[order]  # type: ignore
+        starts = np.cumsum([0] + [len(ln.boxes) for ln in use])  # type: ignore[arg-type]
+        row = order - starts[lane]
+        return cls(use, t, te, kind, lane, row)
 
     def __len__(self) -> int:
         return len(self.t_ns)
@@ -55,22 +63,39 @@ class EventList:
         """The event's full description (the lane's longest label)."""
         return self.lanes[int(self.lane[i])].boxes.labels(int(self.row[i]))[0]  # type: ignore[union-attr]
 
-    def all_text(self) -> np.ndarray:
-        """Lower-cased descriptions of every event (built once, on the first search)."""
-        if self._text is None:
-            self._text = np.array([self.text(i).lower() for i in range(len(self))], dtype=object)
-        return self._text
+    def searchable(self) -> float:
+        """The part of the events (0 to 1) whose descriptions the search can read now."""
+        ready = sum(len(ln.boxes) for ln in self.lanes if ln.boxes.search_text() is not None)  # type: ignore[union-attr]
+        return ready / max(sum(len(ln.boxes) for ln in self.lanes), 1)  # type: ignore[union-attr]
 
-    def select(self, kinds: set[str], search: str = "") -> np.ndarray:
-        """Indices of the events of ``kinds`` whose description or source contains ``search`` (any case)."""
-        keep = np.isin(self.kind, [k.encode() for k in kinds])
+    def select(self, kinds: set[str], search: str = "") -> np.ndarray | None:
+        """Indices of the events of ``kinds`` whose description or source contains ``search`` (any case); None
+        while a lane's descriptions are still being prepared."""
+        keep = np.isin(self.kind, [KINDS.index(k) for k in kinds])
         needle = search.strip().lower()
         if needle:
-            sources = np.array([ln.source.lower() for ln in self.lanes] or [""], dtype=object)[self.lane]
-            found = np.fromiter((needle in t or needle in s for t, s in zip(self.all_text(), sources)),
-                                dtype=bool, count=len(self))
-            keep &= found
+            masks = []
+            for ln in self.lanes:
+                text = ln.boxes.search_text()  # type: ignore[union-attr]
+                if needle in ln.source.lower():
+                    masks.append(np.ones(len(ln.boxes), bool))  # type: ignore[arg-type]
+                    continue
+                if text is None:
+                    return None
+                word = needle.encode()
+                masks.append(np.concatenate([np.strings.find(text[k:k + SEARCH_SLICE], word) >= 0
+                                             for k in range(0, len(text), SEARCH_SLICE)] or [np.zeros(0, bool)]))
+            starts = np.cumsum([0] + [len(m) for m in masks])
+            keep &= np.concatenate(masks)[starts[self.lane] + self.row]
         return np.flatnonzero(keep)
+
+
+def _kinds(category: np.ndarray) -> np.ndarray:
+    """A lane's event kinds (bytes) as indices into KINDS (``len(KINDS)``: none of them)."""
+    out = np.full(len(category), len(KINDS), np.uint8)
+    for k, name in enumerate(KINDS):
+        out[category == name.encode()] = k
+    return out
 
 
 class EventModel(QtCore.QAbstractTableModel):
@@ -106,7 +131,7 @@ class EventModel(QtCore.QAbstractTableModel):
         if role == QtCore.Qt.ItemDataRole.DisplayRole:
             lane = ev.lanes[int(ev.lane[i])]
             return (format_ns(float(ev.t_ns[i]), 8), format_ns(float(ev.t_end_ns[i] - ev.t_ns[i])), lane.source,
-                    lane.title, ev.kind[i].decode(), ev.text(i))[col]
+                    lane.title, KINDS[ev.kind[i]], ev.text(i))[col]
         if role == QtCore.Qt.ItemDataRole.DecorationRole and col == 4:
             lane = ev.lanes[int(ev.lane[i])]
             style = STYLE_NAMES[int(lane.boxes.style[int(ev.row[i])])]  # type: ignore[union-attr]
@@ -115,13 +140,21 @@ class EventModel(QtCore.QAbstractTableModel):
 
 
 class EventPanel(QtWidgets.QWidget):
-    """Filter by kind, search, and the table; ``activated(t0_ns, t1_ns)`` when a row is clicked."""
+    """Filter by kind, search, and the table; ``activated(t0_ns, t1_ns)`` when a row is clicked.
+
+    ``background(title, work, done)``, when the window gives one, runs the filtering of a long list off the
+    window's thread and hands ``done`` its result."""
 
     activated = QtCore.Signal(float, float)
 
-    def __init__(self, events: EventList, parent: QtWidgets.QWidget | None = None):
+    def __init__(self, events: EventList, parent: QtWidgets.QWidget | None = None,
+                 background: Callable[[str, Callable[[], Any], Callable[[Any], None]], None] | None = None):
         super().__init__(parent)
+        self.background = background
         self.model = EventModel(events, self)
+        self._t_rows = events.t_ns
+        #: a search waits for descriptions still being prepared
+        self.waiting = False
         self.view = QtWidgets.QTableView()
         self.view.setModel(self.model)
         self.view.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
@@ -163,10 +196,26 @@ class EventPanel(QtWidgets.QWidget):
         self.refilter()
 
     def refilter(self) -> None:
+        """Show the events of the checked kinds that the search finds (off the window's thread for a long list)."""
         kinds = {k for k, box in self.kind_boxes.items() if box.isChecked()}
-        rows = self.events.select(kinds, self.search.text())
+        search, events = self.search.text(), self.events
+        if self.background is not None and len(events) > FILTERED_HERE:
+            self.count.setText("searching ...")
+            self.background("searching events", lambda: events.select(kinds, search),
+                            lambda rows: self._filtered(events, rows))
+        else:
+            self._filtered(events, events.select(kinds, search))
+
+    def _filtered(self, events: EventList, rows: np.ndarray | None) -> None:
+        if events is not self.events:  # replaced while it was filtered
+            return
+        self.waiting = rows is None
+        if rows is None:
+            self.count.setText(f"the search waits for the events' descriptions ({events.searchable():.0%} ready)")
+            return
         self.model.set_rows(rows)
-        self.count.setText(f"{len(rows):,} of {len(self.events):,}")
+        self._t_rows = events.t_ns[rows]
+        self.count.setText(f"{len(rows):,} of {len(events):,}")
 
     def _clicked(self, index: QtCore.QModelIndex) -> None:
         i = int(self.model.rows[index.row()])
@@ -180,10 +229,9 @@ class EventPanel(QtWidgets.QWidget):
 
     def highlight_time(self, t_ns: float) -> int | None:
         """Select the shown row at or before ``t_ns`` (the cursor's event); its table row, or None."""
-        rows = self.model.rows
-        if not len(rows):
+        if not len(self._t_rows):
             return None
-        k = int(np.searchsorted(self.events.t_ns[rows], t_ns, side="right")) - 1
+        k = int(np.searchsorted(self._t_rows, t_ns, side="right")) - 1
         if k < 0:
             return None
         self.view.selectRow(k)

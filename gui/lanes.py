@@ -55,6 +55,14 @@ STYLE_NAMES = list(STYLES)
 BAD_TERMINATIONS = (b"retry", b"target_abort", b"master_abort", b"disconnect_without_data")
 
 LaneKind = Literal["header", "logic", "vector", "decoded"]
+#: Rows per block of a lane's index of its longest boxes (``Boxes.widest``).
+WIDE_BLOCK = 256
+#: Rows in view per pixel beyond which a decoded lane is drawn from searches, not from every row in view.
+CROWDED_ROWS_PER_PIXEL = 2
+#: Labels (and their widths) kept between redraws, per lane and per font.
+KEPT_LABELS = 20_000
+#: Rows of a lane whose descriptions the event search makes when it needs them (more wait for the preparer's).
+SEARCHED_HERE = 20_000
 
 
 @dataclass
@@ -67,19 +75,43 @@ class Boxes:
     labeller: Callable[[int], list[str]]
     category: np.ndarray = field(default_factory=lambda: np.zeros(0, "S12"))  # event table kind of each row
     _reach: np.ndarray | None = None
+    _widest: np.ndarray | None = None
+    #: each row's description (its longest label), lower-cased, for the event search (None: not made yet)
+    text: np.ndarray | None = None
+    _labels: dict[int, list[str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.t_ns)
 
+    def search_text(self) -> np.ndarray | None:
+        """:attr:`text`, made here for a lane of up to ``SEARCHED_HERE`` rows (a decoded table's is prepared in
+        the background: None until then)."""
+        if self.text is None and len(self) <= SEARCHED_HERE:
+            self.text = np.array([self.labels(i)[0].lower().encode() for i in range(len(self))] or [b""],
+                                 dtype="S")[:len(self)]
+        return self.text
+
     def labels(self, i: int) -> list[str]:
-        """Row ``i``'s labels, longest first."""
-        return self.labeller(int(i))
+        """Row ``i``'s labels, longest first (kept: a redraw asks again for the boxes in view)."""
+        i = int(i)
+        found = self._labels.get(i)
+        if found is None:
+            if len(self._labels) > KEPT_LABELS:
+                self._labels.clear()
+            found = self._labels[i] = self.labeller(i)
+        return found
 
     def reach(self) -> np.ndarray:
         """Running maximum of the end times: rows ending after T start at or after searchsorted(reach, T)."""
         if self._reach is None:
-            self._reach = np.maximum.accumulate(self.t_end_ns) if len(self) else self.t_end_ns
+            self._reach, self._widest = box_index(self.t_ns, self.t_end_ns)
         return self._reach
+
+    def widest(self) -> np.ndarray:
+        """The longest box (ns) of each ``WIDE_BLOCK`` rows: where boxes wide enough to draw alone may be."""
+        if self._widest is None:
+            self._reach, self._widest = box_index(self.t_ns, self.t_end_ns)
+        return self._widest
 
     def visible(self, t0_ns: float, t1_ns: float) -> tuple[int, int]:
         """Row range that may overlap ``[t0_ns, t1_ns]``."""
@@ -88,10 +120,23 @@ class Boxes:
     def at(self, t_ns: float) -> int | None:
         """The last row covering ``t_ns``, or None."""
         i0, i1 = self.visible(t_ns, t_ns)
-        for i in range(i1 - 1, i0 - 1, -1):
-            if self.t_ns[i] <= t_ns <= self.t_end_ns[i]:
-                return i
+        while i1 > i0:  # backwards a block at a time: the row is nearly always in the first
+            a = max(i0, i1 - WIDE_BLOCK)
+            hit = np.flatnonzero((self.t_ns[a:i1] <= t_ns) & (self.t_end_ns[a:i1] >= t_ns))
+            if len(hit):
+                return a + int(hit[-1])
+            i1 = a
         return None
+
+
+def box_index(t_ns: np.ndarray, t_end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A lane's search arrays: the running maximum of its end times, and its longest box per ``WIDE_BLOCK``
+    rows (ns)."""
+    if not len(t_ns):
+        return np.asarray(t_end_ns, np.float64), np.zeros(0)
+    reach = np.maximum.accumulate(t_end_ns)
+    widest = np.maximum.reduceat(np.asarray(t_end_ns) - np.asarray(t_ns), np.arange(0, len(t_ns), WIDE_BLOCK))
+    return reach, widest
 
 
 @dataclass
@@ -119,18 +164,25 @@ class LogicDrawing:
 
 def box_drawing(boxes: Boxes, t0_ns: float, t1_ns: float, pixels: int, shift_ns: float,
                 min_px: float = 3.0) -> BoxDrawing:
-    """What to draw of ``boxes`` (moved by ``shift_ns``) in the view ``[t0_ns, t1_ns]``."""
+    """What to draw of ``boxes`` (moved by ``shift_ns``) in the view ``[t0_ns, t1_ns]``.
+
+    Boxes at least ``min_px`` pixels wide are drawn one by one; narrower ones as dense spans, each pixel column
+    they touch taking the style of the last one there, and runs of columns of one style one block, so a crowded
+    lane costs at most a rectangle per pixel. Where more rows are in view than ``CROWDED_ROWS_PER_PIXEL`` per
+    pixel, the columns are found by searching the pixels' edges among the starts and the wide boxes among the
+    blocks whose longest box is wide enough: the work grows with the pixels, not with the rows in view.
+    """
     i0, i1 = boxes.visible(t0_ns - shift_ns, t1_ns - shift_ns)
+    px = (t1_ns - t0_ns) / max(pixels, 1)
+    if i1 - i0 > CROWDED_ROWS_PER_PIXEL * max(pixels, 1):
+        return _crowded_drawing(boxes, i0, i1, t0_ns, px, pixels, shift_ns, min_px)
     rows = np.arange(i0, i1)
     x0 = boxes.t_ns[i0:i1] + shift_ns
     x1 = boxes.t_end_ns[i0:i1] + shift_ns
     keep = x1 >= t0_ns
     rows, x0, x1 = rows[keep], x0[keep], x1[keep]
-    px = (t1_ns - t0_ns) / max(pixels, 1)
     wide = (x1 - x0) >= min_px * px
-    # a wide box also needs room of its own: one starting in the same pixel as the previous goes dense
-    # narrow boxes: each pixel column they touch takes the style of the last one there, and runs of
-    # columns of one style become one block, so a crowded lane costs at most a rectangle per pixel
+    # narrow boxes: each pixel column they touch takes the style of the last one there
     cols = np.full(pixels + 2, -1, dtype=np.int16)
     narrow = ~wide
     first = np.clip(np.floor((x0[narrow] - t0_ns) / px), -1, pixels).astype(np.int64) + 1
@@ -138,14 +190,39 @@ def box_drawing(boxes: Boxes, t0_ns: float, t1_ns: float, pixels: int, shift_ns:
     style = boxes.style[rows[narrow]]
     cols[first] = style
     cols[last] = style
+    return BoxDrawing(rows[wide], x0[wide], x1[wide], boxes.style[rows[wide]], *_dense_runs(cols, t0_ns, px))
+
+
+def _dense_runs(cols: np.ndarray, t0_ns: float, px: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of pixel columns of one style (``cols[1 + c]`` for pixel ``c``, -1 none) as dense spans (ns)."""
     starts = np.flatnonzero(np.diff(cols, prepend=-1) != 0)
     starts = starts[cols[starts] >= 0]
     ends = np.append(np.flatnonzero(np.diff(cols) != 0), len(cols) - 1)
     ends = ends[np.searchsorted(ends, starts)]
-    dense0 = t0_ns + (starts - 1) * px
-    dense1 = t0_ns + ends * px
-    dense_style = cols[starts].astype(np.int8)
-    return BoxDrawing(rows[wide], x0[wide], x1[wide], boxes.style[rows[wide]], dense0, dense1, dense_style)
+    return t0_ns + (starts - 1) * px, t0_ns + ends * px, cols[starts].astype(np.int8)
+
+
+def _crowded_drawing(boxes: Boxes, i0: int, i1: int, t0_ns: float, px: float, pixels: int, shift_ns: float,
+                     min_px: float) -> BoxDrawing:
+    """:func:`box_drawing` of a lane with many rows per pixel in view."""
+    edges = (t0_ns - shift_ns) + np.arange(-1, pixels + 2) * px  # file time; pixel c spans edges[c + 1 : c + 2]
+    k = np.searchsorted(boxes.t_ns, edges, side="left")
+    last = k[1:] - 1  # the last row starting before each edge's next
+    starts_in = k[1:] > k[:-1]
+    before = np.maximum(k[:-1] - 1, 0)  # the last row starting before a column: it may reach into it
+    reaches = ~starts_in & (k[:-1] > 0) & (boxes.t_end_ns[before] >= edges[:-1])
+    cols = np.where(starts_in, boxes.style[np.maximum(last, 0)], -1).astype(np.int16)
+    cols[reaches] = boxes.style[before[reaches]]
+    cols[0] = cols[-1] = -1  # the column before the view and the one after it are not drawn
+    threshold = min_px * px
+    blocks = np.flatnonzero(boxes.widest()[i0 // WIDE_BLOCK:(i1 - 1) // WIDE_BLOCK + 1] >= threshold)
+    rows = ((blocks + i0 // WIDE_BLOCK)[:, None] * WIDE_BLOCK + np.arange(WIDE_BLOCK)).ravel()
+    rows = rows[(rows >= i0) & (rows < i1)]
+    x0 = boxes.t_ns[rows] + shift_ns
+    x1 = boxes.t_end_ns[rows] + shift_ns
+    wide = ((x1 - x0) >= threshold) & (x1 >= t0_ns)
+    rows, x0, x1 = rows[wide], x0[wide], x1[wide]
+    return BoxDrawing(rows, x0, x1, boxes.style[rows], *_dense_runs(cols, t0_ns, px))
 
 
 def vector_changes(cols: Columns, bits: list[int]) -> Columns:
@@ -157,10 +234,14 @@ def vector_changes(cols: Columns, bits: list[int]) -> Columns:
     return Columns(cols.t_ps, lo, np.ones_like(lo), cols.end_ps, cols.covered_ps)
 
 
-def logic_drawing(cols: Columns, bit: int, shift_ns: float) -> LogicDrawing:
-    """Runs of channel ``bit`` from columns (ps, file time) in view time (ns)."""
-    s, e, st = runs(channel_states(cols, bit), cols.t_ps, cols.end_ps)
-    return LogicDrawing(s / 1000.0 + shift_ns, e / 1000.0 + shift_ns, st, cols.covered_ps / 1000.0 + shift_ns)
+def logic_drawings(cols: Columns, bits: list[int], shift_ns: float) -> list[LogicDrawing]:
+    """Runs of channels ``bits`` from columns (ps, file time) in view time (ns), one drawing per channel."""
+    states = channel_states(cols, np.asarray(bits, dtype=np.int64)).reshape(len(cols), len(bits))
+    s, e, st, counts = runs(states, cols.t_ps, cols.end_ps)
+    x0, x1 = s / 1000.0 + shift_ns, e / 1000.0 + shift_ns
+    covered = cols.covered_ps / 1000.0 + shift_ns
+    ends = np.cumsum(counts)
+    return [LogicDrawing(x0[a:b], x1[a:b], st[a:b], covered) for a, b in zip(ends - counts, ends)]
 
 
 class SourceData:
@@ -178,22 +259,23 @@ class SourceData:
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
         """Columns of the window, from raw samples when few enough, else from the pyramid.
 
-        While the pyramid builds, raw samples serve windows of up to ``RAW_SAMPLES_WHILE_BUILDING`` samples
-        too; the result is kept per view and per state of the pyramid, so the lane is drawn anew as the
-        pyramid grows and once it is complete.
+        While the pyramid builds, a window it does not cover yet is read from raw samples when it holds at most
+        ``RAW_SAMPLES_WHILE_BUILDING`` of them; the result is kept per view and per state of the pyramid, so the
+        lane is drawn anew as the pyramid grows and once it is complete.
         """
-        complete = self.pyramid.complete
+        p = self.pyramid
         n = self.estimated_samples(t0_ps, t1_ps)
-        raw = n <= RAW_SAMPLES_PER_PIXEL * max(pixels, 1) or (not complete and n <= RAW_SAMPLES_WHILE_BUILDING)
-        key = (t0_ps, t1_ps, pixels, -1 if raw else self.pyramid.built)
+        raw = n <= RAW_SAMPLES_PER_PIXEL * max(pixels, 1) or (
+            not p.complete and p.covered_ps() < t1_ps and n <= RAW_SAMPLES_WHILE_BUILDING)
+        key = (t0_ps, t1_ps, pixels, -1 if raw else p.bins, p.complete)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        self.cache.coarse = self.pyramid.level_one()[0] if complete else None
+        self.cache.coarse = p.level_one()[0]
         if raw:
             cols = self.cache.columns(t0_ps, t1_ps, pixels)
         else:
             # still building and too wide for raw samples: its columns stop at covered_ps, the rest is pending
-            cols = self.pyramid.columns(t0_ps, t1_ps, pixels)
+            cols = p.columns(t0_ps, t1_ps, pixels)
         self._last = (key, cols)
         return cols
 
@@ -208,7 +290,7 @@ class SourceData:
 
     def value_at(self, t_ps: float) -> np.ndarray | None:
         """The packed sample holding at ``t_ps`` (the last at or before it), or None outside the source."""
-        self.cache.coarse = self.pyramid.level_one()[0] if self.pyramid.complete else None
+        self.cache.coarse = self.pyramid.level_one()[0]
         i = self.cache.sample_at(t_ps)
         if i < self.source.num_samples and self.cache.time_of(i) == int(np.ceil(t_ps)):
             return self.cache.read(i, i + 1)[0][0]
@@ -263,7 +345,8 @@ class Lane:
         if self.kind == "header":
             return ""
         if self.kind == "decoded":
-            assert self.boxes is not None
+            if self.boxes is None:
+                return "loading"
             i = self.boxes.at(t_file_ns)
             return self.boxes.labels(i)[0] if i is not None else "-"
         assert data is not None
@@ -301,104 +384,129 @@ def format_hz(hz: float) -> str:
     return f"{hz:.4g} Hz"
 
 
-def pci_boxes(table: np.ndarray) -> Boxes:
-    """PCI transactions: coloured by kind (CSR, DMA, MSI...), STOP#-retried or aborted ones as warnings."""
-    names, which = np.unique(table["kind"], return_inverse=True)
-    per_name = np.array([STYLE_NAMES.index(k if k in STYLES else "unknown") for k in (_s(n) for n in names)],
-                        dtype=np.int8)
-    style = per_name[which] if len(table) else np.zeros(0, np.int8)
-    bad = np.isin(table["termination"], BAD_TERMINATIONS) | (table["parity_error"] == 1)
-    style[bad] = STYLE_NAMES.index("warning")
-    category = np.full(len(table), b"transaction", dtype="S12")
-    known = address_known(table)
-
-    def labels(i: int) -> list[str]:
-        r = table[i]
-        kind = (_s(r["kind"]) or "unknown").upper()
-        term = _s(r["termination"])
-        cmd = _s(r["command"])
-        addr = f" {int(r['address']):#x}" if known[i] else ""
-        nbytes = f" {int(r['bytes'])} B" if r["bytes"] >= 0 else ""
-        dur = format_ns(float(r["t_end_ns"] - r["t_ns"]))
-        flag = {"retry": "STOP# retry", "disconnect_with_data": "disconnect"}.get(term, term)
-        flag = "" if term == "normal" else f" ({flag})"
-        parity = " PARITY ERROR" if r["parity_error"] == 1 else ""
-        full = f"{kind}{(' ' + cmd) if cmd else ''}{addr}{nbytes}, {int(r['data_phases'])} data phases, {dur}{flag}{parity}"
-        short = "STOP#" if term == "retry" else kind
-        return [full, f"{kind} {int(r['data_phases'])}ph{flag}", short, short[0]]
-
-    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels, category)
+#: The lanes a decoder's table gives: id under ``<source>/decoded/``, title, height (ethernet: one per direction).
+DECODED_LANES: dict[str, list[tuple[str, str, float]]] = {
+    "pci": [("pci", "PCI transactions", 1.5)],
+    "irq": [("irq", "interrupts", 1.3)],
+    "linkactivity": [("linkactivity", "on the wire", 1.3)],
+    "ethernet": [("ethernet/tx", "frames A->B (tx)", 1.5), ("ethernet/rx", "frames B->A (rx)", 1.5)],
+}
+#: The columns, besides ``t_ns`` and ``t_end_ns``, that a decoder's lanes are drawn from (style, kind, lane).
+DRAW_COLUMNS: dict[str, list[str]] = {"pci": ["kind", "termination", "parity_error"], "irq": [],
+                                      "linkactivity": [],
+                                      "ethernet": ["direction", "pause_quanta", "fcs_ok", "error_octets"]}
+_DIRECTIONS = (b"tx", b"rx")
 
 
-def ethernet_boxes(table: np.ndarray) -> Boxes:
-    """Frames of one direction: PAUSE in its own colour, FCS or symbol errors as warnings."""
-    pause = table["pause_quanta"] >= 0
-    bad = ~table["fcs_ok"] | (table["error_octets"] > 0)
-    style = np.full(len(table), STYLE_NAMES.index("frame"), np.int8)
-    style[pause] = STYLE_NAMES.index("pause")
-    style[bad] = STYLE_NAMES.index("warning")
-    category = np.where(pause, b"PAUSE", b"frame").astype("S12")
+@dataclass
+class LaneArrays:
+    """What one decoded lane draws from: its boxes' times (ns), styles and event kinds, the table row of each
+    (None: every row of the table, in order) and the search arrays of :func:`box_index`."""
 
-    def labels(i: int) -> list[str]:
-        r = table[i]
-        if r["pause_quanta"] >= 0:
-            q = int(r["pause_quanta"])
-            name = "XON (PAUSE 0)" if q == 0 else f"PAUSE {q} quanta"
-            return [f"{name}, stops the partner {format_ns(float(r['pause_ns']))}", "XON" if q == 0 else "PAUSE", "P"]
-        err = "" if r["fcs_ok"] and r["error_octets"] <= 0 else " BAD FCS/ERROR"
-        if r["udp_dport"] >= 0:
-            seq = f" seq {int(r['seq'])}" if r["seq"] >= 0 else ""
-            full = (f"UDP{seq} {int(r['length'])} B {_s(r['ip_src'])}:{int(r['udp_sport'])} -> "
-                    f"{_s(r['ip_dst'])}:{int(r['udp_dport'])}{err}")
-            return [full, f"UDP{seq} {int(r['length'])} B{err}", "frame", "F"]
-        return [f"frame {int(r['length'])} B type {int(r['ethertype']):#06x}{err}", "frame", "F"]
-
-    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels, category)
+    t_ns: np.ndarray
+    t_end_ns: np.ndarray
+    style: np.ndarray
+    category: np.ndarray
+    rows: np.ndarray | None
+    reach: np.ndarray
+    widest: np.ndarray
 
 
-def irq_boxes(table: np.ndarray) -> Boxes:
-    """Interrupt line asserted: from assertion until the service deasserts it."""
-    style = np.full(len(table), STYLE_NAMES.index("interrupt"), np.int8)
-
-    def labels(i: int) -> list[str]:
-        return [f"interrupt asserted {format_ns(float(table['duration_ns'][i]))}", "interrupt", "IRQ", "I"]
-
-    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels,
-                 np.full(len(table), b"interrupt", dtype="S12"))
+def _lane(t: np.ndarray, te: np.ndarray, style: np.ndarray, category: np.ndarray,
+          rows: np.ndarray | None = None) -> LaneArrays:
+    return LaneArrays(t, te, style, category, rows, *box_index(t, te))
 
 
-def activity_boxes(table: np.ndarray) -> Boxes:
-    """A one-wire frame-presence probe: the frame's time on the medium."""
-    style = np.full(len(table), STYLE_NAMES.index("activity"), np.int8)
+def lane_arrays(decoder: str, cols: dict[str, np.ndarray]) -> list[LaneArrays]:
+    """The lanes of ``DECODED_LANES[decoder]`` from a table's ``t_ns``, ``t_end_ns`` and ``DRAW_COLUMNS``.
 
-    def labels(i: int) -> list[str]:
-        r = table[i]
-        return [f"frame on the wire {format_ns(float(r['duration_ns']))}, ~{int(r['est_bytes'])} B", "on wire", "W"]
-
-    return Boxes(table["t_ns"].astype(np.float64), table["t_end_ns"].astype(np.float64), style, labels,
-                 np.full(len(table), b"activity", dtype="S12"))
-
-
-def decoded_lanes(source: str, decoder: str, table: np.ndarray) -> list[Lane]:
-    """The lanes a decoded table gives (ethernet: one per direction)."""
+    PCI transactions are coloured by kind (CSR, DMA, MSI...), STOP#-retried or aborted ones as warnings;
+    frames by direction, PAUSE in its own colour, FCS or symbol errors as warnings."""
+    t, te = cols["t_ns"].astype(np.float64), cols["t_end_ns"].astype(np.float64)
+    n = len(t)
     if decoder == "pci":
-        return [Lane(f"{source}/decoded/pci", source, "PCI transactions", "decoded", boxes=pci_boxes(table),
-                     height=1.5, group=source)]
-    if decoder == "irq":
-        return [Lane(f"{source}/decoded/irq", source, "interrupts", "decoded", boxes=irq_boxes(table),
-                     height=1.3, group=source)]
-    if decoder == "linkactivity":
-        return [Lane(f"{source}/decoded/linkactivity", source, "on the wire", "decoded",
-                     boxes=activity_boxes(table), height=1.3, group=source)]
+        names, which = np.unique(cols["kind"], return_inverse=True)
+        per_name = np.array([STYLE_NAMES.index(k if k in STYLES else "unknown") for k in (_s(v) for v in names)],
+                            dtype=np.int8)
+        style = per_name[which] if n else np.zeros(0, np.int8)
+        bad = np.isin(cols["termination"], BAD_TERMINATIONS) | (cols["parity_error"] == 1)
+        style[bad] = STYLE_NAMES.index("warning")
+        return [_lane(t, te, style, np.full(n, b"transaction", dtype="S12"))]
     if decoder == "ethernet":
+        pause = cols["pause_quanta"] >= 0
+        bad = ~cols["fcs_ok"] | (cols["error_octets"] > 0)
+        style = np.full(n, STYLE_NAMES.index("frame"), np.int8)
+        style[pause] = STYLE_NAMES.index("pause")
+        style[bad] = STYLE_NAMES.index("warning")
+        category = np.where(pause, b"PAUSE", b"frame").astype("S12")
         out = []
-        for direction, title in ((b"tx", "frames A->B (tx)"), (b"rx", "frames B->A (rx)")):
-            rows = table[table["direction"] == direction]
-            if len(rows):
-                out.append(Lane(f"{source}/decoded/ethernet/{direction.decode()}", source, title, "decoded",
-                                boxes=ethernet_boxes(rows), height=1.5, group=source))
+        for direction in _DIRECTIONS:
+            rows = np.flatnonzero(cols["direction"] == direction)
+            out.append(_lane(t[rows], te[rows], style[rows], category[rows], rows))
         return out
-    return []
+    kind = {"irq": ("interrupt", "interrupt"), "linkactivity": ("activity", "activity")}[decoder]
+    return [_lane(t, te, np.full(n, STYLE_NAMES.index(kind[0]), np.int8), np.full(n, kind[1].encode(), "S12"))]
+
+
+def pci_labels(r: np.void) -> list[str]:
+    """A PCI transaction's labels, longest first."""
+    kind = (_s(r["kind"]) or "unknown").upper()
+    term = _s(r["termination"])
+    cmd = _s(r["command"])
+    addr = f" {int(r['address']):#x}" if address_known(r) else ""
+    nbytes = f" {int(r['bytes'])} B" if r["bytes"] >= 0 else ""
+    dur = format_ns(float(r["t_end_ns"] - r["t_ns"]))
+    flag = {"retry": "STOP# retry", "disconnect_with_data": "disconnect"}.get(term, term)
+    flag = "" if term == "normal" else f" ({flag})"
+    parity = " PARITY ERROR" if r["parity_error"] == 1 else ""
+    full = f"{kind}{(' ' + cmd) if cmd else ''}{addr}{nbytes}, {int(r['data_phases'])} data phases, {dur}{flag}{parity}"
+    short = "STOP#" if term == "retry" else kind
+    return [full, f"{kind} {int(r['data_phases'])}ph{flag}", short, short[0]]
+
+
+def ethernet_labels(r: np.void) -> list[str]:
+    """A frame's labels, longest first."""
+    if r["pause_quanta"] >= 0:
+        q = int(r["pause_quanta"])
+        name = "XON (PAUSE 0)" if q == 0 else f"PAUSE {q} quanta"
+        return [f"{name}, stops the partner {format_ns(float(r['pause_ns']))}", "XON" if q == 0 else "PAUSE", "P"]
+    err = "" if r["fcs_ok"] and r["error_octets"] <= 0 else " BAD FCS/ERROR"
+    if r["udp_dport"] >= 0:
+        seq = f" seq {int(r['seq'])}" if r["seq"] >= 0 else ""
+        full = (f"UDP{seq} {int(r['length'])} B {_s(r['ip_src'])}:{int(r['udp_sport'])} -> "
+                f"{_s(r['ip_dst'])}:{int(r['udp_dport'])}{err}")
+        return [full, f"UDP{seq} {int(r['length'])} B{err}", "frame", "F"]
+    return [f"frame {int(r['length'])} B type {int(r['ethertype']):#06x}{err}", "frame", "F"]
+
+
+def irq_labels(r: np.void) -> list[str]:
+    """An interrupt line asserted: from assertion until the service deasserts it."""
+    return [f"interrupt asserted {format_ns(float(r['duration_ns']))}", "interrupt", "IRQ", "I"]
+
+
+def activity_labels(r: np.void) -> list[str]:
+    """A one-wire frame-presence probe: the frame's time on the medium."""
+    return [f"frame on the wire {format_ns(float(r['duration_ns']))}, ~{int(r['est_bytes'])} B", "on wire", "W"]
+
+
+#: Each decoder's labels of one table row. A label says what happened, never when (its duration at most): the
+#: search index describes rows equal but for their times once.
+ROW_LABELS: dict[str, Callable[[np.void], list[str]]] = {"pci": pci_labels, "ethernet": ethernet_labels,
+                                                         "irq": irq_labels, "linkactivity": activity_labels}
+
+
+def decoded_lane(source: str, decoder: str, k: int, arrays: LaneArrays | None,
+                 row: Callable[[int], np.void]) -> Lane:
+    """Lane ``k`` of ``DECODED_LANES[decoder]`` on ``source``: its boxes from ``arrays`` (None while they load)
+    and their labels from the table's rows (``row(i)``)."""
+    suffix, title, height = DECODED_LANES[decoder][k]
+    boxes = None
+    if arrays is not None:
+        labels, rows = ROW_LABELS[decoder], arrays.rows
+        labeller = (lambda i: labels(row(i))) if rows is None else (lambda i: labels(row(int(rows[i]))))
+        boxes = Boxes(arrays.t_ns, arrays.t_end_ns, arrays.style, labeller, arrays.category, arrays.reach,
+                      arrays.widest)
+    return Lane(f"{source}/decoded/{suffix}", source, title, "decoded", boxes=boxes, height=height, group=source)
 
 
 # -- the host probe: kernel events per host and CPU, and udpmon's packets -------------------------

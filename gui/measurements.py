@@ -229,12 +229,11 @@ class MeasurementsPanel(QtWidgets.QWidget):
         doc = self.window_.doc
         if doc is None:
             return None
-        tables = {name.split("/", 1)[1]: doc.table_shifted(name) for name in doc.tables}
         sources = doc.source_order()
         hosts = [(t, doc.host_shift_ns(t)) for t in doc.traces]
         devices = {name: str(doc.data[name].source.bus.get("device") or "") for name in sources}
-        job = Job("measuring", lambda progress: measure_range(tables, sources, t0_ns, t1_ns, hosts=hosts,
-                                                              devices=devices), self)
+        job = Job("measuring", lambda progress: measure_range(doc.tables_in_range(t0_ns, t1_ns), sources, t0_ns, t1_ns,
+                                                              hosts=hosts, devices=devices), self)
         self.note.setText(f"measuring {t0_ns / 1000:.3f} .. {t1_ns / 1000:.3f} us ...")
         return self.window_.start_job(job, on_done=self.show_results)
 

@@ -6,9 +6,11 @@ level held through the pixel; AND != OR means it changed there, which the lane
 draws as one transition mark (so never more than one per pixel). The columns
 come from raw samples when the window holds few samples, and otherwise from a
 pyramid of bins (level 1: AND/OR of every ``BASE_BIN`` samples, each next level
-``FACTOR`` bins of the one below), built lazily in the background one block at
-a time and cached beside the capture set, so a 100 M-sample source is never
-loaded whole and a second opening costs nothing.
+``FACTOR`` bins of the one below), built in the background (another process
+for a deep capture: :mod:`nicrig.gui.prepare`) from the stored chunks in two
+threads, written into files beside the capture set that the view maps while
+they grow, so a billion-sample source is never loaded whole and a second
+opening maps the finished files at once.
 
 Times here are picoseconds on the capture set's common timeline (``Source.times_ps``).
 """
@@ -17,29 +19,39 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
+import shutil
 import tempfile
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from nicrig.acquisition.capture import DEFAULT_CHUNK_SAMPLES, Source
+from nicrig.gui.chunks import StoredChunks
 
 #: Samples per level-1 bin, and bins of a level per bin of the next.
 BASE_BIN = 64
 FACTOR = 8
 #: Read raw samples while a window holds at most this many samples per pixel.
 RAW_SAMPLES_PER_PIXEL = BASE_BIN
-#: Until the pyramid is complete, read raw samples for windows of up to this many samples (the block cache
-#: holds them), so lanes are drawn whole while it builds; only wider windows wait for it.
-RAW_SAMPLES_WHILE_BUILDING = 1 << 21
+#: Until the pyramid covers a window, read raw samples for it when it holds up to this many samples (the block
+#: cache holds them), so lanes are drawn whole while it builds; only wider windows wait for it.
+RAW_SAMPLES_WHILE_BUILDING = 1 << 19
 #: Blocks the cache keeps per source (64 Ki samples each).
 CACHE_BLOCKS = 48
-#: Samples the pyramid builder reads per step (short, so the GUI thread's reads wait little).
-BUILD_STEP = 1 << 18
-CACHE_VERSION = 1
+#: Level-1 bins the builder reduces per task: FACTOR**5, so every level up to the sixth closes its bins at each
+#: block's end and a partial pyramid has those levels too (a wide window reads a few bins per pixel even then).
+BLOCK_BINS = FACTOR ** 5
+BLOCK_LEVELS = 6
+#: Threads that read and reduce blocks (inflating a chunk and the checksum release the GIL).
+BUILD_THREADS = 2
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -60,14 +72,37 @@ class Columns:
         return len(self.t_ps)
 
 
-def bin_reduce(packed: np.ndarray, times_ps: np.ndarray, bin_samples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """AND, OR and first time of every ``bin_samples`` consecutive samples (the last bin may be short)."""
-    n = len(packed)
-    starts = np.arange(0, n, bin_samples)
-    if n == 0:
-        return packed[:0], packed[:0], times_ps[:0]
-    return (np.bitwise_and.reduceat(packed, starts, axis=0), np.bitwise_or.reduceat(packed, starts, axis=0),
-            times_ps[starts])
+def search(a: np.ndarray, x: float, side: Literal["left", "right"]) -> int:
+    """``np.searchsorted(a, x, side)`` of one time in sorted integer times, as an integer: searched with a float,
+    NumPy would first convert the whole array to floats (a copy of all of it, at every redraw)."""
+    bound = math.ceil(x) if side == "left" else math.floor(x)
+    info = np.iinfo(a.dtype)
+    return int(np.searchsorted(a, a.dtype.type(min(max(bound, info.min), info.max)), side=side))
+
+
+def fold(x: np.ndarray, width: int, op: np.ufunc) -> np.ndarray:
+    """``op`` (``np.bitwise_and`` or ``np.bitwise_or``) of every ``width`` consecutive rows of packed samples
+    ``x`` (rows x bytes), ``width`` a power of two; the last group may be shorter.
+
+    A row of 1, 2, 4 or 8 bytes is one integer, and the groups reduce along contiguous memory; wider rows
+    fold each group's halves together until one row is left: several times NumPy's ``reduceat`` over rows.
+    """
+    n, u = x.shape
+    whole = n - n % width
+    parts = []
+    if whole:
+        if u in (1, 2, 4, 8):
+            words = np.ascontiguousarray(x[:whole]).view(np.dtype(f"u{u}")).reshape(-1, width)
+            parts.append(op.reduce(words, axis=1).view(np.uint8).reshape(-1, u))
+        else:
+            folded, span = x[:whole].reshape(-1, width * u), width * u
+            while span > u:
+                span //= 2
+                folded = op(folded[:, :span], folded[:, span:2 * span])
+            parts.append(folded)
+    if whole < n:
+        parts.append(op.reduce(x[whole:], axis=0, keepdims=True))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else x[:0]
 
 
 def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: float, px_ps: float,
@@ -81,20 +116,31 @@ def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: flo
                    np.bitwise_or.reduceat(or_, starts, axis=0), end_ps, covered_ps)
 
 
-def channel_states(cols: Columns, bit: int) -> np.ndarray:
-    """Per column: 0 or 1 when channel ``bit`` held that level, 2 when it changed within the column."""
+def channel_states(cols: Columns, bit: int | np.ndarray) -> np.ndarray:
+    """Per column: 0 or 1 when channel ``bit`` held that level, 2 when it changed within the column (for an array
+    of bits: columns x bits)."""
     lo = (cols.and_[:, bit // 8] >> (bit % 8)) & 1
     hi = (cols.or_[:, bit // 8] >> (bit % 8)) & 1
     return np.where(lo == hi, lo, 2).astype(np.int8)
 
 
-def runs(states: np.ndarray, t_ps: np.ndarray, end_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge equal consecutive states: (start ps, end ps, state) of each run."""
-    if len(states) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
-    starts = np.flatnonzero(np.diff(states, prepend=states[0] - 1))
-    t = t_ps[starts]
-    return t, np.append(t[1:], end_ps), states[starts]
+def runs(states: np.ndarray, t_ps: np.ndarray, end_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Merge equal consecutive states of each channel (``states``: columns x channels): start ps, end ps and
+    state of each run, channel after channel, and how many runs each channel has."""
+    n, k = states.shape
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(k, np.int64)
+    s = states.T
+    new = np.empty((k, n), bool)
+    new[:, 0] = True
+    np.not_equal(s[:, 1:], s[:, :-1], out=new[:, 1:])
+    channel, col = np.nonzero(new)
+    t = t_ps[col]
+    end = np.empty_like(t)
+    end[:-1] = t[1:]
+    last = np.append(channel[1:] != channel[:-1], True)
+    end[last] = end_ps
+    return t, end, s[channel, col], np.bincount(channel, minlength=k)
 
 
 def sample_period_ps(source: Source) -> int:
@@ -102,28 +148,86 @@ def sample_period_ps(source: Source) -> int:
     return round(1e12 / source.samplerate_hz) if source.samplerate_hz else 1
 
 
+class SampleReader:
+    """The samples and times of a source read from its stored chunks (thread-safe: each call reads its own)."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        samples, stamps = source.datasets
+        self.samples = StoredChunks(samples, source.path, f"source {source.name!r} samples")
+        self.stamps = StoredChunks(stamps, source.path, f"source {source.name!r} timestamps") if stamps is not None \
+            else None
+        if self.stamps is not None and source.num_samples:
+            first_local = int(self.stamps.fields(0, [""], 1)[""][0])
+            self.base_ps = int(source.times_ps(0, 1)[0]) - first_local
+        else:
+            self.base_ps = 0
+
+    def _rows(self, chunks: StoredChunks, s: int, e: int, step: int = 1) -> np.ndarray:
+        """Rows ``s, s + step, ... < e`` of a dataset read by whole chunks."""
+        c = chunks.chunk_rows
+        k0, k1 = s // c, (e - 1) // c + 1
+        if step > 1 and c % step == 0 and s % step == 0:
+            parts = [chunks.fields(k, [""], step)[""] for k in range(k0, k1)]
+            return np.concatenate(parts)[(s - k0 * c) // step:][:len(range(s, e, step))]
+        parts = [chunks.rows(k) for k in range(k0, k1)]
+        return np.concatenate(parts)[s - k0 * c:e - k0 * c:step] if len(parts) > 1 else \
+            parts[0][s - k0 * c:e - k0 * c:step]
+
+    def packed(self, s: int, e: int) -> np.ndarray:
+        """Packed samples ``[s, e)``."""
+        return self._rows(self.samples, s, e)
+
+    def times(self, s: int, e: int, step: int = 1) -> np.ndarray:
+        """Times (ps, common timeline) of samples ``s, s + step, ... < e``."""
+        if self.stamps is None:
+            return self.source.times_at(np.arange(s, e, step))
+        return self._rows(self.stamps, s, e, step).astype(np.int64) + self.base_ps
+
+    def block(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Level-1 bins (t_ps, and, or) of the builder's block ``b``."""
+        s = b * BLOCK_BINS * BASE_BIN
+        e = min(self.source.num_samples, s + BLOCK_BINS * BASE_BIN)
+        c = self.samples.chunk_rows
+        if c % BASE_BIN or s % c:  # bins straddle chunks: the block's samples together
+            parts = [self.packed(s, e)]
+        else:  # a chunk at a time: no copy of the block
+            parts = [self.samples.rows(k)[:e - k * c] for k in range(s // c, (e - 1) // c + 1)]
+        a = np.concatenate([fold(p, BASE_BIN, np.bitwise_and) for p in parts])
+        o = np.concatenate([fold(p, BASE_BIN, np.bitwise_or) for p in parts])
+        return self.times(s, e, BASE_BIN), a, o
+
+
 class BlockCache:
-    """Packed samples and common-timeline times of a source, read in 64 Ki-sample blocks and kept (LRU)."""
+    """Packed samples and common-timeline times of a source, read in 64 Ki-sample blocks and kept (LRU, times
+    apart: a search reads times only)."""
 
     def __init__(self, source: Source, blocks: int = CACHE_BLOCKS):
         self.source = source
+        self.reader = SampleReader(source)
         self.block = DEFAULT_CHUNK_SAMPLES
         self._keep = blocks
-        self._blocks: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        #: times (ps) of every BASE_BIN-th sample, when a finished pyramid offers them: narrows searches at once
+        self._packed: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._times: OrderedDict[int, np.ndarray] = OrderedDict()
+        #: times (ps) of every BASE_BIN-th sample as far as the pyramid has them: narrows searches at once
         self.coarse: np.ndarray | None = None
 
-    def _get(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        hit = self._blocks.get(b)
+    def _get(self, kept: OrderedDict[int, np.ndarray], b: int, read: Callable[[int, int], np.ndarray]) -> np.ndarray:
+        hit = kept.get(b)
         if hit is not None:
-            self._blocks.move_to_end(b)
+            kept.move_to_end(b)
             return hit
-        s, e = b * self.block, min((b + 1) * self.block, self.source.num_samples)
-        got = (self.source.read_packed(s, e), self.source.times_ps(s, e))
-        self._blocks[b] = got
-        while len(self._blocks) > self._keep:
-            self._blocks.popitem(last=False)
+        got = kept[b] = read(b * self.block, min((b + 1) * self.block, self.source.num_samples))
+        while len(kept) > self._keep:
+            kept.popitem(last=False)
         return got
+
+    def _span(self, kept: OrderedDict[int, np.ndarray], read: Callable[[int, int], np.ndarray], start: int,
+              stop: int) -> np.ndarray:
+        parts = [self._get(kept, b, read) for b in range(start // self.block, (stop - 1) // self.block + 1)]
+        first = (start // self.block) * self.block
+        joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return joined[start - first:stop - first]
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Packed samples and times (ps) of samples ``[start, stop)``."""
@@ -131,21 +235,22 @@ class BlockCache:
         start, stop = max(0, min(start, n)), max(0, min(stop, n))
         if stop <= start:
             return np.zeros((0, self.source.unitsize), np.uint8), np.zeros(0, np.int64)
-        parts = [self._get(b) for b in range(start // self.block, (stop - 1) // self.block + 1)]
-        first = (start // self.block) * self.block
-        packed = np.concatenate([p for p, _ in parts]) if len(parts) > 1 else parts[0][0]
-        times = np.concatenate([t for _, t in parts]) if len(parts) > 1 else parts[0][1]
-        return packed[start - first:stop - first], times[start - first:stop - first]
+        return (self._span(self._packed, self.reader.packed, start, stop),
+                self._span(self._times, self.reader.times, start, stop))
+
+    def times(self, start: int, stop: int) -> np.ndarray:
+        """Times (ps) of samples ``[start, stop)`` (within the source)."""
+        return self._span(self._times, self.reader.times, start, stop)
 
     def time_of(self, i: int) -> int:
-        return int(self.read(i, i + 1)[1][0])
+        return int(self.times(i, i + 1)[0])
 
     def sample_at(self, t_ps: float) -> int:
         """First sample at or after ``t_ps`` (``num_samples`` if none).
 
         Timing mode is arithmetic; state mode interpolates between known
-        timestamps (one block read per step, nearly always exact at once on a
-        bus clock) and falls back to halving when the guess does not narrow.
+        timestamps (nearly always within a block at once on a bus clock: a
+        block of times read or two) and halves when a guess does not narrow.
         """
         src = self.source
         n = src.num_samples
@@ -154,33 +259,41 @@ class BlockCache:
         if src.mode == "timing":
             return src.sample_at(int(np.ceil(t_ps)))
         lo, hi = 0, n - 1
-        if self.coarse is not None and len(self.coarse):
-            k = int(np.searchsorted(self.coarse, t_ps, side="left"))
+        if self.coarse is not None and len(self.coarse) and t_ps <= self.coarse[-1]:
+            k = search(self.coarse, t_ps, "left")
             lo = max(0, (k - 1) * BASE_BIN)
             hi = min(n - 1, k * BASE_BIN)
-            _, times = self.read(lo, hi + 1)
-            j = int(np.searchsorted(times, t_ps, side="left"))
+            times = self.times(lo, hi + 1)
+            j = search(times, t_ps, "left")
             return lo + j if j <= hi - lo else n
         t_lo, t_hi = self.time_of(lo), self.time_of(hi)
         if t_ps <= t_lo:
             return 0
         if t_ps > t_hi:
             return n
-        # invariant: time(lo) < t_ps <= time(hi)
-        while hi - lo > 1:
-            guess = lo + int((t_ps - t_lo) * (hi - lo) / max(t_hi - t_lo, 1))
-            mid = min(max(guess, lo + 1), hi - 1)
-            if hi - lo > 64 and (mid - lo < (hi - lo) // 64 or hi - mid < (hi - lo) // 64):
-                mid = (lo + hi) // 2 if abs(mid - (lo + hi) // 2) > (hi - lo) // 4 else mid
-            t_mid = self.time_of(mid)
-            if t_mid < t_ps:
-                lo, t_lo = mid, t_mid
+        # invariant: time(lo) < t_ps <= time(hi). A probe at the interpolated guess and one a block beyond it, on
+        # the side the target is: on a bus clock the target is then bracketed within a block at once; a step
+        # that does not halve the span is followed by a halving one
+        halve = False
+        while hi - lo > self.block:
+            span = hi - lo
+            guess = (lo + hi) // 2 if halve else lo + int((t_ps - t_lo) * span / max(t_hi - t_lo, 1))
+            g = min(max(guess, lo + 1), hi - 1)
+            t_g = self.time_of(g)
+            if t_g < t_ps:
+                lo, t_lo = g, t_g
+                other = min(g + self.block, hi - 1)
             else:
-                hi, t_hi = mid, t_mid
-            if hi - lo <= self.block:
-                _, times = self.read(lo, hi + 1)
-                return lo + int(np.searchsorted(times, t_ps, side="left"))
-        return hi
+                hi, t_hi = g, t_g
+                other = max(g - self.block, lo + 1)
+            if lo < other < hi:
+                t_o = self.time_of(other)
+                if t_o < t_ps:
+                    lo, t_lo = other, t_o
+                else:
+                    hi, t_hi = other, t_o
+            halve = hi - lo > span // 2
+        return lo + search(self.times(lo, hi + 1), t_ps, "left")
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
         """Raw-sample columns of the window (the caller checks the window is small enough)."""
@@ -195,89 +308,168 @@ class BlockCache:
 
 
 class Pyramid:
-    """Per-bin AND/OR of a source's packed samples at several zoom levels, built block by block."""
+    """Per-bin AND/OR of a source's packed samples at several zoom levels, read from the files :func:`build` writes.
+
+    While the builder runs (in another process or thread) the level files are
+    mapped as they are and :meth:`advance` says how far they are written:
+    level 1 and every level up to :data:`BLOCK_LEVELS` are whole up to the same
+    block, so a wide window reads a few bins per pixel even then; the coarser
+    levels are read once the source is complete.
+    """
 
     def __init__(self, source: Source):
         self.source = source
         self.total = source.num_samples
-        self.built = 0
-        # Level-1 bins as (t_ps, and, or) per step. The builder thread appends one tuple at a time and sets
-        # ``built`` last, so a reader (the GUI thread) always sees whole steps and a complete pyramid's levels.
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # finished: (t_ps, and, or) per level
+        self.bins = 0  # level-1 bins written, from the first
+        self.done = self.total == 0
+        self.sizes = level_sizes(-(-self.total // BASE_BIN))
+        self.folder: Path | None = None
+        self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []  # (t_ps, and, or), mapped
         self.end_ps = 0
+        self._covered = -(1 << 62)
 
     @property
     def complete(self) -> bool:
-        return self.built >= self.total
+        return self.done
+
+    @property
+    def built(self) -> int:
+        """Samples reduced, from the first."""
+        return self.total if self.done else min(self.bins * BASE_BIN, self.total)
+
+    def attach(self, folder: Path, finished: bool = False) -> None:
+        """Read the levels from the files in ``folder``: mapped at once while the builder writes them (it moves
+        the folder when done), else each when first drawn."""
+        self._levels = [None] * len(self.sizes)
+        self.folder = folder
+        for k in range(1, (len(self.sizes) if finished else min(len(self.sizes), BLOCK_LEVELS)) + 1):
+            if not finished or k == 1:
+                self.level(k)
+
+    def level(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Level ``k`` (1-based): bin start times (ps), AND and OR of the packed samples in each bin."""
+        found = self._levels[k - 1]
+        if found is None:
+            assert self.folder is not None
+            found = self._levels[k - 1] = tuple(  # type: ignore[assignment]
+                np.asarray(np.load(self.folder / f"L{k}.{part}.npy", mmap_mode="r")) for part in ("t", "and", "or"))
+        return found  # type: ignore[return-value]
+
+    def advance(self, bins: int, covered_ps: int) -> None:
+        """The builder has written level-1 bins ``[0, bins)`` (and the levels above them): data up to
+        ``covered_ps``."""
+        self._covered = covered_ps
+        self.bins = bins
+
+    def finish(self, folder: Path, end_ps: int) -> None:
+        """The builder is done: every level in ``folder`` is whole."""
+        self.attach(folder, finished=True)
+        self.end_ps = end_ps
+        self.bins = self.sizes[0]
+        self.done = True
 
     def covered_ps(self) -> int:
         """Time up to which bins exist (all of the source once complete)."""
+        return self.end_ps if self.complete else self._covered
+
+    def _usable(self, k: int) -> int:
+        """Bins of level ``k`` (1-based) written whole."""
+        if self.folder is None or k > len(self.sizes):
+            return 0
         if self.complete:
-            return self.end_ps
-        parts = self._parts
-        return int(parts[-1][0][-1]) if parts and len(parts[-1][0]) else -(1 << 62)
-
-    def step(self, cache: BlockCache | None = None) -> bool:
-        """Reduce the next ``BUILD_STEP`` samples into level-1 bins; True while more remain."""
-        if self.complete:
-            return False
-        s, e = self.built, min(self.total, self.built + BUILD_STEP)
-        if cache is None:
-            packed, times = self.source.read_packed(s, e), self.source.times_ps(s, e)
-        else:
-            packed, times = cache.read(s, e)
-        a, o, t = bin_reduce(packed, times, BASE_BIN)
-        self._parts.append((t, a, o))
-        if e >= self.total:
-            self.end_ps = int(times[-1]) + sample_period_ps(self.source)
-            self.set_level_one(*self._joined())
-        self.built = e
-        return not self.complete
-
-    def _joined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        parts = list(self._parts)
-        if not parts:
-            u = self.source.unitsize
-            return np.zeros(0, np.int64), np.zeros((0, u), np.uint8), np.zeros((0, u), np.uint8)
-        return (np.concatenate([t for t, _, _ in parts]), np.concatenate([a for _, a, _ in parts]),
-                np.concatenate([o for _, _, o in parts]))
-
-    def set_level_one(self, t: np.ndarray, a: np.ndarray, o: np.ndarray) -> None:
-        """The whole source's level-1 bins (built or from the cache): every coarser level follows."""
-        self._parts = [(t, a, o)]
-        self.levels = build_levels(t, a, o)
+            return self.sizes[k - 1]
+        if k > BLOCK_LEVELS:
+            return 0
+        return min(self.sizes[k - 1], self.bins // FACTOR ** (k - 1))
 
     def level_one(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Level-1 bins built so far."""
-        return self.levels[0] if self.levels else self._joined()
+        n = self._usable(1)
+        if not n:
+            u = self.source.unitsize
+            return np.zeros(0, np.int64), np.zeros((0, u), np.uint8), np.zeros((0, u), np.uint8)
+        t, a, o = self.level(1)
+        return t[:n], a[:n], o[:n]
 
     def columns(self, t0_ps: float, t1_ps: float, pixels: int) -> Columns:
         """Columns of the window from the coarsest level whose bins are no wider than a pixel."""
         px = (t1_ps - t0_ps) / max(pixels, 1)
-        covered = self.covered_ps()  # before the bins: the builder thread only ever adds some
+        covered = self.covered_ps()  # before the bins: the builder only ever adds some
         t, a, o = self.level_one()
-        for lt, la, lo in self.levels[1:]:
-            if len(lt) < 2:
-                break
-            bin_ps = (int(lt[-1]) - int(lt[0])) / (len(lt) - 1)
-            if bin_ps > px:
-                break
-            t, a, o = lt, la, lo
-        i0 = max(0, int(np.searchsorted(t, t0_ps, side="right")) - 1)
-        i1 = int(np.searchsorted(t, t1_ps, side="right"))
-        return columns_from(t[i0:i1], a[i0:i1], o[i0:i1], t0_ps, px, covered, covered)
+        k = 1
+        if len(t) > 1:  # the coarsest level whose mean bin is no wider than a pixel (only it is mapped)
+            bin_ps = (int(t[-1]) - int(t[0])) / (len(t) - 1)
+            while k < len(self.sizes) and self._usable(k + 1) > 1 and bin_ps * FACTOR ** k <= px:
+                k += 1
+        if k > 1:
+            n = self._usable(k)
+            lt, la, lo = self.level(k)
+            t, a, o = lt[:n], la[:n], lo[:n]
+        i0 = max(0, search(t, t0_ps, "right") - 1)
+        i1 = search(t, t1_ps, "right")
+        return columns_from(np.asarray(t[i0:i1]), np.asarray(a[i0:i1]), np.asarray(o[i0:i1]), t0_ps, px, covered,
+                            covered)
 
 
-def build_levels(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Level 1 and every coarser level down to a few hundred bins."""
-    levels = [(t, a, o)]
-    while len(levels[-1][0]) > 512:
-        lt, la, lo = levels[-1]
-        starts = np.arange(0, len(lt), FACTOR)
-        levels.append((lt[starts], np.bitwise_and.reduceat(la, starts, axis=0),
-                       np.bitwise_or.reduceat(lo, starts, axis=0)))
-    return levels
+def level_sizes(bins: int) -> list[int]:
+    """Bins of level 1 (``bins``) and of every coarser level down to a few hundred."""
+    sizes = [bins]
+    while sizes[-1] > 512:
+        sizes.append(-(-sizes[-1] // FACTOR))
+    return sizes
+
+
+def reduce_level(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The next coarser level: every ``FACTOR`` bins as one (the last may hold fewer)."""
+    return t[::FACTOR], fold(a, FACTOR, np.bitwise_and), fold(o, FACTOR, np.bitwise_or)
+
+
+# -- building ---------------------------------------------------------------------------------------------------
+
+def build(source: Source, folder: Path, progress: Callable[[int, int], None] | None = None,
+          should_stop: Callable[[], bool] = lambda: False, threads: int = BUILD_THREADS) -> bool:
+    """Write the pyramid of ``source`` into ``folder`` (``L<k>.{t,and,or}.npy``, then ``pyramid.json``), block by
+    block in ``threads`` threads; ``progress(bins, covered_ps)`` after each block. False when stopped early."""
+    n = source.num_samples
+    sizes = level_sizes(-(-n // BASE_BIN))
+    u = source.unitsize
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [tuple(np.lib.format.open_memmap(folder / f"L{k}.{part}.npy", mode="w+", dtype=dtype,
+                                             shape=(m,) if part == "t" else (m, u))
+                   for part, dtype in (("t", np.int64), ("and", np.uint8), ("or", np.uint8)))
+             for k, m in enumerate(sizes, 1)]
+    reader = SampleReader(source)
+    blocks = -(-n // (BLOCK_BINS * BASE_BIN))
+    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview") as pool:
+        pending: deque[Future] = deque()
+        queued = 0
+        for b in range(blocks):
+            while queued < blocks and len(pending) < 2 * max(threads, 1):
+                pending.append(pool.submit(reader.block, queued))
+                queued += 1
+            level = pending.popleft().result()
+            for k in range(1, min(BLOCK_LEVELS, len(sizes)) + 1):
+                at = b * BLOCK_BINS // FACTOR ** (k - 1)
+                for out, part in zip(files[k - 1], level):
+                    out[at:at + len(part)] = part
+                level = reduce_level(*level)
+            if should_stop():
+                for f in pending:
+                    f.cancel()
+                return False
+            if progress is not None:
+                bins = min((b + 1) * BLOCK_BINS, sizes[0])
+                progress(bins, int(files[0][0][bins - 1]))
+    for k in range(BLOCK_LEVELS + 1, len(sizes) + 1):
+        for out, part in zip(files[k - 1], reduce_level(*files[k - 2])):
+            out[:] = part
+    for f in files:
+        for part in f:
+            part.flush()
+    end_ps = int(source.times_ps(n - 1, n)[0]) + sample_period_ps(source) if n else 0
+    meta = {"version": CACHE_VERSION, "samples": n, "end_ps": end_ps, "levels": sizes}
+    (folder / "pyramid.json").write_text(json.dumps(meta))
+    return True
 
 
 # -- the cache beside the capture set ------------------------------------------------------------
@@ -292,66 +484,115 @@ def source_key(source: Source) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def pyramid_name(source: Source) -> str:
+    """The folder name of a source's pyramid in the cache."""
+    return f"pyramid-{source.name}-{source_key(source)}"
+
+
 def cache_paths(capture: Path) -> list[Path]:
-    """Where a capture set's pyramids are cached: beside it, else in the user's cache folder."""
+    """Where a capture set's overviews are cached: beside it, else in the user's cache folder."""
     capture = capture.resolve()
     user = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nicrig" / "overview"
     digest = hashlib.sha256(str(capture).encode()).hexdigest()[:16]
     return [capture.with_name(f".{capture.name}.overview"), user / f"{capture.stem}-{digest}"]
 
 
-def load_cached(capture: Path, source: Source) -> Pyramid | None:
-    """The cached pyramid of ``source``, or None when there is none or it is stale or unreadable."""
-    key = source_key(source)
-    for folder in cache_paths(capture):
-        f = folder / f"{source.name}-{key}.npz"
-        if not f.is_file():
-            continue
-        try:
-            with np.load(f) as z:
-                t, a, o = z["t"], z["and_"], z["or_"]
-                end = int(z["end_ps"])
-        except (OSError, ValueError, KeyError):
-            continue
-        if a.shape != o.shape or len(a) != len(t) or (a.ndim == 2 and a.shape[1] != source.unitsize):
-            continue
-        p = Pyramid(source)
-        p.end_ps = end
-        p.set_level_one(t, a, o)
-        p.built = p.total
-        return p
-    return None
-
-
-def save_cached(capture: Path, pyramid: Pyramid) -> Path | None:
-    """Store a complete pyramid beside the capture set (or in the user cache); None when nowhere is writable."""
-    t, a, o = pyramid.level_one()
-    key = source_key(pyramid.source)
+def writable_cache(capture: Path) -> Path | None:
+    """The first cache folder that can be written (made if need be), or None."""
     for folder in cache_paths(capture):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            for old in folder.glob(f"{pyramid.source.name}-*.npz"):
-                old.unlink()
-            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".partial")
-            with os.fdopen(fd, "wb") as out:
-                np.savez(out, t=t, and_=a, or_=o, end_ps=np.int64(pyramid.end_ps))
-            final = folder / f"{pyramid.source.name}-{key}.npz"
-            os.replace(tmp, final)
-            return final
+            probe = tempfile.NamedTemporaryFile(dir=folder, suffix=".partial")
+            probe.close()
+            return folder
         except OSError:
             continue
     return None
 
 
-def fill(capture: Path, pyramid: Pyramid, should_stop: Callable[[], bool] = lambda: False,
-         progress: Callable[[int, int], None] | None = None) -> bool:
-    """Build ``pyramid`` step by step (readers may use it meanwhile) and cache it; False when stopped early."""
-    while pyramid.step():
-        if progress:
-            progress(pyramid.built, pyramid.total)
-        if should_stop():
-            return False
-    if progress:
-        progress(pyramid.built, pyramid.total)
-    save_cached(capture, pyramid)
+def finished(folder: Path) -> dict | None:
+    """The metadata of a finished pyramid folder, or None (absent, being built, unreadable)."""
+    try:
+        meta = json.loads((folder / "pyramid.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("version") != CACHE_VERSION:
+        return None
+    return meta
+
+
+def load_cached(capture: Path, source: Source) -> Pyramid | None:
+    """The cached pyramid of ``source``, mapped (nothing is read until drawn), or None when there is none or it
+    is stale or damaged."""
+    name = pyramid_name(source)
+    u = source.unitsize
+    for root in cache_paths(capture):
+        folder = root / name
+        meta = finished(folder)
+        if meta is None:
+            continue
+        p = Pyramid(source)
+        # whole files, of the sizes the source's samples make (the levels are mapped when drawn)
+        if meta.get("samples") != p.total or meta.get("levels") != p.sizes or any(
+                not _holds(folder / f"L{k}.{part}.npy", m * (8 if part == "t" else u))
+                for k, m in enumerate(p.sizes, 1) for part in ("t", "and", "or")):
+            continue
+        try:
+            p.finish(folder, int(meta["end_ps"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        return p
+    return None
+
+
+def _holds(f: Path, nbytes: int) -> bool:
+    """Whether ``f`` is an .npy file long enough for ``nbytes`` of data after its header."""
+    try:
+        return f.stat().st_size >= nbytes + 64
+    except OSError:
+        return False
+
+
+def fill(capture: Path, source: Source, progress: Callable[[Path, int, int], None] | None = None,
+         should_stop: Callable[[], bool] = lambda: False, threads: int = BUILD_THREADS) -> Path | None:
+    """Build the pyramid of ``source`` into the capture set's cache (under a name of its own, moved into place
+    when whole, so that readers and other builders never take a partial one); ``progress(folder, bins,
+    covered_ps)`` as it grows. The finished folder, or None when stopped or nowhere is writable."""
+    root = writable_cache(capture)
+    if root is None:
+        return None
+    final = root / pyramid_name(source)
+    for stale in root.glob("*.partial-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    for old in root.glob("*.npz"):  # the format before pyramids were mapped
+        old.unlink(missing_ok=True)
+    work = root / f"{final.name}.partial-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        done = build(source, work, None if progress is None else lambda b, c: progress(work, b, c), should_stop,
+                     threads)
+        if not done:
+            return None
+        for old in root.glob(f"pyramid-{source.name}-*"):
+            if old != final and re.fullmatch(rf"pyramid-{re.escape(source.name)}-[0-9a-f]{{24}}", old.name):
+                shutil.rmtree(old, ignore_errors=True)
+        try:
+            os.rename(work, final)
+        except OSError:  # another builder finished first: its pyramid is the same
+            if finished(final) is None:
+                raise
+        return final
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True

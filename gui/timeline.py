@@ -1,8 +1,10 @@
 """The timeline widget: every source's lanes on one time axis, two cursors, named markers, deskew by drag.
 
 pyqtgraph gives the view (pan and zoom on x, the time axis with SI units) and
-the cursor and marker lines; each lane is one graphics item that paints what
-``lanes`` computed for the current window, redrawn when the window changes.
+the cursor and marker lines. Each lane holds what ``lanes`` computed for the
+current window (recomputed when the window changes); one graphics item paints
+them all, each kind of line or box of every lane in one painter call from
+arrays, so a frame costs a few dozen calls into Qt whatever the lanes hold.
 Shift-drag on a lane moves its whole source in time (deskew); the offset is
 kept in the session and can also be typed in the lanes panel.
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+import shiboken6
 from nicrig.gui.document import Document
 from nicrig.gui.lanes import (
+    KEPT_LABELS,
     STYLE_NAMES,
     STYLES,
     BoxDrawing,
@@ -21,7 +25,7 @@ from nicrig.gui.lanes import (
     box_drawing,
     format_hz,
     format_ns,
-    logic_drawing,
+    logic_drawings,
     vector_boxes,
     vector_changes,
 )
@@ -31,6 +35,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 #: Pixels assumed for the first view's width (before the window has its final size).
 FIRST_VIEW_PIXELS = 1000
 CURSOR_COLOURS = ("#e8590c", "#1c7ed6")
+#: Width (px) the cursor readout keeps, whatever its text.
+READOUT_WIDTH = 440
 MARKER_COLOUR = "#555555"
 _BRUSHES = {name: QtGui.QBrush(QtGui.QColor(fill)) for name, (fill, _) in STYLES.items()}
 _TEXT = {name: QtGui.QColor(text) for name, (_, text) in STYLES.items()}
@@ -43,37 +49,157 @@ def _cosmetic(colour: str, width: float = 1.0) -> QtGui.QPen:
     return pen
 
 
-class LaneItem(pg.GraphicsObject):
-    """Paints one lane's drawing in the band ``[y0, y0 + h)`` of the view."""
+_OUTLINES = {name: _cosmetic(fill) for name, (fill, _) in STYLES.items()}
 
-    LINE = _cosmetic("#1b5e20", 1.3)
+
+def draw_rects(p: QtGui.QPainter, x0: np.ndarray, x1: np.ndarray, top: np.ndarray | float,
+               bottom: np.ndarray | float) -> None:
+    """Rectangles ``[x0, x1] x [top, bottom]`` in one painter call, from one array laid out as QRectF's."""
+    n = len(x0)
+    if n:
+        r = np.empty((n, 4))
+        r[:, 0], r[:, 1], r[:, 2], r[:, 3] = x0, top, np.subtract(x1, x0), np.subtract(bottom, top)
+        # QPainter::drawRects(const QRectF *, int): the array is read in place (a path of outlines is filled and
+        # stroked an order of magnitude slower by Qt's raster engine)
+        p.drawRects(shiboken6.wrapInstance(r.ctypes.data, QtCore.QRectF), n)
+
+
+def draw_lines(p: QtGui.QPainter, x0: np.ndarray, y0: np.ndarray | float, x1: np.ndarray,
+               y1: np.ndarray | float) -> None:
+    """Segments ``(x0, y0) - (x1, y1)`` in one painter call, from one array laid out as QLineF's."""
+    n = len(x0)
+    if n:
+        seg = np.empty((n, 4))
+        seg[:, 0], seg[:, 1], seg[:, 2], seg[:, 3] = x0, y0, x1, y1
+        p.drawLines(shiboken6.wrapInstance(seg.ctypes.data, QtCore.QLineF), n)
+
+
+class TextWidths:
+    """A font's text widths (pixels), kept: the same labels are measured again at every redraw."""
+
+    def __init__(self, font: QtGui.QFont):
+        self._metrics = QtGui.QFontMetrics(font)
+        self._known: dict[str, int] = {}
+
+    def horizontalAdvance(self, text: str) -> int:  # noqa: N802 - QFontMetrics' name, which it stands in for
+        width = self._known.get(text)
+        if width is None:
+            if len(self._known) > KEPT_LABELS:
+                self._known.clear()
+            width = self._known[text] = self._metrics.horizontalAdvance(text)
+        return width
+
+
+_WIDTHS: dict[str, TextWidths] = {}
+
+
+def text_widths(font: QtGui.QFont) -> TextWidths:
+    """The kept widths of ``font``'s texts."""
+    key = font.key()
+    if key not in _WIDTHS:
+        _WIDTHS[key] = TextWidths(font)
+    return _WIDTHS[key]
+
+
+class Batch:
+    """Primitives of every lane, gathered per layer (a pen and a brush) so that each layer is one painter call."""
+
+    def __init__(self) -> None:
+        self.layers: dict[str, list[tuple[np.ndarray, ...]]] = {}
+        #: logic lanes' runs: start, end, state (0, 1, 2 changing), y of high and of low
+        self.runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, float, float]] = []
+
+    def add(self, layer: str, x0: np.ndarray, y0: np.ndarray | float, x1: np.ndarray,
+            y1: np.ndarray | float) -> None:
+        """Segments (a ``line`` layer) or rectangles ``[x0, x1] x [y0, y1]`` (any other)."""
+        n = len(x0)
+        if n:
+            self.layers.setdefault(layer, []).append((x0, y0 if np.ndim(y0) else np.full(n, y0), x1,
+                                                      y1 if np.ndim(y1) else np.full(n, y1)))
+
+    def _logic(self) -> None:
+        """The logic lanes' runs as lines (a level held) and filled rectangles (changing), all lanes at once."""
+        if not self.runs:
+            return
+        x0, x1, state = (np.concatenate([r[k] for r in self.runs]) for k in range(3))
+        counts = [len(r[0]) for r in self.runs]
+        hi = np.repeat([r[3] for r in self.runs], counts)
+        lo = np.repeat([r[4] for r in self.runs], counts)
+        held = state != 2
+        busy = ~held
+        b0, b1, bh, bl = x0[busy], x1[busy], hi[busy], lo[busy]
+        self.add("busy", b0, bh, b1, bl)  # filled without a pen: its outline is drawn with the lines
+        y = np.where(state == 1, hi, lo)[held]
+        self.add("line", x0[held], y, x1[held], y)
+        # a vertical mark wherever the level changes between held runs of one lane
+        same = np.ones(len(x0), bool)
+        same[np.cumsum(counts)[:-1] - 1] = False
+        change = np.flatnonzero(same[:-1] & held[:-1] & held[1:] & (state[:-1] != state[1:]))
+        self.add("line", x1[change], hi[change], x1[change], lo[change])
+        self.add("line", np.concatenate([b0, b0, b0, b1]), np.concatenate([bh, bl, bh, bh]),
+                 np.concatenate([b1, b1, b0, b1]), np.concatenate([bh, bl, bl, bl]))
+
+    def draw(self, p: QtGui.QPainter) -> None:
+        """Backgrounds, changing stretches, lines, dense spans, wide boxes, then what is still loading."""
+        self._logic()
+        order = ["header", "busy", "line"] + [f"dense:{n}" for n in STYLE_NAMES] + \
+            [f"wide:{n}" for n in STYLE_NAMES] + ["pending"]
+        for layer in order:
+            parts = self.layers.get(layer)
+            if not parts:
+                continue
+            x0, y0, x1, y1 = (np.concatenate([part[k] for part in parts]) for k in range(4))
+            kind, _, style = layer.partition(":")
+            if kind == "line":
+                p.setPen(LaneItem.LINE)
+                draw_lines(p, x0, y0, x1, y1)
+                continue
+            pen, brush = {"header": (QtCore.Qt.PenStyle.NoPen, LaneItem.HEADER),
+                          "busy": (QtCore.Qt.PenStyle.NoPen, LaneItem.BUSY),
+                          "pending": (QtCore.Qt.PenStyle.NoPen, LaneItem.PENDING),
+                          # a dense span is outlined in its own colour, so even a sliver shows it
+                          "dense": (_OUTLINES.get(style), _BRUSHES.get(style)),
+                          "wide": (LaneItem.OUTLINE, _BRUSHES.get(style))}[kind]
+            p.setPen(pen)
+            p.setBrush(brush)
+            draw_rects(p, x0, x1, y0, y1)
+
+
+class LaneItem:
+    """One lane's band ``[y0, y0 + h)`` of the view and what it draws there for the current window."""
+
+    LINE = _cosmetic("#1b5e20")  # 1 px: wider cosmetic lines take Qt's slow stroker, several times the time
     BUSY = QtGui.QBrush(QtGui.QColor(27, 94, 32, 110))
     PENDING = QtGui.QBrush(QtGui.QColor("#bbbbbb"), QtCore.Qt.BrushStyle.BDiagPattern)
+    HEADER = QtGui.QBrush(QtGui.QColor("#e9edf2"))
     OUTLINE = _cosmetic("#222222", 0.8)
 
     def __init__(self, lane: Lane, y0: float, h: float):
-        super().__init__()
         self.lane, self.y0, self.h = lane, y0, h
         self.drawing: LogicDrawing | BoxDrawing | None = None
         self.header = ""
         self.view = (0.0, 1.0)
 
-    def boundingRect(self) -> QtCore.QRectF:
-        return QtCore.QRectF(self.view[0], self.y0, max(self.view[1] - self.view[0], 1e-9), self.h)
-
     def set_drawing(self, drawing: LogicDrawing | BoxDrawing | None, view: tuple[float, float]) -> None:
-        self.prepareGeometryChange()
         self.drawing, self.view = drawing, view
-        self.update()
 
-    def paint(self, p: QtGui.QPainter, *args: object) -> None:
+    def collect(self, batch: Batch) -> None:
+        """Add the lane's lines and rectangles to ``batch``."""
         if self.lane.kind == "header":
-            p.fillRect(self.boundingRect(), QtGui.QColor("#e9edf2"))
-            self._text_at_left(p, self.header)
+            batch.add("header", np.array([self.view[0]]), self.y0, np.array([self.view[1]]), self.y0 + self.h)
         elif isinstance(self.drawing, LogicDrawing):
-            self._paint_logic(p, self.drawing)
+            self._logic(batch, self.drawing)
         elif isinstance(self.drawing, BoxDrawing):
-            self._paint_boxes(p, self.drawing)
+            self._boxes(batch, self.drawing)
+        elif self.lane.kind == "decoded":  # its boxes are still being prepared
+            self._pending(batch, self.view[0])
+
+    def paint_text(self, p: QtGui.QPainter) -> None:
+        """The lane's words: a header's, or the labels of boxes wide enough."""
+        if self.lane.kind == "header":
+            self._text_at_left(p, self.header)
+        elif isinstance(self.drawing, BoxDrawing):
+            self._paint_labels(p, self.drawing, *self._bands(self.drawing))
 
     def _text_at_left(self, p: QtGui.QPainter, text: str) -> None:
         tr = p.transform()
@@ -87,34 +213,14 @@ class LaneItem(pg.GraphicsObject):
         p.drawText(QtCore.QRectF(x, min(y0, y1), 2000, abs(y1 - y0)), QtCore.Qt.AlignmentFlag.AlignVCenter, text)
         p.setTransform(tr)
 
-    def _paint_logic(self, p: QtGui.QPainter, d: LogicDrawing) -> None:
-        hi, lo = self.y0 + 0.2 * self.h, self.y0 + 0.8 * self.h
-        const = d.state != 2
-        y = np.where(d.state == 1, hi, lo)
-        # horizontal runs, then a vertical mark wherever the level changes between held runs
-        xs = [np.column_stack([d.x0[const], d.x1[const]]).ravel()]
-        ys = [np.repeat(y[const], 2)]
-        change = np.flatnonzero(const[:-1] & const[1:] & (d.state[:-1] != d.state[1:]))
-        xs.append(np.repeat(d.x1[change], 2))
-        ys.append(np.tile([hi, lo], len(change)))
-        x, yy = np.concatenate(xs), np.concatenate(ys)
-        if len(x):
-            p.setPen(self.LINE)
-            p.drawPath(pg.arrayToQPath(x, yy, connect="pairs"))
-        busy = np.flatnonzero(~const)
-        if len(busy):
-            p.setPen(self.LINE)
-            p.setBrush(self.BUSY)
-            p.drawRects([QtCore.QRectF(d.x0[i], hi, d.x1[i] - d.x0[i], lo - hi) for i in busy])
-        self._paint_pending(p, d.covered_x)
+    def _logic(self, batch: Batch, d: LogicDrawing) -> None:
+        batch.runs.append((d.x0, d.x1, d.state, self.y0 + 0.2 * self.h, self.y0 + 0.8 * self.h))
+        self._pending(batch, d.covered_x)
 
-    def _paint_pending(self, p: QtGui.QPainter, covered_x: float) -> None:
-        if covered_x >= self.view[1]:
-            return
-        x0 = max(covered_x, self.view[0])
-        p.setPen(QtCore.Qt.PenStyle.NoPen)
-        p.setBrush(self.PENDING)
-        p.drawRect(QtCore.QRectF(x0, self.y0, self.view[1] - x0, self.h))
+    def _pending(self, batch: Batch, covered_x: float) -> None:
+        if covered_x < self.view[1]:
+            batch.add("pending", np.array([max(covered_x, self.view[0])]), self.y0, np.array([self.view[1]]),
+                      self.y0 + self.h)
 
     def _bands(self, d: BoxDrawing) -> tuple[np.ndarray, np.ndarray]:
         """Top and bottom (view units) of each wide box: one band, or two alternating rows for callouts."""
@@ -125,22 +231,16 @@ class LaneItem(pg.GraphicsObject):
         top = self.y0 + 0.06 * self.h + row * 0.47 * self.h
         return top, top + 0.41 * self.h
 
-    def _paint_boxes(self, p: QtGui.QPainter, d: BoxDrawing) -> None:
+    def _boxes(self, batch: Batch, d: BoxDrawing) -> None:
         top, bottom = self._bands(d)
-        for i in range(len(d.rows)):
-            name = STYLE_NAMES[int(d.style[i])]
-            p.setPen(self.OUTLINE)
-            p.setBrush(_BRUSHES[name])
-            p.drawRect(QtCore.QRectF(d.x0[i], top[i], d.x1[i] - d.x0[i], bottom[i] - top[i]))
         y0, y1 = self.y0 + 0.12 * self.h, self.y0 + 0.88 * self.h
-        for s in np.unique(d.dense_style):
-            name = STYLE_NAMES[int(s)]
-            sel = np.flatnonzero(d.dense_style == s)
-            # a dense span is outlined in its own colour, so even a sliver shows it
-            p.setPen(_cosmetic(STYLES[name][0]))
-            p.setBrush(_BRUSHES[name])
-            p.drawRects([QtCore.QRectF(d.dense_x0[i], y0, d.dense_x1[i] - d.dense_x0[i], y1 - y0) for i in sel])
-        self._paint_labels(p, d, top, bottom)
+        for k in np.unique(d.dense_style):
+            sel = d.dense_style == k
+            batch.add(f"dense:{STYLE_NAMES[int(k)]}", d.dense_x0[sel], y0, d.dense_x1[sel], y1)
+        # wide boxes over the dense spans they may share pixels with
+        for k in np.unique(d.style):
+            sel = d.style == k
+            batch.add(f"wide:{STYLE_NAMES[int(k)]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
     def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray) -> None:
         if not len(d.rows) or self.lane.boxes is None:
@@ -149,7 +249,7 @@ class LaneItem(pg.GraphicsObject):
         sx, dx, sy, dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
         view_px0, view_px1 = sx * self.view[0] + dx, sx * self.view[1] + dx
         p.resetTransform()
-        fm = QtGui.QFontMetrics(p.font())
+        fm = text_widths(p.font())
         rows = d.rows % 2 if self.lane.callouts else np.zeros(len(d.rows), np.int64)
         for i, (row, a, b, s) in enumerate(zip(d.rows, d.x0, d.x1, d.style)):
             left = max(sx * a + dx, view_px0)
@@ -173,6 +273,100 @@ class LaneItem(pg.GraphicsObject):
             p.setPen(colour)
             p.drawText(QtCore.QRectF(left + 3, ya, max(room, 1), yb - ya), QtCore.Qt.AlignmentFlag.AlignVCenter, text)
         p.setTransform(tr)
+
+
+class LanesItem(pg.GraphicsObject):
+    """Paints every lane of the timeline: each layer of all lanes in one painter call, then their words."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[LaneItem] = []
+        self.view = (0.0, 1.0)
+        self.height = 1.0
+
+    def boundingRect(self) -> QtCore.QRectF:
+        return QtCore.QRectF(self.view[0], 0.0, max(self.view[1] - self.view[0], 1e-9), self.height)
+
+    def show_lanes(self, items: list[LaneItem], height: float, view: tuple[float, float]) -> None:
+        """Paint ``items`` (their drawings made for ``view``) next."""
+        self.prepareGeometryChange()
+        self.items, self.height, self.view = items, height, view
+        self.update()
+
+    def paint(self, p: QtGui.QPainter, *args: object) -> None:
+        batch = Batch()
+        for item in self.items:
+            item.collect(batch)
+        batch.draw(p)
+        for item in self.items:
+            item.paint_text(p)
+
+
+class TimeAxis(pg.AxisItem):
+    """The time axis, painted straight from pyqtgraph's tick values and strings: a line per tick level and a
+    word per tick in a few painter calls (the generic axis recorded a picture of each tick and played it
+    back at every frame, more time than every lane took)."""
+
+    def paint(self, p: QtGui.QPainter, *args: object) -> None:
+        view = self.linkedView()
+        bounds = self.mapRectFromParent(self.geometry())
+        lo, hi = self.range
+        if view is None or hi <= lo or bounds.width() <= 0:
+            return
+        left, width, top = bounds.left(), bounds.width(), bounds.top()
+        grid_top = view.mapRectToItem(self, view.boundingRect()).top() if self.grid is not False else top
+        p.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, False)
+        p.setPen(self.pen())
+        p.drawLine(QtCore.QPointF(left, top), QtCore.QPointF(left + width, top))
+        font = self.style["tickFont"] or p.font()
+        p.setFont(font)
+        widths = text_widths(font)
+        height = QtGui.QFontMetrics(font).height()
+        taken: list[tuple[float, float]] = []  # label extents (px) drawn so far: a finer level fills between
+        for level, (spacing, values) in enumerate(self.tickValues(lo, hi, width)[:2]):
+            x = left + (np.asarray(values, dtype=np.float64) - lo) * (width / (hi - lo))
+            keep = (x >= left) & (x <= left + width)
+            x = x[keep]
+            pen = QtGui.QPen(self.tickPen())
+            colour = QtGui.QColor(pen.color())
+            if self.grid is not False:
+                colour.setAlpha(int(self.grid / (level + 1)))
+                pen.setColor(colour)
+                p.setPen(pen)
+                draw_lines(p, x, grid_top, x, top)
+            colour.setAlpha(int(255 / (level + 1)))
+            pen.setColor(colour)
+            p.setPen(pen)
+            draw_lines(p, x, top, x, top + self.style["tickLength"] / (1 + 0.5 * level))
+            strings = self.tickStrings([v for v, k in zip(values, keep) if k], self.autoSIPrefixScale * self.scale,
+                                       spacing)
+            p.setPen(self.textPen())
+            y = top + max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
+            for xi, text in zip(x, strings):
+                w = widths.horizontalAdvance(text)
+                a, b = xi - w / 2 - 4, xi + w / 2 + 4
+                if (level and any(a < t1 and t0 < b for t0, t1 in taken)) or xi + w / 2 > left + width + 2:
+                    continue  # crowded, or cut by the axis' end
+                taken.append((a, b))
+                p.drawText(QtCore.QRectF(xi - w / 2 - 1, y, w + 2, height),
+                           QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignTop, text)
+
+
+class TimelinePlot(pg.PlotWidget):
+    """The plot, counting the frames it paints (what a script or test waits for after an input); ``shown``
+    once the first is painted."""
+
+    shown = QtCore.Signal()
+
+    def __init__(self, *args: object, **kwargs: object):
+        super().__init__(*args, **kwargs)
+        self.frames = 0
+
+    def paintEvent(self, ev: QtGui.QPaintEvent) -> None:
+        super().paintEvent(ev)
+        self.frames += 1
+        if self.frames == 1:
+            self.shown.emit()
 
 
 class TimelineViewBox(pg.ViewBox):
@@ -216,11 +410,14 @@ class Timeline(QtWidgets.QWidget):
         self.doc = doc
         self.readout = QtWidgets.QLabel()
         self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        # the readout's length follows the cursors: the window's width must not (a zoom would widen it)
+        self.readout.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
+        self.readout.setMinimumWidth(READOUT_WIDTH)
         self.vb = TimelineViewBox(self)
         self.vb.invertY(True)
         self.vb.setMouseEnabled(x=True, y=False)
         self.vb.disableAutoRange()
-        self.plot = pg.PlotWidget(viewBox=self.vb, background="w")
+        self.plot = TimelinePlot(viewBox=self.vb, background="w", axisItems={"bottom": TimeAxis("bottom")})
         pi = self.plot.getPlotItem()
         pi.hideButtons()
         pi.showGrid(x=True, y=False, alpha=0.15)
@@ -232,11 +429,15 @@ class Timeline(QtWidgets.QWidget):
             pi.getAxis(ax).setTextPen("#222222")
             pi.getAxis(ax).setPen("#888888")
         pi.getAxis("left").setWidth(150)
+        # the lane names change with the lanes, not with zoom or pan: painted once into a pixmap and kept
+        pi.getAxis("left").setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
         layout = QtWidgets.QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.readout)
         layout.addWidget(self.plot, 1)
         self.items: list[LaneItem] = []
+        self.lanes_item = LanesItem()
+        self.vb.addItem(self.lanes_item, ignoreBounds=True)
         self.cursors = [pg.InfiniteLine(0, movable=True, pen=pg.mkPen(c, width=1.5), label=n,
                                         labelOpts={"position": 0.985, "color": c, "fill": "#ffffffd0"})
                         for n, c in zip("AB", CURSOR_COLOURS)]
@@ -284,14 +485,11 @@ class Timeline(QtWidgets.QWidget):
 
     def layout_lanes(self) -> None:
         """Place the visible lanes top to bottom and name them on the left axis."""
-        for item in self.items:
-            self.vb.removeItem(item)
         self.items = []
         y = 0.0
         ticks = []
         for lane in self.doc.visible_lanes():
             item = LaneItem(lane, y, lane.height)
-            self.vb.addItem(item, ignoreBounds=True)
             self.items.append(item)
             ticks.append((y + lane.height / 2, "" if lane.kind == "header" else lane.title))
             y += lane.height
@@ -318,12 +516,25 @@ class Timeline(QtWidgets.QWidget):
     # -- drawing -----------------------------------------------------------------------------
     def redraw(self) -> None:
         """Recompute every visible lane for the current window (what zoom and pan cost)."""
-        if not self.items or not self.isEnabled():  # disabled while a writer has the file
+        if not self.isEnabled():  # disabled while a writer has the file
             return
         t0, t1 = self.view_range()
         px = self.pixels()
+        channels: dict[str, list[LaneItem]] = {}  # the logic lanes of each source: drawn together
         for item in self.items:
-            item.set_drawing(self._drawing(item, t0, t1, px), (t0, t1))
+            if item.lane.kind == "logic":
+                channels.setdefault(item.lane.source, []).append(item)
+            else:
+                item.set_drawing(self._drawing(item, t0, t1, px), (t0, t1))
+        for source, items in channels.items():
+            shift = self.doc.session.offset(source)
+            cols = self.doc.data[source].columns((t0 - shift) * 1000.0, (t1 - shift) * 1000.0, px)
+            for item, drawing in zip(items, logic_drawings(cols, [it.lane.bit for it in items], shift)):
+                item.set_drawing(drawing, (t0, t1))
+        self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
+        # the view's transform now, not when the frame is painted: moved there, the items it carries would
+        # be found changed after the frame and painted again in a second one
+        self.vb.updateMatrix()
         self.viewChanged.emit(t0, t1)
 
     def _drawing(self, item: LaneItem, t0: float, t1: float, px: int) -> LogicDrawing | BoxDrawing | None:
@@ -339,17 +550,15 @@ class Timeline(QtWidgets.QWidget):
                            f"deskew {format_ns(shift)}")
             return None
         if lane.kind == "decoded":
-            assert lane.boxes is not None
+            if lane.boxes is None:  # still being prepared
+                return None
             return box_drawing(lane.boxes, t0, t1, px, shift, min_px=0.0 if lane.callouts else 3.0)
         data = self.doc.data[lane.source]
         f0, f1 = (t0 - shift) * 1000.0, (t1 - shift) * 1000.0
         if lane.kind == "vector" and data.estimated_samples(f0, f1) <= px * 2:
             return box_drawing(vector_boxes(data, lane.bits, f0, f1), t0, t1, px, shift)
-        cols = data.columns(f0, f1, px)
-        if lane.kind == "vector":
-            # too many values to show: draw where any bit of the vector changes
-            return logic_drawing(vector_changes(cols, lane.bits), 0, shift)
-        return logic_drawing(cols, lane.bit, shift)
+        # too many values to show: draw where any bit of the vector changes
+        return logic_drawings(vector_changes(data.columns(f0, f1, px), lane.bits), [0], shift)[0]
 
     # -- cursors and markers -------------------------------------------------------------------
     def cursor_positions(self) -> tuple[float, float]:

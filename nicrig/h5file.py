@@ -670,11 +670,16 @@ class NicrigFile:
 
     def read_table(self, path: str) -> np.ndarray:
         """A table as a structured array (string columns as ``bytes``)."""
+        ds = self.table_dataset(path)
+        with reading(self.path, f"table {path}"):
+            return ds[()]
+
+    def table_dataset(self, path: str) -> h5py.Dataset:
+        """A table's dataset, for readers that take some of its rows or its stored chunks."""
         ds = self._table(path)
         if ds is None:
             raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
-        with reading(self.path, f"table {path}"):
-            return ds[()]
+        return ds
 
     def table_attrs(self, path: str) -> dict[str, Any]:
         ds = self._table(path)

@@ -17,7 +17,7 @@ from nicrig.acquisition.capture import CaptureSet, SourceSpec, pack_bits
 from nicrig.acquisition.sim import gmii, pci_bus
 from nicrig.decoders import notation, tables
 from nicrig.decoders.batch import decode_files
-from nicrig.gui.lanes import pci_boxes
+from nicrig.gui.lanes import pci_labels
 from pcibus import Bus
 
 #: The issue's address: a dual address cycle's 64 bits with the top one set (PCI 3.0 §3.9).
@@ -93,8 +93,8 @@ def test_events_print_the_addresses_exactly(dac_capture):
 
 
 def test_gui_labels_show_the_addresses_exactly(dac_capture):
-    boxes = pci_boxes(_pci(dac_capture))
-    assert all(f"{a:#x}" in boxes.labels(i)[0] for i, a in enumerate(ADDRESSES))
+    table = _pci(dac_capture)
+    assert all(f"{a:#x}" in pci_labels(table[i])[0] for i, a in enumerate(ADDRESSES))
 
 
 def test_unknown_addresses_old_and_new(tmp_path):

@@ -27,7 +27,7 @@ pytest.importorskip("pytestqt", reason="pytest-qt is not installed")
 from conftest import copy_capture, simulate_set
 from nicrig.gui.app import MainWindow, export_widget
 from nicrig.gui.lanes import format_ns
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 
 @pytest.fixture(scope="module")
@@ -417,7 +417,7 @@ def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtb
     fresh = simulate_set(tmp_path, "four", kind="latency", size_bytes=1400, request_bytes=64, count=4)
 
     assert not any(folder.exists() for folder in overview.cache_paths(fresh))
-    monkeypatch.setattr(MainWindow, "build_overviews", lambda self: None)  # "during": nothing built yet
+    monkeypatch.setattr(MainWindow, "prepare_view", lambda self: None)  # "during": nothing built yet
     with CaptureSet.open(fresh) as cs:
         lo, hi = (t / 1000 for t in (cs.source("probe").times_ps(0, 1)[0], cs.source("probe").times_ps()[-1]))
     view = (lo, hi)
@@ -431,7 +431,7 @@ def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtb
         assert _has(px, LINE_RGB), f"{lane} has no waveform"
 
     monkeypatch.undo()
-    w.build_overviews()
+    w.prepare_view()
     w.wait_jobs()
     QtWidgets.QApplication.processEvents()
     assert probe.pyramid.complete
@@ -506,3 +506,189 @@ def test_a_simulated_capture_set_opens_with_its_results_views(qtbot, tmp_path: P
     (view,) = w.results  # ... the results it carries, as a results file's
     assert [view.tabText(i) for i in range(view.count())] == ["latency vs size", "RTT histograms"]
     assert view.estimate.rounds == 2 and list(view.estimate.sizes) == [64, 800, 1472]
+
+
+# -- the window while a deep capture is prepared in the background ---------------------------------------------
+class _Reads:
+    """Samples and table rows the window's thread reads from the file (what a slice of it can cost)."""
+
+    def __init__(self, monkeypatch) -> None:
+        import threading
+
+        from nicrig.gui.chunks import StoredChunks
+        from nicrig.gui.overview import BlockCache
+
+        self.samples = self.rows = 0
+        main = threading.main_thread()
+
+        def counted(cls, name: str, attr: str) -> None:
+            original = getattr(cls, name)
+
+            def read(reader, *args, **kwargs):
+                out = original(reader, *args, **kwargs)
+                # stored chunks are read for tables' rows and for samples' times (those counted by the block cache)
+                if threading.current_thread() is main and getattr(reader, "what", "table").startswith("table"):
+                    setattr(self, attr, getattr(self, attr) + len(out[0] if isinstance(out, tuple) else
+                                                                  next(iter(out.values())) if isinstance(out, dict)
+                                                                  else out))
+                return out
+
+            monkeypatch.setattr(cls, name, read)
+
+        counted(BlockCache, "_get", "samples")
+        counted(StoredChunks, "rows", "rows")
+        counted(StoredChunks, "fields", "rows")
+
+
+class _Probe(QtCore.QObject):
+    """Posts itself an event again each time it gets one: every dispatch is one turn of the event loop, timed by
+    Qt's own clock, with how many of the preparer's messages the window had taken by then."""
+
+    def __init__(self, taken: list) -> None:
+        super().__init__()
+        self.taken, self.turns, self.running = taken, [], True
+        self.clock = QtCore.QElapsedTimer()
+        self.clock.start()
+        QtCore.QCoreApplication.postEvent(self, QtCore.QEvent(QtCore.QEvent.Type.User))
+
+    def event(self, ev: QtCore.QEvent) -> bool:
+        if ev.type() != QtCore.QEvent.Type.User:
+            return super().event(ev)
+        self.turns.append((self.clock.nsecsElapsed(), len(self.taken)))
+        if self.running:
+            QtCore.QCoreApplication.postEvent(self, QtCore.QEvent(QtCore.QEvent.Type.User))
+        return True
+
+
+def test_the_window_answers_while_a_deep_capture_is_prepared(qtbot, fresh: Path, monkeypatch) -> None:
+    """A deep capture is prepared in a process of its own: held stopped here, the window still draws (the decoded
+    lanes as loading, not blank) and takes zoom, pan and drag at once; let go, each piece it sends is taken in a
+    turn of the event loop of its own, reading nothing in bulk, so input waits for one piece at most."""
+    import os
+    import signal
+
+    import nicrig.gui.app as app_module
+    from nicrig.gui.background import ProcessJob
+    from nicrig.gui.document import Document
+    from nicrig.gui.overview import RAW_SAMPLES_WHILE_BUILDING
+    from PySide6.QtTest import QTest
+
+    monkeypatch.setattr(app_module, "PREPARED_HERE_SAMPLES", 0)  # prepared as a deep capture is
+    start = ProcessJob.start
+
+    def held(job: ProcessJob) -> None:  # the preparer stops itself before it starts: nothing prepared yet
+        program, args = job.process.program(), job.process.arguments()
+        job.process.setProgram("/bin/sh")
+        job.process.setArguments(["-c", 'kill -STOP $$; exec "$0" "$@"', program, *args])
+        start(job)
+
+    monkeypatch.setattr(ProcessJob, "start", held)
+    taken: list[tuple[str, int, int]] = []
+    take = Document.take
+    reads = _Reads(monkeypatch)
+
+    def counted_take(doc: Document, message: dict) -> str | None:
+        before = (reads.samples, reads.rows)
+        what = take(doc, message)
+        taken.append((str(what), reads.samples - before[0], reads.rows - before[1]))
+        return what
+
+    monkeypatch.setattr(Document, "take", counted_take)
+
+    w = MainWindow([fresh])
+    qtbot.addWidget(w)
+    w.resize(1400, 900)
+    w.show()
+    qtbot.waitUntil(lambda: bool(w.jobs))  # started once the first view is painted
+    (job,) = [j for j in w.jobs if isinstance(j, ProcessJob)]
+    pid = int(job.process.processId())
+    assert pid > 0 and pid != os.getpid()
+    qtbot.waitUntil(lambda: Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "T")
+    tl = w.timeline
+    qtbot.waitUntil(lambda: tl.plot.frames > 0)
+    doc = w.doc
+    assert not taken and all(t.arrays is None for t in doc.decoded.values())
+    assert not any(d.pyramid.complete for d in doc.data.values())
+    lane = "send_pci/decoded/pci"
+    assert _has(_lane_pixels(w, lane), PENDING_RGB), "a decoded lane still loading is drawn as such"
+    assert tl.items[[i.lane.id for i in tl.items].index(lane)].lane.boxes is None
+
+    # input while nothing is prepared: each one changes the view and paints it
+    w.activateWindow()
+    tl.plot.setFocus()
+    qtbot.waitUntil(tl.plot.hasFocus)
+    vp = tl.plot.viewport()
+
+    def wheel() -> None:
+        pos = QtCore.QPointF(vp.width() / 2, vp.height() / 2)
+        QtWidgets.QApplication.sendEvent(vp, QtGui.QWheelEvent(
+            pos, vp.mapToGlobal(pos), QtCore.QPoint(), QtCore.QPoint(0, 120), QtCore.Qt.MouseButton.NoButton,
+            QtCore.Qt.KeyboardModifier.NoModifier, QtCore.Qt.ScrollPhase.NoScrollPhase, False))
+
+    def drag() -> None:
+        left, mid = QtCore.Qt.MouseButton.LeftButton, QtCore.QPoint(vp.width() // 2, vp.height() // 2)
+        QTest.mousePress(vp, left, QtCore.Qt.KeyboardModifier.NoModifier, mid)
+        QTest.mouseMove(vp, mid + QtCore.QPoint(120, 0))
+        QTest.mouseRelease(vp, left, QtCore.Qt.KeyboardModifier.NoModifier, mid + QtCore.QPoint(120, 0))
+
+    ctrl = QtCore.Qt.KeyboardModifier.ControlModifier
+    inputs = [lambda: QTest.keyClick(tl.plot, QtCore.Qt.Key.Key_Minus, ctrl), wheel, drag,
+              lambda: QTest.keyClick(tl.plot, QtCore.Qt.Key.Key_Right)]
+    for send in inputs:
+        view, frames, samples = tl.view_range(), tl.plot.frames, reads.samples
+        send()
+        qtbot.waitUntil(lambda: tl.plot.frames > frames)
+        assert tl.view_range() != view
+        # a view of a capture being prepared reads raw samples only for a window holding few of them
+        assert reads.samples - samples <= RAW_SAMPLES_WHILE_BUILDING * len(doc.data)
+    assert w.jobs == [job] and not taken and reads.rows == 0  # all that while, the preparer was held
+
+    # let it go: one piece a turn of the event loop, each taken without reading samples or rows
+    probe = _Probe(taken)
+    os.kill(pid, signal.SIGCONT)
+    qtbot.waitUntil(lambda: not w.jobs, timeout=120_000)
+    probe.running = False
+    assert not w.errors and doc.prepared
+    assert {what for what, _, _ in taken} >= {"lanes", "pyramid", "text"}
+    assert all(samples == 0 and rows == 0 for what, samples, rows in taken if what != "None")
+    per_turn = np.diff([n for _, n in probe.turns])
+    assert per_turn.max() <= 1, "several pieces taken in one turn: input would wait for all of them"
+    gaps_ms = np.diff([t for t, _ in probe.turns]) / 1e6
+    # Qt's clock on the turns, for a person to read (this machine's load sets them, not the window)
+    print(f"event loop while prepared: {len(probe.turns)} turns, {len(taken)} pieces, longest turn "
+          f"{gaps_ms.max():.1f} ms (median {np.median(gaps_ms):.2f} ms)")
+    assert not _has(_lane_pixels(w, lane), PENDING_RGB)
+
+
+def test_lanes_reordered_and_a_searched_event_jumped_to(window: MainWindow, qtbot) -> None:
+    from PySide6.QtTest import QTest
+
+    panel, tl = window.lanes_panel, window.timeline
+    role = QtCore.Qt.ItemDataRole.UserRole
+    ids = lambda: [item.lane.id for item in tl.items]  # noqa: E731
+    group = panel.tree.topLevelItem(0)
+    source = group.data(0, role)
+    a, b = (group.child(k).data(0, role) for k in (0, 1))
+    assert ids().index(a) < ids().index(b)
+    panel.tree.setCurrentItem(group.child(0))
+    panel._move(1)  # "Move down" (the panel is built anew)
+    assert ids().index(b) < ids().index(a)
+    assert [i.y0 for i in tl.items] == sorted(i.y0 for i in tl.items)  # drawn top to bottom in the new order
+    panel.tree.setCurrentItem(panel.tree.topLevelItem(0))
+    panel._move(1)  # the whole source below the next one
+    assert ids().index(source) > ids().index(panel.tree.topLevelItem(0).data(0, role))
+
+    # a search by a frame's words finds it; clicking it brings it into view
+    events = window.events
+    frame = next(i for i in range(len(events.events)) if events.events.text(i).startswith("UDP"))
+    words = " ".join(events.events.text(frame).split()[:4]).upper()  # any case
+    events.search.setFocus()
+    QTest.keyClicks(events.search, words)
+    QTest.keyClick(events.search, QtCore.Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not events.waiting and len(events.model.rows) >= 1)
+    assert frame in set(events.model.rows.tolist())
+    k = events.model.rows.tolist().index(frame)
+    rect = events.view.visualRect(events.model.index(k, 5))
+    qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    v0, v1 = tl.view_range()
+    assert v0 < events.events.t_ns[frame] and events.events.t_end_ns[frame] < v1

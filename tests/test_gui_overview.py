@@ -39,6 +39,14 @@ def _capture(path: Path, bits: np.ndarray, *, state: bool, period_ps: int = 1500
     return path
 
 
+def _pyramid(path: Path, src) -> Pyramid:
+    """The source's pyramid as the view maps it from the cache, built first."""
+    assert overview.fill(path, src) is not None
+    p = overview.load_cached(path, src)
+    assert p is not None and p.complete
+    return p
+
+
 def _random_bits(n: int, channels: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     # long runs with occasional bursts of toggling, like bus control lines
@@ -61,9 +69,7 @@ def test_sample_search_matches_the_capture_reader(tmp_path: Path, state: bool) -
         for t in probes:
             assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
         # the coarse index a finished pyramid gives must not change any answer
-        p = Pyramid(src)
-        while p.step():
-            pass
+        p = _pyramid(path, src)
         cache.coarse = p.level_one()[0]
         for t in probes:
             assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
@@ -80,9 +86,7 @@ def test_pyramid_marks_a_change_exactly_where_the_samples_change(tmp_path_factor
     path = _capture(tmp_path_factory.mktemp("p") / "p.h5", bits, state=bool(seed % 2))
     with CaptureSet.open(path) as cs:
         src = cs.source("s")
-        p = Pyramid(src)
-        while p.step():
-            pass
+        p = _pyramid(path, src)
         times = src.times_ps()
         span = int(times[-1] - times[0]) + 1
         w0 = times[0] + t0 * span
@@ -117,19 +121,25 @@ def test_cached_pyramid_is_used_and_stale_one_ignored(tmp_path: Path) -> None:
     path = _capture(tmp_path / "c.h5", _random_bits(9000, 2, 3), state=True)
     with CaptureSet.open(path) as cs:
         src = cs.source("s")
-        p = Pyramid(src)
-        assert overview.fill(path, p)
+        folder = overview.fill(path, src)
+        assert folder is not None and folder.parent == overview.cache_paths(path)[0]
         loaded = overview.load_cached(path, src)
         assert loaded is not None and loaded.complete
-        np.testing.assert_array_equal(loaded.level_one()[1], p.level_one()[1])
+        np.testing.assert_array_equal(loaded.level_one()[1], np.bitwise_and.reduceat(
+            src.read_packed(), np.arange(0, 9000, BASE_BIN), axis=0))
     # same name, other samples: the cache must not be taken for it
     path.unlink()
     _capture(path, _random_bits(9001, 2, 4), state=True)
     with CaptureSet.open(path) as cs:
         assert overview.load_cached(path, cs.source("s")) is None
-    # a damaged cache file is ignored, not an error
-    for f in overview.cache_paths(path)[0].glob("*.npz"):
-        f.write_bytes(b"not a zip")
+        folder = overview.fill(path, cs.source("s"))
+        assert [f.name for f in folder.parent.iterdir()] == [folder.name]  # the stale one is gone
+    # a damaged cache is ignored, not an error: a truncated level, then unreadable metadata
+    level = folder / "L1.and.npy"
+    level.write_bytes(level.read_bytes()[:-10])
+    with CaptureSet.open(path) as cs:
+        assert overview.load_cached(path, cs.source("s")) is None
+    (folder / "pyramid.json").write_text("{not json")
     with CaptureSet.open(path) as cs:
         assert overview.load_cached(path, cs.source("s")) is None
 
@@ -211,3 +221,77 @@ def test_a_damaged_session_is_a_clear_error(text: str) -> None:
         assert str(exc).startswith("GUI session")
     else:
         assert isinstance(s, session.Session)
+
+
+@settings(max_examples=60, deadline=None)
+@given(u=st.integers(1, 12), n=st.integers(0, 700), width=st.sampled_from([8, 64]), seed=st.integers(0, 10**6))
+def test_fold_is_the_and_and_or_of_each_group_of_rows(u: int, n: int, width: int, seed: int) -> None:
+    from nicrig.gui.overview import fold
+
+    x = np.random.default_rng(seed).integers(0, 256, (n, u)).astype(np.uint8)
+    x[::3] |= 0x81  # some bits held through a group, for AND to keep
+    starts = np.arange(0, n, width)
+    for op in (np.bitwise_and, np.bitwise_or):
+        got = fold(x, width, op)
+        assert got.shape == (len(starts), u)
+        if n:
+            np.testing.assert_array_equal(got, op.reduceat(x, starts, axis=0))
+
+
+def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: Path) -> None:
+    """Rows, a table's columns and every 64th timestamp as read from the stored chunks are HDF5's; a chunk
+    whose bytes changed is read through HDF5, whose checksum then fails: a FormatError naming the file."""
+    from nicrig.gui.chunks import StoredChunks
+
+    path = _capture(tmp_path / "k.h5", _random_bits(10000, 11, 5), state=True)
+    table = np.zeros(1000, [("t_ns", "<i8"), ("t_end_ns", "<i8"), ("kind", "S8"), ("vec", "<i2", (3,))])
+    table["t_ns"] = np.arange(1000) * 7
+    table["t_end_ns"] = table["t_ns"] + 5
+    table["kind"] = np.where(np.arange(1000) % 3, b"dma", b"csr")
+    table["vec"] = np.arange(3000).reshape(1000, 3)
+    with CaptureSet.open(path) as cs, cs.derived_update() as update:
+        update.write_table("decoded/s/x", table)
+    with CaptureSet.open(path) as cs:
+        samples, stamps = cs.source("s").datasets
+        ds = cs.table_dataset("decoded/s/x")
+        for d in (samples, stamps, ds):
+            chunks = StoredChunks(d, str(path), "test")
+            assert chunks.direct and len(chunks) > 1
+            np.testing.assert_array_equal(np.concatenate([chunks.rows(k) for k in range(len(chunks))]), d[()])
+        chunks = StoredChunks(stamps, str(path), "test")
+        every = np.concatenate([chunks.fields(k, [""], 64)[""] for k in range(len(chunks))])
+        np.testing.assert_array_equal(every, stamps[::64])
+        chunks = StoredChunks(ds, str(path), "test")
+        cols = [chunks.fields(k, ["t_end_ns", "kind", "vec"]) for k in range(len(chunks))]
+        for name in ("t_end_ns", "kind", "vec"):
+            np.testing.assert_array_equal(np.concatenate([c[name] for c in cols]), table[name])
+        offset = stamps.id.get_chunk_info(1).byte_offset
+    data = bytearray(path.read_bytes())
+    data[offset + 50] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with CaptureSet.open(path) as cs:
+        chunks = StoredChunks(cs.source("s").datasets[1], str(path), "timestamps")
+        with pytest.raises(FormatError, match="checksum fails"):
+            chunks.fields(1, [""], 64)
+
+
+def test_sample_search_over_many_blocks_with_long_idle_gaps(tmp_path: Path) -> None:
+    """A state-mode source of several cache blocks whose clock stops for long stretches (a stored-on-change
+    capture): without the pyramid's index the search probes, and must land on the same sample as the reader."""
+    n = 5 * 65536 + 123
+    rng = np.random.default_rng(11)
+    steps = np.full(n, 15000, np.int64)
+    steps[rng.integers(1, n, 6)] = 10**9  # idle: the clock is stopped for a millisecond
+    steps[rng.integers(1, n, 40)] = 7 * 15000
+    times = np.cumsum(steps) - steps[0]
+    path = tmp_path / "gaps.h5"
+    with CaptureSet.create(path) as cs:
+        w = cs.add_source(SourceSpec("s", ["C0"], "state", samplerate_hz=1e12 / 15000), chunk_samples=65536)
+        w.append(pack_bits((np.arange(n) % 3 == 0).astype(np.uint8)[:, None]), times)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        cache = BlockCache(src)
+        probes = np.concatenate([times[rng.integers(0, n, 60)], times[rng.integers(0, n, 60)] + 1,
+                                 times[np.flatnonzero(steps == 10**9)] - 5, [times[0] - 1, times[-1], times[-1] + 1]])
+        for t in probes:
+            assert cache.sample_at(int(t)) == src.sample_at(int(t)), t

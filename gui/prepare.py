@@ -1,0 +1,279 @@
+"""Preparing a capture set for the view: overview pyramids, decoded lanes' arrays, the event search index.
+
+The view never reads a deep capture whole: what it draws from is prepared
+here once and kept in the capture set's cache folder (``overview.cache_paths``),
+where the view maps it. For a deep capture this runs in a process of its own
+(``python -m nicrig.gui.prepare CAPTURE``, started by the window), so that
+the window's thread and the interpreter it runs in are never busy with it;
+for a small one it runs in a thread of the window's process. Either way it
+reports what it finished as messages (one JSON object a line on standard
+output from the process): the view maps each piece as it comes.
+
+Order: the decoded lanes first (the tables' times and styles, a few columns
+of each table read from its stored chunks), then the pyramids (two threads),
+then the search index (each event's description, lower-cased, for the event
+table's search), the slowest and the last needed.
+
+Messages: ``{"lanes": TABLE, "folder": F}``, ``{"pyramid": SOURCE, "folder":
+F, "bins": N, "covered_ps": T}`` as it grows, ``{"pyramid": SOURCE, "folder": F,
+"end_ps": T}`` when whole, ``{"text": TABLE, "folder": F}``, and ``{"progress":
+[DONE, TOTAL], "title": WHAT}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+from nicrig.gui import lanes, overview
+from nicrig.gui.chunks import StoredChunks
+from nicrig.gui.lanes import DECODED_LANES, DRAW_COLUMNS, ROW_LABELS, LaneArrays
+
+from nicrig.errors import NicrigError
+from nicrig.h5file import open_any
+
+Message = dict[str, Any]
+#: Distinct rows whose descriptions the search index keeps at once while it is made.
+KNOWN_DESCRIPTIONS = 200_000
+#: The parts of a lane kept in the cache, by file name.
+LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest")
+#: The lanes' drawing and labels change with the code that makes them: its text is part of the cache key.
+_LANES_CODE = hashlib.sha256(Path(lanes.__file__).read_bytes()).hexdigest()[:16]
+
+
+class Stopped(Exception):
+    """Preparation was stopped (the window closed the file or ended the process)."""
+
+
+def decoded_tables(names: list[str]) -> list[tuple[str, str, str]]:
+    """(table, source, decoder) of every decoded table with lanes among a file's tables ``names``, in name
+    order."""
+    out = []
+    for name in sorted(names):
+        parts = name.split("/")
+        if len(parts) == 3 and parts[0] == "decoded" and parts[2] in DECODED_LANES:
+            out.append((name, parts[1], parts[2]))
+    return out
+
+
+def table_key(ds: h5py.Dataset) -> str:
+    """What identifies a table's rows for the cache: its name, size, columns and stored first, middle and last
+    chunks (a decoder run that wrote the same rows keeps the cache; other rows make a new key)."""
+    h = hashlib.sha256(json.dumps({"code": _LANES_CODE, "name": ds.name, "rows": int(ds.shape[0]),
+                                   "dtype": str(ds.dtype.descr)}).encode())
+    n = int(ds.shape[0])
+    if ds.chunks is not None and n:
+        c = int(ds.chunks[0])
+        for k in sorted({0, (n - 1) // c // 2, (n - 1) // c}):
+            h.update(ds.id.read_direct_chunk((k * c,))[1])
+    elif n:
+        h.update(ds[()].tobytes())
+    return h.hexdigest()[:24]
+
+
+def table_folder(capture: Path, ds: h5py.Dataset, root: Path | None = None) -> Path | None:
+    """Where a table's lanes are cached: the finished folder in any cache (``root`` None), or the one to write in
+    ``root``."""
+    name = f"table-{table_key(ds)}"
+    if root is not None:
+        return root / name
+    for folder in overview.cache_paths(capture):
+        if (folder / name / "lanes.json").is_file():
+            return folder / name
+    return None
+
+
+def load_lanes(folder: Path) -> list[LaneArrays] | None:
+    """A table's lanes from its cache folder, mapped; None when absent or damaged."""
+    try:
+        meta = json.loads((folder / "lanes.json").read_text())
+        out = []
+        for k in range(int(meta["lanes"])):
+            parts = {p: np.load(folder / f"{k}.{p}.npy", mmap_mode="r") if (folder / f"{k}.{p}.npy").is_file()
+                     else None for p in LANE_PARTS}
+            if parts["rows"] is None and k:
+                return None
+            out.append(LaneArrays(**parts))  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return out
+
+
+def load_text(folder: Path) -> np.ndarray | None:
+    """A table's descriptions, lower-cased (row by row), mapped; None when not made yet."""
+    try:
+        return np.load(folder / "text.npy", mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+
+
+def _save(folder: Path, name: str, array: np.ndarray) -> None:
+    np.save(folder / name, np.ascontiguousarray(array))
+
+
+def _publish(work: Path, final: Path) -> Path:
+    """Move a folder written under a name of its own into place (another preparer's equal one may be there)."""
+    try:
+        os.rename(work, final)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def _columns(chunks: StoredChunks, names: list[str], pool: ThreadPoolExecutor) -> dict[str, np.ndarray]:
+    parts = list(pool.map(lambda k: chunks.fields(k, names), range(len(chunks))))
+    if not parts:
+        return {n: np.zeros(0, chunks.ds.dtype.fields[n][0]) for n in names}
+    return {n: np.concatenate([p[n] for p in parts]) for n in names}
+
+
+def prepare_lanes(cs: Any, table: str, decoder: str, root: Path, pool: ThreadPoolExecutor) -> Path:
+    """Write a table's lanes (``lane_arrays``) into its cache folder under ``root``."""
+    ds = cs.table_dataset(table)
+    final = table_folder(cs.path, ds, root)
+    assert final is not None
+    if (final / "lanes.json").is_file():
+        return final
+    chunks = StoredChunks(ds, str(cs.path), f"table {table}")
+    cols = _columns(chunks, ["t_ns", "t_end_ns", *DRAW_COLUMNS[decoder]], pool)
+    work = final.with_name(f"{final.name}.partial-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    arrays = lanes.lane_arrays(decoder, cols)
+    for k, lane in enumerate(arrays):
+        for part in LANE_PARTS:
+            value = getattr(lane, part)
+            if value is not None:
+                _save(work, f"{k}.{part}.npy", value)
+    (work / "lanes.json").write_text(json.dumps({"table": table, "decoder": decoder, "lanes": len(arrays),
+                                                 "rows": int(ds.shape[0])}))
+    return _publish(work, final)
+
+
+def prepare_text(cs: Any, table: str, decoder: str, folder: Path, stop: Callable[[], None],
+                 progress: Callable[[int], None]) -> None:
+    """Write ``text.npy`` into a table's lanes folder: each row's description (its longest label), lower-cased."""
+    if (folder / "text.npy").is_file():
+        return
+    ds = cs.table_dataset(table)
+    chunks = StoredChunks(ds, str(cs.path), f"table {table}")
+    labels = ROW_LABELS[decoder]
+    # a description tells what happened, not when: rows equal but for their place in time (a bus repeats its
+    # transactions frame after frame) are described once
+    when = [n for n in ("ss", "es", "t_ns") if n in (ds.dtype.names or ())]
+    known: dict[bytes, bytes] = {}
+    parts = []
+    for k in range(len(chunks)):
+        rows = chunks.rows(k)
+        key = rows.copy()
+        if "t_ns" in when and "t_end_ns" in (ds.dtype.names or ()):
+            key["t_end_ns"] -= key["t_ns"]  # the duration stays
+        for n in when:
+            key[n] = 0
+        if len(known) > KNOWN_DESCRIPTIONS:
+            known.clear()
+        text = []
+        for i, kb in enumerate(key.view(np.dtype((np.void, key.dtype.itemsize))).tolist()):
+            found = known.get(kb)
+            if found is None:
+                found = known[kb] = labels(rows[i])[0].lower().encode()
+            text.append(found)
+        parts.append(np.array(text or [b""], dtype="S")[:len(rows)])
+        stop()
+        progress(len(rows))
+    width = max((p.dtype.itemsize for p in parts), default=1)
+    text = np.concatenate([p.astype(f"S{width}") for p in parts]) if parts else np.zeros(0, "S1")
+    tmp = folder / f"text.npy.partial-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as out:
+            np.save(out, text)
+        os.replace(tmp, folder / "text.npy")
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def prepare(capture: Path, emit: Callable[[Message], None], should_stop: Callable[[], bool] = lambda: False,
+            threads: int = overview.BUILD_THREADS) -> None:
+    """Prepare everything the view of ``capture`` lacks, reporting each piece to ``emit`` as it is done."""
+    root = overview.writable_cache(capture)
+    if root is None:
+        raise NicrigError(f"{capture}: no folder to keep the overview in (beside it or in the user's cache)")
+
+    def stop() -> None:
+        if should_stop():
+            raise Stopped()
+
+    with open_any(capture) as cs, ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-prepare") as pool:
+        tables = decoded_tables(cs.table_names())
+        folders = {}
+        for i, (table, _, decoder) in enumerate(tables):
+            emit({"progress": [i, len(tables)], "title": "loading decoded lanes"})
+            folders[table] = prepare_lanes(cs, table, decoder, root, pool)
+            emit({"lanes": table, "folder": str(folders[table])})
+            stop()
+        sources = [cs.source(n) for n in getattr(cs, "source_names", [])]
+        todo = [s for s in sources if s.num_samples and overview.load_cached(capture, s) is None]
+        total = sum(s.num_samples for s in todo)
+        base = 0
+        for src in todo:
+            def grew(folder: Path, bins: int, covered: int, src=src, base=base) -> None:
+                emit({"pyramid": src.name, "folder": str(folder), "bins": bins, "covered_ps": covered})
+                emit({"progress": [base + min(bins * overview.BASE_BIN, src.num_samples), total],
+                      "title": "building overview"})
+
+            folder = overview.fill(capture, src, grew, should_stop, threads)
+            stop()
+            meta = overview.finished(folder) if folder is not None else None
+            if meta is not None:
+                emit({"pyramid": src.name, "folder": str(folder), "end_ps": int(meta["end_ps"])})
+            base += src.num_samples
+        rows = [int(cs.table_dataset(t).shape[0]) for t, _, _ in tables]
+        done = 0
+        for (table, _, decoder), n in zip(tables, rows):
+            def counted(k: int) -> None:
+                nonlocal done
+                done += k
+                emit({"progress": [done, sum(rows)], "title": "indexing events for search"})
+
+            prepare_text(cs, table, decoder, folders[table], stop, counted)
+            emit({"text": table, "folder": str(folders[table])})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m nicrig.gui.prepare CAPTURE``: prepare in this process, messages on standard output."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m nicrig.gui.prepare CAPTURE", file=sys.stderr)
+        return 2
+
+    def ended(signum: int, frame: object) -> None:
+        raise Stopped()
+
+    signal.signal(signal.SIGTERM, ended)
+
+    def emit(message: Message) -> None:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+    try:
+        prepare(Path(args[0]), emit)
+    except Stopped:
+        return 3
+    except NicrigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
