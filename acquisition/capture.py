@@ -37,6 +37,7 @@ import numpy as np
 
 from nicrig.acquisition import limits
 
+from nicrig.chunked import read_rows
 from nicrig.errors import FormatError, UsageError
 from nicrig.h5file import (
     STORAGE,
@@ -203,8 +204,13 @@ class Source:
         self._check()
 
     def _read(self, ds: h5py.Dataset, selection: Any, what: str) -> np.ndarray:
-        """``ds[selection]``; damage (a failed checksum, broken metadata) becomes a FormatError naming the rows."""
+        """``ds[selection]``; damage (a failed checksum, broken metadata) becomes a FormatError naming the rows.
+
+        A span of rows is read by whole stored chunks with nicrig's own codecs (:func:`nicrig.chunked.read_rows`:
+        the same rows, read faster and without the GIL)."""
         with reading(self.path, f"source {self.name!r} {what}"):
+            if isinstance(selection, slice) and selection.step is None:
+                return read_rows(ds, selection.start or 0, ds.shape[0] if selection.stop is None else selection.stop)
             return ds[selection]
 
     def _check(self) -> None:
