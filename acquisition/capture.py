@@ -314,7 +314,9 @@ class Source:
     def _local_ps(self, start: int, stop: int) -> np.ndarray:
         if self.mode == "state":
             assert self._timestamps is not None
-            return self._read(self._timestamps, np.s_[start:stop], f"timestamps {start}..{stop}").astype(np.int64)
+            # A fresh array from the read: no copy when the dataset is int64, as nicrig writes it.
+            return np.asarray(self._read(self._timestamps, np.s_[start:stop], f"timestamps {start}..{stop}"),
+                              dtype=np.int64)
         idx = np.arange(start, stop, dtype=np.float64)
         return np.rint(idx * (1e12 / self.samplerate_hz)).astype(np.int64)  # type: ignore[operator]
 
@@ -328,7 +330,9 @@ class Source:
     def times_ps(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Times of samples ``[start, stop)`` on the set's common timeline (ps, zero at the trigger)."""
         s, e = self._span(start, stop)
-        return self._local_ps(s, e) - self._trigger_local_ps() + self.offset_ps
+        out = self._local_ps(s, e)
+        out += self.offset_ps - self._trigger_local_ps()  # in place: one pass over a block of a deep capture
+        return out
 
     def times_at(self, indices: np.ndarray, block: int = 1 << 20) -> np.ndarray:
         """Common-timeline times (ps) of arbitrary sample ``indices``.

@@ -107,13 +107,15 @@ def read_rows(ds: h5py.Dataset, start: int, stop: int) -> np.ndarray:
     """Rows ``[start, stop)`` of ``ds`` (clipped to it), as ``ds[start:stop]`` gives them.
 
     Chunks nicrig's codecs decode are decoded here, the others read by HDF5
-    (``ds[...]``, whose errors the caller turns into messages as for any read).
+    (``ds[...]``, whose errors the caller turns into messages as for any read),
+    and so is a span shorter than a chunk (a value here and there: HDF5 keeps
+    the chunk it read last).
     """
     n = ds.shape[0] if ds.ndim else 0
     start, stop = max(0, min(start, n)), max(0, min(stop, n))
     stop = max(start, stop)
-    if stop - start == 0 or not _decodable(ds):
-        return ds[start:stop]
+    if not _decodable(ds) or stop - start < ds.chunks[0]:
+        return ds[start:stop]  # less than a chunk: HDF5's chunk cache may hold it already
     rows = ds.chunks[0]
     out = np.empty((stop - start, *ds.shape[1:]), dtype=ds.dtype)
     whole = None
