@@ -1,8 +1,10 @@
 """Batch decoding: many capture sets, long sources split at idle points, local processes or a Dask cluster.
 
-The unit of work is a :class:`Job`: one stack over one span of one source.
-A long source is cut into chunks at *quiet points*, samples in the middle of
-an idle stretch, where no transaction or frame is in progress:
+The unit of work is a :class:`Job`: all the stacks to decode on one source,
+over one :class:`Chunk` of it; the stacks a kernel decodes share one reading
+of its samples. A long source is cut into chunks at *quiet points*, samples
+in the middle of an idle stretch, where no transaction or frame is in
+progress:
 
 - PCI: at least :data:`QUIET_CLOCKS` bus clocks with FRAME# and IRDY#
   deasserted (the bus's Idle state, PCI Local Bus Specification 3.0) and
@@ -15,28 +17,31 @@ an idle stretch, where no transaction or frame is in progress:
 - an interrupt line deasserted for :data:`QUIET_CLOCKS` clocks, a
   link-activity line for :data:`IFG_CLOCKS` (it follows the frames).
 
-Each chunk is decoded from the quiet point *before* its start (one burst of
-warm-up, so that a decoder knows what the previous transaction, frame or gap
-was) to the quiet point after its end, and keeps the records that start
-inside it: the table equals a single pass (``tests/test_decode_batch.py``
-checks it on captures whose naive cut points fall inside transactions).
-What a record can depend on from further back (the ethernet decoder's table
-of fragmented datagrams, which gives a later IPv4 fragment the first one's
-sequence number) is checked at every cut when a kernel decodes the stack: the
-chunk before the cut reports the kernel's carried state there, the chunk
-after it the state it reached after its warm-up; where they differ, the
-chunk after the cut is decoded again from the cut with the state of the
-one before (:func:`reconcile`), so the table is still the single pass's.
+The cuts fall at quiet points of the stacks whose kernels carry state (or of
+the first stack); each stack decodes a chunk from a quiet point of its own
+before the cut (one burst of warm-up, so that a decoder knows what the
+previous transaction, frame or gap was) to one after the next cut, and keeps
+the records that start between the cuts: the table equals a single pass
+(``tests/test_decode_batch.py`` checks it on captures whose naive cut points
+fall inside transactions). What a record can depend on from further back
+(the ethernet decoder's table of fragmented datagrams, which gives a later
+IPv4 fragment the first one's sequence number) is checked at every cut when
+a kernel decodes the stack: the chunk before the cut reports the kernel's
+carried state there, the chunk after it the state it reached after its
+warm-up; where they differ, that stack of the chunk after the cut is decoded
+again from the cut with the state of the one before (:func:`reconcile`), so
+the table is still the single pass's.
 
-Workers only read capture sets. The calling process joins and compresses
-each table as soon as its jobs are in (while the workers decode the rest:
-otherwise a serial step after the last job) and writes the file's tables
-once all of its jobs are in, into the capture's companion file
-(:mod:`nicrig.companion`: the capture itself is never opened for writing),
-replaced atomically, with Ctrl-C held back while it writes; a file not
-finished (an error, an interrupt) keeps its companion as it was. A table
-already decoded by the same decoder versions with the same stack is skipped
-unless ``force``.
+Workers only read capture sets. The calling process appends each chunk's
+rows to its tables as soon as the chunks before it are in (while the workers
+decode the rest), compressed on the encoder threads into the companion
+update's staging file (:mod:`nicrig.companion`: the capture itself is never
+opened for writing), and replaces the companion atomically once all of the
+file's chunks are in, with Ctrl-C held back while it writes; a file not
+finished (an error, an interrupt) keeps its companion as it was. Chunks go
+to the workers a few at a time, so memory holds a few chunks' rows, never a
+whole table. A table already decoded by the same decoder versions with the
+same stack is skipped unless ``force``.
 """
 
 from __future__ import annotations

@@ -32,7 +32,15 @@ import numpy as np
 from h5py import h5z
 from imagecodecs import h5checksum_fletcher32
 
-from nicrig.h5file import ENCODER_THREADS, STORAGE, dataset_filters, encode_chunk, encoder_pool, takes_encoded_chunks
+from nicrig.h5file import (
+    ENCODER_THREADS,
+    STORAGE,
+    Filters,
+    dataset_filters,
+    encode_chunk,
+    encoder_pool,
+    takes_encoded_chunks,
+)
 
 _INFLATE = imagecodecs.zlibng_decode if imagecodecs.ZLIBNG.available else imagecodecs.zlib_decode
 _KNOWN = {h5z.FILTER_SHUFFLE, h5z.FILTER_DEFLATE, h5z.FILTER_FLETCHER32}
@@ -46,13 +54,17 @@ class _NotDecoded(Exception):
 _ORDER = (h5z.FILTER_SHUFFLE, h5z.FILTER_DEFLATE, h5z.FILTER_FLETCHER32)
 
 
-def _decodable(ds: h5py.Dataset) -> bool:
-    """Whether :func:`read_rows` decodes ``ds``'s chunks itself: chunked along its first axis only, elements whose
-    bytes in memory are those in the file, and filters among shuffle, deflate and Fletcher-32 in HDF5's order."""
+def _decodable(ds: h5py.Dataset) -> Filters | None:
+    """``ds``'s filters when :func:`read_rows` decodes its chunks itself (chunked along its first axis only,
+    elements whose bytes in memory are those in the file, and filters among shuffle, deflate and Fletcher-32 in
+    HDF5's order), else None."""
     if ds.chunks is None or ds.ndim < 1 or tuple(ds.chunks[1:]) != tuple(ds.shape[1:]) or ds.dtype.hasobject:
-        return False
-    codes = [code for code, _ in dataset_filters(ds)]
-    return all(c in _ORDER for c in codes) and codes == sorted(codes, key=_ORDER.index) and len(set(codes)) == len(codes)
+        return None
+    filters = dataset_filters(ds)
+    codes = [code for code, _ in filters]
+    if not all(c in _ORDER for c in codes) or codes != sorted(set(codes), key=_ORDER.index):
+        return None
+    return filters
 
 
 def _unshuffle(data: Any, size: int, target: np.ndarray) -> None:
@@ -64,14 +76,15 @@ def _unshuffle(data: Any, size: int, target: np.ndarray) -> None:
         target.reshape(-1, size)[:] = planes.reshape(size, -1).T
 
 
-def _decode(ds: h5py.Dataset, first: int, out: np.ndarray) -> None:
-    """The chunk of ``ds`` starting at row ``first``, decoded into ``out`` (the whole chunk's rows, contiguous)."""
+def _decode(ds: h5py.Dataset, filters: Filters, first: int, out: np.ndarray) -> None:
+    """The chunk of ``ds`` (whose filters are ``filters``) starting at row ``first``, decoded into ``out`` (the
+    whole chunk's rows, contiguous)."""
     try:
         mask, stored = ds.id.read_direct_chunk((first,) + (0,) * (ds.ndim - 1))
     except (OSError, RuntimeError, KeyError, ValueError):  # not stored (never written): HDF5 reads it as fill
         raise _NotDecoded from None
     target = out.reshape(-1).view(np.uint8)
-    steps = [(code, values) for i, (code, values) in enumerate(dataset_filters(ds)) if not mask & (1 << i)]
+    steps = [(code, values) for i, (code, values) in enumerate(filters) if not mask & (1 << i)]
     data: Any = memoryview(stored)
     for code, values in reversed(steps):  # Fletcher-32, then inflate, then unshuffle
         if code == h5z.FILTER_FLETCHER32:
@@ -114,7 +127,8 @@ def read_rows(ds: h5py.Dataset, start: int, stop: int) -> np.ndarray:
     n = ds.shape[0] if ds.ndim else 0
     start, stop = max(0, min(start, n)), max(0, min(stop, n))
     stop = max(start, stop)
-    if not _decodable(ds) or stop - start < ds.chunks[0]:
+    filters = _decodable(ds)
+    if filters is None or stop - start < ds.chunks[0]:
         return ds[start:stop]  # less than a chunk: HDF5's chunk cache may hold it already
     rows = ds.chunks[0]
     out = np.empty((stop - start, *ds.shape[1:]), dtype=ds.dtype)
@@ -124,11 +138,11 @@ def read_rows(ds: h5py.Dataset, start: int, stop: int) -> np.ndarray:
         inside = a == first and b == first + rows
         try:
             if inside:  # a whole chunk: decoded where its rows go
-                _decode(ds, first, out[a - start:b - start])
+                _decode(ds, filters, first, out[a - start:b - start])
             else:
                 if whole is None:
                     whole = np.empty((rows, *ds.shape[1:]), dtype=ds.dtype)
-                _decode(ds, first, whole)
+                _decode(ds, filters, first, whole)
                 out[a - start:b - start] = whole[a - first:b - first]
         except _NotDecoded:
             out[a - start:b - start] = ds[a:b]
@@ -164,20 +178,26 @@ class Appender:
         self.length = 0                        # rows given so far
 
     def append(self, rows: np.ndarray) -> None:
-        """Add ``rows`` (the dataset's dtype) after those given before."""
+        """Add ``rows`` (the dataset's dtype) after those given before. They are encoded as they are, later, on
+        the encoder threads: they must not change until :meth:`close`."""
         if rows.dtype != self.dtype:
             raise TypeError(f"rows of {rows.dtype}, the table is {self.dtype}")
         if not len(rows):
             return
-        self._held.append(rows)
-        self._held_rows += len(rows)
-        if self._held_rows >= self.rows:
-            pending = np.concatenate(self._held) if len(self._held) > 1 else self._held[0]
-            full = len(pending) - len(pending) % self.rows
-            for c in range(0, full, self.rows):
-                self._write(pending[c:c + self.rows])
-            rest = pending[full:]
-            self._held, self._held_rows = ([rest] if len(rest) else []), len(rest)
+        if self._held_rows:  # the rows held first, made a whole chunk with the first of these
+            take = min(self.rows - self._held_rows, len(rows))
+            self._held.append(rows[:take])
+            self._held_rows += take
+            rows = rows[take:]
+            if self._held_rows < self.rows:
+                return
+            self._write(np.concatenate(self._held))
+            self._held, self._held_rows = [], 0
+        full = len(rows) - len(rows) % self.rows
+        for c in range(0, full, self.rows):
+            self._write(rows[c:c + self.rows])
+        if full < len(rows):
+            self._held, self._held_rows = [rows[full:]], len(rows) - full
 
     def _write(self, chunk: np.ndarray) -> None:
         first = self.length
@@ -186,7 +206,6 @@ class Appender:
             self.ds.resize((self.length,))
             self.ds[first:self.length] = chunk
             return
-        chunk = np.array(chunk)  # its own copy: the caller's rows may change once append returns
         self._flying.append((first, len(chunk), encoder_pool().submit(encode_chunk, chunk, self.rows, self._filters)))
         while len(self._flying) > 2 * ENCODER_THREADS:
             self._store()

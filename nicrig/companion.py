@@ -23,7 +23,7 @@ import fcntl
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +34,7 @@ import numpy as np
 
 from nicrig import __version__
 from nicrig.atomic import partial_path
-from nicrig.chunked import Appender
+from nicrig.chunked import Appender, read_rows
 from nicrig.errors import UsageError
 from nicrig.h5file import LIBVER, fsync_path, store, table_meta
 
@@ -148,20 +148,24 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _tables(h5: h5py.File, skip: Iterable[str] = ()) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
-    """Every table of a companion with its attributes, but those in ``skip`` (about to be replaced: not
-    read at all); one that cannot be read is left out (derived data: decoding again makes it), so a
-    damaged chunk is never carried into the next companion."""
-    found: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
+def _readable(h5: h5py.File, skip: Iterable[str] = ()) -> list[str]:
+    """The tables of a companion that read whole, but those in ``skip`` (about to be replaced: not read at all);
+    one that cannot be read is left out (derived data: decoding again makes it), so a damaged chunk is never
+    carried into the next companion."""
     names: list[str] = []
     h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
     skipped = set(skip)
+    found = []
     for name in (n for n in names if n not in skipped):
         try:
             ds = h5[name]
-            found[name] = (ds[()], {k: ds.attrs[k] for k in ds.attrs})
+            step = 64 * ds.chunks[0] if ds.chunks is not None else max(ds.shape[0] if ds.ndim else 1, 1)
+            for first in range(0, ds.shape[0] if ds.ndim else 1, step):  # a block at a time: tables of any length
+                read_rows(ds, first, first + step) if ds.chunks is not None else ds[()]
+            {k: ds.attrs[k] for k in ds.attrs}
         except (OSError, KeyError, ValueError):
             continue
+        found.append(name)
     return found
 
 
@@ -193,13 +197,9 @@ def _replace(capture: Path, identity: str, pending: Update) -> None:
         tmp = partial_path(target)
         try:
             old, _ = open_for(capture, identity)
-            kept: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
-            kept_attrs: dict[str, Any] = {}
-            if old is not None:
-                with old:
-                    kept = _tables(old, skip=pending.tables)
-                    kept_attrs = {k: v for k, v in old.attrs.items() if k not in _OWN_ATTRS}
-            with h5py.File(tmp, "w", libver=LIBVER) as new:
+            with old if old is not None else nullcontext(), h5py.File(tmp, "w", libver=LIBVER) as new:
+                kept = _readable(old, skip=pending.tables) if old is not None else []
+                kept_attrs = {k: v for k, v in old.attrs.items() if k not in _OWN_ATTRS} if old is not None else {}
                 new.attrs["format"] = FORMAT_NAME
                 new.attrs["format_version"] = np.int64(FORMAT_VERSION)
                 new.attrs["nicrig_version"] = __version__
@@ -211,13 +211,11 @@ def _replace(capture: Path, identity: str, pending: Update) -> None:
                 for path in sorted({*kept, *pending.tables}):
                     parent, _, leaf = path.rpartition("/")
                     grp = new.require_group(parent) if parent else new
-                    if path in pending.tables:
-                        assert pending.staged is not None
-                        new.copy(pending.staged[path], grp, name=leaf)  # its stored chunks as they are
-                        for k, v in pending.tables[path].items():
-                            grp[leaf].attrs[k] = v
-                    else:
-                        store(grp, leaf, *kept[path])
+                    # Stored chunks copied as they are (no second compression): the new tables' from the
+                    # staging file, the kept ones' from the old companion (read whole above).
+                    new.copy(pending.staged[path] if path in pending.tables else old[path], grp, name=leaf)
+                    for k, v in pending.tables.get(path, {}).items():
+                        grp[leaf].attrs[k] = v
             fsync_path(tmp)
             os.replace(tmp, target)
         except BaseException:
