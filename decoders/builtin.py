@@ -117,7 +117,9 @@ def kernel_tables(source: Source, stacks: Sequence[Stack], progress: Progress | 
             for kernel, kept in zip(found, parts):
                 rows = kernel.finish() if last else kernel.take()
                 if len(rows):
-                    rows = rows[(rows["ss"] >= lo) & (rows["ss"] < hi)]
+                    ss = rows["ss"]
+                    if ss.min() < lo or ss.max() >= hi:  # only around the cuts: elsewhere every row is kept
+                        rows = rows[(ss >= lo) & (ss < hi)]
                     kept.append(times.fill(rows))
 
         for block in readahead.blocks(source, s, e, BLOCK_SAMPLES, with_times=source.mode == "state"):

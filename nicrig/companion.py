@@ -34,7 +34,7 @@ import numpy as np
 
 from nicrig import __version__
 from nicrig.atomic import partial_path
-from nicrig.chunked import Appender, read_rows
+from nicrig.chunked import Appender, check_rows
 from nicrig.errors import UsageError
 from nicrig.h5file import LIBVER, fsync_path, store, table_meta
 
@@ -159,9 +159,7 @@ def _readable(h5: h5py.File, skip: Iterable[str] = ()) -> list[str]:
     for name in (n for n in names if n not in skipped):
         try:
             ds = h5[name]
-            step = 64 * ds.chunks[0] if ds.chunks is not None else max(ds.shape[0] if ds.ndim else 1, 1)
-            for first in range(0, ds.shape[0] if ds.ndim else 1, step):  # a block at a time: tables of any length
-                read_rows(ds, first, first + step) if ds.chunks is not None else ds[()]
+            check_rows(ds)
             {k: ds.attrs[k] for k in ds.attrs}
         except (OSError, KeyError, ValueError):
             continue

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nicrig.chunked import Appender, read_rows
+from nicrig.chunked import Appender, check_rows, read_rows
 from nicrig.h5file import STORAGE, dataset_filters, storage_filters
 
 ROW = np.dtype([("ss", "<i8"), ("name", "S5"), ("flag", "?"), ("v", "<i2")])
@@ -61,9 +61,14 @@ def test_unstored_chunks_and_unchunked_datasets_read_as_hdf5_reads_them(tmp_path
         sparse = f.create_dataset("sparse", shape=(100,), dtype=np.int64, chunks=(10,), fillvalue=-5, **STORAGE)
         sparse[30:45] = np.arange(15)  # chunks 0-2 and 5-9 never written: HDF5 reads the fill value
         plain = f.create_dataset("plain", data=np.arange(50, dtype=np.int32))
+        scalar = f.create_dataset("scalar", data=3.5)
         for ds in (sparse, plain):
             assert read_rows(ds, 0, 100).tobytes() == ds[0:100].tobytes()
             assert read_rows(ds, 7, 41).tobytes() == ds[7:41].tobytes()
+        for name, storage in STORAGES.items():
+            check_rows(f.create_dataset(name, data=_data("table", 77, 1), chunks=(10,), **storage))
+        for ds in (sparse, plain, scalar):
+            check_rows(ds)
 
 
 def test_a_damaged_chunk_fails_as_hdf5_fails(tmp_path):
@@ -82,6 +87,9 @@ def test_a_damaged_chunk_fails_as_hdf5_fails(tmp_path):
         with pytest.raises(OSError) as ours:
             read_rows(ds, 1500, 2500)
         assert str(ours.value) == str(theirs.value)
+        with pytest.raises(OSError) as checked:
+            check_rows(ds)
+        assert str(checked.value) == str(theirs.value)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
