@@ -132,10 +132,10 @@ class Job:
 
 @dataclass
 class Part:
-    """What a job gives back, per stack of it: its table, and its kernel's carried state at the keep bounds
-    (None: none)."""
+    """What a job gives back, per stack of it: its table's rows in stored order, in pieces, and its kernel's
+    carried state at the keep bounds (None: none)."""
 
-    tables: list[np.ndarray]
+    tables: list[list[np.ndarray]]
     carried_in: list[Any]
     carried_out: list[Any]
 
@@ -399,7 +399,7 @@ def run_job(job: Job, progress: Progress | None = None) -> Part:
         return lambda n, _total: progress(before + n - first, total)
 
     n = len(job.stacks)
-    part = Part([np.zeros(0)] * n, [None] * n, [None] * n)
+    part = Part([[] for _ in range(n)], [None] * n, [None] * n)
     lo, hi = job.chunk.keep
     with CaptureSet.open(job.path) as cs:
         source = cs.source(job.source)
@@ -408,14 +408,14 @@ def run_job(job: Job, progress: Progress | None = None) -> Part:
                                             spans=[job.chunk.spans[i] for i in kernel_stacks], keep=job.chunk.keep,
                                             carries=[job.carries[i] if job.carries else None for i in kernel_stacks])
             for i, d in zip(kernel_stacks, decoded):
-                part.tables[i] = d.table
+                part.tables[i] = d.pieces
                 part.carried_in[i], part.carried_out[i] = d.states
         for k, i in enumerate(others, start=int(bool(kernel_stacks))):
             stack, (a, b) = job.stacks[i], job.chunk.spans[i]
             run = sigrok_cli.run_stack if job.engine == "sigrok" else builtin.run_stack
             records = run(source, stack, local(k), start=a, stop=b)
-            part.tables[i] = tables.records_to_table(stack.output, [r for r in records if lo <= r.get("ss", 0) < hi],
-                                                     source)
+            part.tables[i] = [tables.records_to_table(stack.output, [r for r in records if lo <= r.get("ss", 0) < hi],
+                                                      source)]
     return part
 
 
@@ -534,13 +534,17 @@ def _write_parts(plan: _FilePlan) -> None:
             plan.update = plan.update_cm.__enter__()
         for out in (o for o in plan.outputs if o.source == job.source):
             if out.appender is None:
-                dtype = part.tables[out.places[0]].dtype
+                dtype = tables.dtype_of(out.output)
                 out.appender = plan.update.append_table(
                     f"decoded/{out.source}/{out.output}", dtype, units=tables.units_of(dtype.names),
                     description=f"{out.output} decoder records for source {out.source}", attrs=out.attrs)
-            rows = [part.tables[j] for j in out.places]
-            # The rows of a chunk all start within it: joined chunk by chunk, the table is in stored order.
-            out.appender.append(rows[0] if len(rows) == 1 else tables.in_order(np.concatenate(rows)))
+            pieces = part.tables[out.places[0]]
+            if len(out.places) > 1:  # the group's stacks' rows, merged
+                joined = [p for j in out.places for p in part.tables[j]]
+                pieces = [tables.in_order(np.concatenate(joined))] if joined else []
+            # The rows of a chunk all start within it: appended chunk by chunk, the table is in stored order.
+            for rows in pieces:
+                out.appender.append(rows)
         part.tables = []  # written: only the carried states are kept, for the next job's cut
         plan.last = (job, part)
         plan.written += 1

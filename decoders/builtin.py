@@ -76,10 +76,10 @@ def run_stack(source: Source, stack: Stack, progress: Progress | None = None, *,
 
 @dataclass
 class Decoded:
-    """What one stack's kernel gave: its table (rows kept, with times, in stored order) and its carried state at the
-    keep bounds (None for a kernel without one)."""
+    """What one stack's kernel gave: its table's rows (kept, with times, in stored order, in pieces) and its carried
+    state at the keep bounds (None for a kernel without one)."""
 
-    table: np.ndarray
+    pieces: list[np.ndarray]
     states: list[Any]
 
 
@@ -133,8 +133,7 @@ def kernel_tables(source: Source, stacks: Sequence[Stack], progress: Progress | 
     except (runtime.DecoderFailed, ValueError) as exc:
         names = ", ".join(stack.text() for stack in stacks)
         raise DecodeError(f"decoding source {source.name!r} with {names}: {exc}") from None
-    return [Decoded(tables.in_order(np.concatenate(kept) if kept else tables.defaults(kernel.output, 0)), st)
-            for kernel, kept, st in zip(found, parts, states)]
+    return [Decoded(tables.pieces_in_order(kept), st) for kept, st in zip(parts, states)]
 
 
 def _span(source: Source, start: int | None, stop: int | None) -> tuple[int, int]:

@@ -136,16 +136,27 @@ def records_to_columns(decoder_id: str, records: Sequence[dict[str, Any]]) -> np
     return table
 
 
+def _ordered(ss: np.ndarray, es: np.ndarray) -> bool:
+    step = np.diff(ss)
+    return not (step < 0).any() and not ((step == 0) & (np.diff(es) < 0)).any()
+
+
 def in_order(table: np.ndarray) -> np.ndarray:
     """``table``'s rows by start, then end (rows equal in both keep their order): the order tables are stored in.
 
     Decoders mostly put their records in that order already: then ``table`` itself, unsorted and uncopied.
     """
-    ss, es = table["ss"], table["es"]
-    step = np.diff(ss)
-    if not (step < 0).any() and not ((step == 0) & (np.diff(es) < 0)).any():
-        return table
-    return table[np.lexsort((es, ss))]
+    return table if _ordered(table["ss"], table["es"]) else table[np.lexsort((table["es"], table["ss"]))]
+
+
+def pieces_in_order(pieces: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The rows of consecutive ``pieces`` of a table in stored order (:func:`in_order`), in pieces: those given
+    (the empty ones left out) when they are in that order already, joined and sorted otherwise."""
+    pieces = [p for p in pieces if len(p)]
+    ends = np.array([(p["ss"][k], p["es"][k]) for p in pieces for k in (0, -1)]).reshape(-1, 2)
+    if all(_ordered(p["ss"], p["es"]) for p in pieces) and _ordered(ends[:, 0], ends[:, 1]):
+        return pieces
+    return [in_order(np.concatenate(pieces))]
 
 
 def times_of(table: np.ndarray, source: Source) -> np.ndarray:
