@@ -198,13 +198,30 @@ static inline uint64_t gather(const uint8_t *row, const Segment *seg, int nseg)
     return v;
 }
 
-/* One clock's pins: the row (padded) and the multiplexed bus as numbers, an unconnected line reading 0
+/* One clock's pins: the row and the multiplexed bus as numbers, an unconnected line reading 0
  * (pd.value(), pd.cbe()). */
 typedef struct {
     const uint8_t *row;
+    int gathered;              /* the numbers below are set (bus()) */
     uint64_t ad_lo, ad_hi;     /* AD[31:0] at bits 0..31, AD[63:32] at bits 32..63 */
     unsigned cbe;              /* C/BE#[7:0] */
 } Pins;
+
+/* The clock's bus values, gathered when first asked for: a wait state, an idle clock or one that only
+ * finishes a transaction needs none. */
+static inline Pins *bus(Kernel *k, Pins *p)
+{
+    if (!p->gathered) {
+        uint8_t *padded = k->clockrow;   /* gather() reads 16 bytes past the row */
+        memcpy(padded, p->row, k->unitsize);
+        memset(padded + k->unitsize, 0, 16);
+        p->ad_lo = gather(padded, k->seg_lo, k->nseg_lo);
+        p->ad_hi = gather(padded, k->seg_hi, k->nseg_hi);
+        p->cbe = (unsigned)gather(padded, k->seg_cbe, k->nseg_cbe);
+        p->gathered = 1;
+    }
+    return p;
+}
 
 /* -- transactions ----------------------------------------------------------------------------- */
 
@@ -333,11 +350,12 @@ static int push_pending(Kernel *k, Txn *t)
     return 0;
 }
 
-static void schedule_parity(Kernel *k, Txn *t, const Pins *p, long long c, int wide)
+static void schedule_parity(Kernel *k, Txn *t, Pins *p, long long c, int wide)
 {
     /* PAR makes the ones of AD[31:0], C/BE#[3:0] and PAR even (PCI 3.0, 3.7.1); PAR64 likewise for the
      * upper half. Both groups are fully connected here (have_par, have_par64). */
     int plo = -1, phi = -1;
+    bus(k, p);
     if (k->have_par)
         plo = parity64(p->ad_lo ^ (p->cbe & 0xf));
     if (wide && k->have_par64)
@@ -400,8 +418,9 @@ static void gnt_change(Kernel *k, long long s, int asserted)
     k->gnt_v[k->ngnt++] = asserted;
 }
 
-static int address_phase(Kernel *k, const Pins *p, long long s, long long c)
+static int address_phase(Kernel *k, Pins *p, long long s, long long c)
 {
+    bus(k, p);
     Txn *t = new_txn(k);
     if (!t)
         return -1;
@@ -440,13 +459,14 @@ static int ended_before(Kernel *k, Txn *t, long long s, long long c, int I, int 
     return 0;
 }
 
-static int second_address_phase(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
+static int second_address_phase(Kernel *k, Txn *t, Pins *p, long long s, long long c,
                                 int F, int I, int T, int D, int S)
 {
     if (!F && !I)
         return ended_before(k, t, s, c, I, T, D, S);
     if (!F)
         t->frame_off = 1;
+    bus(k, p);
     if (k->have_ad_lo && t->have_addr_lo) {
         t->addr = (p->ad_lo << 32) | t->addr_lo;
         t->have_addr = 1;
@@ -473,8 +493,9 @@ static void classify_stop(Txn *t, int T, int D)
         t->term = TERM_DISC_NODATA;
 }
 
-static void transfer(Kernel *k, Txn *t, const Pins *p, long long c)
+static void transfer(Kernel *k, Txn *t, Pins *p, long long c)
 {
+    bus(k, p);
     int wide = t->req64 && k->have_ack64 && low(k, p->row, ACK64);
     if (wide)
         t->ack64 = 1;
@@ -495,7 +516,7 @@ static void transfer(Kernel *k, Txn *t, const Pins *p, long long c)
     schedule_parity(k, t, p, c, wide);
 }
 
-static int data_clock(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
+static int data_clock(Kernel *k, Txn *t, Pins *p, long long s, long long c,
                       int F, int I, int T, int D, int S)
 {
     if (!F && !I)
@@ -545,7 +566,7 @@ static int data_clock(Kernel *k, Txn *t, const Pins *p, long long s, long long c
     return 0;
 }
 
-static int bus_clock(Kernel *k, const Pins *p, long long s, long long c, int F, int I, int T, int D, int S)
+static int bus_clock(Kernel *k, Pins *p, long long s, long long c, int F, int I, int T, int D, int S)
 {
     Txn *t = k->txn;
     if (t)
@@ -603,11 +624,8 @@ static long long clock_index(Kernel *k, long long s)
 
 static int process_clock(Kernel *k, const uint8_t *row, long long s)
 {
-    uint8_t *p = k->clockrow;
-    memcpy(p, row, k->unitsize);
-    memset(p + k->unitsize, 0, 16);
-    Pins pins = {p, gather(p, k->seg_lo, k->nseg_lo), gather(p, k->seg_hi, k->nseg_hi),
-                 (unsigned)gather(p, k->seg_cbe, k->nseg_cbe)};
+    const uint8_t *p = row;
+    Pins pins = {row, 0, 0, 0, 0};
     long long c = clock_index(k, s);
     k->need_clock = 0;
     k->deferred = 0;

@@ -519,6 +519,20 @@ def test_pulse_lines_of_the_decoder_tests():
             assert conforms([call], rows, rate, cuts=[3, 500])
 
 
+@settings(max_examples=300, deadline=None)
+@given(whole=st.integers(-10**12, 10**12), frac=st.one_of(st.floats(0, 1, exclude_max=True),
+                                                         st.floats(0.9990, 0.99999), st.floats(0, 1e-8)))
+def test_pulse_times_as_an_integer_column_holds_the_pds_num(whole, frac):
+    """A gap's ns as the linkactivity table holds it: the PD's num() (whole ns as an int, else rounded to 3
+    decimals) cast to the int64 column, including values a thousandth from the next integer."""
+    from nicrig.decoders import pulse_kernels, tables
+
+    num = kernels.pd_namespace("linkactivity")["num"]
+    x = np.array([whole + frac, -(whole + frac)])
+    want = tables.records_to_columns("linkactivity", [{"ss": 0, "es": 1, "gap_ns": num(float(v))} for v in x])
+    assert pulse_kernels.whole_ns(x, num).tolist() == want["gap_ns"].tolist()
+
+
 # -- the PDs on spans that start inside a frame or a pulse -------------------------------------------------
 
 @pytest.mark.sigrok
