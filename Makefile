@@ -49,7 +49,7 @@ sysdeps:
 
 # The C extensions are built in place by the editable install: a changed C source (a pull, a rebase)
 # reinstalls, or the tests would run the old compiled code.
-EXT_SOURCES := $(wildcard nicrig/*.c udpmon/*.c decoders/*.c acquisition/hostprobe/*.c acquisition/sim/*.c)
+EXT_SOURCES := $(wildcard nicrig/*.c udpmon/*.c decoders/*.c decoders/*.h acquisition/hostprobe/*.c acquisition/sim/*.c)
 
 $(STAMP): setup.py pyproject.toml $(EXT_SOURCES)
 	$(PYTHON) -m venv $(VENV)

@@ -131,11 +131,13 @@ setup(
         Extension(
             "nicrig.decoders._pci_kernel",
             ["decoders/_pci_kernel.c"],
+            depends=["decoders/_table_rows.h"],
             extra_compile_args=["-O2", "-Wall"],
         ),
         Extension(
             "nicrig.decoders._gmii_kernel",
             ["decoders/_gmii_kernel.c"],
+            depends=["decoders/_table_rows.h"],
             extra_compile_args=["-O2", "-Wall"],
         ),
         # The host probe reads the kernel's trace ring buffer with libtraceevent (Debian libtraceevent-dev).

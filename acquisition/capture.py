@@ -37,6 +37,7 @@ import numpy as np
 
 from nicrig.acquisition import limits
 
+from nicrig.chunked import read_rows
 from nicrig.errors import FormatError, UsageError
 from nicrig.h5file import (
     STORAGE,
@@ -203,8 +204,13 @@ class Source:
         self._check()
 
     def _read(self, ds: h5py.Dataset, selection: Any, what: str) -> np.ndarray:
-        """``ds[selection]``; damage (a failed checksum, broken metadata) becomes a FormatError naming the rows."""
+        """``ds[selection]``; damage (a failed checksum, broken metadata) becomes a FormatError naming the rows.
+
+        A span of rows is read by whole stored chunks with nicrig's own codecs (:func:`nicrig.chunked.read_rows`:
+        the same rows, read faster and without the GIL)."""
         with reading(self.path, f"source {self.name!r} {what}"):
+            if isinstance(selection, slice) and selection.step is None:
+                return read_rows(ds, selection.start or 0, ds.shape[0] if selection.stop is None else selection.stop)
             return ds[selection]
 
     def _check(self) -> None:
@@ -313,7 +319,9 @@ class Source:
     def _local_ps(self, start: int, stop: int) -> np.ndarray:
         if self.mode == "state":
             assert self._timestamps is not None
-            return self._read(self._timestamps, np.s_[start:stop], f"timestamps {start}..{stop}").astype(np.int64)
+            # A fresh array from the read: no copy when the dataset is int64, as nicrig writes it.
+            return np.asarray(self._read(self._timestamps, np.s_[start:stop], f"timestamps {start}..{stop}"),
+                              dtype=np.int64)
         idx = np.arange(start, stop, dtype=np.float64)
         return np.rint(idx * (1e12 / self.samplerate_hz)).astype(np.int64)  # type: ignore[operator]
 
@@ -327,7 +335,9 @@ class Source:
     def times_ps(self, start: int | None = None, stop: int | None = None) -> np.ndarray:
         """Times of samples ``[start, stop)`` on the set's common timeline (ps, zero at the trigger)."""
         s, e = self._span(start, stop)
-        return self._local_ps(s, e) - self._trigger_local_ps() + self.offset_ps
+        out = self._local_ps(s, e)
+        out += self.offset_ps - self._trigger_local_ps()  # in place: one pass over a block of a deep capture
+        return out
 
     def times_at(self, indices: np.ndarray, block: int = 1 << 20) -> np.ndarray:
         """Common-timeline times (ps) of arbitrary sample ``indices``.

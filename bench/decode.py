@@ -1,38 +1,30 @@
 #!/usr/bin/env python3
-"""Benchmark: decoding at the speed of reading the capture (native kernels beside the PDs and sigrok-cli).
+"""Benchmark: ``nicrig decode`` against reading the capture (the storage floor) and against sigrok-cli.
 
-Runs, in one go on this machine, on two simulated captures of a 1400-byte UDP stream every 11 us
-(Intel PRO/1000 on PCI 64/66, AD/C/BE# and PAR recorded, the GMII probe beside it):
+One simulated capture of a 1400-byte UDP stream every 11 us (Intel PRO/1000 on PCI 64/66, AD, C/BE# and
+PAR recorded, the GMII probe beside it; more than the link carries, so PAUSE frames), sized so that the
+sending bus holds about ``--samples`` samples in state mode (the probe about 1.9x as many). For each
+source kind, ``send_pci`` (``pci`` and ``irq``) and ``probe`` (``gmii,ethernet`` both ways and
+``linkactivity``), back to back and ``--repeat`` times (medians):
 
-- the state-mode capture (one sample per bus clock), sized so that the sending bus holds about
-  ``--samples`` samples (the probe about 1.9x as many);
-- a timing-mode capture of the same traffic (4 samples a clock, CLK recorded), sized to about
-  ``--timing-samples`` samples on the sending bus.
+- the storage floor: every dataset of the source (samples and timestamps) read with plain h5py, in
+  1 M-row blocks, in this process;
+- the whole command: ``nicrig decode FILE --source S --workers 1 --force`` in a child process, from its
+  start to the companion renamed into place, its wall time less the start-up of ``nicrig info FILE``
+  (timed beside it: the interpreter and imports, which a read in this process does not pay);
+- sigrok-cli 0.7.2 / libsigrokdecode 0.5.3 on the same samples (the source's first
+  ``--sigrok-samples``, default all), each of the source's stacks, records read back; its rows are
+  checked equal to the table nicrig wrote before any time is printed.
 
-For every stack ``nicrig decode`` picks on the sending bus and the probe (``pci``, ``irq``,
-``gmii,ethernet`` per direction, ``linkactivity`` where recorded), each on one core, in this order:
+Then ``nicrig decode FILE --force`` of the whole file (three sources) with one and with two workers,
+back to back, ``--repeat`` times. Peak resident memory (the largest process) and CPU seconds (user +
+system, the workers included) come from the child's resource usage. ``--memory-samples N`` also builds a
+state-mode source of about N samples (the sending bus's stored chunks over and over, timestamps
+continued) and decodes it once, for its peak resident memory.
 
-1. the storage floor: reading every sample of the source from the file, block by block as the
-   engines read them, and nothing else (the faster of two reads, so that neither the floor nor the
-   kernel after it pays for a cold page cache);
-2. the builtin engine with the stack's kernel (where ``decoders/kernels.py`` lists one) over every
-   sample, reading included;
-3. the builtin engine running the stack's PDs (``--engine reference``) and
-4. sigrok-cli 0.7.2 / libsigrokdecode 0.5.3 on the same decoder files, both over the source's first
-   ``--reference-samples`` samples (default 5 M): at 5-10 us a clock they would take most of an hour
-   over the whole captures, and the goals compare rates (states per second), which a leading part
-   of the same traffic measures as well.
-
-The records of the kernel, the PDs and sigrok-cli over that leading part are checked equal before
-any time is printed. Then ``nicrig decode --force`` of the state capture's two sources (every
-sample) with one and with two local workers (kernels; sources split at idle points), and the runtime
-engine alone against libsigrokdecode (a decoder that only wakes up). It prints decoded samples
-(states) per second and the ratios against the goals: kernels on one core >= 30x
-sigrok-cli on every stack and within 3x of the storage floor; two workers >= 1.8x one. Paste the
-output into docs/benchmarks.md.
-
-``--keep DIR --prepare-only`` only simulates the captures into DIR (a later run with the same
-``--keep DIR`` and sizes reuses them).
+Goals: each source's command within 2x its floor, one worker; two workers >= 1.8x one on the whole
+file; the PCI source's command >= 30x sigrok-cli in samples per second; a 1 G-sample source in under
+2 GB resident. ``--keep DIR`` keeps the capture for the next run (``--prepare-only`` makes it and stops).
 """
 
 from __future__ import annotations
@@ -40,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,161 +40,166 @@ import time
 from pathlib import Path
 from typing import Any
 
-GOAL_SIGROK = 30.0
-GOAL_FLOOR = 3.0
+GOAL_FLOOR = 2.0
 GOAL_WORKERS = 1.8
+GOAL_SIGROK = 30.0
+GOAL_RSS_BYTES = 2 << 30
 SEND_BUS_HZ = 66.666667e6
 SPACING_US = 11.0
-TIMING_SAMPLES_PER_CLOCK = 4
+SOURCES = ("send_pci", "probe")
+NICRIG = [sys.executable, "-m", "nicrig"]
 
 
-def _simulate(out: Path, samples: float, samples_per_clock: int | None) -> Path:
-    clocks = samples / (samples_per_clock or 1)
-    count = max(10, int(clocks / SEND_BUS_HZ / (SPACING_US * 1e-6)))
+def _simulate(out: Path, samples: float) -> Path:
+    count = max(10, int(samples / SEND_BUS_HZ / (SPACING_US * 1e-6)))
     partial = out.with_name(f"{out.stem}.partial{out.suffix}")
-    cmd = [sys.executable, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
-           "--bus", "pci64-66", "--with-ad", "--size", "1400", "--spacing-us", str(SPACING_US),
-           "--count", str(count), "--rounds", "1", "--capture-count", "0", "-o", str(partial)]
-    if samples_per_clock:
-        cmd += ["--samples-per-clock", str(samples_per_clock)]
+    cmd = [*NICRIG, "simulate", "--scenario", "stream", "--nic", "intel-pro1000", "--bus", "pci64-66",
+           "--with-ad", "--size", "1400", "--spacing-us", str(SPACING_US), "--count", str(count), "--rounds", "1",
+           "--capture-count", "0", "-o", str(partial)]
     print(f"simulating {count} packets into {out.name} ...", file=sys.stderr)
     subprocess.run(cmd, check=True, capture_output=True)
     partial.replace(out)  # a run cut short leaves no capture a later --keep run would take as whole
     return out
 
 
-def _floor(source: Any) -> float:
-    """Seconds to read every sample of ``source`` as the builtin engine reads it (blocks, contiguous)."""
-    import numpy as np
-    from nicrig.decoders import builtin
-
+def _child(cmd: list[str]) -> dict[str, float]:
+    """Run ``cmd``; its wall seconds, CPU seconds (user + system, its children included) and peak RSS (bytes)."""
     t = time.perf_counter()
-    for _, block in source.iter_packed(block=builtin.BLOCK_SAMPLES):
-        np.ascontiguousarray(block)
-    return time.perf_counter() - t
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        sys.exit(f"bench: {' '.join(cmd)} failed ({proc.returncode}): {err[-500:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss * 1024}
 
 
-def _stacks(path: Path, capture: str, sources: tuple[str, ...], reference_samples: int) -> list[dict]:
-    """Per stack: seconds of the floor and the kernel over the whole source, of the PDs and sigrok-cli over
-    its first ``reference_samples`` samples (after checking all of them agree there)."""
+def _floor(path: Path, source: str) -> dict[str, float]:
+    """Seconds (wall, CPU) to read every dataset of ``source`` with plain h5py, 1 M rows at a time."""
+    import h5py
+
+    t, c = time.perf_counter(), time.process_time()
+    with h5py.File(path, "r") as f:
+        group = f["sources"][source]
+        for name in group:
+            ds = group[name]
+            for first in range(0, ds.shape[0], 1 << 20):
+                ds[first:first + (1 << 20)]
+    return {"wall": time.perf_counter() - t, "cpu": time.process_time() - c}
+
+
+def _median(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def _sources(path: Path, repeat: int) -> list[dict[str, Any]]:
+    """Per source: the floor, the command and the start-up, back to back, ``repeat`` times."""
     from nicrig.acquisition.capture import CaptureSet
-    from nicrig.decoders import builtin, kernels, sigrok_cli, spec
 
     rows = []
-    with CaptureSet.open(path) as cs:
-        for name in sources:
-            source = cs.source(name)
-            part = min(source.num_samples, reference_samples)
-            for stack in spec.auto_stacks(source):
-                key = kernels.stack_key(stack.calls)
-                what = f"{capture} {name} {','.join(key)}"
-                has_kernel = kernels.kernel_for(key) is not None
-                seconds: dict[str, float] = {}
-                print(f"{what}: floor ...", file=sys.stderr)
-                # The faster of two reads: the first may come from the disk, the kernel's after it not.
-                seconds["floor"] = min(_floor(source), _floor(source))
-                items = None
-                if has_kernel:
-                    print(f"{what}: kernel ...", file=sys.stderr)
-                    t = time.perf_counter()
-                    items = len(builtin.run_stack(source, stack))
-                    seconds["kernel"] = time.perf_counter() - t
-                part_runs = {"pd": lambda: builtin.run_stack(source, stack, stop=part, kernel=False),
-                             "sigrok-cli": lambda: sigrok_cli.run_stack(source, stack, stop=part)}
-                results = {"kernel": builtin.run_stack(source, stack, stop=part)} if has_kernel else {}
-                for label, run in part_runs.items():
-                    print(f"{what}: {label} over the first {part:,} samples ...", file=sys.stderr)
-                    t = time.perf_counter()
-                    results[label] = run()
-                    seconds[label] = time.perf_counter() - t
-                first, *others = results.values()
-                if any(r != first for r in others):
-                    sys.exit(f"bench: the engines disagree on {what} {stack.text()[:60]} "
-                             f"(first {part:,} samples)")
-                rows.append({"capture": capture, "source": name, "stack": ",".join(key),
-                             "direction": stack.calls[0].options.get("direction", ""),
-                             "states": source.num_samples, "reference_states": part,
-                             "items": items if items is not None else len(first), "seconds": seconds})
+    for name in SOURCES:
+        with CaptureSet.open(path) as cs:
+            n = cs.source(name).num_samples
+        _floor(path, name)  # the page cache warm for both
+        runs: dict[str, list[dict[str, float]]] = {"floor": [], "command": [], "startup": []}
+        for k in range(repeat):
+            print(f"{name}: round {k + 1} of {repeat} ...", file=sys.stderr)
+            runs["floor"].append(_floor(path, name))
+            runs["command"].append(_child([*NICRIG, "decode", str(path), "--source", name, "--workers", "1",
+                                           "--force"]))
+            runs["startup"].append(_child([*NICRIG, "info", str(path)]))
+        with CaptureSet.open(path) as cs:
+            tables = {t.rsplit("/", 1)[1]: len(cs.read_table(t)) for t in cs.table_names()
+                      if t.startswith(f"decoded/{name}/")}
+        rows.append({"source": name, "samples": n, "rows": tables, "runs": runs,
+                     "floor": _median(runs["floor"], "wall"), "floor_cpu": _median(runs["floor"], "cpu"),
+                     "command": _median(runs["command"], "wall"), "command_cpu": _median(runs["command"], "cpu"),
+                     "startup": _median(runs["startup"], "wall"), "rss": max(r["rss"] for r in runs["command"])})
     return rows
 
 
-def _workers(path: Path, workers: int) -> float:
-    cmd = [sys.executable, "-m", "nicrig", "decode", str(path), "--source", "send_pci", "--source", "probe",
-           "--force", "--workers", str(workers)]
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
-    return time.perf_counter() - t
-
-
-def _wakeups(tmp: Path, samples: int = 4_000_000) -> list[dict]:
-    """Seconds per engine to wake a do-nothing decoder on every sample / every 10th sample."""
+def _sigrok(path: Path, name: str, part: int) -> dict[str, Any]:
+    """sigrok-cli over the first ``part`` samples of source ``name``, stack by stack; its rows checked against
+    the table nicrig wrote (rows ending well before ``part``, which sigrok-cli saw whole)."""
     import numpy as np
-    from nicrig.decoders import runtime
+    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.decoders import sigrok_cli, spec, tables
 
-    decoders = Path(__file__).resolve().parent / "decoders"
-    data = ((np.arange(samples) // 10) & 1).astype(np.uint8).reshape(-1, 1)
-    raw = tmp / "toggle.bin"
-    raw.write_bytes(data.tobytes())
-    rows = []
-    for mode, wakes in (("skip", samples), ("edge", samples // 10)):
-        t = time.perf_counter()
-        subprocess.run(["sigrok-cli", "-I", "binary:numchannels=8:samplerate=1000000", "-i", str(raw),
-                        "-P", f"stepper:c0=0:mode={mode}"], check=True, capture_output=True,
-                       env={**os.environ, "SIGROKDECODE_DIR": str(decoders)})
-        sigrok = time.perf_counter() - t
-        session = runtime.Session([runtime.Call("stepper", {"c0": 0}, {"mode": mode})], samplerate=1_000_000,
-                                  decoders_dir=decoders)
-        t = time.perf_counter()
-        session.run(iter([data[i:i + (1 << 20)] for i in range(0, samples, 1 << 20)]), 1)
-        rows.append({"mode": mode, "wakes": wakes, "samples": samples,
-                     "seconds": {"sigrok-cli": sigrok, "builtin": time.perf_counter() - t}})
-    return rows
-
-
-def _rates(r: dict) -> dict[str, float]:
-    """States per second of each measurement of row ``r`` (floor and kernel: whole source; PD, sigrok-cli: part)."""
-    s = r["seconds"]
-    whole = {k: r["states"] / s[k] for k in ("floor", "kernel") if s.get(k)}
-    part = {k: r["reference_states"] / s[k] for k in ("pd", "sigrok-cli") if s.get(k)}
-    return {**whole, **part}
+    seconds = 0.0
+    with CaptureSet.open(path) as cs:
+        source = cs.source(name)
+        part = min(part, source.num_samples)
+        for stack in spec.auto_stacks(source):
+            print(f"{name}: sigrok-cli {stack.text()[:40]} over {part:,} samples ...", file=sys.stderr)
+            t = time.perf_counter()
+            records = sigrok_cli.run_stack(source, stack, stop=part)
+            seconds += time.perf_counter() - t
+            theirs = tables.records_to_table(stack.output, records, source)
+            ours = cs.read_table(f"decoded/{name}/{stack.output}")
+            if "direction" in stack.calls[0].options:
+                ours = ours[ours["direction"] == stack.calls[0].options["direction"].encode()]
+            edge = part - 100_000 if part < source.num_samples else part + 1
+            ours, theirs = (t[t["es"] < edge] for t in (ours, theirs))
+            if ours.tobytes() != theirs.tobytes() or not np.array_equal(ours["ss"], theirs["ss"]):
+                sys.exit(f"bench: sigrok-cli and nicrig disagree on {name} {stack.text()[:60]}")
+    return {"samples": part, "seconds": seconds}
 
 
-def _print(rows: list[dict], one: float, two: float, wakeups: list[dict], load: str) -> None:
-    nan = float("nan")
-    print(f"machine: {os.cpu_count()} CPUs; load average before the run: {load}, after: {_load()}")
-    parts = sorted({r["reference_states"] for r in rows if r["reference_states"] < r["states"]})
-    if parts:
-        print(f"floor and kernel over every sample; PDs (builtin engine) and sigrok-cli over the first "
-              f"{', '.join(f'{p:,}' for p in parts)} samples of a source (the 'ref states' column); "
-              f"ratios are of states/s")
-    print(f"{'capture':7s} {'source':9s} {'stack':16s} {'states':>12s} {'items':>8s} {'ref states':>11s} "
-          f"{'floor s':>8s} {'kernel s':>8s} {'pd s':>7s} {'sigrok s':>8s} {'kernel st/s':>12s} {'floor st/s':>12s} "
-          f"{'pd st/s':>10s} {'sigrok st/s':>11s} {'x sigrok':>8s} {'x floor':>7s}")
-    for r in rows:
-        s, v = r["seconds"], _rates(r)
-        k = v.get("kernel", nan)
-        stack = r["stack"] + (f" {r['direction']}" if r["direction"] else "")
-        print(f"{r['capture']:7s} {r['source']:9s} {stack:16s} {r['states']:12,d} {r['items']:8,d} "
-              f"{r['reference_states']:11,d} {s['floor']:8.2f} {s.get('kernel', nan):8.2f} {s['pd']:7.1f} "
-              f"{s['sigrok-cli']:8.1f} {k:12,.0f} {v['floor']:12,.0f} {v['pd']:10,.0f} {v['sigrok-cli']:11,.0f} "
-              f"{k / v['sigrok-cli']:8.1f} {v['floor'] / k:7.2f}")
-    with_kernel = [r for r in rows if "kernel" in r["seconds"]]
-    missing = sorted({r["stack"] for r in rows} - {r["stack"] for r in with_kernel})
-    if with_kernel:
-        worst_sigrok = min(_rates(r)["kernel"] / _rates(r)["sigrok-cli"] for r in with_kernel)
-        worst_floor = max(_rates(r)["floor"] / _rates(r)["kernel"] for r in with_kernel)
-        print(f"kernel states/s over sigrok-cli's, one core, worst stack: {worst_sigrok:.1f}x "
-              f"(goal >= {GOAL_SIGROK:.0f}x); storage floor states/s over the kernel's, worst stack: "
-              f"{worst_floor:.2f} (goal <= {GOAL_FLOOR:.0f})")
-    if missing:
-        print(f"stacks without a kernel (decoded by their PDs): {', '.join(missing)}")
-    print(f"nicrig decode, 1 worker {one:.1f} s, 2 workers {two:.1f} s: {one / two:.2f}x (goal >= {GOAL_WORKERS}x)")
-    for w in wakeups:
-        s, b = w["seconds"]["sigrok-cli"], w["seconds"]["builtin"]
-        print(f"runtime engine alone, wake on every {'sample' if w['mode'] == 'skip' else 'edge'}: "
-              f"{w['wakes']:,} wake-ups over {w['samples']:,} samples: sigrok-cli {s:.2f} s "
-              f"({s / w['wakes'] * 1e6:.2f} us each), builtin {b:.2f} s ({b / w['wakes'] * 1e6:.2f} us each): "
-              f"{s / b:.1f}x")
+def _whole(path: Path, repeat: int) -> dict[str, list[dict[str, float]]]:
+    runs: dict[str, list[dict[str, float]]] = {"1": [], "2": []}
+    for k in range(repeat):
+        print(f"whole file: round {k + 1} of {repeat} ...", file=sys.stderr)
+        for workers in runs:
+            runs[workers].append(_child([*NICRIG, "decode", str(path), "--force", "--workers", workers]))
+    return runs
+
+
+def _giant(folder: Path, base: Path, samples: float) -> Path:
+    """A capture whose ``send_pci`` source holds about ``samples`` samples: the base capture's sending bus over and
+    over (its stored chunks copied, its timestamps continued), for the decode's peak memory."""
+    import h5py
+    import numpy as np
+    from nicrig.acquisition.capture import CaptureSet
+    from nicrig.h5file import encode_chunk, storage_filters
+
+    out = folder / f"giant-{samples:.0e}.h5"
+    if out.exists():
+        return out
+    partial = out.with_name(f"{out.stem}.partial{out.suffix}")
+    print(f"building {out.name} ...", file=sys.stderr)
+    with CaptureSet.open(base) as cs:
+        n = cs.source("send_pci").num_samples
+    with h5py.File(base, "r") as src_file, h5py.File(partial, "w") as f:
+        for k, v in src_file.attrs.items():
+            f.attrs[k] = v
+        src = src_file["sources/send_pci"]
+        g = f.create_group("sources/send_pci")
+        for k, v in src.attrs.items():
+            g.attrs[k] = v
+        samples_ds, times_ds = src["samples"], src["timestamps_ps"]
+        rows = samples_ds.chunks[0]
+        whole = n - n % rows  # whole chunks only: every copy starts on a chunk boundary
+        copies = max(1, round(samples / whole))
+        period = int(times_ds[whole]) - int(times_ds[0])
+        storage = {"compression": "gzip", "compression_opts": 1, "shuffle": True, "fletcher32": True}
+        s = g.create_dataset("samples", shape=(copies * whole, samples_ds.shape[1]), dtype=np.uint8,
+                             chunks=samples_ds.chunks, **storage)
+        t = g.create_dataset("timestamps_ps", shape=(copies * whole,), dtype=np.int64, chunks=times_ds.chunks,
+                             **storage)
+        filters = storage_filters(8)
+        for first in range(0, whole, rows):
+            _, stored = samples_ds.id.read_direct_chunk((first, 0))
+            stamps = times_ds[first:first + rows]
+            for k in range(copies):
+                s.id.write_direct_chunk((k * whole + first, 0), stored)
+                t.id.write_direct_chunk((k * whole + first,), encode_chunk(stamps + k * period, rows, filters))
+    partial.replace(out)
+    return out
+
+
+def _gib(b: float) -> str:
+    return f"{b / (1 << 30):.2f} GiB"
 
 
 def _load() -> str:
@@ -211,45 +209,82 @@ def _load() -> str:
         return "?"
 
 
+def _print(rows: list[dict[str, Any]], whole: dict[str, list[dict[str, float]]], sigrok: dict[str, dict[str, Any]],
+           giant: dict[str, Any] | None, load: str, repeat: int) -> None:
+    print(f"machine: {os.cpu_count()} CPUs; load average before the run: {load}, after: {_load()}; "
+          f"medians of {repeat} runs back to back")
+    print("| source (stacks) | samples | rows | floor s | command s | x floor | CPU s floor / command | peak RSS "
+          "| sigrok-cli samples/s | command samples/s | x sigrok-cli |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        net = r["command"] - r["startup"]
+        rate = r["samples"] / net
+        sg = sigrok.get(r["source"])
+        sg_rate = sg["samples"] / sg["seconds"] if sg else float("nan")
+        stacks = ", ".join(f"{k} {v:,}" for k, v in r["rows"].items())
+        print(f"| {r['source']} | {r['samples']:,} | {stacks} | {r['floor']:.2f} | {net:.2f} "
+              f"(+{r['startup']:.2f} start-up) | {net / r['floor']:.2f} | {r['floor_cpu']:.2f} / "
+              f"{r['command_cpu']:.2f} | {_gib(r['rss'])} | {sg_rate:,.0f} | {rate:,.0f} | {rate / sg_rate:.1f} |")
+    one, two = _median(whole["1"], "wall"), _median(whole["2"], "wall")
+    print(f"| whole file, 1 worker / 2 workers | | | | {one:.2f} / {two:.2f} | {one / two:.2f}x faster | "
+          f"CPU {_median(whole['1'], 'cpu'):.2f} / {_median(whole['2'], 'cpu'):.2f} | "
+          f"{_gib(max(r['rss'] for r in whole['1']))} / {_gib(max(r['rss'] for r in whole['2']))} | | | |")
+    if giant:
+        print(f"| {giant['samples']:,}-sample send_pci, 1 worker | {giant['samples']:,} | pci {giant['rows']:,} | | "
+              f"{giant['wall']:.1f} | | CPU {giant['cpu']:.1f} | {_gib(giant['rss'])} | | | |")
+    worst = max((r["command"] - r["startup"]) / r["floor"] for r in rows)
+    print(f"goals: command / floor, worst source {worst:.2f} (goal <= {GOAL_FLOOR:.0f}); two workers "
+          f"{one / two:.2f}x one (goal >= {GOAL_WORKERS}); "
+          + "; ".join(f"{s} {r['samples'] / (r['command'] - r['startup']) / (sigrok[s]['samples'] / sigrok[s]['seconds']):.1f}"
+                      f"x sigrok-cli" for s, r in ((r["source"], r) for r in rows) if s in sigrok)
+          + f" (goal for PCI >= {GOAL_SIGROK:.0f}x)"
+          + (f"; peak RSS at {giant['samples']:,} samples {_gib(giant['rss'])} (goal < {_gib(GOAL_RSS_BYTES)})"
+             if giant else ""))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--samples", type=float, default=50e6,
-                    help="samples on the sending bus of the state-mode capture (default 50e6)")
-    ap.add_argument("--timing-samples", type=float, default=20e6,
-                    help="samples on the sending bus of the timing-mode capture (default 20e6)")
-    ap.add_argument("--reference-samples", type=float, default=5e6, metavar="N",
-                    help="samples of each source (its leading part) the PDs and sigrok-cli decode; the floor "
-                         "and the kernels always read every sample (default 5e6)")
-    ap.add_argument("--keep", type=Path, metavar="DIR", help="reuse (or write) the simulated captures in DIR")
-    ap.add_argument("--prepare-only", action="store_true",
-                    help="only simulate the captures into --keep DIR (for a later run that reuses them)")
+    ap.add_argument("--samples", type=float, default=30e6,
+                    help="samples on the sending bus (default 30e6; the probe gets about 1.9x as many)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement, back to back (default 3)")
+    ap.add_argument("--sigrok-samples", type=float, default=0, metavar="N",
+                    help="samples of each source sigrok-cli decodes (its leading part; default 0: all of it)")
+    ap.add_argument("--no-sigrok", action="store_true", help="leave sigrok-cli out")
+    ap.add_argument("--memory-samples", type=float, default=0, metavar="N",
+                    help="also decode a state-mode source of about N samples (e.g. 1e9) for its peak memory")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="reuse (or write) the captures in DIR")
+    ap.add_argument("--prepare-only", action="store_true", help="only make the captures in --keep DIR")
     args = ap.parse_args()
     if args.prepare_only and not args.keep:
         ap.error("--prepare-only needs --keep DIR")
-    if args.reference_samples < 1:
-        ap.error("--reference-samples must be at least 1")
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     load = _load()
-
     with tempfile.TemporaryDirectory(prefix="nicrig-bench-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        state = folder / f"stream-{args.samples:.0e}.h5"
-        timing = folder / f"stream-timing-{args.timing_samples:.0e}.h5"
-        if not state.exists():
-            _simulate(state, args.samples, None)
-        if not timing.exists():
-            _simulate(timing, args.timing_samples, TIMING_SAMPLES_PER_CLOCK)
+        path = folder / f"stream-{args.samples:.0e}.h5"
+        if not path.exists():
+            _simulate(path, args.samples)
+        giant_path = _giant(folder, path, args.memory_samples) if args.memory_samples else None
         if args.prepare_only:
-            print(f"captures ready: {state}, {timing}")
+            print(f"captures ready in {folder}")
             return 0
-        part = int(args.reference_samples)
-        rows = (_stacks(state, "state", ("send_pci", "probe"), part)
-                + _stacks(timing, "timing", ("send_pci",), part))
-        one = _workers(state, 1)
-        two = _workers(state, 2)
-        wakeups = _wakeups(Path(tmp))
-    _print(rows, one, two, wakeups, load)
-    print(json.dumps({"rows": rows, "workers": {"1": one, "2": two}, "wakeups": wakeups}))
+        rows = _sources(path, args.repeat)
+        whole = _whole(path, args.repeat)
+        sigrok = {} if args.no_sigrok else {
+            r["source"]: _sigrok(path, r["source"], int(args.sigrok_samples) or r["samples"]) for r in rows}
+        giant = None
+        if giant_path:
+            print(f"decoding {giant_path.name} once ...", file=sys.stderr)
+            run = _child([*NICRIG, "decode", str(giant_path), "--source", "send_pci", "--workers", "1", "--force"])
+            from nicrig.acquisition.capture import CaptureSet
+
+            with CaptureSet.open(giant_path) as cs:
+                giant = {**run, "samples": cs.source("send_pci").num_samples,
+                         "rows": len(cs.read_table("decoded/send_pci/pci"))}
+    _print(rows, whole, sigrok, giant, load, args.repeat)
+    print(json.dumps({"sources": rows, "whole": whole, "sigrok": sigrok, "giant": giant}))
     return 0
 
 

@@ -1,8 +1,9 @@
 /*
  * The native kernel of the gmii,ethernet decoder stack: packed sample rows in,
- * the ethernet decoder's records out (decoders/gmii/pd.py and
- * decoders/ethernet/pd.py are the reference; tests/test_kernel_link.py holds
- * this file byte-identical to them).
+ * the rows of the ethernet table out, written straight into the table's layout
+ * (_table_rows.h) as decoders/tables.py makes them from the ethernet decoder's
+ * records (decoders/gmii/pd.py and decoders/ethernet/pd.py are the reference;
+ * tests/test_kernel_link.py holds this file byte-identical to them).
  *
  * What the records depend on, and so all this kernel computes:
  *  - clocks: in state mode every row (the PD steps row by row while EN or ER
@@ -25,8 +26,8 @@
  *    (insertion-ordered, at most 256, oldest dropped first) that gives later
  *    IPv4 fragments the nicrig kind and sequence number of the first one.
  *
- * Memory is bounded by that state whatever the bursts and the data: records
- * are the only thing that grows.
+ * Memory is bounded by that state whatever the bursts and the data: rows are
+ * the only thing that grows, until take() hands them over.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +35,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_table_rows.h"
 
 #define HEAD_OCTETS 160
 #define MAX_TAGS 8
@@ -46,19 +49,20 @@
 
 enum { PH_PRE, PH_DATA, PH_SKIP };
 
-/* The ethernet decoder's record keys, in the order of its dict literal. */
+/* The ethernet decoder's record keys that are table columns (pfc: its PFC times, joined by commas). */
 enum {
     K_SS, K_ES, K_DIRECTION, K_LENGTH, K_DST, K_SRC, K_VLAN, K_ETHERTYPE, K_INNER_ETHERTYPE, K_FCS_OK,
     K_ERROR_OCTETS, K_PAUSE_QUANTA, K_PAUSE_NS, K_PFC, K_IP_SRC, K_IP_DST, K_IP_PROTO, K_FRAG_OFFSET,
     K_UDP_SPORT, K_UDP_DPORT, K_NICRIG_KIND, K_SEQ, K_COUNT
 };
-static const char *const KEY_NAMES[K_COUNT] = {
-    "ss", "es", "direction", "length", "dst", "src", "vlan", "ethertype", "inner_ethertype", "fcs_ok",
-    "error_octets", "pause_quanta", "pause_ns", "pfc", "ip_src", "ip_dst", "ip_proto", "frag_offset",
-    "udp_sport", "udp_dport", "nicrig_kind", "seq",
+static const ColumnSpec COLUMNS[K_COUNT] = {
+    {"ss", "<i8"}, {"es", "<i8"}, {"direction", "|S"}, {"length", "<i4"}, {"dst", "|S"}, {"src", "|S"},
+    {"vlan", "<i4"}, {"ethertype", "<i4"}, {"inner_ethertype", "<i4"}, {"fcs_ok", "|b1"}, {"error_octets", "<i4"},
+    {"pause_quanta", "<i4"}, {"pause_ns", "<f8"}, {"pfc_quanta", "|S"}, {"ip_src", "|S"}, {"ip_dst", "|S"},
+    {"ip_proto", "<i2"}, {"frag_offset", "<i4"}, {"udp_sport", "<i4"}, {"udp_dport", "<i4"},
+    {"nicrig_kind", "<i2"}, {"seq", "<i8"},
 };
-static PyObject *keys[K_COUNT];
-static PyObject *template_rec; /* every key with the decoder's default value */
+#define MAX_DIRECTION 64  /* bytes kept of the direction option (the column is narrower) */
 static uint32_t crc_table[256];
 
 typedef struct {
@@ -76,12 +80,16 @@ typedef struct {
     uint8_t en_mask, er_mask, clk_mask, d_shift[8];
     int d_run;               /* the data bits are 8 consecutive row bits from d_byte[0] */
     PyObject *direction;     /* str: the gmii decoder's option, carried to every record */
+    char direction_utf8[MAX_DIRECTION];
+    Py_ssize_t direction_len;
     int direction_valid;     /* 'tx' or 'rx': anything else fails the PD at its second burst */
     double link_rate;
     PyObject *failed;        /* exception class for a PD failure */
-    PyObject *records;       /* list of dicts */
+    Rows rows;               /* the table rows made so far */
+    Column col[K_COUNT];
     PyThreadState *released; /* set while feed() runs without the GIL */
     int busy;                /* in feed(): another thread must not feed or finish meanwhile */
+    int no_memory;           /* feed() stopped for want of memory */
     /* where we are */
     long long next;          /* absolute sample of the next row fed */
     int started, clk_old;
@@ -112,7 +120,7 @@ static void make_crc_table(void)
 }
 
 /* Long blocks are scanned without the GIL (other threads, the GUI's, run
- * meanwhile); it is taken back for each record and error. */
+ * meanwhile); it is taken back for an error, and for a PAUSE time Python rounds. */
 static inline void gil_take(Kernel *k)
 {
     if (k->released)
@@ -209,19 +217,8 @@ static inline uint32_t u32(const uint8_t *d, long long i)
     return ((uint32_t)d[i] << 24) | ((uint32_t)d[i + 1] << 16) | ((uint32_t)d[i + 2] << 8) | d[i + 3];
 }
 
-static int set_item(PyObject *rec, int key, PyObject *value)
-{
-    if (!value)
-        return -1;
-    int r = PyDict_SetItem(rec, keys[key], value);
-    Py_DECREF(value);
-    return r;
-}
-
-static int set_int(PyObject *rec, int key, long long v) { return set_item(rec, key, PyLong_FromLongLong(v)); }
-
 /* 'aa:bb:cc:dd:ee:ff', as the PD's '%02x' (snprintf costs more than the rest of a record). */
-static int set_mac(PyObject *rec, int key, const uint8_t *b)
+static void put_mac(Kernel *k, char *row, int key, const uint8_t *b)
 {
     static const char hex[] = "0123456789abcdef";
     char s[17];
@@ -231,11 +228,11 @@ static int set_mac(PyObject *rec, int key, const uint8_t *b)
         if (i < 5)
             s[3 * i + 2] = ':';
     }
-    return set_item(rec, key, PyUnicode_FromStringAndSize(s, 17));
+    put_text(row, k->col[key], s, 17);
 }
 
 /* A dotted quad, as the PD's '%d.%d.%d.%d'. */
-static int set_ip(PyObject *rec, int key, const uint8_t *b)
+static void put_ip(Kernel *k, char *row, int key, const uint8_t *b)
 {
     char s[15];
     int len = 0;
@@ -249,21 +246,28 @@ static int set_ip(PyObject *rec, int key, const uint8_t *b)
         if (i < 3)
             s[len++] = '.';
     }
-    return set_item(rec, key, PyUnicode_FromStringAndSize(s, len));
+    put_text(row, k->col[key], s, len);
 }
 
-/* The PD's num(): a float as an int when it is whole, else Python's round(x, 3). */
-static PyObject *num(double x)
+static inline void put_key(Kernel *k, char *row, int key, long long v) { put_int(row, k->col[key], v); }
+
+/* The PD's num() as the table holds it: a float as an int when it is whole, else Python's round(x, 3)
+ * (asked of Python, with the GIL: a PAUSE time is whole at every link rate that divides 512 Gbit/s). */
+static int num(Kernel *k, double x, double *out)
 {
     double r = rint(x); /* Python's round(): half to even */
-    if (fabs(x - r) < 1e-9)
-        return PyLong_FromDouble(r);
-    PyObject *f = PyFloat_FromDouble(x);
-    if (!f)
-        return NULL;
-    PyObject *out = PyObject_CallMethod(f, "__round__", "i", 3);
-    Py_DECREF(f);
-    return out;
+    if (fabs(x - r) < 1e-9) {
+        *out = r;
+        return 0;
+    }
+    gil_take(k);
+    PyObject *f = PyFloat_FromDouble(x), *rounded = f ? PyObject_CallMethod(f, "__round__", "i", 3) : NULL;
+    *out = rounded ? PyFloat_AsDouble(rounded) : -1.0;
+    int failed = !rounded || PyErr_Occurred();
+    Py_XDECREF(f);
+    Py_XDECREF(rounded);
+    gil_give(k);
+    return failed ? -1 : 0;
 }
 
 static Datagram *find_datagram(Kernel *k, const Datagram *key, int *index)
@@ -298,14 +302,14 @@ static void remember_datagram(Kernel *k, const Datagram *g)
 }
 
 /* UDP over IPv4 (the PD's udp()): ports, and the nicrig header at the start of the payload.
- * Returns 1 when the header was found (*kind, *seq set), 0 when not, -1 on error. */
-static int udp(PyObject *rec, const uint8_t *d, long long u, long long ip_end, int more_fragments,
+ * Returns 1 when the header was found (*kind, *seq set), else 0. */
+static int udp(Kernel *k, char *row, const uint8_t *d, long long u, long long ip_end, int more_fragments,
                unsigned *kind, uint32_t *seq)
 {
     if (ip_end - u < 8)
         return 0;
-    if (set_int(rec, K_UDP_SPORT, u16(d, u)) < 0 || set_int(rec, K_UDP_DPORT, u16(d, u + 2)) < 0)
-        return -1;
+    put_key(k, row, K_UDP_SPORT, u16(d, u));
+    put_key(k, row, K_UDP_DPORT, u16(d, u + 2));
     long long ulen = u16(d, u + 4), pl_end;
     if (ulen < 8 || more_fragments)
         pl_end = ip_end;
@@ -315,55 +319,52 @@ static int udp(PyObject *rec, const uint8_t *d, long long u, long long ip_end, i
     if (pl_end - pl >= 16 && u32(d, pl) == NICRIG_MAGIC) {
         *kind = u16(d, pl + 4);
         *seq = u32(d, pl + 8);
-        if (set_int(rec, K_NICRIG_KIND, *kind) < 0 || set_int(rec, K_SEQ, *seq) < 0)
-            return -1;
+        put_key(k, row, K_NICRIG_KIND, *kind);
+        put_key(k, row, K_SEQ, *seq);
         return 1;
     }
     return 0;
 }
 
-static int ipv4(Kernel *k, PyObject *rec, const uint8_t *d, long long p, long long end)
+static void ipv4(Kernel *k, char *row, const uint8_t *d, long long p, long long end)
 {
     if (end - p < 20)
-        return 0;
+        return;
     unsigned ver = d[p] >> 4, hl = (d[p] & 15) * 4u;
     if (ver != 4 || hl < 20 || p + hl > end)
-        return 0;
+        return;
     long long tot = u16(d, p + 2);
     unsigned ff = u16(d, p + 6), mf = (ff >> 13) & 1, fo = ff & 0x1FFF;
     Datagram key = {u32(d, p + 12), u32(d, p + 16), (uint16_t)u16(d, p + 4), 0, d[p + 9], 0};
-    if (set_ip(rec, K_IP_SRC, d + p + 12) < 0 || set_ip(rec, K_IP_DST, d + p + 16) < 0 ||
-        set_int(rec, K_IP_PROTO, key.proto) < 0 || set_int(rec, K_FRAG_OFFSET, fo) < 0)
-        return -1;
+    put_ip(k, row, K_IP_SRC, d + p + 12);
+    put_ip(k, row, K_IP_DST, d + p + 16);
+    put_key(k, row, K_IP_PROTO, key.proto);
+    put_key(k, row, K_FRAG_OFFSET, fo);
     long long ip_end = (tot < hl || tot > end - p) ? end : p + tot;
     if (key.proto == 17 && fo == 0) {
         unsigned kind;
         uint32_t seq;
-        int found = udp(rec, d, p + hl, ip_end, mf, &kind, &seq);
-        if (found < 0)
-            return -1;
-        if (mf && found) {
+        if (udp(k, row, d, p + hl, ip_end, mf, &kind, &seq) && mf) {
             key.kind = (uint16_t)kind;
             key.seq = seq;
             remember_datagram(k, &key);
         }
-        return 0;
+        return;
     }
     int i;
     Datagram *known = fo ? find_datagram(k, &key, &i) : NULL;
     if (known) {
-        if (set_int(rec, K_NICRIG_KIND, known->kind) < 0 || set_int(rec, K_SEQ, known->seq) < 0)
-            return -1;
+        put_key(k, row, K_NICRIG_KIND, known->kind);
+        put_key(k, row, K_SEQ, known->seq);
         if (!mf)
             drop_datagram(k, i);
     }
-    return 0;
 }
 
 /* MAC Control (the PD's mac_control()): PAUSE time or the eight PFC times.
  * Returns 1 when the PD would fail on this frame (a PAUSE time it cannot
- * round), 0 when done, -1 on error. */
-static int mac_control(Kernel *k, PyObject *rec, const uint8_t *d, long long p, long long end)
+ * round), 0 when done, -1 on a Python error. */
+static int mac_control(Kernel *k, char *row, const uint8_t *d, long long p, long long end)
 {
     if (p + 2 > end)
         return 0;
@@ -373,94 +374,79 @@ static int mac_control(Kernel *k, PyObject *rec, const uint8_t *d, long long p, 
         if (q + 2 > end)
             return 0;
         unsigned quanta = u16(d, q);
-        double ns = (double)(quanta * PAUSE_QUANTUM_BITS) * 1e9 / k->link_rate;
+        double ns = (double)(quanta * PAUSE_QUANTUM_BITS) * 1e9 / k->link_rate, held;
         if (!isfinite(ns))
             return 1; /* round() raises: the PD's frame() drops the record */
-        if (set_int(rec, K_PAUSE_QUANTA, quanta) < 0 || set_item(rec, K_PAUSE_NS, num(ns)) < 0)
+        if (num(k, ns, &held) < 0)
             return -1;
+        put_key(k, row, K_PAUSE_QUANTA, quanta);
+        put_f64(row, k->col[K_PAUSE_NS], held);
     } else if (op == 0x0101) {
         if (q + 18 > end)
             return 0;
-        PyObject *times = PyList_New(8);
-        if (!times)
-            return -1;
-        for (int c = 0; c < 8; c++) {
-            PyObject *t = PyLong_FromLong(u16(d, q + 2 + 2 * c));
-            if (!t) {
-                Py_DECREF(times);
-                return -1;
-            }
-            PyList_SET_ITEM(times, c, t);
-        }
-        if (set_item(rec, K_PFC, times) < 0)
-            return -1;
+        char text[8 * 6];
+        int len = 0;
+        for (int c = 0; c < 8; c++)
+            len += snprintf(text + len, sizeof(text) - (size_t)len, c ? ",%u" : "%u", u16(d, q + 2 + 2 * c));
+        put_text(row, k->col[K_PFC], text, len);
     }
     return 0;
 }
 
 /* The MAC header and what follows it (the PD's header()). Returns as mac_control(). */
-static int header(Kernel *k, PyObject *rec, const uint8_t *d, long long n)
+static int header(Kernel *k, char *row, const uint8_t *d, long long n)
 {
     if (n < 6)
         return 0;
-    if (set_mac(rec, K_DST, d) < 0)
-        return -1;
+    put_mac(k, row, K_DST, d);
     if (n < 12)
         return 0;
-    if (set_mac(rec, K_SRC, d + 6) < 0)
-        return -1;
+    put_mac(k, row, K_SRC, d + 6);
     long long end = n - 4, off = 12;
     int tags = 0;
     while (off + 4 <= end && tags < MAX_TAGS) {
         unsigned tpid = u16(d, off);
         if (tpid != 0x8100 && tpid != 0x88A8)
             break;
-        if (tags == 0 && (set_int(rec, K_VLAN, u16(d, off + 2) & 0xFFF) < 0 || set_int(rec, K_ETHERTYPE, tpid) < 0))
-            return -1;
+        if (tags == 0) {
+            put_key(k, row, K_VLAN, u16(d, off + 2) & 0xFFF);
+            put_key(k, row, K_ETHERTYPE, tpid);
+        }
         tags++;
         off += 4;
     }
     if (off + 2 > end)
         return 0;
     unsigned lt = u16(d, off);
-    if ((tags == 0 && set_int(rec, K_ETHERTYPE, lt) < 0) || set_int(rec, K_INNER_ETHERTYPE, lt) < 0)
-        return -1;
+    if (tags == 0)
+        put_key(k, row, K_ETHERTYPE, lt);
+    put_key(k, row, K_INNER_ETHERTYPE, lt);
     if (lt == 0x8808)
-        return mac_control(k, rec, d, off + 2, end);
+        return mac_control(k, row, d, off + 2, end);
     if (lt == 0x0800)
-        return ipv4(k, rec, d, off + 2, end);
+        ipv4(k, row, d, off + 2, end);
     return 0;
 }
 
-static int build_record(Kernel *k, long long es)
-{
-    long long n = k->n;
-    int fcs_ok = n >= 4 && (k->crc ^ 0xFFFFFFFFu) == CRC_RESIDUE;
-    PyObject *rec = PyDict_Copy(template_rec);
-    if (!rec)
-        return -1;
-    int r = -1;
-    if (set_int(rec, K_SS, k->burst_ss) < 0 || set_int(rec, K_ES, es) < 0 ||
-        PyDict_SetItem(rec, keys[K_DIRECTION], k->direction) < 0 || set_int(rec, K_LENGTH, n) < 0 ||
-        PyDict_SetItem(rec, keys[K_FCS_OK], fcs_ok ? Py_True : Py_False) < 0 ||
-        set_int(rec, K_ERROR_OCTETS, k->nerr) < 0)
-        goto done;
-    r = header(k, rec, k->head, n);
-    if (r == 0)
-        r = PyList_Append(k->records, rec);
-    else if (r == 1)
-        r = 0;
-done:
-    Py_DECREF(rec);
-    return r;
-}
-
+/* The frame's row (without the GIL). Returns 0, or -1 with a Python error or out of memory (no error set). */
 static int frame_record(Kernel *k, long long es)
 {
-    gil_take(k);
-    int r = build_record(k, es);
-    gil_give(k);
-    return r;
+    long long n = k->n;
+    char *row = rows_add(&k->rows);
+    if (!row) {
+        k->no_memory = 1;
+        return -1;
+    }
+    put_key(k, row, K_SS, k->burst_ss);
+    put_key(k, row, K_ES, es);
+    put_text(row, k->col[K_DIRECTION], k->direction_utf8, k->direction_len);
+    put_key(k, row, K_LENGTH, n);
+    put_bool(row, k->col[K_FCS_OK], n >= 4 && (k->crc ^ 0xFFFFFFFFu) == CRC_RESIDUE);
+    put_key(k, row, K_ERROR_OCTETS, k->nerr);
+    int r = header(k, row, k->head, n);
+    if (r != 0)
+        rows_drop_last(&k->rows);
+    return r < 0 ? -1 : 0;
 }
 
 /* -- feeding rows ----------------------------------------------------------------------------------------------- */
@@ -571,6 +557,10 @@ static PyObject *Kernel_feed(Kernel *k, PyObject *arg)
 {
     if (refuse_if_busy(k))
         return NULL;
+    if (!k->rows.defaults) {
+        PyErr_SetString(PyExc_RuntimeError, "the kernel was not set up (__init__ failed or was not called)");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
@@ -602,23 +592,25 @@ static PyObject *Kernel_feed(Kernel *k, PyObject *arg)
         k->next += rows;
     }
     PyBuffer_Release(&view);
-    if (r < 0)
+    if (r < 0) {
+        if (k->no_memory) {
+            k->no_memory = 0;
+            return PyErr_NoMemory();
+        }
         return NULL;
+    }
     Py_RETURN_NONE;
 }
 
-static PyObject *Kernel_finish(Kernel *k, PyObject *unused)
+static PyObject *Kernel_take(Kernel *k, PyObject *unused)
 {
-    /* A burst still open is a truncated frame, which the ethernet decoder does not record. */
     if (refuse_if_busy(k))
         return NULL;
-    PyObject *out = k->records;
-    k->records = PyList_New(0);
-    if (!k->records) {
-        k->records = out;
+    if (!k->rows.defaults) {
+        PyErr_SetString(PyExc_RuntimeError, "the kernel was not set up (__init__ failed or was not called)");
         return NULL;
     }
-    return out;
+    return rows_take(&k->rows);
 }
 
 /* The state the records after an idle gap depend on besides the samples after it: the ethernet
@@ -713,11 +705,15 @@ static int bit_of(PyObject *bits, Py_ssize_t i, int unitsize, int optional, int 
 
 static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"bits", "unitsize", "start", "state_mode", "direction", "link_rate", "failed", NULL};
-    PyObject *bits, *direction, *failed;
+    static char *kwlist[] = {"bits", "unitsize", "start", "state_mode", "direction", "link_rate", "failed", "layout",
+                             "defaults", NULL};
+    PyObject *bits, *direction, *failed, *layout, *defaults;
     long long start;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!iLpUdO", kwlist, &PyTuple_Type, &bits, &k->unitsize, &start,
-                                     &k->state_mode, &direction, &k->link_rate, &failed))
+    if (refuse_if_busy(k))
+        return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!iLpUdOOO!", kwlist, &PyTuple_Type, &bits, &k->unitsize, &start,
+                                     &k->state_mode, &direction, &k->link_rate, &failed, &layout, &PyBytes_Type,
+                                     &defaults))
         return -1;
     if (PyTuple_GET_SIZE(bits) != 11) {
         PyErr_SetString(PyExc_ValueError, "bits: (en, d0..d7, er, clk), -1 where not connected");
@@ -754,10 +750,17 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
     Py_XSETREF(k->direction, direction);
     k->direction_valid = PyUnicode_CompareWithASCIIString(direction, "tx") == 0 ||
                          PyUnicode_CompareWithASCIIString(direction, "rx") == 0;
+    PyObject *utf8 = PyUnicode_AsEncodedString(direction, "utf-8", "replace");
+    if (!utf8)
+        return -1;
+    Py_ssize_t len = PyBytes_GET_SIZE(utf8);
+    k->direction_len = len < MAX_DIRECTION ? len : MAX_DIRECTION;
+    memcpy(k->direction_utf8, PyBytes_AS_STRING(utf8), (size_t)k->direction_len);
+    Py_DECREF(utf8);
     Py_INCREF(failed);
     Py_XSETREF(k->failed, failed);
-    Py_XSETREF(k->records, PyList_New(0));
-    if (!k->records)
+    rows_free(&k->rows);
+    if (rows_init(&k->rows, k->col, COLUMNS, K_COUNT, layout, defaults) < 0)
         return -1;
     k->next = start;
     return 0;
@@ -767,13 +770,14 @@ static void Kernel_dealloc(Kernel *k)
 {
     Py_XDECREF(k->direction);
     Py_XDECREF(k->failed);
-    Py_XDECREF(k->records);
+    rows_free(&k->rows);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
 static PyMethodDef Kernel_methods[] = {
     {"feed", (PyCFunction)Kernel_feed, METH_O, "feed(rows): the next block of packed sample rows"},
-    {"finish", (PyCFunction)Kernel_finish, METH_NOARGS, "finish() -> the records since the last finish()"},
+    {"take", (PyCFunction)Kernel_take, METH_NOARGS,
+     "take() -> the table rows of the frames recorded since the last take(), in the PD's order (a bytearray)"},
     {"carried", (PyCFunction)Kernel_carried, METH_NOARGS, "carried() -> (in a burst, fragmented datagrams)"},
     {"carry", (PyCFunction)Kernel_carry, METH_O, "carry(state): start from another run's carried() state"},
     {NULL, NULL, 0, NULL},
@@ -784,7 +788,8 @@ static PyTypeObject KernelType = {
     .tp_name = "nicrig.decoders._gmii_kernel.Kernel",
     .tp_basicsize = sizeof(Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Kernel(bits, unitsize, start, state_mode, direction, link_rate, failed): gmii,ethernet records",
+    .tp_doc = "Kernel(bits, unitsize, start, state_mode, direction, link_rate, failed, layout, defaults): "
+              "the ethernet table's rows from packed gmii rows",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Kernel_init,
     .tp_dealloc = (destructor)Kernel_dealloc,
@@ -792,46 +797,14 @@ static PyTypeObject KernelType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_gmii_kernel", "The gmii,ethernet decoder stack's records from packed sample rows", -1,
+    PyModuleDef_HEAD_INIT, "_gmii_kernel", "The gmii,ethernet decoder stack's table rows from packed sample rows", -1,
     NULL,
 };
-
-static int make_template(void)
-{
-    template_rec = PyDict_New();
-    if (!template_rec)
-        return -1;
-    for (int i = 0; i < K_COUNT; i++) {
-        keys[i] = PyUnicode_InternFromString(KEY_NAMES[i]);
-        if (!keys[i])
-            return -1;
-        PyObject *v;
-        switch (i) {
-        case K_SS: case K_ES: case K_LENGTH: case K_ERROR_OCTETS:
-            v = PyLong_FromLong(0);
-            break;
-        case K_DIRECTION:
-            v = PyUnicode_FromString("");
-            break;
-        case K_FCS_OK:
-            v = Py_NewRef(Py_False);
-            break;
-        case K_DST: case K_SRC: case K_PFC: case K_IP_SRC: case K_IP_DST:
-            v = Py_NewRef(Py_None);
-            break;
-        default:
-            v = PyLong_FromLong(-1);
-        }
-        if (set_item(template_rec, i, v) < 0)
-            return -1;
-    }
-    return 0;
-}
 
 PyMODINIT_FUNC PyInit__gmii_kernel(void)
 {
     make_crc_table();
-    if (PyType_Ready(&KernelType) < 0 || make_template() < 0)
+    if (PyType_Ready(&KernelType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)

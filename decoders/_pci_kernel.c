@@ -1,7 +1,9 @@
 /*
- * The PCI decoder's kernel: decoders/pci/pd.py's `records` output at the
- * speed of reading the capture (the contract is in decoders/kernels.py; the
- * Python side, options and channel map, is decoders/pci_kernel.py).
+ * The PCI decoder's kernel: the rows of the pci table that decoders/pci/pd.py's
+ * `records` output gives (decoders/tables.py turns those records into the same
+ * columns), at the speed of reading the capture, written straight into the
+ * table's layout (_table_rows.h). The contract is in decoders/kernels.py; the
+ * Python side, options and channel map, is decoders/pci_kernel.py.
  *
  * This is a port of the PD's record-making path, function for function
  * (process_clock, bus_clock, address_phase, second_address_phase,
@@ -39,6 +41,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_table_rows.h"
+
 /* The PD's channel indices (pd.py: FRAME .. INTA). */
 enum {
     FRAME, IRDY, TRDY, DEVSEL, CLK, STOP, AD0,
@@ -47,7 +51,6 @@ enum {
 };
 
 #define MAX_ROW 256            /* bytes per row, as _wait.c */
-#define MAX_DATA 64            /* values kept per transaction (pd.py: data[:64]) */
 #define GNT_HISTORY 8
 
 enum { TERM_NONE = -1, TERM_NORMAL, TERM_RETRY, TERM_DISC_DATA, TERM_DISC_NODATA, TERM_TARGET_ABORT,
@@ -57,11 +60,19 @@ static const char *TERM_NAMES[NTERMS] = {
 };
 enum { KIND_CONFIG, KIND_CSR, KIND_MSI, KIND_DMA, KIND_UNKNOWN, NKINDS };
 static const char *KIND_NAMES[NKINDS] = {"config", "csr", "msi", "dma", "unknown"};
-#define NKEYS 17
-static const char *KEY_NAMES[NKEYS] = {
-    "ss", "es", "command", "command_code", "address", "dac", "data_phases", "bytes", "termination", "kind",
-    "master_wait_clocks", "target_wait_clocks", "devsel", "wide", "parity_error", "stop", "data",
+/* The record's keys that are table columns (its data values are not: the table has no column for them). */
+enum {
+    C_SS, C_ES, C_COMMAND, C_COMMAND_CODE, C_ADDRESS, C_HAS_ADDRESS, C_DAC, C_DATA_PHASES, C_BYTES,
+    C_TERMINATION, C_KIND, C_MWAIT, C_TWAIT, C_DEVSEL, C_WIDE, C_PARITY_ERROR, C_STOP, NCOLS
 };
+static const ColumnSpec COLUMNS[NCOLS] = {
+    {"ss", "<i8"}, {"es", "<i8"}, {"command", "|S"}, {"command_code", "<i2"}, {"address", "<u8"},
+    {"has_address", "|b1"}, {"dac", "|b1"}, {"data_phases", "<i4"}, {"bytes", "<i8"}, {"termination", "|S"},
+    {"kind", "|S"}, {"master_wait_clocks", "<i4"}, {"target_wait_clocks", "<i4"}, {"devsel", "|S"},
+    {"wide", "|b1"}, {"parity_error", "|i1"}, {"stop", "|b1"},
+};
+#define MAX_NAME 64            /* bytes kept of a command or DEVSEL# speed name (columns are narrower) */
+typedef struct { char text[MAX_NAME]; Py_ssize_t len; } Name;
 enum { WAIT_IDLE, WAIT_FALL, WAIT_RISE, WAIT_STEP };
 
 typedef struct Txn {
@@ -79,8 +90,6 @@ typedef struct Txn {
     long long devsel_clock;
     long long transfers, bytes, mwait, twait;
     int bytes_known;
-    int ndata;
-    uint64_t data[MAX_DATA];
     int stop, term, parity_error, frame_off, termination;
     long long final_clock;
 } Txn;
@@ -96,7 +105,7 @@ typedef struct {
     /* configuration */
     int unitsize, state_mode;
     int bit[NUM_CHANNELS];
-    int have_ad_lo, have_ad_hi, any_ad_lo, any_ad_hi, have_cbe_lo, have_cbe_hi, have_par, have_par64;
+    int have_ad_lo, have_ad_hi, have_cbe_lo, have_cbe_hi, have_par, have_par64;
     int have_stop, have_perr, have_gnt, have_req64, have_ack64;
     Segment seg_lo[32], seg_hi[32], seg_cbe[8];
     int nseg_lo, nseg_hi, nseg_cbe;
@@ -106,8 +115,8 @@ typedef struct {
     int nbars, nmsi, bars_given;
     unsigned cmds_config, cmds_mem, cmds_io, cmds_mem_write;
     int cmd_dac;
-    PyObject *keys[NKEYS], *template;  /* record keys, and a dict of them in order */
-    PyObject *cmd_names[16], *devsel_names[5], *devsel_none, *term_names[NTERMS], *kind_names[NKINDS];
+    Name cmd_names[16], devsel_names[5];   /* the PD's, UTF-8 */
+    Column col[NCOLS];
     /* the sample stream */
     long long next_sample;     /* absolute sample of the next row fed */
     int started;
@@ -132,7 +141,9 @@ typedef struct {
     Txn **free_txns;
     Py_ssize_t nfree, cap_free;
     long long serial;
-    PyObject *records;
+    Rows rows;                 /* the table rows made so far */
+    int busy;                  /* in feed(), without the GIL: no other call may run meanwhile */
+    int finished;
 } Kernel;
 
 static inline int level(const uint8_t *row, int bit) { return (row[bit >> 3] >> (bit & 7)) & 1; }
@@ -187,13 +198,30 @@ static inline uint64_t gather(const uint8_t *row, const Segment *seg, int nseg)
     return v;
 }
 
-/* One clock's pins: the row (padded) and the multiplexed bus as numbers, an unconnected line reading 0
+/* One clock's pins: the row and the multiplexed bus as numbers, an unconnected line reading 0
  * (pd.value(), pd.cbe()). */
 typedef struct {
     const uint8_t *row;
+    int gathered;              /* the numbers below are set (bus()) */
     uint64_t ad_lo, ad_hi;     /* AD[31:0] at bits 0..31, AD[63:32] at bits 32..63 */
     unsigned cbe;              /* C/BE#[7:0] */
 } Pins;
+
+/* The clock's bus values, gathered when first asked for: a wait state, an idle clock or one that only
+ * finishes a transaction needs none. */
+static inline Pins *bus(Kernel *k, Pins *p)
+{
+    if (!p->gathered) {
+        uint8_t *padded = k->clockrow;   /* gather() reads 16 bytes past the row */
+        memcpy(padded, p->row, k->unitsize);
+        memset(padded + k->unitsize, 0, 16);
+        p->ad_lo = gather(padded, k->seg_lo, k->nseg_lo);
+        p->ad_hi = gather(padded, k->seg_hi, k->nseg_hi);
+        p->cbe = (unsigned)gather(padded, k->seg_cbe, k->nseg_cbe);
+        p->gathered = 1;
+    }
+    return p;
+}
 
 /* -- transactions ----------------------------------------------------------------------------- */
 
@@ -202,10 +230,9 @@ static Txn *new_txn(Kernel *k)
     Txn *t;
     if (k->nfree)
         t = k->free_txns[--k->nfree];
-    else if (!(t = PyMem_Malloc(sizeof(Txn))))
+    else if (!(t = PyMem_RawMalloc(sizeof(Txn))))
         return NULL;
-    memset(t, 0, offsetof(Txn, data));
-    memset(&t->stop, 0, sizeof(Txn) - offsetof(Txn, stop));
+    memset(t, 0, sizeof(Txn));
     t->serial = ++k->serial;
     t->cmd_code = -1;
     t->gnt_master = -1;
@@ -220,9 +247,9 @@ static int release_txn(Kernel *k, Txn *t)
     t->serial = 0;
     if (k->nfree == k->cap_free) {
         Py_ssize_t cap = k->cap_free ? 2 * k->cap_free : 8;
-        Txn **f = PyMem_Realloc(k->free_txns, cap * sizeof(Txn *));
+        Txn **f = PyMem_RawRealloc(k->free_txns, cap * sizeof(Txn *));
         if (!f) {
-            PyMem_Free(t);
+            PyMem_RawFree(t);
             return 0;
         }
         k->free_txns = f;
@@ -267,69 +294,44 @@ static int classify(const Kernel *k, const Txn *t)
     return KIND_UNKNOWN;
 }
 
-static PyObject *u64(uint64_t v) { return PyLong_FromUnsignedLongLong(v); }
-
-static inline PyObject *ref(PyObject *o) { Py_INCREF(o); return o; }
-
-static inline PyObject *flag(int v) { return ref(v ? Py_True : Py_False); }
-
-/* pd.finalize(): the record, as the PD's JSON line reads back. */
+/* pd.finalize(): the record's table row, as tables.records_to_columns makes it from the PD's record. */
 static int finalize(Kernel *k, Txn *t)
 {
-    PyObject *v[NKEYS];
+    char *row = rows_add(&k->rows);
+    if (!row)
+        return -1;
+    const Column *c = k->col;
     int code = t->cmd_code;
-    int devsel;
-    if (!t->have_devsel) {
-        devsel = 0;
-    } else {
+    put_int(row, c[C_SS], t->ss);
+    put_int(row, c[C_ES], t->es);
+    if (code >= 0) {
+        put_text(row, c[C_COMMAND], k->cmd_names[code].text, k->cmd_names[code].len);
+        put_int(row, c[C_COMMAND_CODE], code);
+    }
+    if (t->have_addr) {
+        put_u64(row, c[C_ADDRESS], t->addr);
+        put_bool(row, c[C_HAS_ADDRESS], 1);
+    }
+    put_bool(row, c[C_DAC], t->dac);
+    put_int(row, c[C_DATA_PHASES], t->transfers);
+    if (t->bytes_known && k->have_cbe_lo)
+        put_int(row, c[C_BYTES], t->bytes);
+    const char *term = TERM_NAMES[t->termination], *kind = KIND_NAMES[classify(k, t)];
+    put_text(row, c[C_TERMINATION], term, (Py_ssize_t)strlen(term));
+    put_text(row, c[C_KIND], kind, (Py_ssize_t)strlen(kind));
+    put_int(row, c[C_MWAIT], t->mwait);
+    put_int(row, c[C_TWAIT], t->twait);
+    if (t->have_devsel) {
         long long n = t->devsel_clock - t->last_addr_clock;
-        devsel = (int)(n < 1 ? 1 : n > 4 ? 4 : n);
+        const Name *d = &k->devsel_names[n < 1 ? 1 : n > 4 ? 4 : n];
+        put_text(row, c[C_DEVSEL], d->text, d->len);
+    } else {
+        put_text(row, c[C_DEVSEL], "none", 4);
     }
-    v[0] = PyLong_FromLongLong(t->ss);
-    v[1] = PyLong_FromLongLong(t->es);
-    v[2] = ref(code >= 0 ? k->cmd_names[code] : Py_None);
-    v[3] = code >= 0 ? PyLong_FromLong(code) : ref(Py_None);
-    v[4] = t->have_addr ? u64(t->addr) : ref(Py_None);
-    v[5] = flag(t->dac);
-    v[6] = PyLong_FromLongLong(t->transfers);
-    v[7] = t->bytes_known && k->have_cbe_lo ? PyLong_FromLongLong(t->bytes) : ref(Py_None);
-    v[8] = ref(k->term_names[t->termination]);
-    v[9] = ref(k->kind_names[classify(k, t)]);
-    v[10] = PyLong_FromLongLong(t->mwait);
-    v[11] = PyLong_FromLongLong(t->twait);
-    v[12] = ref(t->have_devsel ? k->devsel_names[devsel] : k->devsel_none);
-    v[13] = flag(t->req64 && (t->ack64 || !t->have_devsel));
-    v[14] = flag(t->parity_error);
-    v[15] = flag(t->stop);
-    v[16] = PyList_New(t->ndata);
-    if (v[16])
-        for (int i = 0; i < t->ndata; i++) {
-            PyObject *d = u64(t->data[i]);
-            if (!d) {
-                Py_CLEAR(v[16]);
-                break;
-            }
-            PyList_SET_ITEM(v[16], i, d);
-        }
-    /* A copy of a dict with the record's keys in order: setting the values then only replaces them. */
-    PyObject *rec = PyDict_Copy(k->template);
-    int ok = rec != NULL;
-    for (int i = 0; i < NKEYS; i++) {
-        if (ok && (!v[i] || PyDict_SetItem(rec, k->keys[i], v[i]) < 0))
-            ok = 0;
-        Py_XDECREF(v[i]);
-    }
-    /* A record holds numbers, strings and a list of numbers: it cannot be part of a reference cycle, so
-     * the cyclic garbage collector need not traverse it (it would, over and over, as the records pile up:
-     * a quarter of the time). A dict tracks itself again if a container is put into it later. */
-    if (ok) {
-        PyObject_GC_UnTrack(PyDict_GetItem(rec, k->keys[NKEYS - 1]));
-        PyObject_GC_UnTrack(rec);
-    }
-    if (ok && PyList_Append(k->records, rec) < 0)
-        ok = 0;
-    Py_XDECREF(rec);
-    return ok ? 0 : -1;
+    put_bool(row, c[C_WIDE], t->req64 && (t->ack64 || !t->have_devsel));
+    put_int(row, c[C_PARITY_ERROR], t->parity_error != 0);
+    put_bool(row, c[C_STOP], t->stop);
+    return 0;
 }
 
 /* -- the PD's per-clock processing -------------------------------------------------------------- */
@@ -338,11 +340,9 @@ static int push_pending(Kernel *k, Txn *t)
 {
     if (k->npending == k->cap_pending) {
         Py_ssize_t cap = k->cap_pending ? 2 * k->cap_pending : 8;
-        Txn **p = PyMem_Realloc(k->pending, cap * sizeof(Txn *));
-        if (!p) {
-            PyErr_NoMemory();
+        Txn **p = PyMem_RawRealloc(k->pending, cap * sizeof(Txn *));
+        if (!p)
             return -1;
-        }
         k->pending = p;
         k->cap_pending = cap;
     }
@@ -350,11 +350,12 @@ static int push_pending(Kernel *k, Txn *t)
     return 0;
 }
 
-static void schedule_parity(Kernel *k, Txn *t, const Pins *p, long long c, int wide)
+static void schedule_parity(Kernel *k, Txn *t, Pins *p, long long c, int wide)
 {
     /* PAR makes the ones of AD[31:0], C/BE#[3:0] and PAR even (PCI 3.0, 3.7.1); PAR64 likewise for the
      * upper half. Both groups are fully connected here (have_par, have_par64). */
     int plo = -1, phi = -1;
+    bus(k, p);
     if (k->have_par)
         plo = parity64(p->ad_lo ^ (p->cbe & 0xf));
     if (wide && k->have_par64)
@@ -417,13 +418,12 @@ static void gnt_change(Kernel *k, long long s, int asserted)
     k->gnt_v[k->ngnt++] = asserted;
 }
 
-static int address_phase(Kernel *k, const Pins *p, long long s, long long c)
+static int address_phase(Kernel *k, Pins *p, long long s, long long c)
 {
+    bus(k, p);
     Txn *t = new_txn(k);
-    if (!t) {
-        PyErr_NoMemory();
+    if (!t)
         return -1;
-    }
     t->ss = s;
     t->last_addr_clock = c;
     k->txn = t;
@@ -459,13 +459,14 @@ static int ended_before(Kernel *k, Txn *t, long long s, long long c, int I, int 
     return 0;
 }
 
-static int second_address_phase(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
+static int second_address_phase(Kernel *k, Txn *t, Pins *p, long long s, long long c,
                                 int F, int I, int T, int D, int S)
 {
     if (!F && !I)
         return ended_before(k, t, s, c, I, T, D, S);
     if (!F)
         t->frame_off = 1;
+    bus(k, p);
     if (k->have_ad_lo && t->have_addr_lo) {
         t->addr = (p->ad_lo << 32) | t->addr_lo;
         t->have_addr = 1;
@@ -492,8 +493,9 @@ static void classify_stop(Txn *t, int T, int D)
         t->term = TERM_DISC_NODATA;
 }
 
-static void transfer(Kernel *k, Txn *t, const Pins *p, long long c)
+static void transfer(Kernel *k, Txn *t, Pins *p, long long c)
 {
+    bus(k, p);
     int wide = t->req64 && k->have_ack64 && low(k, p->row, ACK64);
     if (wide)
         t->ack64 = 1;
@@ -511,17 +513,10 @@ static void transfer(Kernel *k, Txn *t, const Pins *p, long long c)
         t->bytes += lanes - ones8(be);
     else
         t->bytes_known = 0;
-    if (k->any_ad_lo) {
-        uint64_t value = p->ad_lo;
-        if (wide && k->any_ad_hi)
-            value |= p->ad_hi;
-        if (t->ndata < MAX_DATA)
-            t->data[t->ndata++] = value;
-    }
     schedule_parity(k, t, p, c, wide);
 }
 
-static int data_clock(Kernel *k, Txn *t, const Pins *p, long long s, long long c,
+static int data_clock(Kernel *k, Txn *t, Pins *p, long long s, long long c,
                       int F, int I, int T, int D, int S)
 {
     if (!F && !I)
@@ -571,7 +566,7 @@ static int data_clock(Kernel *k, Txn *t, const Pins *p, long long s, long long c
     return 0;
 }
 
-static int bus_clock(Kernel *k, const Pins *p, long long s, long long c, int F, int I, int T, int D, int S)
+static int bus_clock(Kernel *k, Pins *p, long long s, long long c, int F, int I, int T, int D, int S)
 {
     Txn *t = k->txn;
     if (t)
@@ -629,11 +624,8 @@ static long long clock_index(Kernel *k, long long s)
 
 static int process_clock(Kernel *k, const uint8_t *row, long long s)
 {
-    uint8_t *p = k->clockrow;
-    memcpy(p, row, k->unitsize);
-    memset(p + k->unitsize, 0, 16);
-    Pins pins = {p, gather(p, k->seg_lo, k->nseg_lo), gather(p, k->seg_hi, k->nseg_hi),
-                 (unsigned)gather(p, k->seg_cbe, k->nseg_cbe)};
+    const uint8_t *p = row;
+    Pins pins = {row, 0, 0, 0, 0};
     long long c = clock_index(k, s);
     k->need_clock = 0;
     k->deferred = 0;
@@ -898,7 +890,8 @@ static int ranges(PyObject *seq, Range **out, int *n)
     return 0;
 }
 
-static int names(PyObject *seq, PyObject **out, int n, const char *what)
+/* The PD's names as the table holds them: UTF-8 (errors replaced), as tables.records_to_columns encodes them. */
+static int names(PyObject *seq, Name *out, int n, const char *what)
 {
     PyObject *fast = PySequence_Fast(seq, what);
     if (!fast)
@@ -908,22 +901,62 @@ static int names(PyObject *seq, PyObject **out, int n, const char *what)
         Py_DECREF(fast);
         return -1;
     }
-    for (int i = 0; i < n; i++)
-        out[i] = ref(PySequence_Fast_GET_ITEM(fast, i));
+    for (int i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        PyObject *utf8 = PyUnicode_Check(item) ? PyUnicode_AsEncodedString(item, "utf-8", "replace") : NULL;
+        if (!utf8) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%s: a name is not a str", what);
+            Py_DECREF(fast);
+            return -1;
+        }
+        Py_ssize_t len = PyBytes_GET_SIZE(utf8);
+        out[i].len = len < MAX_NAME ? len : MAX_NAME;
+        memcpy(out[i].text, PyBytes_AS_STRING(utf8), (size_t)out[i].len);
+        Py_DECREF(utf8);
+    }
     Py_DECREF(fast);
     return 0;
+}
+
+static void free_state(Kernel *k)
+{
+    PyMem_Free(k->bars);
+    PyMem_Free(k->msi);
+    k->bars = k->msi = NULL;
+    PyMem_RawFree(k->txn);
+    k->txn = NULL;
+    for (Py_ssize_t i = 0; i < k->npending; i++)
+        PyMem_RawFree(k->pending[i]);
+    PyMem_RawFree(k->pending);
+    k->pending = NULL;
+    k->npending = k->cap_pending = 0;
+    for (Py_ssize_t i = 0; i < k->nfree; i++)
+        PyMem_RawFree(k->free_txns[i]);
+    PyMem_RawFree(k->free_txns);
+    k->free_txns = NULL;
+    k->nfree = k->cap_free = 0;
+    rows_free(&k->rows);
 }
 
 static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"bits", "unitsize", "start", "state_mode", "bars", "bars_given", "msi",
                              "cmd_names", "devsel_speeds", "cmds_config", "cmds_mem", "cmds_io",
-                             "cmds_mem_write", "cmd_dac", NULL};
-    PyObject *bits, *bars, *msi, *cmd_names, *devsel, *c_config, *c_mem, *c_io, *c_memw;
+                             "cmds_mem_write", "cmd_dac", "layout", "defaults", NULL};
+    PyObject *bits, *bars, *msi, *cmd_names, *devsel, *c_config, *c_mem, *c_io, *c_memw, *layout, *defaults;
     long long start;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiLpOpOOOOOOOi", kwlist, &bits, &k->unitsize, &start,
+    if (k->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the kernel is being fed in another thread");
+        return -1;
+    }
+    /* Everything a kernel holds is set up anew (a second __init__ starts from nothing). */
+    free_state(k);
+    memset((char *)k + offsetof(Kernel, unitsize), 0, sizeof(Kernel) - offsetof(Kernel, unitsize));
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OiLpOpOOOOOOOiOO!", kwlist, &bits, &k->unitsize, &start,
                                      &k->state_mode, &bars, &k->bars_given, &msi, &cmd_names, &devsel,
-                                     &c_config, &c_mem, &c_io, &c_memw, &k->cmd_dac))
+                                     &c_config, &c_mem, &c_io, &c_memw, &k->cmd_dac, &layout,
+                                     &PyBytes_Type, &defaults))
         return -1;
     if (k->unitsize < 1 || k->unitsize > MAX_ROW) {
         PyErr_Format(PyExc_ValueError, "unit size %d is not 1..%d bytes", k->unitsize, MAX_ROW);
@@ -959,29 +992,13 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
         return -1;
     if (names(cmd_names, k->cmd_names, 16, "cmd_names") < 0 || names(devsel, k->devsel_names, 5, "devsel_speeds") < 0)
         return -1;
-    k->devsel_none = PyUnicode_InternFromString("none");
-    k->template = PyDict_New();
-    if (!k->template)
-        return -1;
-    for (int i = 0; i < NKEYS; i++) {
-        k->keys[i] = PyUnicode_InternFromString(KEY_NAMES[i]);
-        if (!k->keys[i] || PyDict_SetItem(k->template, k->keys[i], Py_None) < 0)
-            return -1;
-    }
-    for (int i = 0; i < NTERMS; i++)
-        k->term_names[i] = PyUnicode_InternFromString(TERM_NAMES[i]);
-    for (int i = 0; i < NKINDS; i++)
-        k->kind_names[i] = PyUnicode_InternFromString(KIND_NAMES[i]);
-    k->records = PyList_New(0);
-    if (!k->records || !k->devsel_none)
+    if (rows_init(&k->rows, k->col, COLUMNS, NCOLS, layout, defaults) < 0)
         return -1;
 
     int all_lo = 1, all_hi = 1;
     for (int i = 0; i < 32; i++) {
         all_lo &= k->bit[AD0 + i] >= 0;
         all_hi &= k->bit[AD0 + 32 + i] >= 0;
-        k->any_ad_lo |= k->bit[AD0 + i] >= 0;
-        k->any_ad_hi |= k->bit[AD0 + 32 + i] >= 0;
     }
     k->have_ad_lo = all_lo;
     k->have_ad_hi = all_hi;
@@ -1015,39 +1032,29 @@ static int Kernel_init(Kernel *k, PyObject *args, PyObject *kwds)
 
 static void Kernel_dealloc(Kernel *k)
 {
-    PyMem_Free(k->bars);
-    PyMem_Free(k->msi);
-    if (k->txn)
-        PyMem_Free(k->txn);
-    for (Py_ssize_t i = 0; i < k->npending; i++)
-        PyMem_Free(k->pending[i]);
-    PyMem_Free(k->pending);
-    for (Py_ssize_t i = 0; i < k->nfree; i++)
-        PyMem_Free(k->free_txns[i]);
-    PyMem_Free(k->free_txns);
-    for (int i = 0; i < NKEYS; i++)
-        Py_XDECREF(k->keys[i]);
-    Py_XDECREF(k->template);
-    for (int i = 0; i < 16; i++)
-        Py_XDECREF(k->cmd_names[i]);
-    for (int i = 0; i < 5; i++)
-        Py_XDECREF(k->devsel_names[i]);
-    Py_XDECREF(k->devsel_none);
-    for (int i = 0; i < NTERMS; i++)
-        Py_XDECREF(k->term_names[i]);
-    for (int i = 0; i < NKINDS; i++)
-        Py_XDECREF(k->kind_names[i]);
-    Py_XDECREF(k->records);
+    free_state(k);
     Py_TYPE(k)->tp_free((PyObject *)k);
 }
 
+static int usable(Kernel *k)
+{
+    if (k->busy)
+        PyErr_SetString(PyExc_RuntimeError, "the kernel is being fed in another thread");
+    else if (!k->rows.defaults)
+        PyErr_SetString(PyExc_RuntimeError, "the kernel was not set up (__init__ failed or was not called)");
+    else if (k->finished)
+        PyErr_SetString(PyExc_RuntimeError, "the kernel has finished");
+    else
+        return 1;
+    return 0;
+}
+
+/* Rows are decoded without the GIL: nothing in feed_rows() calls Python (its only failure is memory). */
 static PyObject *Kernel_feed(Kernel *k, PyObject *arg)
 {
     Py_buffer view;
-    if (!k->records) {
-        PyErr_SetString(PyExc_RuntimeError, "feed() after finish()");
+    if (!usable(k))
         return NULL;
-    }
     if (PyObject_GetBuffer(arg, &view, PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
     if (view.len % k->unitsize) {
@@ -1055,29 +1062,44 @@ static PyObject *Kernel_feed(Kernel *k, PyObject *arg)
         PyErr_SetString(PyExc_ValueError, "block length is not a multiple of the unit size");
         return NULL;
     }
-    int r = view.len ? feed_rows(k, view.buf, view.len / k->unitsize) : 0;
+    int r = 0;
+    if (view.len) {
+        k->busy = 1;
+        Py_BEGIN_ALLOW_THREADS
+        r = feed_rows(k, view.buf, view.len / k->unitsize);
+        Py_END_ALLOW_THREADS
+        k->busy = 0;
+    }
     PyBuffer_Release(&view);
     if (r < 0)
-        return NULL;
+        return PyErr_NoMemory();
     Py_RETURN_NONE;
+}
+
+static PyObject *Kernel_take(Kernel *k, PyObject *Py_UNUSED(ignored))
+{
+    if (!usable(k))
+        return NULL;
+    return rows_take(&k->rows);
 }
 
 static PyObject *Kernel_finish(Kernel *k, PyObject *Py_UNUSED(ignored))
 {
     /* The end of the data fails the PD's wait() with a SystemError it does not catch: transactions
      * still open or waiting for PAR/PERR# make no record. */
-    if (!k->records) {
-        PyErr_SetString(PyExc_RuntimeError, "finish() called twice");
+    if (!usable(k))
         return NULL;
-    }
-    PyObject *out = k->records;
-    k->records = NULL;
+    PyObject *out = rows_take(&k->rows);
+    if (out)
+        k->finished = 1;
     return out;
 }
 
 static PyMethodDef Kernel_methods[] = {
     {"feed", (PyCFunction)Kernel_feed, METH_O, "feed(rows): decode the next packed rows (bytes-like, C-contiguous)"},
-    {"finish", (PyCFunction)Kernel_finish, METH_NOARGS, "finish() -> the records, in the PD's order"},
+    {"take", (PyCFunction)Kernel_take, METH_NOARGS,
+     "take() -> the table rows of the records made since the last take(), in the PD's order (a bytearray)"},
+    {"finish", (PyCFunction)Kernel_finish, METH_NOARGS, "finish() -> take() at the end of the data; no feed after it"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1087,7 +1109,8 @@ static PyTypeObject KernelType = {
     .tp_basicsize = sizeof(Kernel),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Kernel(bits, unitsize, start, state_mode, bars, bars_given, msi, cmd_names, devsel_speeds, "
-              "cmds_config, cmds_mem, cmds_io, cmds_mem_write, cmd_dac): the pci PD's records from packed rows",
+              "cmds_config, cmds_mem, cmds_io, cmds_mem_write, cmd_dac, layout, defaults): the pci table's rows "
+              "from packed rows",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Kernel_init,
     .tp_dealloc = (destructor)Kernel_dealloc,
@@ -1095,7 +1118,7 @@ static PyTypeObject KernelType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_pci_kernel", "The pci decoder's records from packed sample rows, in C", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_pci_kernel", "The pci decoder's table rows from packed sample rows, in C", -1, NULL,
 };
 
 PyMODINIT_FUNC PyInit__pci_kernel(void)

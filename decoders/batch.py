@@ -1,8 +1,10 @@
 """Batch decoding: many capture sets, long sources split at idle points, local processes or a Dask cluster.
 
-The unit of work is a :class:`Job`: one stack over one span of one source.
-A long source is cut into chunks at *quiet points*, samples in the middle of
-an idle stretch, where no transaction or frame is in progress:
+The unit of work is a :class:`Job`: all the stacks to decode on one source,
+over one :class:`Chunk` of it; the stacks a kernel decodes share one reading
+of its samples. A long source is cut into chunks at *quiet points*, samples
+in the middle of an idle stretch, where no transaction or frame is in
+progress:
 
 - PCI: at least :data:`QUIET_CLOCKS` bus clocks with FRAME# and IRDY#
   deasserted (the bus's Idle state, PCI Local Bus Specification 3.0) and
@@ -15,36 +17,40 @@ an idle stretch, where no transaction or frame is in progress:
 - an interrupt line deasserted for :data:`QUIET_CLOCKS` clocks, a
   link-activity line for :data:`IFG_CLOCKS` (it follows the frames).
 
-Each chunk is decoded from the quiet point *before* its start (one burst of
-warm-up, so that a decoder knows what the previous transaction, frame or gap
-was) to the quiet point after its end, and keeps the records that start
-inside it: the table equals a single pass (``tests/test_decode_batch.py``
-checks it on captures whose naive cut points fall inside transactions).
-What a record can depend on from further back (the ethernet decoder's table
-of fragmented datagrams, which gives a later IPv4 fragment the first one's
-sequence number) is checked at every cut when a kernel decodes the stack: the
-chunk before the cut reports the kernel's carried state there, the chunk
-after it the state it reached after its warm-up; where they differ, the
-chunk after the cut is decoded again from the cut with the state of the
-one before (:func:`reconcile`), so the table is still the single pass's.
+The cuts fall at quiet points of the stacks whose kernels carry state (or of
+the first stack); each stack decodes a chunk from a quiet point of its own
+before the cut (one burst of warm-up, so that a decoder knows what the
+previous transaction, frame or gap was) to one after the next cut, and keeps
+the records that start between the cuts: the table equals a single pass
+(``tests/test_decode_batch.py`` checks it on captures whose naive cut points
+fall inside transactions). What a record can depend on from further back
+(the ethernet decoder's table of fragmented datagrams, which gives a later
+IPv4 fragment the first one's sequence number) is checked at every cut when
+a kernel decodes the stack: the chunk before the cut reports the kernel's
+carried state there, the chunk after it the state it reached after its
+warm-up; where they differ, that stack of the chunk after the cut is decoded
+again from the cut with the state of the one before (:func:`reconcile`), so
+the table is still the single pass's.
 
-Workers only read capture sets. The calling process joins and compresses
-each table as soon as its jobs are in (while the workers decode the rest:
-otherwise a serial step after the last job) and writes the file's tables
-once all of its jobs are in, into the capture's companion file
-(:mod:`nicrig.companion`: the capture itself is never opened for writing),
-replaced atomically, with Ctrl-C held back while it writes; a file not
-finished (an error, an interrupt) keeps its companion as it was. A table
-already decoded by the same decoder versions with the same stack is skipped
-unless ``force``.
+Workers only read capture sets. The calling process appends each chunk's
+rows to its tables as soon as the chunks before it are in (while the workers
+decode the rest), compressed on the encoder threads into the companion
+update's staging file (:mod:`nicrig.companion`: the capture itself is never
+opened for writing), and replaces the companion atomically once all of the
+file's chunks are in, with Ctrl-C held back while it writes; a file not
+finished (an error, an interrupt) keeps its companion as it was. Chunks go
+to the workers a few at a time, so memory holds a few chunks' rows, never a
+whole table. A table already decoded by the same decoder versions with the
+same stack is skipped unless ``force``.
 """
 
 from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -95,26 +101,43 @@ _NEVER_STILL = ("clk",)  # clocks toggle through idle time
 
 
 @dataclass(frozen=True)
+class Chunk:
+    """A part of a source decoded on its own: the rows starting in ``keep`` of each stack, which decodes the samples
+    of its ``spans`` entry (an idle point of its own before ``keep[0]`` to one after ``keep[1]``)."""
+
+    keep: tuple[int, int]
+    spans: tuple[tuple[int, int], ...]
+
+    @property
+    def start(self) -> int:
+        return min(a for a, _ in self.spans)
+
+    @property
+    def stop(self) -> int:
+        return max(b for _, b in self.spans)
+
+
+@dataclass(frozen=True)
 class Job:
-    """One stack over samples ``[start, stop)`` of one source, keeping records with ``keep[0] <= ss < keep[1]``."""
+    """Stacks over a chunk of one source; the stacks a kernel decodes share one reading of the samples its spans
+    cover."""
 
     path: str
     source: str
-    stack: spec.Stack
+    stacks: tuple[spec.Stack, ...]
     engine: str
-    start: int
-    stop: int
-    keep: tuple[int, int]
-    carry: Any = None  # the kernel's carried state at ``start`` (a rerun from a cut), or None
+    chunk: Chunk
+    carries: tuple[Any, ...] | None = None  # per stack, its kernel's carried state at its span's start, or None
 
 
 @dataclass
 class Part:
-    """What a job gives back: its table, and the kernel's carried state at its keep bounds (None: none)."""
+    """What a job gives back, per stack of it: its table's rows in stored order, in pieces, and its kernel's
+    carried state at the keep bounds (None: none)."""
 
-    table: np.ndarray
-    carried_in: Any = None
-    carried_out: Any = None
+    tables: list[list[np.ndarray]]
+    carried_in: list[Any]
+    carried_out: list[Any]
 
 
 @dataclass
@@ -164,6 +187,7 @@ def _carried_by_kernel(stack: spec.Stack, engine: str) -> bool:
 
 
 def _quiet_rule(source: Source, stack: spec.Stack, engine: str) -> _Quiet | None:
+    """When ``stack`` is idle on ``source``; None when its decoder has no idle rule (never split)."""
     first = stack.calls[0]
     rule = _IDLE.get(first.id)
     if rule is None:
@@ -187,6 +211,16 @@ def _quiet_rule(source: Source, stack: spec.Stack, engine: str) -> _Quiet | None
         level[bit >> 3] |= lvl << (bit & 7)
     clocks = rule.carried_clocks if rule.carried_clocks and _carried_by_kernel(stack, engine) else rule.clocks
     return _Quiet(still, level_mask, level, quiet_samples(source, clocks))
+
+
+def _together(rules: Sequence[_Quiet]) -> _Quiet | None:
+    """Idle under every one of ``rules`` at once; None when two want a line at different levels."""
+    still, level_mask, level = (np.bitwise_or.reduce([getattr(r, a) for r in rules]) for a in
+                                ("still", "level_mask", "level"))
+    for r in rules:
+        if ((r.level ^ level) & r.level_mask).any():
+            return None
+    return _Quiet(still, level_mask, level, max(r.samples for r in rules))
 
 
 def _busy(rows: np.ndarray, prev: np.ndarray, q: _Quiet) -> np.ndarray:
@@ -289,16 +323,32 @@ def _prev_quiet(source: _Rows, q: _Quiet, before: int) -> tuple[int, int] | None
         span *= 4
 
 
-def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int,
-                engine: str = "builtin") -> list[tuple[int, int, int, int]]:
-    """``(decode_start, decode_stop, keep_from, keep_to)`` per chunk for ``engine``; one chunk when no split is safe."""
+def _middle(stretch: tuple[int, int] | None, default: int) -> int:
+    return (stretch[0] + stretch[1]) // 2 if stretch else default
+
+
+def plan_source(source: Source, stacks: Sequence[spec.Stack], chunk_samples: int,
+                engine: str = "builtin") -> list[Chunk]:
+    """The chunks of ``source`` for ``stacks`` decoded together by ``engine``; one chunk when no split is safe.
+
+    Cuts fall about every ``chunk_samples`` samples in stretches where the
+    stacks whose kernels carry state are all idle (their state is compared
+    there), or else the first stack is. A cut need not be idle for the
+    others: each stack warms up from an idle point of its own before a cut
+    and runs on to one after it, so every row is decoded whole by the chunk
+    its start falls in.
+    """
     n = source.num_samples
-    q = _quiet_rule(source, stack, engine)
-    if q is None or n < 2 * chunk_samples:
-        return [(0, n, 0, n)]
+    whole = [Chunk((0, n), ((0, n),) * len(stacks))]
+    rules = [_quiet_rule(source, stack, engine) for stack in stacks]
+    if not stacks or any(r is None for r in rules) or n < 2 * chunk_samples:
+        return whole
+    carried = [r for r, stack in zip(rules, stacks) if _carried_by_kernel(stack, engine)]
+    q = _together(carried) if carried else rules[0]
+    if q is None:
+        return whole
     rows = _Rows(source)
     cuts: list[int] = []
-    quiet: list[tuple[int, int]] = []
     target = chunk_samples
     while target < n - chunk_samples // 2:
         found = _next_quiet(rows, q, max(target, cuts[-1] + 1 if cuts else 0))
@@ -306,87 +356,122 @@ def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int,
             break
         s, e = found
         cuts.append((s + e) // 2)
-        quiet.append(found)
         target = max(target + chunk_samples, e + chunk_samples // 2)
     if not cuts:
-        return [(0, n, 0, n)]
+        return whole
+    # Per stack and cut: warm up over the burst before the cut (from the idle stretch before it), finish what
+    # started before the cut (on to the first idle stretch after it).
+    starts = [[_middle(_prev_quiet(rows, r, c), 0) for c in cuts] for r in rules]
+    stops = [[_middle(_next_quiet(rows, r, c), n) for c in cuts] for r in rules]
     bounds = [0] + cuts + [n]
-    chunks = []
-    for k in range(len(bounds) - 1):
-        lo, hi = bounds[k], bounds[k + 1]
-        start = 0
-        if k > 0:
-            # Warm up over the burst before the cut: start in the quiet stretch before it.
-            prev = _prev_quiet(rows, q, quiet[k - 1][0])
-            start = (prev[0] + prev[1]) // 2 if prev else 0
-        stop = n
-        if k < len(cuts):
-            # Finish what started before the cut: run through the burst after it.
-            nxt = _next_quiet(rows, q, quiet[k][1])
-            stop = (nxt[0] + nxt[1]) // 2 if nxt else n
-        chunks.append((start, stop, lo, hi))
-    return chunks
+    return [Chunk((bounds[k], bounds[k + 1]),
+                  tuple((starts[i][k - 1] if k else 0, stops[i][k] if k < len(cuts) else n) for i in range(len(rules))))
+            for k in range(len(bounds) - 1)]
+
+
+def plan_chunks(source: Source, stack: spec.Stack, chunk_samples: int,
+                engine: str = "builtin") -> list[tuple[int, int, int, int]]:
+    """``(decode_start, decode_stop, keep_from, keep_to)`` per chunk of ``stack`` decoded alone by ``engine``."""
+    return [(c.spans[0][0], c.spans[0][1], *c.keep) for c in plan_source(source, [stack], chunk_samples, engine)]
 
 
 # -- running jobs ------------------------------------------------------------------------------------
 
 def run_job(job: Job, progress: Progress | None = None) -> Part:
-    """Decode one job (in whatever process runs it); the records it keeps as a typed table, in sample order.
+    """Decode one job (in whatever process runs it); per stack, the rows it keeps as a table with times, in
+    stored order.
 
-    The table is made here, in the worker, so that turning records into
-    columns runs in parallel too and only arrays travel back.
+    Tables are made here, in the worker, so that everything but writing runs
+    in parallel and only arrays travel back. The stacks with a kernel (builtin
+    engine) share one reading of the samples; each other stack reads its span.
     ``progress(samples_done, samples_in_job)`` follows the decode block by block.
     """
-    local = (lambda n, _total: progress(n - job.start, job.stop - job.start)) if progress else None
-    carried: list[Any] = [None, None]
+    kernel_stacks = [i for i, stack in enumerate(job.stacks)
+                     if job.engine == "builtin" and kernels.kernel_for(kernels.stack_key(stack.calls))]
+    others = [i for i in range(len(job.stacks)) if i not in kernel_stacks]
+    passes = [(job.chunk.start, job.chunk.stop)] * bool(kernel_stacks) + [job.chunk.spans[i] for i in others]
+    total = sum(b - a for a, b in passes)
+
+    def local(k: int) -> Progress | None:
+        if progress is None:
+            return None
+        before, first = sum(b - a for a, b in passes[:k]), passes[k][0]
+        return lambda n, _total: progress(before + n - first, total)
+
+    n = len(job.stacks)
+    part = Part([[] for _ in range(n)], [None] * n, [None] * n)
+    lo, hi = job.chunk.keep
     with CaptureSet.open(job.path) as cs:
         source = cs.source(job.source)
-        if job.engine == "sigrok":
-            records = sigrok_cli.run_stack(source, job.stack, local, start=job.start, stop=job.stop)
-        elif _carried_by_kernel(job.stack, job.engine):
-            records, carried = builtin.run_kernel(source, job.stack, local, start=job.start, stop=job.stop,
-                                                  marks=job.keep, carry=job.carry)
-        else:
-            records = builtin.run_stack(source, job.stack, local, start=job.start, stop=job.stop,
-                                        kernel=job.engine == "builtin")
-        lo, hi = job.keep
-        table = tables.records_to_table(job.stack.output, [r for r in records if lo <= r.get("ss", 0) < hi],
-                                        source)
-    return Part(table, *carried)
+        if kernel_stacks:
+            decoded = builtin.kernel_tables(source, [job.stacks[i] for i in kernel_stacks], local(0),
+                                            spans=[job.chunk.spans[i] for i in kernel_stacks], keep=job.chunk.keep,
+                                            carries=[job.carries[i] if job.carries else None for i in kernel_stacks])
+            for i, d in zip(kernel_stacks, decoded):
+                part.tables[i] = d.pieces
+                part.carried_in[i], part.carried_out[i] = d.states
+        for k, i in enumerate(others, start=int(bool(kernel_stacks))):
+            stack, (a, b) = job.stacks[i], job.chunk.spans[i]
+            run = sigrok_cli.run_stack if job.engine == "sigrok" else builtin.run_stack
+            records = run(source, stack, local(k), start=a, stop=b)
+            part.tables[i] = [tables.records_to_table(stack.output, [r for r in records if lo <= r.get("ss", 0) < hi],
+                                                      source)]
+    return part
+
+
+def _reconcile(before_job: Job, before: Part, job: Job, part: Part) -> int:
+    """Decode again from the cut the stacks of ``job`` whose kernel state there differs from the one ``before``
+    reached (the job before it, over the samples just before); how many were."""
+    if (before_job.path, before_job.source, before_job.stacks) != (job.path, job.source, job.stacks) \
+            or before_job.chunk.keep[1] != job.chunk.keep[0]:
+        return 0
+    differ = [j for j in range(len(job.stacks)) if before.carried_out[j] != part.carried_in[j]]
+    if not differ:
+        return 0
+    spans = tuple((job.chunk.keep[0], job.chunk.spans[j][1]) for j in differ)
+    again = run_job(replace(job, stacks=tuple(job.stacks[j] for j in differ), chunk=Chunk(job.chunk.keep, spans),
+                            carries=tuple(before.carried_out[j] for j in differ)))
+    for k, j in enumerate(differ):
+        part.tables[j], part.carried_out[j] = again.tables[k], again.carried_out[k]
+    return len(differ)
 
 
 def reconcile(jobs: list[Job], parts: dict[int, Part]) -> int:
-    """Make chunks whose kernel state at a cut differs from the chunk before's exact; how many were decoded again.
+    """Make chunks whose kernel state at a cut differs from the chunk before's exact; how many stacks were decoded
+    again.
 
-    Consecutive chunks of one stack meet at a cut: the earlier one's state
+    Consecutive chunks of one source meet at a cut: the earlier one's state
     there is exact when its own start was (the first chunk starts at the
     source's start), the later one's comes from its warm-up only. Where they
-    differ, the later chunk is decoded again from the cut, starting from the
-    earlier one's state, in this process and in order (each rerun's state at
-    its end feeds the next comparison).
+    differ, the later chunk's stack is decoded again from the cut, starting
+    from the earlier one's state, in this process and in order (each rerun's
+    state at its end feeds the next comparison).
     """
-    again = 0
-    for i in range(1, len(jobs)):
-        before, job = jobs[i - 1], jobs[i]
-        if before.stack != job.stack or before.keep[1] != job.keep[0]:
-            continue
-        state = parts[i - 1].carried_out
-        if state == parts[i].carried_in:
-            continue
-        parts[i] = run_job(replace(job, start=job.keep[0], carry=state))
-        again += 1
-    return again
+    return sum(_reconcile(jobs[i - 1], parts[i - 1], jobs[i], parts[i]) for i in range(1, len(jobs)))
+
+
+@dataclass
+class _Output:
+    """One table being written: its stacks' places in its source's jobs, and where its rows go."""
+
+    source: str
+    output: str
+    group: list[spec.Stack]
+    places: list[int]
+    attrs: dict[str, Any]
+    appender: Any = None  # nicrig.chunked.Appender, from the first rows on
 
 
 @dataclass
 class _FilePlan:
     result: FileResult
-    groups: dict[tuple[str, str], list[spec.Stack]]           # (source, output) -> stacks
-    jobs: dict[tuple[str, str], list[Job]]
-    parts: dict[tuple[str, str], dict[int, Part]]             # job's index in jobs[key] -> what it gave
-    pending: int = 0
-    staged: set[tuple[str, str]] = field(default_factory=set)  # tables given to the companion update
-    update_cm: Any = None  # the companion update (a context manager), open from the first staged table
+    outputs: list[_Output]
+    jobs: list[Job]                                     # source by source, chunk by chunk
+    parts: dict[int, Part] = field(default_factory=dict)  # done, not yet written (index in jobs)
+    written: int = 0      # jobs whose rows are in the tables, in order
+    pending: int = 0      # jobs not done (run, failed or skipped) yet
+    last: tuple[Job, Part] | None = None  # the job written last (its carried states)
+    update_cm: Any = None  # the companion update (a context manager), open from the first rows
     update: Any = None     # what it yielded (companion.Update)
 
 
@@ -409,8 +494,9 @@ def _up_to_date(cs: CaptureSet, table: str, attrs: dict[str, Any]) -> bool:
 
 def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None, engine: str, force: bool,
               chunk_samples: int) -> _FilePlan:
+    """The jobs of one file: each source's stacks whose tables are not up to date, cut into chunks together."""
     result = FileResult(str(path))
-    plan = _FilePlan(result, {}, {}, {})
+    plan = _FilePlan(result, [], [])
     with CaptureSet.open(path) as cs:
         for name in sources or cs.source_names:
             source = cs.source(name)
@@ -418,17 +504,73 @@ def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None
             for stack in _stacks_for(source, stacks):
                 by_output.setdefault(stack.output, []).append(stack)
             result.written.setdefault(name, {})
+            todo: list[spec.Stack] = []
             for output, group in by_output.items():
-                if not force and _up_to_date(cs, f"decoded/{name}/{output}", _attrs(group, engine)):
+                attrs = _attrs(group, engine)
+                if not force and _up_to_date(cs, f"decoded/{name}/{output}", attrs):
                     result.skipped.setdefault(name, []).append(output)
                     continue
-                key = (name, output)
-                plan.groups[key] = group
-                plan.parts[key] = {}
-                plan.jobs[key] = [Job(str(path), name, stack, engine, a, b, (lo, hi)) for stack in group
-                                  for a, b, lo, hi in plan_chunks(source, stack, chunk_samples, engine)]
-                plan.pending += len(plan.jobs[key])
+                plan.outputs.append(_Output(name, output, group, list(range(len(todo), len(todo) + len(group))),
+                                            attrs))
+                todo += group
+            if todo:
+                plan.jobs += [Job(str(path), name, tuple(todo), engine, c)
+                              for c in plan_source(source, todo, chunk_samples, engine)]
+    plan.pending = len(plan.jobs)
     return plan
+
+
+def _write_parts(plan: _FilePlan) -> None:
+    """Write the rows of the jobs done, in order, up to the first one not done: each table's rows go to its
+    appender in the file's companion update (which compresses them on the encoder threads)."""
+    while plan.written in plan.parts:
+        i = plan.written
+        job, part = plan.jobs[i], plan.parts.pop(i)
+        if plan.last is not None:
+            _reconcile(*plan.last, job, part)
+        if plan.update is None:
+            with CaptureSet.open(plan.result.path) as cs:
+                plan.update_cm = cs.derived_update()
+            plan.update = plan.update_cm.__enter__()
+        for out in (o for o in plan.outputs if o.source == job.source):
+            if out.appender is None:
+                dtype = tables.dtype_of(out.output)
+                out.appender = plan.update.append_table(
+                    f"decoded/{out.source}/{out.output}", dtype, units=tables.units_of(dtype.names),
+                    description=f"{out.output} decoder records for source {out.source}", attrs=out.attrs)
+            pieces = part.tables[out.places[0]]
+            if len(out.places) > 1:  # the group's stacks' rows, merged
+                joined = [p for j in out.places for p in part.tables[j]]
+                pieces = [tables.in_order(np.concatenate(joined))] if joined else []
+            # The rows of a chunk all start within it: appended chunk by chunk, the table is in stored order.
+            for rows in pieces:
+                out.appender.append(rows)
+        part.tables = []  # written: only the carried states are kept, for the next job's cut
+        plan.last = (job, part)
+        plan.written += 1
+        if plan.written == len(plan.jobs) or plan.jobs[plan.written].source != job.source:
+            for out in (o for o in plan.outputs if o.source == job.source):
+                plan.result.written[out.source][out.output] = out.appender.close().shape[0]
+
+
+def write_tables(plan: _FilePlan) -> None:
+    """Replace the file's companion with one holding the tables written, Ctrl-C held back meanwhile."""
+    if plan.update is None:
+        return
+    cm, plan.update, plan.update_cm = plan.update_cm, None, None
+    with _sigint_held():
+        cm.__exit__(None, None, None)
+
+
+def abandon_tables(plan: _FilePlan) -> None:
+    """Drop what was written for ``plan``'s file: its companion stays as it was."""
+    for out in plan.outputs:
+        if out.appender is not None:
+            out.appender.abandon()
+    if plan.update is None:
+        return
+    cm, plan.update, plan.update_cm = plan.update_cm, None, None
+    cm.__exit__(DecodeError, DecodeError("not written"), None)
 
 
 @contextmanager
@@ -480,47 +622,6 @@ class _CtrlC:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def stage_table(plan: _FilePlan, key: tuple[str, str], engine: str) -> None:
-    """Once all of a table's jobs are in: make its cuts exact, join it and give it to the file's companion
-    update, which compresses it now, while the workers decode the rest (the file is written at the end)."""
-    if plan.update is None:
-        with CaptureSet.open(plan.result.path) as cs:
-            plan.update_cm = cs.derived_update()
-        plan.update = plan.update_cm.__enter__()
-    name, output = key
-    reconcile(plan.jobs[key], plan.parts[key])
-    parts = plan.parts[key]
-    joined = np.concatenate([parts[i].table for i in sorted(parts)])
-    # In job order, then by start and end: ties keep their order, whichever job finished first.
-    table = joined[np.lexsort((joined["es"], joined["ss"]))]
-    plan.update.write_table(f"decoded/{name}/{output}", table, units=tables.units_of(table.dtype.names),
-                            description=f"{output} decoder records for source {name}",
-                            attrs=_attrs(plan.groups[key], engine))
-    plan.staged.add(key)
-    plan.parts[key].clear()  # compressed in the update now: the columns need not stay in memory
-    plan.result.written[name][output] = len(table)
-
-
-def write_tables(plan: _FilePlan, engine: str) -> None:
-    """Stage the tables not staged yet, then replace the companion with Ctrl-C held back."""
-    for key in plan.groups:
-        if key not in plan.staged:
-            stage_table(plan, key, engine)
-    if plan.update is None:
-        return
-    cm, plan.update, plan.update_cm = plan.update_cm, None, None
-    with _sigint_held():
-        cm.__exit__(None, None, None)
-
-
-def abandon_tables(plan: _FilePlan) -> None:
-    """Drop what was staged for ``plan``'s file: its companion stays as it was."""
-    if plan.update is None:
-        return
-    cm, plan.update, plan.update_cm = plan.update_cm, None, None
-    cm.__exit__(DecodeError, DecodeError("not written"), None)
-
-
 def _executor(workers: int, scheduler: str | None) -> Any:
     if scheduler:
         try:
@@ -534,12 +635,13 @@ def _executor(workers: int, scheduler: str | None) -> Any:
     return ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
 
 
-def _completed(executor: Any, futures: list[Any]) -> Iterator[Any]:
+def _first_done(executor: Any, futures: list[Any]) -> list[Any]:
+    """The futures among ``futures`` that are done, waiting for one if none is."""
     if hasattr(executor, "gather"):  # a Dask client
-        from distributed import as_completed as dask_completed
+        from distributed import wait as dask_wait
 
-        return iter(dask_completed(futures))
-    return as_completed(futures)
+        return list(dask_wait(futures, return_when="FIRST_COMPLETED").done)
+    return list(wait(futures, return_when=FIRST_COMPLETED).done)
 
 
 def _record_failure(plan: _FilePlan, exc: BaseException) -> None:
@@ -581,23 +683,25 @@ def decode_files(paths: list[Path], *, sources: list[str] | None = None, stacks:
             continue
         plans.append(plan)
         results.append(plan.result)
-    total = sum(j.stop - j.start for p in plans for jobs in p.jobs.values() for j in jobs)
+    total = sum(j.chunk.stop - j.chunk.start for p in plans for j in p.jobs)
     done = 0
 
     def finish(plan: _FilePlan) -> None:
         if plan.result.error is None:
             try:
-                write_tables(plan, engine)
+                write_tables(plan)
             except NicrigError as exc:
                 plan.result.error = str(exc)
         abandon_tables(plan)
         if on_file:
             on_file(plan.result)
 
-    def job_done(plan: _FilePlan, key: tuple[str, str]) -> None:
-        if plan.result.error is None and len(plan.parts[key]) == len(plan.jobs[key]):
+    def job_done(plan: _FilePlan, i: int, part: Part | None) -> None:
+        """Job ``i`` of ``plan`` is done (``part``; None: failed or skipped): write what is in order."""
+        if part is not None and plan.result.error is None:
+            plan.parts[i] = part
             try:
-                stage_table(plan, key, engine)
+                _write_parts(plan)
             except NicrigError as exc:
                 _record_failure(plan, exc)
         plan.pending -= 1
@@ -607,42 +711,55 @@ def decode_files(paths: list[Path], *, sources: list[str] | None = None, stacks:
     for plan in plans:
         if plan.pending == 0:
             finish(plan)
-    jobs = [(plan, key, i, job) for plan in plans for key, js in plan.jobs.items() for i, job in enumerate(js)]
+    todo = deque((plan, i) for plan in plans for i in range(len(plan.jobs)))
     try:
         with _CtrlC() as ctrl_c:
             executor = _executor(workers, scheduler)
             if executor is None:
-                for plan, key, i, job in jobs:
-                    base = done
+                while todo:
+                    plan, i = todo.popleft()
+                    job, base, part = plan.jobs[i], done, None
                     if plan.result.error is None:
                         step = (lambda n, _t, base=base: progress(base + n, total)) if progress else None
                         try:
-                            plan.parts[key][i] = run_job(job, step)
+                            part = run_job(job, step)
                         except NicrigError as exc:
                             _record_failure(plan, exc)
                     ctrl_c.check()
-                    done = base + job.stop - job.start
+                    done = base + job.chunk.stop - job.chunk.start
                     if progress:
                         progress(done, total)
-                    job_done(plan, key)
+                    job_done(plan, i, part)
                 return results
+            # Jobs go out a few more at a time than there are workers, as earlier ones are in: tables are
+            # written in job order, and only the parts done ahead of the next one to write wait in memory.
+            slots = sum(executor.ncores().values()) if hasattr(executor, "gather") else workers
+            window = 2 * max(slots, 1)
+            running: dict[Any, tuple[_FilePlan, int]] = {}
             try:
-                if hasattr(executor, "gather"):
-                    owner = {executor.submit(run_job, job, pure=False): (plan, key, i, job)
-                             for plan, key, i, job in jobs}
-                else:
-                    owner = {executor.submit(run_job, job): (plan, key, i, job) for plan, key, i, job in jobs}
-                for fut in _completed(executor, list(owner)):
-                    plan, key, i, job = owner[fut]
-                    try:
-                        plan.parts[key][i] = fut.result()
-                    except Exception as exc:  # noqa: BLE001 - a failed job fails its own file only
-                        _record_failure(plan, exc)
-                    ctrl_c.check()
-                    done += job.stop - job.start
-                    if progress:
-                        progress(done, total)
-                    job_done(plan, key)
+                while todo or running:
+                    while todo and len(running) < window:
+                        plan, i = todo.popleft()
+                        if plan.result.error is not None:
+                            done += plan.jobs[i].chunk.stop - plan.jobs[i].chunk.start
+                            job_done(plan, i, None)
+                            continue
+                        extra = {"pure": False} if hasattr(executor, "gather") else {}
+                        running[executor.submit(run_job, plan.jobs[i], **extra)] = (plan, i)
+                    if not running:
+                        continue
+                    for fut in _first_done(executor, list(running)):
+                        plan, i = running.pop(fut)
+                        part = None
+                        try:
+                            part = fut.result()
+                        except Exception as exc:  # noqa: BLE001 - a failed job fails its own file only
+                            _record_failure(plan, exc)
+                        ctrl_c.check()
+                        done += plan.jobs[i].chunk.stop - plan.jobs[i].chunk.start
+                        if progress:
+                            progress(done, total)
+                        job_done(plan, i, part)
             finally:
                 if isinstance(executor, ProcessPoolExecutor):
                     executor.shutdown(wait=True, cancel_futures=True)

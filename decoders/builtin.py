@@ -1,25 +1,28 @@
 """The builtin decode engine: a decoder stack over a capture-set source, in this process.
 
-Two layers (DESIGN.md, "Two layers of decoding"): a stack with a native
-kernel (:mod:`nicrig.decoders.kernels` says which) is decoded by it; any
-other stack, and every stack under ``reference``, by its PDs, the same
-decoder files as the sigrok engine (:mod:`nicrig.decoders.sigrok_cli`), run by
-:mod:`nicrig.decoders.runtime` straight over the source's chunked HDF5
-samples. Either way the records are the stack's last decoder's ``records``
-binary output, exactly as sigrok-cli's ``-B <decoder>=records`` would print
-them (the kernels' conformance tests hold them to that).
+Two layers (DESIGN.md, "Two layers of decoding"): stacks with a native kernel
+(:mod:`nicrig.decoders.kernels` says which) are decoded by them, all of a
+source's in one pass over its samples, straight into table rows
+(:func:`kernel_tables`); any other stack, and every stack under ``reference``,
+by its PDs, the same decoder files as the sigrok engine
+(:mod:`nicrig.decoders.sigrok_cli`), run by :mod:`nicrig.decoders.runtime`
+straight over the source's chunked HDF5 samples, giving the stack's last
+decoder's ``records`` binary output exactly as sigrok-cli's ``-B
+<decoder>=records`` would print it (:func:`run_stack`). The kernels'
+conformance tests hold their rows to those records' rows.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from nicrig import __version__
 from nicrig.acquisition.capture import Source
-from nicrig.decoders import DecodeError, catalog, kernels, runtime, samplerate_for
+from nicrig.decoders import DecodeError, catalog, kernels, readahead, runtime, samplerate_for, tables
 from nicrig.decoders.spec import RECORDS, Stack
 
 Progress = Callable[[int, int], None]
@@ -46,24 +49,20 @@ def calls_for(source: Source, stack: Stack) -> list[runtime.Call]:
 
 def _blocks(source: Source, start: int, stop: int, progress: Progress | None) -> Iterator[np.ndarray]:
     total = source.num_samples
-    for first, block in source.iter_packed(start, stop, block=BLOCK_SAMPLES):
-        yield np.ascontiguousarray(block)
+    for block in readahead.blocks(source, start, stop, BLOCK_SAMPLES):
+        yield block.rows
         if progress:
-            progress(first + len(block), total)
+            progress(block.first + len(block.rows), total)
 
 
 def run_stack(source: Source, stack: Stack, progress: Progress | None = None, *,
               start: int | None = None, stop: int | None = None,
-              on_annotation: runtime.Annotation | None = None, kernel: bool = True) -> list[dict[str, Any]]:
-    """Decode samples ``[start, stop)`` of ``source``; return the last decoder's records in sample order.
+              on_annotation: runtime.Annotation | None = None) -> list[dict[str, Any]]:
+    """Decode samples ``[start, stop)`` of ``source`` with the stack's PDs; the last decoder's records in sample order.
 
-    Sample numbers stay those of the whole source. The stack's kernel runs
-    when it has one and ``kernel`` is true; its PDs otherwise, and always when
-    ``on_annotation`` is given (kernels make records, not annotations): that
-    callback receives every annotation of every decoder of the stack as it is put.
+    Sample numbers stay those of the whole source. ``on_annotation``, when
+    given, receives every annotation of every decoder of the stack as it is put.
     """
-    if kernel and on_annotation is None and kernels.kernel_for(kernels.stack_key(stack.calls)) is not None:
-        return run_kernel(source, stack, progress, start=start, stop=stop)[0]
     s, e = _span(source, start, stop)
     try:
         lines = pd_lines(calls_for(source, stack), _blocks(source, s, e, progress), samplerate=samplerate_for(source),
@@ -75,20 +74,66 @@ def run_stack(source: Source, stack: Stack, progress: Progress | None = None, *,
     return records
 
 
-def run_kernel(source: Source, stack: Stack, progress: Progress | None = None, *, start: int | None = None,
-               stop: int | None = None, marks: Sequence[int] = (),
-               carry: Any = None) -> tuple[list[dict[str, Any]], list[Any]]:
-    """:func:`run_stack` with the stack's kernel, also giving its carried state at ``marks``
-    (:func:`nicrig.decoders.kernels.run_marked`) and starting from ``carry`` when given."""
-    s, e = _span(source, start, stop)
+@dataclass
+class Decoded:
+    """What one stack's kernel gave: its table's rows (kept, with times, in stored order, in pieces) and its carried
+    state at the keep bounds (None for a kernel without one)."""
+
+    pieces: list[np.ndarray]
+    states: list[Any]
+
+
+def kernel_tables(source: Source, stacks: Sequence[Stack], progress: Progress | None = None, *,
+                  spans: Sequence[tuple[int, int]] | None = None, keep: tuple[int, int] | None = None,
+                  carries: Sequence[Any] | None = None) -> list[Decoded]:
+    """Every stack's kernel over its span of ``source`` (default: all of it) in one pass (each block is read once,
+    the next one while the kernels decode it); per stack, its table of the rows starting in ``keep`` (default:
+    all).
+
+    ``carries``: per stack, a state to start its kernel from (None: none).
+    Every stack must have a kernel (:func:`nicrig.decoders.kernels.kernel_for`).
+    ``progress(samples_done, samples_of_source)`` after each block.
+    """
+    spans = [_span(source, a, b) for a, b in spans] if spans is not None else [_span(source, None, None)] * len(stacks)
+    s, e = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
+    lo, hi = keep if keep is not None else (s, e)
+    rate = samplerate_for(source)
     try:
-        records, states = kernels.run_marked(calls_for(source, stack), _blocks(source, s, e, progress),
-                                             samplerate=samplerate_for(source), unitsize=source.unitsize, start=s,
-                                             marks=marks, carry=carry)
+        found = []
+        for i, (stack, (a, _)) in enumerate(zip(stacks, spans)):
+            calls = calls_for(source, stack)
+            cls = kernels.kernel_for(kernels.stack_key(calls))
+            if cls is None:
+                raise LookupError(f"no kernel for the stack {stack.text()}")
+            kernel = cls(calls, rate, source.unitsize, a)
+            if carries is not None and carries[i] is not None:
+                kernel.carry(carries[i])
+            found.append(kernel)
+        feeder = kernels.Feeder(found, s, spans, [(lo, hi)] * len(found))
+        times = readahead.Times(source)
+        parts: list[list[np.ndarray]] = [[] for _ in found]
+
+        def take(last: bool) -> None:
+            for kernel, kept in zip(found, parts):
+                rows = kernel.finish() if last else kernel.take()
+                if len(rows):
+                    ss = rows["ss"]
+                    if ss.min() < lo or ss.max() >= hi:  # only around the cuts: elsewhere every row is kept
+                        rows = rows[(ss >= lo) & (ss < hi)]
+                    kept.append(times.fill(rows))
+
+        for block in readahead.blocks(source, s, e, BLOCK_SAMPLES, with_times=source.mode == "state"):
+            times.add(block)
+            feeder.feed(block.rows)
+            take(False)
+            if progress:
+                progress(block.first + len(block.rows), source.num_samples)
+        states = feeder.close()
+        take(True)
     except (runtime.DecoderFailed, ValueError) as exc:
-        raise DecodeError(f"decoding source {source.name!r} with {stack.text()}: {exc}") from None
-    records.sort(key=_in_sample_order)
-    return records, states
+        names = ", ".join(stack.text() for stack in stacks)
+        raise DecodeError(f"decoding source {source.name!r} with {names}: {exc}") from None
+    return [Decoded(tables.pieces_in_order(kept), st) for kept, st in zip(parts, states)]
 
 
 def _span(source: Source, start: int | None, stop: int | None) -> tuple[int, int]:

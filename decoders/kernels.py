@@ -3,19 +3,23 @@
 Each nicrig decoder has two implementations with one contract (DESIGN.md, "Two
 layers of decoding"): the sigrok PD in ``decoders/<id>/pd.py`` is the reference
 and the plug-in sigrok-cli and PulseView load; a *kernel* (compiled C or fully
-vectorized NumPy) turns a source's packed sample rows into exactly the records
-the PD's ``records`` binary output gives, at the speed of reading the capture.
-The builtin engine runs a stack's kernel when :data:`KERNELS` lists the stack
-and its PD otherwise. A kernel never learns a behaviour its PD lacks: change
-the PD first, then the kernel, then the conformance test.
+vectorized NumPy) turns a source's packed sample rows into exactly the rows of
+the stack's table that the PD's ``records`` binary output gives
+(:func:`nicrig.decoders.tables.records_to_columns` of its records), at the
+speed of reading the capture, without a Python object per record. The builtin
+engine runs a stack's kernel when :data:`KERNELS` lists the stack and its PD
+otherwise. A kernel never learns a behaviour its PD lacks: change the PD first,
+then the kernel, then the conformance test.
 
 The contract every kernel keeps (one class per stack, e.g. ``("pci",)``,
 ``("gmii", "ethernet")``, ``("irq",)``, ``("linkactivity",)``)::
 
     class Kernel:
+        output: str   # the decoder id of the table it writes (tables.SCHEMAS)
         def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None
         def feed(self, rows: np.ndarray) -> None
-        def finish(self) -> list[dict]
+        def take(self) -> np.ndarray
+        def finish(self) -> np.ndarray
 
 - ``calls``: the stack as :func:`nicrig.decoders.builtin.calls_for` gives it,
   bottom decoder first: decoder channel id -> bit index of the sample row, and
@@ -26,22 +30,26 @@ The contract every kernel keeps (one class per stack, e.g. ``("pci",)``,
 - ``samplerate``: Hz, as the PD's ``metadata(SRD_CONF_SAMPLERATE)`` gets it.
 - ``feed(rows)``: ``(n, unitsize)`` uint8, C-contiguous, consecutive blocks
   of the source starting at absolute sample ``start`` (sample numbers in the
-  records are absolute). Blocks may be of any size, down to one row; state
-  carries across them and memory stays bounded by the block, never by the
-  source (sources of 10^9 samples).
-- ``finish()``: the end of the data, handled as the PD handles ``wait()``
-  failing there; returns the stack's last decoder's records, in the PD's
-  emission order, each dict equal (same keys in the same order, same values
-  and types) to ``json.loads`` of the PD's records line:
-  ``json.dumps(rec, separators=(', ', ': '))`` is that line, byte for byte.
+  rows are absolute). Blocks may be of any size, down to one row; state
+  carries across them and memory stays bounded by the block and the rows not
+  yet taken, never by the source (sources of 10^9 samples). A C kernel runs
+  without the GIL, so a thread reading the next block runs meanwhile.
+- ``take()``: the table rows (``tables.dtype_of(output)``) of the records the
+  PD has put since the last ``take()``, in the PD's emission order; each
+  equal, byte for byte, to ``tables.records_to_columns`` of the PD's record,
+  except the columns the source's times give (``t_ns``, ``t_end_ns``,
+  ``duration_ns``: :func:`nicrig.decoders.tables.add_times`), which a kernel
+  may leave as they are.
+- ``finish()``: ``take()`` at the end of the data, handled as the PD handles
+  ``wait()`` failing there.
 
-A kernel whose records depend on more than the samples since the last idle
-gap (the ``gmii,ethernet`` kernel: ethernet's table of fragmented datagrams,
-whose later fragments take the first one's nicrig sequence number) also has
+A kernel whose rows depend on more than the samples since the last idle gap
+(the ``gmii,ethernet`` kernel: ethernet's table of fragmented datagrams, whose
+later fragments take the first one's nicrig sequence number) also has
 ``carried() -> state`` (a comparable value) and ``carry(state)`` (before the
 first ``feed``: start from another run's state at this sample). The batch
-planner uses them to cut such a source at short gaps and still give the
-records of one pass (:mod:`nicrig.decoders.batch`).
+planner uses them to cut such a source at short gaps and still give the rows
+of one pass (:mod:`nicrig.decoders.batch`).
 
 ``tests/kernel_conformance.py`` holds every kernel to its PD on every capture
 the suite has; a kernel that disagrees on any row is a failing test.
@@ -51,13 +59,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from nicrig.decoders import runtime
+from nicrig.decoders import runtime, tables
 
 #: Stacks with a kernel: the stack's decoder ids, bottom first -> ``"module:Class"``
 #: (imported when first used). Add a line here when a kernel passes conformance.
@@ -70,13 +78,17 @@ KERNELS: dict[tuple[str, ...], str] = {
 
 
 class Kernel(Protocol):
-    """A stack's records from packed sample rows (the contract in this module's docstring)."""
+    """A stack's table rows from packed sample rows (the contract in this module's docstring)."""
+
+    output: str
 
     def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None: ...
 
     def feed(self, rows: np.ndarray) -> None: ...
 
-    def finish(self) -> list[dict[str, Any]]: ...
+    def take(self) -> np.ndarray: ...
+
+    def finish(self) -> np.ndarray: ...
 
 
 def stack_key(calls: Sequence[Any]) -> tuple[str, ...]:
@@ -100,16 +112,17 @@ def describe(key: tuple[str, ...]) -> str:
     """Which implementation decodes stack ``key`` in the builtin engine, for table attributes and messages.
 
     A kernel is named with a digest of its module's source files (the Python
-    module and a C file of the same stem with a leading underscore), so a
-    table says exactly which kernel made it.
+    module, and a C file of the same stem with a leading underscore with the
+    header it writes rows with), so a table says exactly which kernel made it.
     """
     target = KERNELS.get(tuple(key))
     if target is None:
         return "pd " + ",".join(key)
     module = importlib.import_module(target.partition(":")[0])
     here = Path(module.__file__ or "")
+    native = here.with_name(f"_{here.stem}.c")
     h = hashlib.sha256()
-    for f in (here, here.with_name(f"_{here.stem}.c")):
+    for f in (here, native, here.with_name("_table_rows.h") if native.is_file() else native):
         if f.is_file():
             h.update(f.read_bytes())
     return f"kernel {target} {h.hexdigest()[:16]}"
@@ -155,28 +168,21 @@ def bit_column(rows: np.ndarray, bit: int) -> np.ndarray:
     return (rows[:, bit >> 3] >> (bit & 7)) & 1
 
 
-#: Rows a kernel is given per call at most (a few ms of work): a kernel holds the GIL while it makes
-#: records, and the GUI decodes in a thread beside the one that paints.
-FEED_ROWS = 1 << 16
-
-
-def _pieces(blocks: Iterable[np.ndarray], unitsize: int) -> Iterator[np.ndarray]:
-    """``blocks`` as C-contiguous ``(n, unitsize)`` uint8 rows, in pieces of at most :data:`FEED_ROWS`."""
-    for block in blocks:
-        rows = np.ascontiguousarray(block, dtype=np.uint8).reshape(-1, unitsize)
-        for first in range(0, len(rows), FEED_ROWS):
-            yield rows[first:first + FEED_ROWS]
+def table_rows(output: str, rows: bytearray) -> np.ndarray:
+    """The rows a C kernel wrote (``decoders/_table_rows.h``) as decoder ``output``'s table, without a copy."""
+    return np.frombuffer(rows, dtype=tables.dtype_of(output))
 
 
 def carries_state(key: tuple[str, ...]) -> bool:
-    """Whether stack ``key``'s kernel has ``carried``/``carry`` (records that depend on more than the last gap)."""
+    """Whether stack ``key``'s kernel has ``carried``/``carry`` (rows that depend on more than the last gap)."""
     cls = kernel_for(key)
     return cls is not None and hasattr(cls, "carried")
 
 
 def run(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
-        start: int = 0) -> list[dict[str, Any]]:
-    """Run the stack's kernel over ``blocks`` (consecutive ``(n, unitsize)`` rows from ``start``); its records.
+        start: int = 0) -> np.ndarray:
+    """Run the stack's kernel over ``blocks`` (consecutive ``(n, unitsize)`` rows from ``start``); its table rows,
+    in the PD's order, without times.
 
     Raises LookupError when the stack has no kernel, DecoderFailed when the
     kernel refuses the stack's channels or options.
@@ -185,7 +191,7 @@ def run(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplera
 
 
 def run_marked(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
-               start: int = 0, marks: Sequence[int] = (), carry: Any = None) -> tuple[list[dict[str, Any]], list[Any]]:
+               start: int = 0, marks: Sequence[int] = (), carry: Any = None) -> tuple[np.ndarray, list[Any]]:
     """:func:`run`, also giving the kernel's ``carried()`` state at each sample of ``marks`` (ascending).
 
     The state at mark ``m`` is taken after the rows before ``m`` and before
@@ -199,22 +205,62 @@ def run_marked(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, s
     kernel = cls(calls, samplerate, unitsize, start)
     if carry is not None:
         kernel.carry(carry)
-    carried = getattr(kernel, "carried", None)
-    states: list[Any] = [None] * len(marks)
-    todo = 0 if carried else len(marks)
-    at = start
-    for rows in _pieces(blocks, unitsize):
-        while todo < len(marks) and marks[todo] < at + len(rows):
-            cut = max(0, marks[todo] - at)
+    feeder = Feeder([kernel], start, [(start, 2**62)], [marks])
+    parts = []
+    for block in blocks:
+        feeder.feed(np.ascontiguousarray(block, dtype=np.uint8).reshape(-1, unitsize))
+        parts.append(kernel.take())
+    states = feeder.close()[0]
+    parts.append(kernel.finish())
+    return np.concatenate(parts), states
+
+
+class Feeder:
+    """Consecutive blocks of rows to several kernels at once, each kernel only the rows of its span, and each
+    kernel's ``carried()`` state taken at its marks.
+
+    ``spans[i]``: the samples ``[a, b)`` kernel ``i`` decodes (it was made
+    with start ``a``); ``marks[i]``: its marks (ascending samples), whose
+    states :meth:`close` gives (None for a kernel without ``carried``, or a
+    mark the rows did not reach).
+    """
+
+    def __init__(self, kernels: Sequence[Kernel], start: int, spans: Sequence[tuple[int, int]],
+                 marks: Sequence[Sequence[int]]) -> None:
+        self.kernels = list(kernels)
+        self.spans = list(spans)
+        self.at = start
+        self._carried = [getattr(k, "carried", None) for k in self.kernels]
+        # Every kernel's marks in one ascending list: (sample, kernel, index among its marks).
+        self._marks = sorted((m, i, j) for i, ms in enumerate(marks) if self._carried[i] for j, m in enumerate(ms))
+        self.states: list[list[Any]] = [[None] * len(ms) for ms in marks]
+        self._next = 0
+
+    def feed(self, rows: np.ndarray) -> None:
+        """Feed ``rows`` (C-contiguous ``(n, unitsize)`` uint8, the next after those fed before)."""
+        while self._next < len(self._marks) and self._marks[self._next][0] < self.at + len(rows):
+            cut = max(0, self._marks[self._next][0] - self.at)
             if cut:
-                kernel.feed(rows[:cut])
-                rows, at = rows[cut:], at + cut
-            states[todo] = carried()
-            todo += 1
+                self._feed(rows[:cut])
+                rows = rows[cut:]
+            self._mark()
         if len(rows):
-            kernel.feed(rows)
-            at += len(rows)
-    while todo < len(marks) and marks[todo] == at:
-        states[todo] = carried()
-        todo += 1
-    return kernel.finish(), states
+            self._feed(rows)
+
+    def _feed(self, rows: np.ndarray) -> None:
+        for kernel, (a, b) in zip(self.kernels, self.spans):
+            first, last = max(a - self.at, 0), min(b - self.at, len(rows))
+            if first < last:
+                kernel.feed(rows[first:last])
+        self.at += len(rows)
+
+    def _mark(self) -> None:
+        _, i, j = self._marks[self._next]
+        self.states[i][j] = self._carried[i]()
+        self._next += 1
+
+    def close(self) -> list[list[Any]]:
+        """Take the states at marks right at the end of the rows fed; every kernel's states."""
+        while self._next < len(self._marks) and self._marks[self._next][0] == self.at:
+            self._mark()
+        return self.states

@@ -1,4 +1,4 @@
-"""The ``pci`` decoder's kernel: its records from packed sample rows, in C (``_pci_kernel.c``).
+"""The ``pci`` decoder's kernel: its table rows from packed sample rows, in C (``_pci_kernel.c``).
 
 This side reads the stack's channel map and options the way the PD does in
 its ``setup()`` (clock mode, BAR and MSI ranges parsed by the PD's own
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from nicrig.decoders import kernels, runtime
+from nicrig.decoders import kernels, runtime, tables
 from nicrig.decoders._pci_kernel import Kernel as _Kernel
 
 _U64 = (1 << 64) - 1
@@ -27,6 +27,8 @@ def _ranges(parse: Any, text: str) -> tuple[list[tuple[int, int]], bool]:
 
 class PciKernel:
     """One ``pci`` decoder over a stream of packed rows (the contract of :mod:`nicrig.decoders.kernels`)."""
+
+    output = "pci"
 
     def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None:
         (call,) = calls
@@ -50,10 +52,14 @@ class PciKernel:
         msi, _ = _ranges(pd["parse_ranges"], options["msi"])
         self._kernel = _Kernel(
             bits, unitsize, start, mode == "state", bars, bars_given, msi, pd["CMD_NAMES"], pd["DEVSEL_SPEEDS"],
-            pd["CMDS_CONFIG"], pd["CMDS_MEM"], pd["CMDS_IO"], pd["CMDS_MEM_WRITE"], pd["CMD_DAC"])
+            pd["CMDS_CONFIG"], pd["CMDS_MEM"], pd["CMDS_IO"], pd["CMDS_MEM_WRITE"], pd["CMD_DAC"],
+            *tables.layout(self.output))
 
     def feed(self, rows: np.ndarray) -> None:
         self._kernel.feed(rows)
 
-    def finish(self) -> list[dict[str, Any]]:
-        return self._kernel.finish()
+    def take(self) -> np.ndarray:
+        return kernels.table_rows(self.output, self._kernel.take())
+
+    def finish(self) -> np.ndarray:
+        return kernels.table_rows(self.output, self._kernel.finish())

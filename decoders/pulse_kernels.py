@@ -1,4 +1,4 @@
-"""Native kernels of the one-line pulse decoders ``irq`` and ``linkactivity``, in vectorized NumPy.
+"""Native kernels of the one-line pulse decoders ``irq`` and ``linkactivity``, in vectorized NumPy: their tables' rows.
 
 Both PDs (``decoders/irq/pd.py``, ``decoders/linkactivity/pd.py``) read the
 line's level on the first sample, then wait for the edge into the asserted
@@ -14,11 +14,11 @@ way at the end gives nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from nicrig.decoders import kernels, runtime
+from nicrig.decoders import kernels, runtime, tables
 
 #: What :class:`Pulses` gives for "no previous pulse" (samples are never negative).
 NO_PULSE = -1
@@ -80,32 +80,52 @@ class Pulses:
                 np.concatenate((prev, before)).astype(np.int64))
 
 
+def whole_ns(ns: np.ndarray, num: Callable[[float], Any]) -> np.ndarray:
+    """The decoders' ``num(x)`` of each of ``ns`` as a table's integer column holds it (ns, int64).
+
+    ``num`` gives an int when ``x`` is whole and ``round(x, 3)`` otherwise, and
+    the integer column keeps the whole part (NumPy's cast): ``x``'s own whole
+    part, unless ``round(x, 3)`` reaches the next integer, which only values
+    within a thousandth of one can; the PD's ``num`` decides those.
+    """
+    r = np.rint(ns)
+    out = np.trunc(ns)
+    whole = np.abs(ns - r) < 1e-9
+    out[whole] = r[whole]
+    near = np.flatnonzero(~whole & (np.abs(ns - r) < 1e-3))
+    out[near] = [num(float(x)) for x in ns[near]]
+    return out.astype(np.int64)
+
+
 class IrqKernel:
-    """``irq``: one record per assertion of the interrupt line that starts and ends inside the data."""
+    """``irq``: one row per assertion of the interrupt line that starts and ends inside the data (its duration
+    comes from the source's times, :func:`nicrig.decoders.tables.add_times`)."""
+
+    output = "irq"
 
     def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None:
         (call,) = calls
         active = 0 if kernels.options(call)["polarity"] == "active-low" else 1
         self.pulses = Pulses(_bit(call), active, start)
-        self.samplerate = samplerate
-        self.num = kernels.pd_namespace(call.id)["num"]
-        self.records: list[dict[str, Any]] = []
+        self.rows: list[np.ndarray] = []
 
     def feed(self, rows: np.ndarray) -> None:
         ss, es, _ = self.pulses.feed(rows)
-        if not ss.size:
-            return
-        ns = nanoseconds(es - ss, self.samplerate)
-        durations = [self.num(x) for x in ns.tolist()] if self.samplerate else [-1] * ss.size
-        self.records += [{"ss": s, "es": e, "duration_ns": d} for s, e, d in zip(ss.tolist(), es.tolist(), durations)]
+        if ss.size:
+            table = tables.defaults(self.output, ss.size)
+            table["ss"], table["es"] = ss, es
+            self.rows.append(table)
 
-    def finish(self) -> list[dict[str, Any]]:
-        out, self.records = self.records, []
-        return out
+    def take(self) -> np.ndarray:
+        return _joined(self.output, self.rows)
+
+    finish = take
 
 
 class LinkActivityKernel:
-    """``linkactivity``: one record per frame-presence pulse that starts and ends inside the data."""
+    """``linkactivity``: one row per frame-presence pulse that starts and ends inside the data."""
+
+    output = "linkactivity"
 
     def __init__(self, calls: Sequence[runtime.Call], samplerate: int, unitsize: int, start: int) -> None:
         (call,) = calls
@@ -117,16 +137,15 @@ class LinkActivityKernel:
         pd = kernels.pd_namespace(call.id)
         self.num = pd["num"]
         self.overhead = pd["PREAMBLE_SFD_OCTETS"] if options["includes_preamble"] == "yes" else 0
-        self.records: list[dict[str, Any]] = []
+        self.rows: list[np.ndarray] = []
 
     def feed(self, rows: np.ndarray) -> None:
         ss, es, prev = self.pulses.feed(rows)
         if not ss.size:
             return
-        n = ss.size
-        if not self.samplerate:
-            dur = gap = est = [-1] * n
-        else:
+        table = tables.defaults(self.output, ss.size)
+        table["ss"], table["es"] = ss, es
+        if self.samplerate:
             ns = nanoseconds(es - ss, self.samplerate)
             with np.errstate(over="ignore", invalid="ignore"):  # the PD fails on those: see below
                 octets = ns * self.rate / 8e9 - self.overhead
@@ -134,14 +153,19 @@ class LinkActivityKernel:
                 at = int(ss[~np.isfinite(octets)][0])
                 raise runtime.DecoderFailed(f"linkactivity-1 raised at sample {at}: a pulse of {self.rate:g} bit/s "
                                             "has no finite size (option link_rate)")
-            dur = [self.num(x) for x in ns.tolist()]
-            est = [max(0, int(v)) for v in np.rint(octets).tolist()]
-            gaps = nanoseconds(ss - prev, self.samplerate).tolist()
-            gap = [self.num(g) if p != NO_PULSE else -1 for g, p in zip(gaps, prev.tolist())]
-        self.records += [{"ss": s, "es": e, "duration_ns": d, "est_bytes": b, "gap_ns": g}
-                         for s, e, d, b, g in zip(ss.tolist(), es.tolist(), dur, est, gap)]
+            table["est_bytes"] = np.maximum(np.rint(octets), 0).astype(np.int64)
+            after = prev != NO_PULSE
+            table["gap_ns"][after] = whole_ns(nanoseconds(ss[after] - prev[after], self.samplerate), self.num)
+        self.rows.append(table)
 
-    def finish(self) -> list[dict[str, Any]]:
-        out, self.records = self.records, []
-        return out
+    def take(self) -> np.ndarray:
+        return _joined(self.output, self.rows)
 
+    finish = take
+
+
+def _joined(output: str, rows: list[np.ndarray]) -> np.ndarray:
+    """The tables in ``rows`` as one (emptied: taken)."""
+    table = np.concatenate(rows) if rows else tables.defaults(output, 0)
+    rows.clear()
+    return table

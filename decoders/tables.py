@@ -1,10 +1,13 @@
 """Decoded tables: the decoders' records as typed columns under ``decoded/<source>/<decoder>``.
 
 Each decoder's ``records`` binary output (one JSON object per transaction,
-frame, interrupt or activity) is the single source of truth; this module only
-gives the keys fixed column types (``docs/decoders.md`` lists them) and adds
-the times on the set's common timeline, ``t_ns`` (start) and ``t_end_ns``,
-from the source's own time base, so tables of different sources line up.
+frame, interrupt or activity) is the single source of truth; this module
+gives the keys fixed column types (``docs/decoders.md`` lists them):
+:func:`records_to_columns` turns records into rows, and a native kernel writes
+the very same rows itself (:func:`layout` tells a C kernel where each column
+lies). Then :func:`add_times` adds the times on the set's common timeline,
+``t_ns`` (start) and ``t_end_ns``, from the source's own time base, so tables
+of different sources line up.
 Unknown values (a field a decoder cannot see) are -1, or empty strings; the
 PCI ``address`` is unsigned 64-bit (a dual address cycle reaches 2^64 - 1,
 PCI Local Bus Specification 3.0 §3.9), so its "unknown" (AD not probed) is
@@ -65,11 +68,32 @@ def address_known(table: np.ndarray) -> np.ndarray:
     return table["address"] >= 0
 
 
+def dtype_of(decoder_id: str) -> np.dtype:
+    """The table dtype of decoder ``decoder_id``'s records (packed, little endian, as stored)."""
+    return np.dtype([(name, typ) for name, typ, _ in SCHEMAS[decoder_id]])
+
+
+def defaults(decoder_id: str, n: int = 1) -> np.ndarray:
+    """``n`` rows of decoder ``decoder_id``'s table holding every column's default (a record without the key)."""
+    table = np.zeros(n, dtype=dtype_of(decoder_id))
+    for name, _, default in SCHEMAS[decoder_id]:
+        if default:
+            table[name] = default
+    return table
+
+
+def layout(decoder_id: str) -> tuple[list[tuple[str, int, str]], bytes]:
+    """What a C kernel writes decoder ``decoder_id``'s table rows by (``decoders/_table_rows.h``): each column's
+    name, byte offset in a row and NumPy type string, and one row of defaults."""
+    dtype = dtype_of(decoder_id)
+    fields = [(name, int(dtype.fields[name][1]), dtype.fields[name][0].str) for name in dtype.names]
+    return fields, defaults(decoder_id).tobytes()
+
+
 def _column(records: Sequence[dict[str, Any]], column: str, default: Any) -> list[Any]:
     """Column ``column`` of ``records``, with ``default`` for a missing or null value.
 
-    One list comprehension per column (no call per cell): this runs once per
-    decoded record and column, for every job of a batch.
+    One list comprehension per column (no call per cell).
     """
     if column == "has_address":
         return [r.get("address") is not None for r in records]
@@ -85,25 +109,79 @@ def _column(records: Sequence[dict[str, Any]], column: str, default: Any) -> lis
     return values
 
 
-def records_to_table(decoder_id: str, records: Sequence[dict[str, Any]], source: Source) -> np.ndarray:
-    """Typed table of ``records`` from ``decoder_id``, with common-timeline times from ``source``."""
+def records_to_columns(decoder_id: str, records: Sequence[dict[str, Any]]) -> np.ndarray:
+    """The table rows of ``records`` from decoder ``decoder_id`` (its ``records`` output), in their order.
+
+    This is the reference a kernel's rows are held to, byte for byte: each
+    column typed as :data:`SCHEMAS` says, a missing or null value its default;
+    integers too wide for their column keep their low bits and text is cut to
+    the column's size, as NumPy's unsafe cast (and a C kernel's store) does.
+    The times (``t_ns``, ``t_end_ns``, ``duration_ns``) come from the source
+    afterwards (:func:`add_times`); records from a decoder carry none.
+    """
     schema = SCHEMAS[decoder_id]
-    dtype = np.dtype([(name, typ) for name, typ, _ in schema])
-    table = np.zeros(len(records), dtype=dtype)
-    for name, _, default in schema:
+    table = np.zeros(len(records), dtype=dtype_of(decoder_id))
+    if not len(records):
+        return table
+    for name, typ, default in schema:
         if name in ("t_ns", "t_end_ns"):
             continue
-        table[name] = _column(records, name, default)
-    if len(table) and source.num_samples:
-        # Starts and ends in one call: a state-mode source's timestamps are read (decompressed) once.
-        ends = np.clip(np.concatenate([table["ss"], table["es"]]), 0, source.num_samples - 1)
-        ns = np.rint(source.times_at(ends) / 1000).astype(np.int64)
+        values = _column(records, name, default)
+        try:
+            table[name] = values
+        except OverflowError:  # an integer too wide for its column: its low bits, as a C store keeps them
+            size = np.dtype(typ).itemsize
+            low = [int(v) % (1 << (8 * size)) for v in values]
+            table[name] = np.array(low, dtype=f"<u{size}").view(typ)
+    return table
+
+
+def _ordered(ss: np.ndarray, es: np.ndarray) -> bool:
+    step = np.diff(ss)
+    return not (step < 0).any() and not ((step == 0) & (np.diff(es) < 0)).any()
+
+
+def in_order(table: np.ndarray) -> np.ndarray:
+    """``table``'s rows by start, then end (rows equal in both keep their order): the order tables are stored in.
+
+    Decoders mostly put their records in that order already: then ``table`` itself, unsorted and uncopied.
+    """
+    return table if _ordered(table["ss"], table["es"]) else table[np.lexsort((table["es"], table["ss"]))]
+
+
+def pieces_in_order(pieces: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The rows of consecutive ``pieces`` of a table in stored order (:func:`in_order`), in pieces: those given
+    (the empty ones left out) when they are in that order already, joined and sorted otherwise."""
+    pieces = [p for p in pieces if len(p)]
+    ends = np.array([(p["ss"][k], p["es"][k]) for p in pieces for k in (0, -1)]).reshape(-1, 2)
+    if all(_ordered(p["ss"], p["es"]) for p in pieces) and _ordered(ends[:, 0], ends[:, 1]):
+        return pieces
+    return [in_order(np.concatenate(pieces))]
+
+
+def times_of(table: np.ndarray, source: Source) -> np.ndarray:
+    """The source's common-timeline times (ps) of ``table``'s starts then ends (``ss`` of every row, then ``es``),
+    sample numbers clipped to the source."""
+    ends = np.clip(np.concatenate([table["ss"], table["es"]]), 0, max(source.num_samples - 1, 0))
+    return source.times_at(ends)
+
+
+def add_times(table: np.ndarray, times_ps: np.ndarray | None) -> np.ndarray:
+    """``table`` (in place) with ``t_ns`` and ``t_end_ns`` from ``times_ps`` (:func:`times_of`; None: the source has
+    no samples), and ``duration_ns`` from them where the table has one."""
+    if len(table) and times_ps is not None:
+        ns = np.rint(times_ps / 1000).astype(np.int64)
         table["t_ns"], table["t_end_ns"] = ns[:len(table)], ns[len(table):]
     if "duration_ns" in table.dtype.names:
         # From the source's time base, exact in state mode too (the decoder knows only a nominal rate).
         table["duration_ns"] = table["t_end_ns"] - table["t_ns"]
-    order = np.argsort(table["ss"], kind="stable")
-    return table[order]
+    return table
+
+
+def records_to_table(decoder_id: str, records: Sequence[dict[str, Any]], source: Source) -> np.ndarray:
+    """Typed table of ``records`` from ``decoder_id``, with common-timeline times from ``source``, in stored order."""
+    table = in_order(records_to_columns(decoder_id, records))
+    return add_times(table, times_of(table, source) if len(table) and source.num_samples else None)
 
 
 def table_attrs(stacks_text: list[str], engine: str, versions: dict[str, str]) -> dict[str, Any]:

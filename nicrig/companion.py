@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,7 @@ import numpy as np
 
 from nicrig import __version__
 from nicrig.atomic import partial_path
+from nicrig.chunked import Appender, check_rows
 from nicrig.errors import UsageError
 from nicrig.h5file import LIBVER, fsync_path, store, table_meta
 
@@ -77,27 +79,57 @@ def open_for(capture: Path, identity: str) -> tuple[h5py.File | None, str]:
 class Update:
     """Tables and root attributes to put into a capture's companion (see :func:`update`).
 
-    A table is compressed when it is given, into an HDF5 file in memory, and
-    copied chunk for chunk (no second compression) into the new companion at
-    the end: a caller that gives tables as they are ready (``nicrig decode``,
-    while its workers decode the rest) leaves only that copy for the end.
+    A table is compressed when it is given, into a staging HDF5 file beside
+    the companion (unlinked as soon as it is open: nothing is left behind, even
+    by a kill), and copied chunk for chunk (no second compression) into the new
+    companion at the end: a caller that gives tables as they are ready (``nicrig
+    decode``, while its workers decode the rest) leaves only that copy for the
+    end, and a table given in pieces (:meth:`append_table`) is never whole in
+    memory.
     """
 
+    capture: Path = Path("capture.h5")
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> its attributes
     root_attrs: dict[str, Any] = field(default_factory=dict)
-    staged: h5py.File | None = None  # the tables, compressed, in memory
+    staged: h5py.File | None = None  # the tables, compressed
+
+    def _staging(self) -> h5py.File:
+        if self.staged is None:
+            folder = companion_path(self.capture).parent
+            try:
+                fd, name = tempfile.mkstemp(prefix=".nicrig-update-", suffix=".h5", dir=folder)
+            except OSError as exc:
+                raise UsageError(f"{self.capture}: cannot write derived tables beside it: folder {folder}: "
+                                 f"{exc.strerror or exc}") from None
+            os.close(fd)
+            try:
+                self.staged = h5py.File(name, "w", libver=LIBVER)
+            finally:
+                os.unlink(name)  # the open file keeps its data until it is closed
+        return self.staged
 
     def write_table(self, path: str, data: np.ndarray, *, units: Mapping[str, str] | None = None,
                     description: str = "", attrs: Mapping[str, Any] | None = None) -> None:
         """Add (or replace) table ``path`` (``decoded/send_pci/pci``...), as :meth:`NicrigFile.write_table`."""
         meta = table_meta(path, data, units, description, attrs)
-        if self.staged is None:
-            self.staged = h5py.File(f"nicrig-update-{os.getpid()}-{id(self)}", "w", driver="core",
-                                    backing_store=False, libver=LIBVER)
-        if path in self.staged:
-            del self.staged[path]
-        store(self.staged, path, data)
+        staged = self._staging()
+        if path in staged:
+            del staged[path]
+        store(staged, path, data)
         self.tables[path] = meta
+
+    def append_table(self, path: str, dtype: np.dtype, *, units: Mapping[str, str] | None = None,
+                     description: str = "", attrs: Mapping[str, Any] | None = None) -> Appender:
+        """Add (or replace) table ``path`` of ``dtype`` given in pieces: append its rows in order to what this
+        returns, then close it (:class:`nicrig.chunked.Appender`)."""
+        meta = table_meta(path, np.zeros(0, dtype), units, description, attrs)
+        staged = self._staging()
+        if path in staged:
+            del staged[path]
+        parent, _, leaf = path.rpartition("/")
+        appender = Appender(staged.require_group(parent) if parent else staged, leaf, dtype)
+        self.tables[path] = meta
+        return appender
 
     def close(self) -> None:
         if self.staged is not None:
@@ -116,20 +148,22 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _tables(h5: h5py.File, skip: Iterable[str] = ()) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
-    """Every table of a companion with its attributes, but those in ``skip`` (about to be replaced: not
-    read at all); one that cannot be read is left out (derived data: decoding again makes it), so a
-    damaged chunk is never carried into the next companion."""
-    found: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
+def _readable(h5: h5py.File, skip: Iterable[str] = ()) -> list[str]:
+    """The tables of a companion that read whole, but those in ``skip`` (about to be replaced: not read at all);
+    one that cannot be read is left out (derived data: decoding again makes it), so a damaged chunk is never
+    carried into the next companion."""
     names: list[str] = []
     h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
     skipped = set(skip)
+    found = []
     for name in (n for n in names if n not in skipped):
         try:
             ds = h5[name]
-            found[name] = (ds[()], {k: ds.attrs[k] for k in ds.attrs})
+            check_rows(ds)
+            {k: ds.attrs[k] for k in ds.attrs}
         except (OSError, KeyError, ValueError):
             continue
+        found.append(name)
     return found
 
 
@@ -141,7 +175,7 @@ def update(capture: Path, identity: str) -> Iterator[Update]:
     written if the block raises. The new companion holds the old one's tables
     and attributes (when it belongs to this capture) except those replaced.
     """
-    pending = Update()
+    pending = Update(capture)
     try:
         yield pending
         if pending.tables or pending.root_attrs:
@@ -161,13 +195,9 @@ def _replace(capture: Path, identity: str, pending: Update) -> None:
         tmp = partial_path(target)
         try:
             old, _ = open_for(capture, identity)
-            kept: dict[str, tuple[np.ndarray, dict[str, Any]]] = {}
-            kept_attrs: dict[str, Any] = {}
-            if old is not None:
-                with old:
-                    kept = _tables(old, skip=pending.tables)
-                    kept_attrs = {k: v for k, v in old.attrs.items() if k not in _OWN_ATTRS}
-            with h5py.File(tmp, "w", libver=LIBVER) as new:
+            with old if old is not None else nullcontext(), h5py.File(tmp, "w", libver=LIBVER) as new:
+                kept = _readable(old, skip=pending.tables) if old is not None else []
+                kept_attrs = {k: v for k, v in old.attrs.items() if k not in _OWN_ATTRS} if old is not None else {}
                 new.attrs["format"] = FORMAT_NAME
                 new.attrs["format_version"] = np.int64(FORMAT_VERSION)
                 new.attrs["nicrig_version"] = __version__
@@ -179,13 +209,11 @@ def _replace(capture: Path, identity: str, pending: Update) -> None:
                 for path in sorted({*kept, *pending.tables}):
                     parent, _, leaf = path.rpartition("/")
                     grp = new.require_group(parent) if parent else new
-                    if path in pending.tables:
-                        assert pending.staged is not None
-                        new.copy(pending.staged[path], grp, name=leaf)  # its stored chunks as they are
-                        for k, v in pending.tables[path].items():
-                            grp[leaf].attrs[k] = v
-                    else:
-                        store(grp, leaf, *kept[path])
+                    # Stored chunks copied as they are (no second compression): the new tables' from the
+                    # staging file, the kept ones' from the old companion (read whole above).
+                    new.copy(pending.staged[path] if path in pending.tables else old[path], grp, name=leaf)
+                    for k, v in pending.tables.get(path, {}).items():
+                        grp[leaf].attrs[k] = v
             fsync_path(tmp)
             os.replace(tmp, target)
         except BaseException:

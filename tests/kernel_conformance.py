@@ -2,17 +2,18 @@
 
 The PD is the reference (DESIGN.md, "Two layers of decoding"): run in-process
 by :mod:`nicrig.decoders.runtime`, its stack's last decoder's ``records`` lines
-are taken as they are put, byte for byte, in emission order. A kernel's
-records must serialize to exactly those lines
-(``json.dumps(rec, separators=(', ', ': '))``), whatever blocks the samples
-come in and wherever the batch planner cuts a source.
+are taken as they are put, in emission order, and turned into the table's rows
+by :func:`nicrig.decoders.tables.records_to_columns` (what ``nicrig decode``
+stores when the PD decodes). A kernel writes those rows itself: they must be
+the same bytes, row for row, whatever blocks the samples come in and wherever
+the batch planner cuts a source.
 
     from kernel_conformance import check_rows, check_source
     check_rows(calls, rows, samplerate)                 # packed (n, unitsize) rows, a runtime.Call stack
     check_source(source, stack)                          # a capture-set Source and a spec.Stack
     check_capture(path, "send_pci", outputs=["pci"])     # the stacks nicrig decode picks for a source
 
-Both raise AssertionError naming the first row that differs, and return the
+All raise AssertionError naming the first row that differs, and return the
 PD's lines (so a test can also check that the capture exercised something).
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 from nicrig.acquisition.capture import CaptureSet, Source
-from nicrig.decoders import batch, builtin, kernels, runtime, samplerate_for, spec
+from nicrig.decoders import batch, builtin, kernels, runtime, samplerate_for, spec, tables
 
 #: Block sizes the kernel is fed in besides one whole block: single rows, an odd size, a round one.
 BLOCK_SIZES = (1, 7, 4096)
@@ -49,11 +50,15 @@ def pd_lines(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, sam
         start=start)]
 
 
-def kernel_lines(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
-                 start: int = 0) -> list[str]:
-    """The kernel's records, each serialized as the PD serializes its records."""
-    records = kernels.run(calls, blocks, samplerate=samplerate, unitsize=unitsize, start=start)
-    return [json.dumps(r, separators=(", ", ": ")) for r in records]
+def pd_rows(calls: Sequence[runtime.Call], lines: Sequence[str]) -> np.ndarray:
+    """The table rows of the PD's ``lines`` (the stack's last decoder's records), in their order."""
+    return tables.records_to_columns(calls[-1].id, [json.loads(line) for line in lines])
+
+
+def kernel_rows(calls: Sequence[runtime.Call], blocks: Iterable[np.ndarray], *, samplerate: int, unitsize: int,
+                start: int = 0) -> np.ndarray:
+    """The kernel's table rows, in its order."""
+    return kernels.run(calls, blocks, samplerate=samplerate, unitsize=unitsize, start=start)
 
 
 def peak_memory(kernel: kernels.Kernel, block: np.ndarray, times: int) -> int:
@@ -67,15 +72,26 @@ def peak_memory(kernel: kernels.Kernel, block: np.ndarray, times: int) -> int:
         tracemalloc.stop()
 
 
-def assert_same(reference: list[str], kernel: list[str], where: str) -> None:
-    """Equal line for line; otherwise fail naming the first row that differs."""
-    for i, (a, b) in enumerate(zip(reference, kernel)):
-        if a != b:
-            raise AssertionError(f"{where}: record {i} differs\n  PD:     {a}\n  kernel: {b}")
+def _described(row: np.void) -> str:
+    return ", ".join(f"{name}={row[name]!r}" for name in row.dtype.names)
+
+
+def assert_same(reference: np.ndarray, kernel: np.ndarray, where: str) -> None:
+    """The same table rows, byte for byte, in the same order (the columns the source's times give set alike on
+    both: they come from :func:`nicrig.decoders.tables.add_times`, not from the kernel); otherwise fail naming
+    the first row that differs and its columns that do."""
+    assert reference.dtype == kernel.dtype, f"{where}: the kernel's rows are {kernel.dtype}, the table's {reference.dtype}"
+    reference, kernel = (tables.add_times(np.array(t), None) for t in (reference, kernel))
+    for i in range(min(len(reference), len(kernel))):
+        a, b = reference[i], kernel[i]
+        if a.tobytes() != b.tobytes():
+            differ = [n for n in reference.dtype.names if a[n].tobytes() != b[n].tobytes()]
+            raise AssertionError(f"{where}: row {i} differs in {', '.join(differ)}\n  PD:     {_described(a)}\n"
+                                 f"  kernel: {_described(b)}")
     if len(reference) != len(kernel):
         extra = reference[len(kernel)] if len(reference) > len(kernel) else kernel[len(reference)]
-        raise AssertionError(f"{where}: PD gave {len(reference)} records, the kernel {len(kernel)}; "
-                             f"first unmatched: {extra}")
+        raise AssertionError(f"{where}: PD gave {len(reference)} rows, the kernel {len(kernel)}; "
+                             f"first unmatched: {_described(extra)}")
 
 
 def check_rows(calls: Sequence[runtime.Call], rows: np.ndarray, samplerate: int, *, start: int = 0,
@@ -84,9 +100,10 @@ def check_rows(calls: Sequence[runtime.Call], rows: np.ndarray, samplerate: int,
     rows = np.ascontiguousarray(rows, dtype=np.uint8)
     unitsize = rows.shape[1]
     reference = pd_lines(calls, [rows], samplerate=samplerate, unitsize=unitsize, start=start)
+    want = pd_rows(calls, reference)
     for size in (None, *block_sizes):
-        got = kernel_lines(calls, _blocks(rows, size), samplerate=samplerate, unitsize=unitsize, start=start)
-        assert_same(reference, got, f"{where}, {'one block' if size is None else f'blocks of {size}'}")
+        got = kernel_rows(calls, _blocks(rows, size), samplerate=samplerate, unitsize=unitsize, start=start)
+        assert_same(want, got, f"{where}, {'one block' if size is None else f'blocks of {size}'}")
     return reference
 
 
@@ -107,9 +124,10 @@ def check_source(source: Source, stack: spec.Stack, *, chunk_samples: Sequence[i
 
     n = source.num_samples
     reference = pd_lines(calls, span(0, n, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit)
+    want = pd_rows(calls, reference)
     for size in block_sizes:
-        got = kernel_lines(calls, span(0, n, size), samplerate=rate, unitsize=unit)
-        assert_same(reference, got, f"{where}, blocks of {size}")
+        got = kernel_rows(calls, span(0, n, size), samplerate=rate, unitsize=unit)
+        assert_same(want, got, f"{where}, blocks of {size}")
     seen: set[tuple[int, int]] = set()
     for chunk in chunk_samples:
         for a, b, _, _ in batch.plan_chunks(source, stack, chunk):
@@ -117,8 +135,8 @@ def check_source(source: Source, stack: spec.Stack, *, chunk_samples: Sequence[i
                 continue
             seen.add((a, b))
             ref = pd_lines(calls, span(a, b, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit, start=a)
-            got = kernel_lines(calls, span(a, b, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit, start=a)
-            assert_same(ref, got, f"{where}, chunk [{a}, {b}) of a {chunk}-sample plan")
+            got = kernel_rows(calls, span(a, b, builtin.BLOCK_SAMPLES), samplerate=rate, unitsize=unit, start=a)
+            assert_same(pd_rows(calls, ref), got, f"{where}, chunk [{a}, {b}) of a {chunk}-sample plan")
     return reference
 
 

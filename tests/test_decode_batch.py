@@ -135,17 +135,18 @@ def test_fragments_cut_apart_are_decoded_again_from_the_cut(fragmented, tmp_path
     with CaptureSet.open(fragmented) as cs:
         source = cs.source("probe")
         stack = _tx_stack(source)
-        jobs = [batch.Job(str(fragmented), "probe", stack, "builtin", a, b, (lo, hi))
+        jobs = [batch.Job(str(fragmented), "probe", (stack,), "builtin", batch.Chunk((lo, hi), ((a, b),)))
                 for a, b, lo, hi in batch.plan_chunks(source, stack, 3000)]
     parts = {i: batch.run_job(job) for i, job in enumerate(jobs)}
-    as_planned = np.concatenate([parts[i].table for i in range(len(jobs))])
+    as_planned = np.concatenate([p for i in range(len(jobs)) for p in parts[i].tables[0]])
     assert batch.reconcile(jobs, parts) > 0
-    reconciled = np.concatenate([parts[i].table for i in range(len(jobs))])
-    (whole,) = [batch.run_job(batch.Job(str(fragmented), "probe", stack, "builtin", 0, source.num_samples,
-                                        (0, source.num_samples)))]
-    assert reconciled.tobytes() == whole.table.tobytes()
-    assert as_planned.tobytes() != whole.table.tobytes()  # the warm-up alone would lose sequence numbers
-    assert (whole.table["frag_offset"] > 0).sum() >= 20 and (whole.table["seq"][whole.table["frag_offset"] > 0] >= 0).all()
+    reconciled = np.concatenate([p for i in range(len(jobs)) for p in parts[i].tables[0]])
+    n = source.num_samples
+    whole = np.concatenate(batch.run_job(batch.Job(str(fragmented), "probe", (stack,), "builtin",
+                                                   batch.Chunk((0, n), ((0, n),)))).tables[0])
+    assert reconciled.tobytes() == whole.tobytes()
+    assert as_planned.tobytes() != whole.tobytes()  # the warm-up alone would lose sequence numbers
+    assert (whole["frag_offset"] > 0).sum() >= 20 and (whole["seq"][whole["frag_offset"] > 0] >= 0).all()
 
     single = _copy(fragmented, tmp_path / "single.h5")
     chunked = _copy(fragmented, tmp_path / "chunked.h5")
