@@ -454,7 +454,7 @@ def table(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]] 
     out = ["  ".join([f"{'median / worst, x goal (before)':{width}s}"] + [f"{c:>{n}s}" for c, n in zip(cases, cols)]
                      + ["goal"])]
     for what, cells, goal in rows:
-        out.append("  ".join([f"{what:{width}s}"] + [f"{c:>{n}s}" for c, n in zip(cells, cols)] + [goal]))
+        out.append("  ".join([f"{what:{width}s}"] + [f"{c:>{n}s}" for c, n in zip(cells, cols)] + [goal]).rstrip())
     return out
 
 

@@ -307,6 +307,12 @@ class BlockCache:
 
 
 
+def mapped(path: Path) -> np.ndarray:
+    """The array saved at ``path`` (``.npy``) mapped read-only, as a plain ndarray over the mapping: a redraw
+    takes hundreds of slices, and each slice of a ``np.memmap`` pays for the subclass's bookkeeping."""
+    return np.asarray(np.load(path, mmap_mode="r"))
+
+
 class Pyramid:
     """Per-bin AND/OR of a source's packed samples at several zoom levels, read from the files :func:`build` writes.
 
@@ -352,7 +358,7 @@ class Pyramid:
         if found is None:
             assert self.folder is not None
             found = self._levels[k - 1] = tuple(  # type: ignore[assignment]
-                np.asarray(np.load(self.folder / f"L{k}.{part}.npy", mmap_mode="r")) for part in ("t", "and", "or"))
+                mapped(self.folder / f"L{k}.{part}.npy") for part in ("t", "and", "or"))
         return found  # type: ignore[return-value]
 
     def advance(self, bins: int, covered_ps: int) -> None:

@@ -99,7 +99,7 @@ def load_lanes(folder: Path) -> list[LaneArrays] | None:
         meta = json.loads((folder / "lanes.json").read_text())
         out = []
         for k in range(int(meta["lanes"])):
-            parts = {p: np.load(folder / f"{k}.{p}.npy", mmap_mode="r") if (folder / f"{k}.{p}.npy").is_file()
+            parts = {p: overview.mapped(folder / f"{k}.{p}.npy") if (folder / f"{k}.{p}.npy").is_file()
                      else None for p in LANE_PARTS}
             if parts["rows"] is None and k:
                 return None
@@ -112,7 +112,7 @@ def load_lanes(folder: Path) -> list[LaneArrays] | None:
 def load_text(folder: Path) -> np.ndarray | None:
     """A table's descriptions, lower-cased (row by row), mapped; None when not made yet."""
     try:
-        return np.load(folder / "text.npy", mmap_mode="r")
+        return overview.mapped(folder / "text.npy")
     except (OSError, ValueError):
         return None
 
