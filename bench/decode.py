@@ -17,7 +17,9 @@ source kind, ``send_pci`` (``pci`` and ``irq``) and ``probe`` (``gmii,ethernet``
   checked equal to the table nicrig wrote before any time is printed.
 
 Then ``nicrig decode FILE --force`` of the whole file (three sources) with one and with two workers,
-back to back, ``--repeat`` times. Peak resident memory (the largest process) and CPU seconds (user +
+back to back, ``--repeat`` times, and (unless ``--no-sigrok``) the runtime engine alone against
+libsigrokdecode: ``bench/decoders/stepper``, a decoder that only wakes up, on every sample or every
+10th, under both. Peak resident memory (the largest process) and CPU seconds (user +
 system, the workers included) come from the child's resource usage. On a loaded machine the wall times
 carry the waits for a core; the ratio of CPU seconds (the command's less its start-up's, over the floor's)
 does not, and is printed beside. ``--memory-samples N`` also builds a
@@ -158,6 +160,31 @@ def _whole(path: Path, repeat: int) -> dict[str, list[dict[str, float]]]:
     return runs
 
 
+def _wakeups(tmp: Path, samples: int = 4_000_000) -> list[dict]:
+    """Seconds per engine to wake a do-nothing decoder on every sample / every 10th sample."""
+    import numpy as np
+    from nicrig.decoders import runtime
+
+    decoders = Path(__file__).resolve().parent / "decoders"
+    data = ((np.arange(samples) // 10) & 1).astype(np.uint8).reshape(-1, 1)
+    raw = tmp / "toggle.bin"
+    raw.write_bytes(data.tobytes())
+    rows = []
+    for mode, wakes in (("skip", samples), ("edge", samples // 10)):
+        t = time.perf_counter()
+        subprocess.run(["sigrok-cli", "-I", "binary:numchannels=8:samplerate=1000000", "-i", str(raw),
+                        "-P", f"stepper:c0=0:mode={mode}"], check=True, capture_output=True,
+                       env={**os.environ, "SIGROKDECODE_DIR": str(decoders)})
+        sigrok = time.perf_counter() - t
+        session = runtime.Session([runtime.Call("stepper", {"c0": 0}, {"mode": mode})], samplerate=1_000_000,
+                                  decoders_dir=decoders)
+        t = time.perf_counter()
+        session.run(iter([data[i:i + (1 << 20)] for i in range(0, samples, 1 << 20)]), 1)
+        rows.append({"mode": mode, "wakes": wakes, "samples": samples,
+                     "seconds": {"sigrok-cli": sigrok, "builtin": time.perf_counter() - t}})
+    return rows
+
+
 def _giant(folder: Path, base: Path, samples: float) -> Path:
     """A capture whose ``send_pci`` source holds about ``samples`` samples: the base capture's sending bus over and
     over (its stored chunks copied, its timestamps continued), for the decode's peak memory."""
@@ -219,7 +246,7 @@ def _cpu_ratio(row: dict[str, Any]) -> float:
 
 
 def _print(rows: list[dict[str, Any]], whole: dict[str, list[dict[str, float]]], sigrok: dict[str, dict[str, Any]],
-           giant: dict[str, Any] | None, load: str, repeat: int) -> None:
+           giant: dict[str, Any] | None, wakeups: list[dict], load: str, repeat: int) -> None:
     print(f"machine: {os.cpu_count()} CPUs; load average before the run: {load}, after: {_load()}; "
           f"medians of {repeat} runs back to back")
     print("| source (stacks) | samples | rows | floor s | command s | x floor | CPU s floor / command | x floor, CPU "
@@ -242,6 +269,12 @@ def _print(rows: list[dict[str, Any]], whole: dict[str, list[dict[str, float]]],
     if giant:
         print(f"| {giant['samples']:,}-sample send_pci, 1 worker | {giant['samples']:,} | pci {giant['rows']:,} | | "
               f"{giant['wall']:.1f} | | CPU {giant['cpu']:.1f} | | {_gib(giant['rss'])} | | | |")
+    for w in wakeups:
+        sg, b = w["seconds"]["sigrok-cli"], w["seconds"]["builtin"]
+        print(f"runtime engine alone, wake on every {'sample' if w['mode'] == 'skip' else 'edge'}: "
+              f"{w['wakes']:,} wake-ups over {w['samples']:,} samples: sigrok-cli {sg:.2f} s "
+              f"({sg / w['wakes'] * 1e6:.2f} us each), builtin {b:.2f} s ({b / w['wakes'] * 1e6:.2f} us each): "
+              f"{sg / b:.1f}x")
     worst = max((r["command"] - r["startup"]) / r["floor"] for r in rows)
     print(f"goals: command / floor, worst source {worst:.2f} (CPU seconds: "
           f"{max(_cpu_ratio(r) for r in rows):.2f}; goal <= {GOAL_FLOOR:.0f}); two workers "
@@ -285,6 +318,7 @@ def main() -> int:
         whole = _whole(path, args.repeat)
         sigrok = {} if args.no_sigrok else {
             r["source"]: _sigrok(path, r["source"], int(args.sigrok_samples) or r["samples"]) for r in rows}
+        wakeups = [] if args.no_sigrok else _wakeups(folder)
         giant = None
         if giant_path:
             print(f"decoding {giant_path.name} once ...", file=sys.stderr)
@@ -294,8 +328,8 @@ def main() -> int:
             with CaptureSet.open(giant_path) as cs:
                 giant = {**run, "samples": cs.source("send_pci").num_samples,
                          "rows": len(cs.read_table("decoded/send_pci/pci"))}
-    _print(rows, whole, sigrok, giant, load, args.repeat)
-    print(json.dumps({"sources": rows, "whole": whole, "sigrok": sigrok, "giant": giant}))
+    _print(rows, whole, sigrok, giant, wakeups, load, args.repeat)
+    print(json.dumps({"sources": rows, "whole": whole, "sigrok": sigrok, "giant": giant, "wakeups": wakeups}))
     return 0
 
 
