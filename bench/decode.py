@@ -67,16 +67,23 @@ def _simulate(out: Path, samples: float) -> Path:
 
 
 def _child(cmd: list[str]) -> dict[str, float]:
-    """Run ``cmd``; its wall seconds, CPU seconds (user + system, its children included) and peak RSS (bytes)."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        sys.exit(f"bench: {' '.join(cmd)} failed ({proc.returncode}): {err[-500:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss * 1024}
+    """Run ``cmd``; its wall seconds, CPU seconds (user + system, its children included) and peak RSS (bytes).
+
+    The peak comes from GNU time, whose own small process starts ``cmd``: Linux carries the resident size a
+    process had when it forked into the child's ``ru_maxrss``, so this process's (the floor's reads) would
+    show in every child's figure."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as peak:
+        t = time.perf_counter()
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", peak.name, *cmd], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            sys.exit(f"bench: {' '.join(cmd)} failed ({proc.returncode}): {err[-500:]}")
+        kib = int(peak.read().split()[-1])
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": kib * 1024}
 
 
 def _floor(path: Path, source: str) -> dict[str, float]:
