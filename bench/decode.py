@@ -19,7 +19,7 @@ source kind, ``send_pci`` (``pci`` and ``irq``) and ``probe`` (``gmii,ethernet``
 Then ``nicrig decode FILE --force`` of the whole file (three sources) with one and with two workers,
 back to back, ``--repeat`` times, and (unless ``--no-sigrok``) the runtime engine alone against
 libsigrokdecode: ``bench/decoders/stepper``, a decoder that only wakes up, on every sample or every
-10th, under both. Peak resident memory (the largest process) and CPU seconds (user +
+10th, under both. Peak resident memory (the largest process, by GNU time) and CPU seconds (user +
 system, the workers included) come from the child's resource usage. On a loaded machine the wall times
 carry the waits for a core; the ratio of CPU seconds (the command's less its start-up's, over the floor's)
 does not, and is printed beside. ``--memory-samples N`` also builds a
