@@ -130,7 +130,7 @@ bench: sysdeps $(STAMP)
 	$(PY) bench/udpmon.py
 	$(PY) bench/udpmon_tcp.py
 	$(PY) bench/hostprobe.py
-	$(PY) bench/decode.py
+	$(PY) bench/decode.py --sigrok-samples 2e6
 	$(PY) bench/gui.py
 
 clean:
