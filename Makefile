@@ -15,9 +15,11 @@ DEMO_OUT ?= demo-out
 # its benchmark runs sockperf and iperf3 beside it; protoc (decode_raw) reads the Perfetto traces
 # nicrig trace export writes, in a test, with a protobuf parser of its own; PulseView opens our
 # exports under Xvfb; h5dump and h5ls (HDF5's own tools) read the chunks nicrig encodes itself, in a test.
+# GNU time reports each decode's peak memory in bench/decode.py.
 SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
                 ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3 \
-                protoc:protobuf-compiler pulseview:pulseview Xvfb:xvfb h5dump:hdf5-tools
+                protoc:protobuf-compiler pulseview:pulseview Xvfb:xvfb h5dump:hdf5-tools \
+                /usr/bin/time:time
 # Debian libraries (checked with dpkg-query): libtraceevent, which the host probe's C extension is
 # built against, and the ones PySide6's wheels load: the GUI offscreen (EGL, GL,
 # fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.
@@ -128,7 +130,7 @@ bench: sysdeps $(STAMP)
 	$(PY) bench/udpmon.py
 	$(PY) bench/udpmon_tcp.py
 	$(PY) bench/hostprobe.py
-	$(PY) bench/decode.py
+	$(PY) bench/decode.py --sigrok-samples 2e6
 	$(PY) bench/gui.py
 
 clean:

@@ -17,8 +17,12 @@ source kind, ``send_pci`` (``pci`` and ``irq``) and ``probe`` (``gmii,ethernet``
   checked equal to the table nicrig wrote before any time is printed.
 
 Then ``nicrig decode FILE --force`` of the whole file (three sources) with one and with two workers,
-back to back, ``--repeat`` times. Peak resident memory (the largest process) and CPU seconds (user +
-system, the workers included) come from the child's resource usage. ``--memory-samples N`` also builds a
+back to back, ``--repeat`` times, and (unless ``--no-sigrok``) the runtime engine alone against
+libsigrokdecode: ``bench/decoders/stepper``, a decoder that only wakes up, on every sample or every
+10th, under both. Peak resident memory (the largest process, by GNU time) and CPU seconds (user +
+system, the workers included) come from the child's resource usage. On a loaded machine the wall times
+carry the waits for a core; the ratio of CPU seconds (the command's less its start-up's, over the floor's)
+does not, and is printed beside. ``--memory-samples N`` also builds a
 state-mode source of about N samples (the sending bus's stored chunks over and over, timestamps
 continued) and decodes it once, for its peak resident memory.
 
@@ -63,16 +67,23 @@ def _simulate(out: Path, samples: float) -> Path:
 
 
 def _child(cmd: list[str]) -> dict[str, float]:
-    """Run ``cmd``; its wall seconds, CPU seconds (user + system, its children included) and peak RSS (bytes)."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        sys.exit(f"bench: {' '.join(cmd)} failed ({proc.returncode}): {err[-500:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss * 1024}
+    """Run ``cmd``; its wall seconds, CPU seconds (user + system, its children included) and peak RSS (bytes).
+
+    The peak comes from GNU time, whose own small process starts ``cmd``: Linux carries the resident size a
+    process had when it forked into the child's ``ru_maxrss``, so this process's (the floor's reads) would
+    show in every child's figure."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as peak:
+        t = time.perf_counter()
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", peak.name, *cmd], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            sys.exit(f"bench: {' '.join(cmd)} failed ({proc.returncode}): {err[-500:]}")
+        kib = int(peak.read().split()[-1])
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": kib * 1024}
 
 
 def _floor(path: Path, source: str) -> dict[str, float]:
@@ -115,7 +126,8 @@ def _sources(path: Path, repeat: int) -> list[dict[str, Any]]:
         rows.append({"source": name, "samples": n, "rows": tables, "runs": runs,
                      "floor": _median(runs["floor"], "wall"), "floor_cpu": _median(runs["floor"], "cpu"),
                      "command": _median(runs["command"], "wall"), "command_cpu": _median(runs["command"], "cpu"),
-                     "startup": _median(runs["startup"], "wall"), "rss": max(r["rss"] for r in runs["command"])})
+                     "startup": _median(runs["startup"], "wall"), "startup_cpu": _median(runs["startup"], "cpu"),
+                     "rss": max(r["rss"] for r in runs["command"])})
     return rows
 
 
@@ -153,6 +165,31 @@ def _whole(path: Path, repeat: int) -> dict[str, list[dict[str, float]]]:
         for workers in runs:
             runs[workers].append(_child([*NICRIG, "decode", str(path), "--force", "--workers", workers]))
     return runs
+
+
+def _wakeups(tmp: Path, samples: int = 4_000_000) -> list[dict]:
+    """Seconds per engine to wake a do-nothing decoder on every sample / every 10th sample."""
+    import numpy as np
+    from nicrig.decoders import runtime
+
+    decoders = Path(__file__).resolve().parent / "decoders"
+    data = ((np.arange(samples) // 10) & 1).astype(np.uint8).reshape(-1, 1)
+    raw = tmp / "toggle.bin"
+    raw.write_bytes(data.tobytes())
+    rows = []
+    for mode, wakes in (("skip", samples), ("edge", samples // 10)):
+        t = time.perf_counter()
+        subprocess.run(["sigrok-cli", "-I", "binary:numchannels=8:samplerate=1000000", "-i", str(raw),
+                        "-P", f"stepper:c0=0:mode={mode}"], check=True, capture_output=True,
+                       env={**os.environ, "SIGROKDECODE_DIR": str(decoders)})
+        sigrok = time.perf_counter() - t
+        session = runtime.Session([runtime.Call("stepper", {"c0": 0}, {"mode": mode})], samplerate=1_000_000,
+                                  decoders_dir=decoders)
+        t = time.perf_counter()
+        session.run(iter([data[i:i + (1 << 20)] for i in range(0, samples, 1 << 20)]), 1)
+        rows.append({"mode": mode, "wakes": wakes, "samples": samples,
+                     "seconds": {"sigrok-cli": sigrok, "builtin": time.perf_counter() - t}})
+    return rows
 
 
 def _giant(folder: Path, base: Path, samples: float) -> Path:
@@ -209,13 +246,19 @@ def _load() -> str:
         return "?"
 
 
+def _cpu_ratio(row: dict[str, Any]) -> float:
+    """The command's CPU seconds, its start-up's taken off, over the floor's: what a loaded machine leaves of the
+    ratio, since CPU time does not count the waits for a core."""
+    return (row["command_cpu"] - row["startup_cpu"]) / row["floor_cpu"]
+
+
 def _print(rows: list[dict[str, Any]], whole: dict[str, list[dict[str, float]]], sigrok: dict[str, dict[str, Any]],
-           giant: dict[str, Any] | None, load: str, repeat: int) -> None:
+           giant: dict[str, Any] | None, wakeups: list[dict], load: str, repeat: int) -> None:
     print(f"machine: {os.cpu_count()} CPUs; load average before the run: {load}, after: {_load()}; "
           f"medians of {repeat} runs back to back")
-    print("| source (stacks) | samples | rows | floor s | command s | x floor | CPU s floor / command | peak RSS "
-          "| sigrok-cli samples/s | command samples/s | x sigrok-cli |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| source (stacks) | samples | rows | floor s | command s | x floor | CPU s floor / command | x floor, CPU "
+          "| peak RSS | sigrok-cli samples/s | command samples/s | x sigrok-cli |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         net = r["command"] - r["startup"]
         rate = r["samples"] / net
@@ -224,16 +267,24 @@ def _print(rows: list[dict[str, Any]], whole: dict[str, list[dict[str, float]]],
         stacks = ", ".join(f"{k} {v:,}" for k, v in r["rows"].items())
         print(f"| {r['source']} | {r['samples']:,} | {stacks} | {r['floor']:.2f} | {net:.2f} "
               f"(+{r['startup']:.2f} start-up) | {net / r['floor']:.2f} | {r['floor_cpu']:.2f} / "
-              f"{r['command_cpu']:.2f} | {_gib(r['rss'])} | {sg_rate:,.0f} | {rate:,.0f} | {rate / sg_rate:.1f} |")
+              f"{r['command_cpu']:.2f} (+{r['startup_cpu']:.2f}) | {_cpu_ratio(r):.2f} | {_gib(r['rss'])} "
+              f"| {sg_rate:,.0f} | {rate:,.0f} | {rate / sg_rate:.1f} |")
     one, two = _median(whole["1"], "wall"), _median(whole["2"], "wall")
     print(f"| whole file, 1 worker / 2 workers | | | | {one:.2f} / {two:.2f} | {one / two:.2f}x faster | "
-          f"CPU {_median(whole['1'], 'cpu'):.2f} / {_median(whole['2'], 'cpu'):.2f} | "
+          f"CPU {_median(whole['1'], 'cpu'):.2f} / {_median(whole['2'], 'cpu'):.2f} | | "
           f"{_gib(max(r['rss'] for r in whole['1']))} / {_gib(max(r['rss'] for r in whole['2']))} | | | |")
     if giant:
         print(f"| {giant['samples']:,}-sample send_pci, 1 worker | {giant['samples']:,} | pci {giant['rows']:,} | | "
-              f"{giant['wall']:.1f} | | CPU {giant['cpu']:.1f} | {_gib(giant['rss'])} | | | |")
+              f"{giant['wall']:.1f} | | CPU {giant['cpu']:.1f} | | {_gib(giant['rss'])} | | | |")
+    for w in wakeups:
+        sg, b = w["seconds"]["sigrok-cli"], w["seconds"]["builtin"]
+        print(f"runtime engine alone, wake on every {'sample' if w['mode'] == 'skip' else 'edge'}: "
+              f"{w['wakes']:,} wake-ups over {w['samples']:,} samples: sigrok-cli {sg:.2f} s "
+              f"({sg / w['wakes'] * 1e6:.2f} us each), builtin {b:.2f} s ({b / w['wakes'] * 1e6:.2f} us each): "
+              f"{sg / b:.1f}x")
     worst = max((r["command"] - r["startup"]) / r["floor"] for r in rows)
-    print(f"goals: command / floor, worst source {worst:.2f} (goal <= {GOAL_FLOOR:.0f}); two workers "
+    print(f"goals: command / floor, worst source {worst:.2f} (CPU seconds: "
+          f"{max(_cpu_ratio(r) for r in rows):.2f}; goal <= {GOAL_FLOOR:.0f}); two workers "
           f"{one / two:.2f}x one (goal >= {GOAL_WORKERS}); "
           + "; ".join(f"{s} {r['samples'] / (r['command'] - r['startup']) / (sigrok[s]['samples'] / sigrok[s]['seconds']):.1f}"
                       f"x sigrok-cli" for s, r in ((r["source"], r) for r in rows) if s in sigrok)
@@ -274,6 +325,7 @@ def main() -> int:
         whole = _whole(path, args.repeat)
         sigrok = {} if args.no_sigrok else {
             r["source"]: _sigrok(path, r["source"], int(args.sigrok_samples) or r["samples"]) for r in rows}
+        wakeups = [] if args.no_sigrok else _wakeups(folder)
         giant = None
         if giant_path:
             print(f"decoding {giant_path.name} once ...", file=sys.stderr)
@@ -283,8 +335,8 @@ def main() -> int:
             with CaptureSet.open(giant_path) as cs:
                 giant = {**run, "samples": cs.source("send_pci").num_samples,
                          "rows": len(cs.read_table("decoded/send_pci/pci"))}
-    _print(rows, whole, sigrok, giant, load, args.repeat)
-    print(json.dumps({"sources": rows, "whole": whole, "sigrok": sigrok, "giant": giant}))
+    _print(rows, whole, sigrok, giant, wakeups, load, args.repeat)
+    print(json.dumps({"sources": rows, "whole": whole, "sigrok": sigrok, "giant": giant, "wakeups": wakeups}))
     return 0
 
 
