@@ -111,7 +111,7 @@ demo: sysdeps $(STAMP)
 	else \
 	  echo "no display: writing the GUI's views as pictures"; \
 	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 --screenshot $(DEMO_OUT)/gui-fig47.png --view timeline --range=-3:135 --measure; \
-	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 --screenshot $(DEMO_OUT)/gui-window.png --range=-3:135 --measure; \
+	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 --screenshot $(DEMO_OUT)/gui-window.png --range=-3:135 --measure --size 1920x1080; \
 	  $(NICRIG) gui $(DEMO_OUT)/stream.h5 --screenshot $(DEMO_OUT)/gui-pause.png --view timeline --range=6000:10000; \
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-latency.png --view latency --size 1200x800; \
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-histograms.png --view histograms --size 1200x800; \

@@ -106,7 +106,7 @@ def _host_probe(path: Path, f: Any) -> Any:
     """The host probe's section of a file holding host traces (None without): per host, and for a stream run
     per point, on the devices the run used (``hosts``)."""
     from nicrig.acquisition.hostprobe import events as hp
-    from nicrig.analysis import report
+    from nicrig.analysis import packetpath, report
 
     hosts = hp.hosts(f)
     if not hosts:
@@ -115,9 +115,14 @@ def _host_probe(path: Path, f: Any) -> Any:
     names = set(f.table_names())
     devices = ({r["host"].decode(): r["interface"].decode() or None for r in f.read_table("hosts")}
                if "hosts" in names else {})
-    stream = (report.stream_windows(f.read_table("stream/points"), f.read_table("stream/sent"))
-              if {"stream/points", "stream/sent"} <= names else None)
-    return report.host_probe_section(path.name, traces, devices, stream)
+    stream = paths = None
+    if {"stream/points", "stream/sent", "stream/received"} <= names:
+        points, sent, received = f.read_table("stream/points"), f.read_table("stream/sent"), f.read_table(
+            "stream/received")
+        far = next((t for t in traces if t.host != "local"), None)
+        stream = report.stream_windows(points, sent, received, far.clock_offset_ns if far else 0.0)
+        paths = packetpath.stream_paths(traces, points, sent, received)
+    return report.host_probe_section(path.name, traces, devices, stream, paths)
 
 
 @dataclass

@@ -6,10 +6,6 @@ From a host trace (:class:`nicrig.acquisition.hostprobe.events.HostTrace`):
   the metrics Geist et al. tuned interrupt coalescence by;
 * the delay from a hard interrupt (or, without one, from the softirq raise)
   to the NET_RX softirq that polls the device;
-* per packet: from the engine's send call to the device's transmit, from one
-  stage of the stack to the next for the same socket buffer (matched by its
-  address), and from the stack's receive to the engine's next
-  return from its receive call;
 * drops with the kernel's reason (``skb:kfree_skb``);
 * per stream point (one size and spacing): interrupts and NET_RX softirqs
   per packet and the share of CPU time in NET_RX, the curves Hughes-Jones
@@ -26,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from nicrig.analysis.quantity import K95, rectangular
 
 if TYPE_CHECKING:
     from nicrig.acquisition.hostprobe.events import HostTrace
@@ -33,10 +30,16 @@ if TYPE_CHECKING:
 #: softirq vectors (include/linux/interrupt.h; the trace's own table is in HostTrace.symbols["softirq"]).
 NET_TX, NET_RX = 2, 3
 #: x86-64 system call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
-SEND_CALLS = {44: "sendto", 46: "sendmsg", 307: "sendmmsg", 1: "write"}
-RECEIVE_CALLS = {45: "recvfrom", 47: "recvmsg", 299: "recvmmsg", 0: "read"}
+SENDMMSG, RECVMMSG = 307, 299  # the udpmon engine's calls (udpmon/_engine.c)
+SEND_CALLS = {44: "sendto", 46: "sendmsg", SENDMMSG: "sendmmsg", 1: "write"}
+RECEIVE_CALLS = {45: "recvfrom", 47: "recvmsg", RECVMMSG: "recvmmsg", 0: "read"}
 #: IPv4 + UDP headers: an event's ``len`` is the datagram's payload plus these (net:* see the IP packet).
 UDP_IP_BYTES = 28
+#: The most a link header adds to ``len`` where the device's header is on (``net_dev_queue``, ``net_dev_xmit``):
+#: Ethernet 14, one VLAN tag 18, two 22.
+LINK_HEADER_MAX_BYTES = 22
+#: Events whose ``len`` holds the link header.
+WITH_LINK_HEADER = ("net:net_dev_queue", "net:net_dev_xmit")
 #: One softirq run on one CPU (:func:`softirq_spans`), times in ns of the trace clock.
 SPAN_DTYPE = np.dtype([("cpu", "<i2"), ("start_ns", "<i8"), ("end_ns", "<i8")])
 
@@ -146,68 +149,16 @@ def poll_stats(rows: np.ndarray) -> PollStats:
 
 def packets(trace: HostTrace, event: str, device: str | None, payload_bytes: int | None = None) -> np.ndarray:
     """A device's (None: every device's) packets at one point of the stack (``net:netif_receive_skb``,
-    ``net:net_dev_xmit``...), of one UDP payload size when given (``len`` = payload + 28)."""
+    ``net:net_dev_xmit``...), of one UDP payload size when given (``len`` = payload + 28, plus the link
+    header where the event's length holds it)."""
     rows = trace.of(event)
     if device is not None:
         rows = rows[rows["device"] == device.encode()]
     if payload_bytes is not None:
-        rows = rows[rows["len"] == payload_bytes + UDP_IP_BYTES]
+        least = payload_bytes + UDP_IP_BYTES
+        most = least + (LINK_HEADER_MAX_BYTES if event in WITH_LINK_HEADER else 0)
+        rows = rows[(rows["len"] >= least) & (rows["len"] <= most)]
     return rows
-
-
-def calls(trace: HostTrace, event: str, numbers: dict[int, str]) -> np.ndarray:
-    """``raw_syscalls`` rows of the recorded threads for these system calls."""
-    rows = trace.of(event)
-    return rows[np.isin(rows["syscall"], list(numbers))]
-
-
-def send_to_transmit(trace: HostTrace, device: str | None, payload_bytes: int | None = None) -> np.ndarray:
-    """For each packet the recorded threads handed to ``device``: ns from the start of the send call it was
-    in (the same thread's last send-type ``sys_enter``) to the device transmit (``net_dev_xmit``)."""
-    xmit = packets(trace, "net:net_dev_xmit", device, payload_bytes)
-    enters = calls(trace, "raw_syscalls:sys_enter", SEND_CALLS)
-    out = []
-    for pid in np.unique(enters["pid"]):
-        t_enter = enters[enters["pid"] == pid]["time_ns"]
-        t_x = xmit[xmit["pid"] == pid]["time_ns"]
-        k = np.searchsorted(t_enter, t_x, side="right") - 1
-        out.append(t_x[k >= 0] - t_enter[k[k >= 0]])
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
-def receive_to_return(trace: HostTrace, device: str | None, payload_bytes: int | None = None) -> np.ndarray:
-    """For each packet ``device`` handed to the stack (``netif_receive_skb``): ns until the recorded threads'
-    next return from a receive-type call that returned data (``sys_exit``, ret > 0): the packet's wait in
-    the socket queue plus the copy to the application."""
-    rx = packets(trace, "net:netif_receive_skb", device, payload_bytes)["time_ns"]
-    exits = calls(trace, "raw_syscalls:sys_exit", RECEIVE_CALLS)
-    t_exit = np.sort(exits[exits["ret"] > 0]["time_ns"])
-    k = np.searchsorted(t_exit, rx, side="left")
-    ok = k < len(t_exit)
-    return t_exit[k[ok]] - rx[ok]
-
-
-def same_skb_delays(trace: HostTrace, first: str, then: str, payload_bytes: int | None = None,
-                    within_ns: int = 10_000_000) -> np.ndarray:
-    """ns from each socket buffer's ``first`` event to its ``then`` event (``net:net_dev_xmit`` to
-    ``net:netif_receive_skb``, ``net:netif_rx`` to ``net:netif_receive_skb``...), the same buffer known by its
-    address: for each ``then`` (of one UDP payload size when given), the latest ``first`` of that address
-    before it, at most ``within_ns`` earlier (addresses are reused as buffers are freed) and no shorter (a
-    transmitted buffer still holds the link header the receive side has pulled off)."""
-    a, b = trace.of(first), trace.of(then)
-    if payload_bytes is not None:
-        b = b[b["len"] == payload_bytes + UDP_IP_BYTES]
-    rows = np.concatenate([a, b])
-    is_first = np.concatenate([np.ones(len(a), bool), np.zeros(len(b), bool)])
-    # by buffer, then time, a buffer's first event before its then-event at the same instant
-    order = np.lexsort((~is_first, rows["time_ns"], rows["skbaddr"]))
-    rows, is_first = rows[order], is_first[order]
-    last = np.maximum.accumulate(np.where(is_first, np.arange(len(rows)), -1)) if len(rows) else np.zeros(0, int)
-    at = np.flatnonzero(~is_first & (last >= 0))
-    j = last[at]
-    delay = rows["time_ns"][at] - rows["time_ns"][j]
-    same = (rows["skbaddr"][j] == rows["skbaddr"][at]) & (rows["len"][j] >= rows["len"][at])
-    return delay[same & (delay <= within_ns)]
 
 
 def drops(trace: HostTrace, t0_ns: int | None = None, t1_ns: int | None = None) -> dict[str, int]:
@@ -283,6 +234,28 @@ def point_load(trace: HostTrace, device: str | None, payload_bytes: int, t0_ns: 
     per = (lambda x: x / n if n else math.nan)
     return PointLoad(packets=n, interrupts_per_packet=per(irqs), net_rx_per_packet=per(len(runs)),
                      frames_per_poll=ps.mean_frames, net_rx_cpu_pct=100 * busy_share(spans, t0_ns, t1_ns, cpus))
+
+
+def quantile_us(values_ns: np.ndarray, q: float, step_ns: float = 1.0) -> tuple[float, float]:
+    """The ``q``-quantile of delays given in ns, and its 95% half-width, both in us (NaN: no values; half-width
+    NaN where there are too few for a two-sided interval); ``step_ns``: the delays' resolution.
+
+    Distribution-free: the order statistics whose ranks bound a Binomial(n, q) count's central 95% enclose the
+    quantile with at least that probability (Conover, Practical Nonparametric Statistics, 1999, §3.2); the
+    half-width is half their distance, combined with the time stamps' resolution ``step_ns`` (a rectangular
+    distribution, GUM, JCGM 100:2008 §F.2.2.1) so that a run of equal delays keeps a finite interval."""
+    from scipy.stats import binom
+
+    n = len(values_ns)
+    if not n:
+        return math.nan, math.nan
+    x = np.sort(np.asarray(values_ns, dtype=np.float64))
+    value = float(np.percentile(x, 100 * q))
+    lo, hi = int(binom.ppf(0.025, n, q)), int(binom.ppf(0.975, n, q)) + 1  # 1-based ranks
+    if lo < 1 or hi > n:
+        return value / 1000, math.nan
+    half = (x[hi - 1] - x[lo - 1]) / 2
+    return value / 1000, math.hypot(half, K95 * rectangular(step_ns)) / 1000
 
 
 def quantiles_us(values_ns: np.ndarray) -> tuple[float, float, int]:

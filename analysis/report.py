@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from nicrig.analysis import (bus, cpu, expected, figures, hostprobe, latency, load, nic_registers, resolution, suite,
-                            sweeps, throughput)
+from nicrig.analysis import (bus, cpu, expected, figures, hostprobe, latency, load, nic_registers, packetpath,
+                            resolution, suite, sweeps, throughput)
 from nicrig.analysis.citations import GEIST, HUGHES_JONES, PAI, REFERENCES, cited
 from nicrig.analysis.latency import FIT_COLUMNS, FITS_TABLE, STAT_LABEL
 from nicrig.analysis.quantity import number, rectangular, setting
@@ -1347,11 +1347,18 @@ class StreamWindows:
     t1_ns: np.ndarray
 
 
-def stream_windows(points: np.ndarray, sent: np.ndarray, tail_ns: int = 2_000_000) -> StreamWindows:
-    """Each point's first to last send (plus ``tail_ns`` for the last packets to arrive), from stream/sent."""
+def stream_windows(points: np.ndarray, sent: np.ndarray, received: np.ndarray | None = None,
+                   far_offset_ns: float = 0.0, tail_ns: int = 2_000_000) -> StreamWindows:
+    """Each point's first send to its last (plus ``tail_ns`` for the last packets to arrive) or, when later, the
+    far engine's last return from a receive call (``received``, on the far clock: ``far_offset_ns`` puts it
+    on the near one), from stream/sent and stream/received."""
     ok = sent[sent["t_ns"] >= 0]
     t0 = np.array([ok["t_ns"][ok["point"] == p].min(initial=np.iinfo(np.int64).max) for p in points["point"]])
     t1 = np.array([ok["t_ns"][ok["point"] == p].max(initial=0) for p in points["point"]]) + tail_ns
+    if received is not None:
+        back = received[received["user_ns"] >= 0]
+        last = np.array([back["user_ns"][back["point"] == p].max(initial=0) for p in points["point"]])
+        t1 = np.maximum(t1, last + int(round(far_offset_ns)) + 1)
     return StreamWindows(points["point"], points["size_bytes"], points["spacing_us"], t0, t1)
 
 
@@ -1366,23 +1373,79 @@ def _host_probe_row(t: Any, device: str | None) -> tuple[list[Any], list[Any]]:
     per_s = (lambda n: n / span if span else math.nan)
     rates = [t.host, device or "all", span, per_s(irqs), per_s(mine), per_s(runs), frames,
              frames / mine if mine else None, ps.polls, ps.mean_frames, ps.max_frames, ps.budget, ps.empty]
-    delays = [t.host, *hostprobe.quantiles_us(irq_d), *hostprobe.quantiles_us(raise_d),
-              *hostprobe.quantiles_us(hostprobe.send_to_transmit(t, device)),
-              *hostprobe.quantiles_us(hostprobe.same_skb_delays(t, "net:net_dev_xmit", "net:netif_receive_skb")),
-              *hostprobe.quantiles_us(hostprobe.receive_to_return(t, device))]
+    delays = [t.host, *hostprobe.quantiles_us(irq_d), *hostprobe.quantiles_us(raise_d)]
     return rates, delays
 
 
 #: The delay columns of the host probe's table: to 10 ns, coarser than the two 1 ns time stamps each is made of.
-DELAY_COLUMNS = ("IRQ to NET_RX median", "p90", "raise to NET_RX median", "send call to device transmit median",
-                 "device transmit to stack receive (same skb) median", "stack receive to application return median")
+DELAY_COLUMNS = ("IRQ to NET_RX median", "p90", "raise to NET_RX median")
+
+
+#: A delay between two kernel events: two CLOCK_MONOTONIC time stamps in whole ns.
+DELAY_RESOLUTION = resolution.capture([1.0, 1.0])
+
+
+def _median_p90(values_ns: Any) -> list[Any]:
+    """[median, its 95% half-width, 90th percentile, its half-width (us), count] of delays in ns."""
+    step = DELAY_RESOLUTION.step_ns
+    return [*hostprobe.quantile_us(values_ns, 0.5, step), *hostprobe.quantile_us(values_ns, 0.9, step),
+            len(values_ns)]
+
+
+def _datagram_paths(sec: Section, name: str, paths: packetpath.StreamPaths) -> None:
+    """The tables of each datagram's path through the kernel, paired with the engine's record of it, and of what
+    could not be paired and why."""
+    rows: list[list[Any]] = []
+    s, r = paths.sent, paths.received
+    if s is not None and s.paired:
+        d = s.paths
+        rows += [[paths.sender, "the engine's clock read before its send call", "device transmit (net_dev_xmit)",
+                  *_median_p90(d["xmit_ns"] - d["engine_ns"])],
+                 [paths.sender, "its message in the send call (sendmmsg)", "device transmit (net_dev_xmit)",
+                  *_median_p90(d["xmit_ns"] - d["message_ns"])]]
+    if r is not None and r.paired:
+        d = r.paths
+        rows += [[paths.receiver, "stack receive (netif_receive_skb)", "queued on the socket (sk_data_ready)",
+                  *_median_p90(d["wake_ns"] - d["receive_ns"])],
+                 [paths.receiver, "queued on the socket (sk_data_ready)", "the engine's receive call returned",
+                  *_median_p90(d["return_ns"] - d["wake_ns"])],
+                 [paths.receiver, "stack receive (netif_receive_skb)", "the engine's receive call returned",
+                  *_median_p90(d["return_ns"] - d["receive_ns"])]]
+    if len(paths.same_buffer_ns):
+        rows.append([f"{paths.sender} to {paths.receiver} (one kernel)", "device transmit (net_dev_xmit)",
+                     "stack receive (netif_receive_skb), the same buffer",
+                     *_median_p90(paths.same_buffer_ns)])
+    sec.tables.append(Table(
+        "Each datagram's path through the kernel, paired with the engine's record of it (us)",
+        ["host", "from", "to", "median", "median ± 95%", "p90", "p90 ± 95%", "datagrams"], rows,
+        f"{name}: host_trace/<host>/events joined to stream/sent, stream/received and stream/points "
+        "(send_thread, recv_thread)",
+        note="every delay is one datagram's own: its system call found from the engine's clock and thread, its "
+             "buffer and socket from the kernel's events in that call (nicrig.analysis.packetpath); datagrams "
+             "that could not be paired so are counted in the next table and left out here",
+        uncertainty={"median": "median ± 95%", "p90": "p90 ± 95%"},
+        resolution={c: rectangular(DELAY_RESOLUTION.step_ns) / 1000 for c in ("median", "p90")},
+        resolution_text="CLOCK_MONOTONIC time stamps in whole ns; each delay is two of them"))
+    pair_rows = []
+    for host, table, pairing in ((paths.sender, "stream/sent", s), (paths.receiver, "stream/received", r)):
+        if pairing is None:
+            continue
+        why = "; ".join(f"{reason}: {n}" for reason, n in pairing.unpaired.most_common() if n)
+        extra = "; ".join(f"{reason}: {n}" for reason, n in pairing.unrecorded.most_common() if n)
+        pair_rows.append([host, table, pairing.datagrams, pairing.paired, pairing.datagrams - pairing.paired,
+                          why or "-", extra or "-"])
+    sec.tables.append(Table(
+        "Datagrams paired with their kernel events, and why the rest are not",
+        ["host", "engine's record", "datagrams", "paired", "not paired", "why not (datagrams)",
+         "kernel datagrams without an engine record"], pair_rows,
+        f"{name}: stream/sent, stream/received, host_trace/<host>/events"))
 
 
 def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str | None],
-                       stream: StreamWindows | None = None) -> Section:
+                       stream: StreamWindows | None = None, paths: packetpath.StreamPaths | None = None) -> Section:
     """The host probe's section of a file: per host, interrupts and NAPI polls (Geist et al.), the delays from
-    interrupt to poll and along each packet's path, drops by reason, and per stream point the interrupt and
-    CPU curves of Hughes-Jones et al. 2003 §8."""
+    interrupt to poll, each datagram's path through the kernel where the engine recorded it (a stream run),
+    drops by reason, and per stream point the interrupt and CPU curves of Hughes-Jones et al. 2003 §8."""
     src = f"{name}: host_trace/<host>/events"
     sec = Section(f"Host probe: kernel events of {', '.join(t.host for t in traces)}: {name}", name,
                   template="hostprobe", data={"losses": {t.host: t.lost for t in traces if t.lost},
@@ -1416,18 +1479,16 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
              "empty where it raised none (veth, loopback: packets are queued in software and polled from the "
              "per-CPU backlog)", decimals={"span (s)": 3}))
     sec.tables.append(Table(
-        "Delays: interrupt to poll, and along each packet's path (us)",
-        ["host", "IRQ to NET_RX median", "p90", "n", "raise to NET_RX median", "p90", "n",
-         "send call to device transmit median", "p90", "n", "device transmit to stack receive (same skb) median",
-         "p90", "n", "stack receive to application return median", "p90", "n"], [d for _, d in rows],
-        f"{src} (irq_handler_entry, softirq_raise/entry, raw_syscalls of the recorded threads, net_dev_xmit, "
-        "netif_receive_skb; the same skb: its address)",
-        note="device transmit to stack receive: a socket buffer seen leaving one device and entering the stack "
-             "again on this host (loopback, veth between namespaces; on a real NIC pair the two ends are "
-             "different hosts and buffers, and the column is empty)",
+        "Delays from interrupt to poll (us)",
+        ["host", "IRQ to NET_RX median", "p90", "n", "raise to NET_RX median", "p90", "n"], [d for _, d in rows],
+        f"{src} (irq_handler_entry, softirq_raise/entry)",
+        note="for each NET_RX softirq run, the last interrupt of the device (or NET_RX raise) on its CPU since the "
+             "previous run",
         decimals={c: 2 for c in DELAY_COLUMNS},
-        resolution={c: rectangular(resolution.capture([1.0, 1.0]).step_ns) / 1000 for c in DELAY_COLUMNS},
+        resolution={c: rectangular(DELAY_RESOLUTION.step_ns) / 1000 for c in DELAY_COLUMNS},
         resolution_text="CLOCK_MONOTONIC time stamps in whole ns; each delay is two of them"))
+    if paths is not None:
+        _datagram_paths(sec, name, paths)
     drop_rows = [[t.host, reason, count] for t in traces for reason, count in hostprobe.drops(t).items()]
     sec.tables.append(Table("Packets the kernel dropped, by reason", ["host", "reason", "packets"], drop_rows,
                             f"{src} (skb:kfree_skb reason; names from the kernel's own table)",
@@ -1437,8 +1498,12 @@ def host_probe_section(name: str, traces: Sequence[Any], devices: dict[str, str 
     sec.text.append(Sentence(
         "The host probe sees from the host side what " + HUGHES_JONES + " saw on the PCI buses: the interrupt, the "
         "poll that takes N frames per interrupt (the coalescence " + GEIST + " tuned), the stack and the "
-        "application's system calls. Times are each host's CLOCK_MONOTONIC, the udpmon engine's clock; per-packet "
-        "delays use one host's events only."))
+        "application's system calls. Times are each host's CLOCK_MONOTONIC, the udpmon engine's clock; a "
+        "datagram's delays use one host's events only."))
+    if paths is None:
+        sec.text.append(Sentence(
+            "Delays of single datagrams are shown for stream runs only: their engines record every datagram and the "
+            "threads that sent and received it, which is what pairs a datagram with its kernel events."))
     for host, lost in sec.data["losses"].items():
         sec.text.append(f"{host}: the kernel lost {lost} events (ring buffer full): counts and rates above are "
                         "lower bounds.")

@@ -20,6 +20,7 @@ from nicrig.gui.events import FILTERED_HERE, EventList, EventPanel
 from nicrig.gui.lanes import Lane, format_ns
 from nicrig.gui.measurements import Measurement, MeasurementsPanel, phase_boxes
 from nicrig.gui.results_view import ResultsView
+from nicrig.gui.sizing import fit_columns
 from nicrig.gui.timeline import Timeline
 from nicrig.udpmon.results import RESULTS_GROUP
 from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
@@ -166,9 +167,7 @@ class CursorPanel(QtWidgets.QWidget):
         self.values.setHorizontalHeaderLabels(["lane", "at A", "at B"])
         self.values.verticalHeader().setVisible(False)
         self.values.verticalHeader().setDefaultSectionSize(19)
-        self.values.horizontalHeader().setStretchLastSection(True)
-        self.values.setColumnWidth(0, 150)
-        self.values.setColumnWidth(1, 150)
+        fit_columns(self.values)
         self.markers = QtWidgets.QListWidget()
         add, remove, goto = (QtWidgets.QPushButton("Add at A..."), QtWidgets.QPushButton("Remove"),
                              QtWidgets.QPushButton("Go to"))
@@ -685,8 +684,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def cursors_to_view(self) -> None:
         if self.timeline is not None:
-            t0, t1 = self.timeline.view_range()
-            self.timeline.set_cursors(t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0))
+            self.timeline.cursors_to_view()
 
     def add_marker(self) -> None:
         if self.cursor_panel is not None:

@@ -468,8 +468,9 @@ def ethernet_labels(r: np.void) -> list[str]:
     """A frame's labels, longest first."""
     if r["pause_quanta"] >= 0:
         q = int(r["pause_quanta"])
-        name = "XON (PAUSE 0)" if q == 0 else f"PAUSE {q} quanta"
-        return [f"{name}, stops the partner {format_ns(float(r['pause_ns']))}", "XON" if q == 0 else "PAUSE", "P"]
+        if q == 0:
+            return ["XON (PAUSE 0): the partner may send again", "XON", "X"]
+        return [f"PAUSE {q} quanta, stops the partner {format_ns(float(r['pause_ns']))}", "PAUSE", "P"]
     err = "" if r["fcs_ok"] and r["error_octets"] <= 0 else " BAD FCS/ERROR"
     if r["udp_dport"] >= 0:
         seq = f" seq {int(r['seq'])}" if r["seq"] >= 0 else ""

@@ -21,6 +21,7 @@ from nicrig.analysis import bus, nic_registers
 from nicrig.analysis.quantity import number
 from nicrig.gui.background import Job
 from nicrig.gui.lanes import STYLE_NAMES, Boxes, format_ns
+from nicrig.gui.sizing import fit_columns
 from PySide6 import QtWidgets
 
 from nicrig.errors import UsageError
@@ -205,8 +206,7 @@ class MeasurementsPanel(QtWidgets.QWidget):
         self.table = QtWidgets.QTableWidget(0, 2)
         self.table.setHorizontalHeaderLabels(["measurement", "value"])
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.setColumnWidth(0, 230)
+        fit_columns(self.table)
         self.table.cellDoubleClicked.connect(self._goto)
         run = QtWidgets.QPushButton("Measure A..B")
         run.setToolTip("bus-level timing of the range between the cursors (nicrig.analysis.bus)")

@@ -30,13 +30,22 @@ DEFAULT_PATH = "pci64-66,gige,pci64-66"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
-def _plot(title: str, x: str, y: str) -> pg.PlotWidget:
+def _plot(title: str, x: str, y: str, legend_columns: int = 1) -> pg.PlotWidget:
     w = pg.PlotWidget(background="w", title=title)
     w.showGrid(x=True, y=True, alpha=0.25)
     w.setLabel("bottom", x)
     w.setLabel("left", y)
-    w.addLegend(offset=(-10, 10))
+    legend_below(w.getPlotItem(), legend_columns)
     return w
+
+
+def legend_below(plot: pg.PlotItem, columns: int) -> pg.LegendItem:
+    """The plot's legend in a row of its own under the axis, where it hides no data; the entries of items
+    plotted with a ``name`` go into it."""
+    legend = pg.LegendItem(colCount=columns, labelTextColor="#222222")
+    plot.layout.addItem(legend, 4, 1)
+    plot.legend = legend
+    return legend
 
 
 def _tables(path: Path) -> tuple[str, dict[str, np.ndarray], dict[str, dict], dict, dict | None]:
@@ -71,6 +80,7 @@ class ResultsView(QtWidgets.QTabWidget):
                                   "pcie3x8:mps=256, gige, eth10g, memcpy:2000 (MB/s)")
         show = QtWidgets.QPushButton("Show expected slope")
         self.expected_note = QtWidgets.QLabel()
+        self.expected_note.setWordWrap(True)  # a long comparison wraps instead of widening the window
         row = QtWidgets.QHBoxLayout()
         row.addWidget(QtWidgets.QLabel("path:"))
         row.addWidget(self.path_edit, 1)
@@ -109,7 +119,7 @@ class ResultsView(QtWidgets.QTabWidget):
     def _latency(self) -> QtWidgets.QWidget:
         est = self.estimate
         w = _plot(f"UDP request-response latency ({self.path.name}): per-round values, 95% bars",
-                  "response size (bytes)", "RTT (us)")
+                  "response size (bytes)", "RTT (us)", legend_columns=2)
         x = est.sizes.astype(float)
         self.fit_rows: list[str] = []
         for k, (stat, values) in enumerate(est.values.items()):
@@ -153,7 +163,7 @@ class ResultsView(QtWidgets.QTabWidget):
                                                                  ("count", "<i8")]))
         width = float(self.attrs.get("latency/histogram", {}).get("bin_width_us", 1.0))
         est = self.estimate
-        w = _plot("RTT histograms", "RTT (us)", "count")
+        w = _plot("RTT histograms", "RTT (us)", "count", legend_columns=2)
         present = [int(s) for s in np.unique(hist["size_bytes"])]
         picks = latency.histogram_sizes(present)
         for k, size in enumerate(picks):
@@ -165,7 +175,10 @@ class ResultsView(QtWidgets.QTabWidget):
         shown = [est.stats[s] for s in picks if s in est.stats and est.stats[s].count]
         if shown:
             # the body of the distributions, as Hughes-Jones et al. figure 6.4 shows them; the tail is in the file
-            lo, hi = min(st.min_us for st in shown), max(st.percentiles_us[99] for st in shown)
+            # (a busy host's tail can reach milliseconds: the view ends ten widths past the median at most)
+            lo = min(st.min_us for st in shown)
+            hi = max(min(st.percentiles_us[99], st.median_us + 10 * st.fwhm_us)
+                     if np.isfinite(st.fwhm_us) else st.percentiles_us[99] for st in shown)
             w.setXRange(lo - 0.1 * (hi - lo) - width, hi + 0.2 * (hi - lo) + width, padding=0)
         return w
 
@@ -177,15 +190,17 @@ class ResultsView(QtWidgets.QTabWidget):
         plots = []
         for row, (title, ylab) in enumerate((("received user data rate", "Mbit/s"),
                                              ("packet loss", "% of sent"),
-                                             ("CPU busy (local solid, remote dashed)", "%"))):
+                                             ("CPU busy (local: solid, dots; remote: dashed, squares)", "%"))):
             p = box.addPlot(row=row, col=0, title=title)
             p.showGrid(x=True, y=True, alpha=0.25)
             p.setLabel("left", ylab)
             p.setLabel("bottom", "transmit spacing (us)")
-            p.addLegend(offset=(-10, 5))
+            p.getAxis("left").enableAutoSIPrefix(False)  # a scale factor beside "%" reads as a unit
+            legend_below(p, columns=8)
             plots.append(p)
         attrs = self.attrs.get("stream/points", {})
         link = float(attrs.get("link_mbps", np.nan)) * 1e6
+        worst_loss = 0.0
         for k, c in enumerate(throughput.size_curves(pts, link_rate_bps=link if np.isfinite(link) else None)):
             colour = PALETTE[k % len(PALETTE)]
             x = c.spacing_us
@@ -195,7 +210,19 @@ class ResultsView(QtWidgets.QTabWidget):
             plots[0].addItem(pg.ErrorBarItem(x=x, y=c.user_rate_mbps, height=2 * ci, pen=pg.mkPen(colour)))
             plots[1].plot(x, c.loss_pct, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=5, symbolBrush=colour,
                           name=f"{c.size_bytes} B")
-            plots[2].plot(x, 100 - c.sender_cpu_idle_pct, pen=pg.mkPen(colour, width=2), name=f"{c.size_bytes} B")
-            plots[2].plot(x, 100 - c.receiver_cpu_idle_pct, pen=pg.mkPen(colour, width=2,
-                                                                         style=QtCore.Qt.PenStyle.DashLine))
+            # the remote curve's hollow squares stay in sight where it lies on the local one (both hosts busy), and
+            # grow with each size, so that sizes on one value nest rather than hide each other
+            local, remote = 100 - c.sender_cpu_idle_pct, 100 - c.receiver_cpu_idle_pct
+            if np.isfinite(local).any():  # a simulated run records no CPU
+                plots[2].plot(x, local, pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=5, symbolBrush=colour,
+                              name=f"{c.size_bytes} B")
+            if np.isfinite(remote).any():
+                plots[2].plot(x, remote, pen=pg.mkPen(colour, width=2, style=QtCore.Qt.PenStyle.DashLine),
+                              symbol="s", symbolSize=min(10 + 4 * k, 26), symbolBrush=None,
+                              symbolPen=pg.mkPen(colour, width=1.5),
+                              name=None if np.isfinite(local).any() else f"{c.size_bytes} B")
+            worst_loss = max(worst_loss, float(np.nanmax(c.loss_pct, initial=0.0)))
+        # shares from zero: no loss reads as a line on the floor, a busy CPU as one near the top
+        plots[1].setYRange(0, max(1.0, 1.1 * worst_loss))
+        plots[2].setYRange(0, 105)
         return box

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nicrig.gui.app import MainWindow, export_widget
+from nicrig.gui.sizing import fit_docks
 from PySide6 import QtWidgets
 
 from nicrig.errors import UsageError
@@ -45,6 +46,8 @@ def render(window: MainWindow, path: Path | None, view: str, view_us: tuple[floa
             tl.vb.setXRange(view_us[0] * 1000, view_us[1] * 1000, padding=0)
         if cursors_us:
             tl.set_cursors(cursors_us[0] * 1000, cursors_us[1] * 1000)
+        else:  # a picture shows its cursors: ones left from another view come into this one
+            tl.cursors_into_view()
         if measure and window.measurements is not None:
             window.measurements.measure(*sorted(tl.cursor_positions() if cursors_us else tl.view_range()))
             window.wait_jobs()
@@ -64,6 +67,12 @@ def render(window: MainWindow, path: Path | None, view: str, view_us: tuple[floa
         widget = _results_tab(window, view)
     elif tl is None and window.results:
         window.tabs.setCurrentWidget(window.results[0])
+    if view in ("window", "events"):  # pictures of the docks: their tables whole
+        settle(window)
+        fit_docks(window)
+    elif path is not None:  # a picture of one view: the window's width and height are its own
+        for dock in window.findChildren(QtWidgets.QDockWidget):
+            dock.hide()
     settle(window)
     if path is not None:
         export_widget(widget, path)

@@ -11,6 +11,9 @@ kept in the session and can also be typed in the lanes panel.
 
 from __future__ import annotations
 
+import bisect
+from collections import Counter
+
 import numpy as np
 import pyqtgraph as pg
 import shiboken6
@@ -38,6 +41,8 @@ CURSOR_COLOURS = ("#e8590c", "#1c7ed6")
 #: Width (px) the cursor readout keeps, whatever its text.
 READOUT_WIDTH = 440
 MARKER_COLOUR = "#555555"
+#: Height (in lane heights) of the band below the lanes that holds the cursors' names.
+CURSOR_BAND = 0.9
 _BRUSHES = {name: QtGui.QBrush(QtGui.QColor(fill)) for name, (fill, _) in STYLES.items()}
 _TEXT = {name: QtGui.QColor(text) for name, (_, text) in STYLES.items()}
 
@@ -72,6 +77,19 @@ def draw_lines(p: QtGui.QPainter, x0: np.ndarray, y0: np.ndarray | float, x1: np
         seg = np.empty((n, 4))
         seg[:, 0], seg[:, 1], seg[:, 2], seg[:, 3] = x0, y0, x1, y1
         p.drawLines(shiboken6.wrapInstance(seg.ctypes.data, QtCore.QLineF), n)
+
+
+def groups(px0: np.ndarray, px1: np.ndarray, flag: np.ndarray, gap_px: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Things drawn in a lane (pixel extents) grouped where they are less than ``gap_px`` apart: each group's
+    left and right, in order, and whether ``flag`` holds for all its things."""
+    if not len(px0):
+        return px0, px1, flag
+    order = np.argsort(px0, kind="stable")
+    a, b, s = px0[order], px1[order], flag[order]
+    reach = np.maximum.accumulate(b)
+    first = np.flatnonzero(np.concatenate(([True], a[1:] > reach[:-1] + gap_px)))
+    return a[first], np.maximum.reduceat(b, first), np.logical_and.reduceat(s, first)
 
 
 class TextWidths:
@@ -179,9 +197,15 @@ class LaneItem:
         self.drawing: LogicDrawing | BoxDrawing | None = None
         self.header = ""
         self.view = (0.0, 1.0)
+        self.shift_ns = 0.0
+        #: the texts the last paint wrote, each with its rectangle (pixels of the view): what a reader sees
+        self.written: list[tuple[QtCore.QRectF, str]] = []
+        #: (left, right, top, bottom) pixels of every box and dense span the last paint drew
+        self.extents = np.zeros((0, 4))
 
-    def set_drawing(self, drawing: LogicDrawing | BoxDrawing | None, view: tuple[float, float]) -> None:
-        self.drawing, self.view = drawing, view
+    def set_drawing(self, drawing: LogicDrawing | BoxDrawing | None, view: tuple[float, float],
+                    shift_ns: float = 0.0) -> None:
+        self.drawing, self.view, self.shift_ns = drawing, view, shift_ns
 
     def collect(self, batch: Batch) -> None:
         """Add the lane's lines and rectangles to ``batch``."""
@@ -196,6 +220,7 @@ class LaneItem:
 
     def paint_text(self, p: QtGui.QPainter) -> None:
         """The lane's words: a header's, or the labels of boxes wide enough."""
+        self.written, self.extents = [], np.zeros((0, 4))
         if self.lane.kind == "header":
             self._text_at_left(p, self.header)
         elif isinstance(self.drawing, BoxDrawing):
@@ -210,7 +235,11 @@ class LaneItem:
         font.setBold(True)
         p.setFont(font)
         p.setPen(QtGui.QColor("#1d2b3a"))
-        p.drawText(QtCore.QRectF(x, min(y0, y1), 2000, abs(y1 - y0)), QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+        room = tr.m11() * self.view[1] + tr.dx() - x - 6
+        text = QtGui.QFontMetrics(font).elidedText(text, QtCore.Qt.TextElideMode.ElideRight, int(max(room, 0)))
+        rect = QtCore.QRectF(x, min(y0, y1), QtGui.QFontMetrics(font).horizontalAdvance(text), abs(y1 - y0))
+        p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+        self.written.append((rect, text))
         p.setTransform(tr)
 
     def _logic(self, batch: Batch, d: LogicDrawing) -> None:
@@ -243,36 +272,111 @@ class LaneItem:
             batch.add(f"wide:{STYLE_NAMES[int(k)]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
     def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray) -> None:
-        if not len(d.rows) or self.lane.boxes is None:
+        """Each box's longest label that fits: inside it, up to where the next box starts; a measured phase's,
+        or a box too narrow to draw alone but with room after it, beside it. No label runs into another."""
+        if self.lane.boxes is None or not (len(d.rows) or len(d.dense_x0)):
             return
         tr = p.transform()
         sx, dx, sy, dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
         view_px0, view_px1 = sx * self.view[0] + dx, sx * self.view[1] + dx
+        p.save()  # restored whatever happens: a painter left without its transform takes Qt down
         p.resetTransform()
-        fm = text_widths(p.font())
-        rows = d.rows % 2 if self.lane.callouts else np.zeros(len(d.rows), np.int64)
-        for i, (row, a, b, s) in enumerate(zip(d.rows, d.x0, d.x1, d.style)):
-            left = max(sx * a + dx, view_px0)
-            right = min(sx * b + dx, view_px1)
-            ya, yb = sorted((sy * top[i] + dy, sy * bottom[i] + dy))
-            labels = self.lane.boxes.labels(row)
-            room = right - left - 6
-            # a phase is better named beside its box than abbreviated inside it
-            inside = labels[:2] if self.lane.callouts else labels
-            text = next((t for t in inside if fm.horizontalAdvance(t) <= room), None)
-            colour = _TEXT[STYLE_NAMES[int(s)]]
-            if text is None and self.lane.callouts:
-                # beside the box, up to the next box of the same row
-                later = np.flatnonzero((rows == rows[i]) & (np.arange(len(rows)) > i))
-                limit = sx * d.x0[later[0]] + dx if len(later) else view_px1
-                left, room = right + 2, min(limit, view_px1) - right - 6
-                text = next((t for t in labels if fm.horizontalAdvance(t) <= room), None)
-                colour = QtGui.QColor("#111111")
-            if text is None:
-                continue
-            p.setPen(colour)
-            p.drawText(QtCore.QRectF(left + 3, ya, max(room, 1), yb - ya), QtCore.Qt.AlignmentFlag.AlignVCenter, text)
-        p.setTransform(tr)
+        try:
+            fm = text_widths(p.font())
+            band = d.rows % 2 if self.lane.callouts else np.zeros(len(d.rows), np.int64)
+            box_px0, box_px1 = sx * d.x0 + dx, sx * d.x1 + dx
+            dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
+            spans: dict[tuple[int, int], list[tuple[float, float]]] = {}  # per text height: written (left, right)
+
+            def next_start(px: float, of: np.ndarray) -> float:
+                later = of[of > px + 0.5]
+                return float(later.min()) if len(later) else view_px1
+
+            def clear(key: tuple[int, int], a: float, b: float) -> bool:
+                """No text written at this height overlaps [a, b] (the texts of a height are kept sorted)."""
+                taken = spans.setdefault(key, [])
+                k = bisect.bisect(taken, (a, b))
+                return (k == 0 or taken[k - 1][1] < a) and (k == len(taken) or taken[k][0] > b)
+
+            def write(labels: list[str], left: float, right: float, ya: float, yb: float, colour: QtGui.QColor,
+                      flush_right: bool = False) -> bool:
+                """The longest of ``labels`` that fits between ``left`` and ``right`` (against ``right`` when
+                ``flush_right``) clear of every text written (the bands a lane writes in are its whole height or, for
+                callouts, its upper and lower halves, so texts of different heights do not meet)."""
+                key = (round(ya), round(yb))
+                for text in labels:
+                    width = fm.horizontalAdvance(text)
+                    rect = QtCore.QRectF(right - 3 - width if flush_right else left + 3, ya, width, yb - ya)
+                    if rect.left() < left + 3:
+                        continue
+                    if rect.right() <= right - 3 and clear(key, rect.left(), rect.right()):
+                        p.setPen(colour)
+                        p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+                        self.written.append((rect, text))
+                        bisect.insort(spans[key], (rect.left(), rect.right()))
+                        return True
+                return False
+
+            others = np.concatenate([box_px0, dense_px0])
+            named = np.zeros(len(box_px0), bool)
+            for i in np.argsort(box_px0, kind="stable"):
+                same_band = box_px0[band == band[i]] if self.lane.callouts else others
+                left, right = max(box_px0[i], view_px0), min(box_px1[i], view_px1, next_start(box_px0[i], same_band))
+                ya, yb = sorted((sy * top[i] + dy, sy * bottom[i] + dy))
+                labels = self.lane.boxes.labels(d.rows[i])
+                # a phase is better named beside its box than abbreviated inside it
+                inside = labels[:2] if self.lane.callouts else labels
+                named[i] = write(inside, left, right, ya, yb, _TEXT[STYLE_NAMES[int(d.style[i])]])
+                if not named[i] and self.lane.callouts:
+                    named[i] = write(labels, right + 2, next_start(box_px0[i], same_band), ya, yb,
+                                     QtGui.QColor("#111111"))
+            # boxes too narrow to draw alone or to name inside: a group of them (things with no room for a word
+            # between them) none of which is named is named beside it, after it or else before it, by a word (a lone
+            # letter beside a tick would say nothing)
+            ya, yb = sorted((sy * (self.y0 + 0.12 * self.h) + dy, sy * (self.y0 + 0.88 * self.h) + dy))
+            shortest = fm.horizontalAdvance("IRQ") + 6
+            g0, g1, nameless = groups(np.concatenate([box_px0, dense_px0]), np.concatenate([box_px1, dense_px1]),
+                                      np.concatenate([~named, np.ones(len(dense_px0), bool)]), shortest)
+            dark = QtGui.QColor("#111111")
+            for k in np.flatnonzero(nameless):
+                after = min(float(g0[k + 1]) if k + 1 < len(g0) else view_px1, view_px1)
+                before = max(float(g1[k - 1]) if k > 0 else view_px0, view_px0)
+                if max(after - g1[k], g0[k] - before) < shortest:
+                    continue
+                # half a pixel either side: the group's edges are its boxes' times rounded to pixels
+                words = self._sliver_words((g0[k] - 0.5 - dx) / sx, (g1[k] + 0.5 - dx) / sx)
+                if words and not write(words, g1[k] + 1, after, ya, yb, dark):
+                    write(words, before, g0[k] - 1, ya, yb, dark, flush_right=True)
+            box_y = np.sort(np.column_stack([sy * top + dy, sy * bottom + dy]), axis=1)
+            dense_y = np.full((len(dense_px0), 2), (ya, yb))
+            self.extents = np.concatenate([np.column_stack([box_px0, box_px1, box_y]),
+                                           np.column_stack([dense_px0, dense_px1, dense_y])])
+        finally:
+            p.restore()
+
+    def _sliver_words(self, x0: float, x1: float, most: int = 64, kinds_at_most: int = 3) -> list[str]:
+        """Names for the lane's boxes starting in ``[x0, x1]`` (view time), longest first: one box's own words; for
+        several, the word they share and their count (a batch of packets sent in one call: "sent ×6"), else each
+        kind's count ("STOP#, CSR ×4"); none for more kinds than ``kinds_at_most`` or more boxes than ``most``."""
+        boxes = self.lane.boxes
+        assert boxes is not None
+        i0, i1 = boxes.visible(x0 - self.shift_ns, x1 - self.shift_ns)
+        if i1 - i0 > most:
+            return []
+        rows = np.arange(i0, i1)
+        # the boxes starting here (one reaching in from before belongs to the group it started in)
+        start = boxes.t_ns[i0:i1] + self.shift_ns
+        inside = rows[(start >= x0) & (start <= x1)]
+        words = [w for w in ([t for t in boxes.labels(r) if len(t) > 1] for r in inside) if w]
+        if len(words) < 2:
+            return words[0] if words else []
+        shared = [w for w in words[0][1:] if all(w in other for other in words[1:])]
+        if shared:
+            return [f"{w} ×{len(words)}" for w in shared]
+        kinds = Counter(w[-1] for w in words)  # each box by its shortest word, in order of appearance
+        if len(kinds) > kinds_at_most:
+            return []
+        return [", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.items())]
 
 
 class LanesItem(pg.GraphicsObject):
@@ -438,9 +542,11 @@ class Timeline(QtWidgets.QWidget):
         self.items: list[LaneItem] = []
         self.lanes_item = LanesItem()
         self.vb.addItem(self.lanes_item, ignoreBounds=True)
+        # the names in a band of their own below the lanes, A's left of its line and B's right of its: close
+        # cursors keep both names, and no lane's text is under them
         self.cursors = [pg.InfiniteLine(0, movable=True, pen=pg.mkPen(c, width=1.5), label=n,
-                                        labelOpts={"position": 0.985, "color": c, "fill": "#ffffffd0"})
-                        for n, c in zip("AB", CURSOR_COLOURS)]
+                                        labelOpts={"color": c, "fill": "#ffffffd0", "anchors": [side, side]})
+                        for n, c, side in zip("AB", CURSOR_COLOURS, ((1, 0.5), (0, 0.5)))]
         for line in self.cursors:
             line.setZValue(20)
             self.vb.addItem(line, ignoreBounds=True)
@@ -493,7 +599,9 @@ class Timeline(QtWidgets.QWidget):
             self.items.append(item)
             ticks.append((y + lane.height / 2, "" if lane.kind == "header" else lane.title))
             y += lane.height
-        self.total_height = max(y, 1.0)
+        self.total_height = max(y, 1.0) + CURSOR_BAND
+        for line in self.cursors:
+            line.label.setPosition(1 - CURSOR_BAND / 2 / self.total_height)
         self.plot.getPlotItem().getAxis("left").setTicks([ticks, []])
         self.vb.setLimits(yMin=0, yMax=self.total_height)
         self.vb.setYRange(0, self.total_height, padding=0)
@@ -525,7 +633,7 @@ class Timeline(QtWidgets.QWidget):
             if item.lane.kind == "logic":
                 channels.setdefault(item.lane.source, []).append(item)
             else:
-                item.set_drawing(self._drawing(item, t0, t1, px), (t0, t1))
+                item.set_drawing(self._drawing(item, t0, t1, px), (t0, t1), self.doc.session.offset(item.lane.source))
         for source, items in channels.items():
             shift = self.doc.session.offset(source)
             cols = self.doc.data[source].columns((t0 - shift) * 1000.0, (t1 - shift) * 1000.0, px)
@@ -563,6 +671,17 @@ class Timeline(QtWidgets.QWidget):
     # -- cursors and markers -------------------------------------------------------------------
     def cursor_positions(self) -> tuple[float, float]:
         return float(self.cursors[0].value()), float(self.cursors[1].value())
+
+    def cursors_to_view(self) -> None:
+        """Both cursors to a quarter and three quarters of the view."""
+        t0, t1 = self.view_range()
+        self.set_cursors(t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0))
+
+    def cursors_into_view(self) -> None:
+        """Cursors to the view (:meth:`cursors_to_view`) when one is outside it."""
+        t0, t1 = self.view_range()
+        if not all(t0 <= c <= t1 for c in self.cursor_positions()):
+            self.cursors_to_view()
 
     def set_cursors(self, a: float, b: float) -> None:
         for line, pos in zip(self.cursors, (a, b)):

@@ -19,6 +19,7 @@ import json
 import math
 import secrets
 import socket
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -720,7 +721,8 @@ def _stream_point(run: Run, point: int, visit: Any, size: int, spacing_us: float
         foreign=int(engine_stats.get("foreign", 0)), kernel_drops=int(engine_stats.get("kernel_drops", -1)),
         rxq_ovfl=int(engine_stats.get("rxq_ovfl", -1)),
         local_cpu_busy_pct=_busy(deltas["local"]), remote_cpu_busy_pct=_busy(deltas["remote"]),
-        local_interrupts=_interrupts(deltas["local"]), remote_interrupts=_interrupts(deltas["remote"]))
+        local_interrupts=_interrupts(deltas["local"]), remote_interrupts=_interrupts(deltas["remote"]),
+        send_thread=threading.get_native_id(), recv_thread=int(engine_stats.get("thread_id", -1)))
 
 
 def _stream_kind(args: argparse.Namespace) -> Kind:

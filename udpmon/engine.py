@@ -109,6 +109,8 @@ class Received:
     datagram read (SO_RXQ_OVFL, socket(7)): drops before that datagram, so
     ``kernel_drops - rxq_ovfl`` were dropped after it; 0 when none had been
     dropped (the kernel stamps it once nonzero), -1 when it does not offer it.
+    ``thread_id`` is the kernel's id of the thread whose ``recvmmsg`` calls
+    read them (the calls a host trace records, -1 unknown).
     """
 
     seq: np.ndarray
@@ -122,6 +124,7 @@ class Received:
     kernel_drops: int
     stopped_by: str
     rxq_ovfl: int = 0
+    thread_id: int = -1
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -486,6 +489,7 @@ def receive(
         kernel_drops=drops,
         stopped_by=_STOP_REASONS[reason],
         rxq_ovfl=ovfl,
+        thread_id=threading.get_native_id(),  # the C loop ran on this thread
     )
 
 

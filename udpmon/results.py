@@ -342,7 +342,7 @@ POINT_DTYPE = np.dtype([
     ("foreign", "<i8"), ("kernel_drops", "<i8"), ("rxq_ovfl", "<i8"), ("max_lost_run", "<i8"), ("send_time_us", "<f8"),
     ("recv_time_us", "<f8"), ("send_rate_mbps", "<f8"), ("user_rate_mbps", "<f8"), ("user_rate_ci95_mbps", "<f8"),
     ("wire_rate_mbps", "<f8"), ("local_cpu_busy_pct", "<f8"), ("remote_cpu_busy_pct", "<f8"),
-    ("local_interrupts", "<i8"), ("remote_interrupts", "<i8"),
+    ("local_interrupts", "<i8"), ("remote_interrupts", "<i8"), ("send_thread", "<i8"), ("recv_thread", "<i8"),
 ])
 SENT_DTYPE = np.dtype([("point", "<i4"), ("seq", "<i8"), ("due_ns", "<i8"), ("t_ns", "<i8")])
 RECEIVED_DTYPE = np.dtype([("point", "<i4"), ("seq", "<i8"), ("kernel_ns", "<i8"), ("user_ns", "<i8"),
@@ -400,6 +400,8 @@ class StreamPoint:
     remote_cpu_busy_pct: float = math.nan
     local_interrupts: int = -1
     remote_interrupts: int = -1
+    send_thread: int = -1  # thread ids of the engine loops that sent and received (a host trace's calls); -1 unknown
+    recv_thread: int = -1
 
 
 def point_row(p: StreamPoint, *, link_rate_bps: float | None, mtu: int, wire_overhead: int) -> dict[str, Any]:
@@ -426,7 +428,7 @@ def point_row(p: StreamPoint, *, link_rate_bps: float | None, mtu: int, wire_ove
         "user_rate_mbps": rate.user_rate_mbps, "user_rate_ci95_mbps": rate.user_rate_ci95_mbps,
         "wire_rate_mbps": wire, "local_cpu_busy_pct": p.local_cpu_busy_pct,
         "remote_cpu_busy_pct": p.remote_cpu_busy_pct, "local_interrupts": p.local_interrupts,
-        "remote_interrupts": p.remote_interrupts,
+        "remote_interrupts": p.remote_interrupts, "send_thread": p.send_thread, "recv_thread": p.recv_thread,
     }
 
 

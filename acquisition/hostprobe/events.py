@@ -36,7 +36,7 @@ GROUP = "host_trace"
 #: Integer columns and the trace-event fields that fill them, first match wins (-1: the event has none).
 INT_COLUMNS: dict[str, tuple[str, ...]] = {
     "irq": ("irq",), "vector": ("vec",), "work": ("work",), "budget": ("budget",), "napi": ("napi",),
-    "skbaddr": ("skbaddr",), "len": ("len",), "reason": ("reason",), "protocol": ("protocol",),
+    "skbaddr": ("skbaddr",), "sk": ("sk", "skaddr"), "len": ("len",), "reason": ("reason",), "protocol": ("protocol",),
     "syscall": ("id",), "ret": ("ret", "rc"),
 }
 #: The string column: a device or handler name.
@@ -45,7 +45,7 @@ DEVICE_BYTES = 24
 EVENT_DTYPE = np.dtype([
     ("time_ns", "<i8"), ("cpu", "<i2"), ("pid", "<i4"), ("event", "<i2"), ("irq", "<i4"), ("vector", "<i2"),
     ("work", "<i4"), ("budget", "<i4"), ("napi", "<u8"), ("device", f"S{DEVICE_BYTES}"), ("skbaddr", "<u8"),
-    ("len", "<i4"), ("reason", "<i4"), ("protocol", "<i4"), ("syscall", "<i4"), ("ret", "<i8"),
+    ("sk", "<u8"), ("len", "<i4"), ("reason", "<i4"), ("protocol", "<i4"), ("syscall", "<i4"), ("ret", "<i8"),
 ])
 EVENT_UNITS = {"time_ns": "ns, trace clock (CLOCK_MONOTONIC of this host)", "len": "byte"}
 LOSSES_DTYPE = np.dtype([
@@ -246,7 +246,7 @@ class HostCapture:
         """Stop recording; the sub-buffers as recorded, with what decoding them needs."""
         assert self._recording is not None
         summary = self._recording.stop()
-        header_page, formats = read_formats(tracefs.root(), self.spec.events)
+        header_page, formats = read_formats(tracefs.root(), self._recording.spec.events)
         raw, raw_cpu = read_spool(self._recording.spool, summary.subbuf_size)
         return RawTrace(summary=summary, header_page=header_page, formats=formats, raw=raw, raw_cpu=raw_cpu,
                         pids=self.pids, hostname=socket.gethostname())
@@ -307,7 +307,7 @@ def read(f: NicrigFile, host: str, *, raw: bool = False) -> HostTrace:
         names = json.loads(f.table_attrs(f"{GROUP}/{host}/events")["event_names"])
         symbols = {k: {int(v): s for v, s in t.items()} for k, t in json.loads(a["symbols"]).items()}
         return HostTrace(
-            host=host, events=events, event_names=names, losses=_losses(f.read_table(f"{GROUP}/{host}/losses")),
+            host=host, events=_in_layout(events, EVENT_DTYPE), event_names=names, losses=_in_layout(f.read_table(f"{GROUP}/{host}/losses"), LOSSES_DTYPE),
             clock=str(a["clock"]), start_ns=int(a["start_ns"]), end_ns=int(a["end_ns"]), symbols=symbols,
             pids=json.loads(a["pids"]), truncated=str(a["truncated"]), hostname=str(a["hostname"]),
             clock_offset_ns=float(a["clock_offset_ns"]),
@@ -320,10 +320,13 @@ def read(f: NicrigFile, host: str, *, raw: bool = False) -> HostTrace:
         raise FormatError(f"{f.path}: host trace {host!r} is malformed: {exc}") from None
 
 
-def _losses(stored: np.ndarray) -> np.ndarray:
-    """A stored losses table in today's layout: columns a file written before them lacks are 0 (not counted)."""
-    out = np.zeros(len(stored), LOSSES_DTYPE)
-    for name in LOSSES_DTYPE.names or ():
+def _in_layout(stored: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A stored table in today's layout: columns a file written before them lacks are 0 (a count of none, or
+    no address)."""
+    if stored.dtype == dtype:
+        return stored
+    out = np.zeros(len(stored), dtype)
+    for name in dtype.names or ():
         if name in (stored.dtype.names or ()):
             out[name] = stored[name]
     return out

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +49,16 @@ from nicrig.errors import NicrigError, UsageError
 #: The events recorded when none are named (the host's share of a UDP exchange).
 DEFAULT_EVENTS = (
     "irq:irq_handler_entry", "irq:irq_handler_exit", "irq:softirq_raise", "irq:softirq_entry",
-    "irq:softirq_exit", "napi:napi_poll", "net:net_dev_xmit", "net:netif_rx", "net:netif_receive_skb",
-    "net:napi_gro_receive_entry", "skb:kfree_skb", "skb:consume_skb",
+    "irq:softirq_exit", "napi:napi_poll", "net:net_dev_queue", "net:net_dev_xmit", "net:netif_rx",
+    "net:netif_receive_skb", "net:napi_gro_receive_entry", "skb:kfree_skb", "skb:consume_skb",
+    "sock:sk_data_ready", "sock:sock_send_length", "sock:sock_recv_length",
     "raw_syscalls:sys_enter", "raw_syscalls:sys_exit",
 )
 #: Events that would record every process's activity: kept to the measured program's threads.
-PER_PROCESS = ("raw_syscalls:sys_enter", "raw_syscalls:sys_exit")
+PER_PROCESS = ("raw_syscalls:sys_enter", "raw_syscalls:sys_exit", "sock:sock_send_length", "sock:sock_recv_length")
+#: Events of newer kernels (sock_*_length: Linux 6.4, sk_data_ready: 6.6), left out where the kernel has none:
+#: without them a datagram's socket is unknown, and the report says its path cannot be followed.
+WHERE_AVAILABLE = ("sock:sk_data_ready", "sock:sock_send_length", "sock:sock_recv_length")
 OPTIONAL = ("sched:sched_switch",)
 #: Spool record header: CPU number, then one sub-buffer.
 SPOOL_HEADER = struct.Struct("<I")
@@ -74,6 +78,10 @@ class RecordSpec:
     buffer_kb: int = 4096
     max_bytes: int = 512 << 20
     max_seconds: float = 3600.0
+
+    def for_kernel(self, available: set[str]) -> RecordSpec:
+        """This spec without the events of newer kernels that this one lacks (:data:`WHERE_AVAILABLE`)."""
+        return replace(self, events=tuple(e for e in self.events if e in available or e not in WHERE_AVAILABLE))
 
     def validate(self, available: set[str]) -> None:
         unknown = [e for e in self.events if e not in available]
@@ -239,8 +247,9 @@ class Recording:
         self.start_ns = 0
 
     def start(self, timeout_s: float = 20.0) -> None:
-        base = tracefs.root()
-        self.spec.validate(tracefs.available_events(base))
+        available = tracefs.available_events(tracefs.root())
+        self.spec = self.spec.for_kernel(available)
+        self.spec.validate(available)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "nicrig.acquisition.hostprobe.recorder", json.dumps(asdict(self.spec)),
              str(self.spool)],
