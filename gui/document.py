@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,15 @@ class Document:
             yield self.path
         finally:
             self.reattach()
+
+    def make_decoded_lanes(self) -> None:
+        """Make, in this process, the decoded lanes no preparer has made yet (a command without a view: an
+        export), then build the lanes."""
+        with ThreadPoolExecutor(overview.BUILD_THREADS, thread_name_prefix="nicrig-lanes") as pool:
+            for t in self.decoded.values():
+                if t.arrays is None:
+                    t.arrays = prepare.table_lanes(self.cs, t.name, t.decoder, pool)
+        self.build_lanes()
 
     def close(self) -> None:
         self.cs.close()

@@ -122,6 +122,7 @@ def export(path: Path, out: Path, progress: Callable[[int, int], None] = lambda 
 
     doc = Document(path)
     try:
+        doc.make_decoded_lanes()
         with replacing(out) as tmp, open(tmp, "wb") as f:
             return write_trace(doc, f, progress)
     finally:

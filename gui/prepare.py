@@ -137,19 +137,23 @@ def _columns(chunks: StoredChunks, names: list[str], pool: ThreadPoolExecutor) -
     return {n: np.concatenate([p[n] for p in parts]) for n in names}
 
 
+def table_lanes(cs: Any, table: str, decoder: str, pool: ThreadPoolExecutor) -> list[LaneArrays]:
+    """A decoded table's lanes (``lanes.lane_arrays``), its columns read a stored chunk at a time."""
+    chunks = StoredChunks(cs.table_dataset(table), str(cs.path), f"table {table}")
+    return lanes.lane_arrays(decoder, _columns(chunks, ["t_ns", "t_end_ns", *DRAW_COLUMNS[decoder]], pool))
+
+
 def prepare_lanes(cs: Any, table: str, decoder: str, root: Path, pool: ThreadPoolExecutor) -> Path:
-    """Write a table's lanes (``lane_arrays``) into its cache folder under ``root``."""
+    """Write a table's lanes (:func:`table_lanes`) into its cache folder under ``root``."""
     ds = cs.table_dataset(table)
     final = table_folder(cs.path, ds, root)
     assert final is not None
     if (final / "lanes.json").is_file():
         return final
-    chunks = StoredChunks(ds, str(cs.path), f"table {table}")
-    cols = _columns(chunks, ["t_ns", "t_end_ns", *DRAW_COLUMNS[decoder]], pool)
+    arrays = table_lanes(cs, table, decoder, pool)
     work = final.with_name(f"{final.name}.partial-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    arrays = lanes.lane_arrays(decoder, cols)
     for k, lane in enumerate(arrays):
         for part in LANE_PARTS:
             value = getattr(lane, part)
