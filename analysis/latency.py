@@ -394,6 +394,14 @@ NO_COALESCENCE_INTERCEPT_US = 60.0
 COALESCENCE_FACTOR = 1.5
 
 
+#: The sentence that defines the fits tables' "lack of fit p" column for the reader.
+LACK_OF_FIT_DEFINED = Sentence(
+    "Lack of fit p: the probability that the sizes' mean distances from a straight line would be as large "
+    "as these if RTT were a straight line in size, from their round-to-round scatter and the resolution "
+    "(an F test); a small p (under 0.05) says the line misses real structure, such as a step.",
+    given=["0.05"], defines=["lack of fit p"])
+
+
 @dataclass(frozen=True)
 class InterceptVerdict:
     """What an intercept says about interrupts (Hughes-Jones et al. 2003, §4.1.1, §4.2.1, §4.3.1, §8)."""
@@ -490,11 +498,7 @@ def readings(est: LatencyEstimate, *, loopback: bool, expected_slope_us_per_byte
                 f"{'it is' if one else 'they are'} flagged in the tables and left out of that line.",
                 given=[f"{100 * rounds.FLAG_ALPHA:g}%"]))
     if any(np.isfinite(f.lack_of_fit_p) for fl in est.fits.values() for f in fl):
-        out.append(Sentence(
-            "Lack of fit p: the probability that the sizes' mean distances from a straight line would be as large "
-            "as these if RTT were a straight line in size, from their round-to-round scatter and the resolution "
-            "(an F test); a small p (under 0.05) says the line misses real structure, such as a step.",
-            given=["0.05"], defines=["lack of fit p"]))
+        out.append(LACK_OF_FIT_DEFINED)
     fit = est.fit(frames=1)
     why = unresolved(fit, est)
     if why is not None:
