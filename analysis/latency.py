@@ -99,6 +99,27 @@ def histogram(rtt_us: np.ndarray, bin_us: float = 1.0) -> tuple[np.ndarray, np.n
     return lo + bin_us * np.arange(n), counts
 
 
+#: Bins across the bulk of the round trips (minimum to 95th percentile) below which a histogram shows no shape.
+HISTOGRAM_MIN_BINS = 10
+#: Bins a finer drawing bin puts across that bulk.
+HISTOGRAM_BINS = 30
+
+
+def drawing_bin_us(rtt_us: list[np.ndarray], bin_us: float, step_us: float) -> float:
+    """The bin (us) to draw round trips in: the run's ``bin_us`` (UDPmon's histogram bin, 1 us by default), unless
+    the bulk of each size's round trips (minimum to 95th percentile) spans fewer than ``HISTOGRAM_MIN_BINS`` of
+    them (a quiet host, a simulated rig: the peak in one bar); then a 1-2-5 step giving about ``HISTOGRAM_BINS``
+    across the widest bulk, never finer than the time stamps' resolution ``step_us`` (finer bins would draw the
+    clock's lattice as a comb)."""
+    bulk = max((float(np.percentile(v, 95) - v.min()) for v in rtt_us if np.size(v)), default=0.0)
+    if bulk >= HISTOGRAM_MIN_BINS * bin_us:
+        return bin_us
+    want = max(bulk / HISTOGRAM_BINS, step_us, 1e-3)
+    decade = 10.0 ** math.floor(math.log10(want))
+    nice = next(m * decade for m in (1, 2, 5, 10) if m * decade >= want * (1 - 1e-9))
+    return min(nice, bin_us)
+
+
 def histogram_sizes(sizes: list[int], most: int = 4) -> list[int]:
     """The sizes the histograms figure shows: all of up to ``most``, else ``most`` spread evenly from the smallest to
     the largest (as Hughes-Jones et al. 2003, figure 6.4 shows 64, 512, 1024 and 1400 bytes)."""
@@ -373,6 +394,14 @@ NO_COALESCENCE_INTERCEPT_US = 60.0
 COALESCENCE_FACTOR = 1.5
 
 
+#: The sentence that defines the fits tables' "lack of fit p" column for the reader.
+LACK_OF_FIT_DEFINED = Sentence(
+    "Lack of fit p: the probability that the sizes' mean distances from a straight line would be as large "
+    "as these if RTT were a straight line in size, from their round-to-round scatter and the resolution "
+    "(an F test); a small p (under 0.05) says the line misses real structure, such as a step.",
+    given=["0.05"], defines=["lack of fit p"])
+
+
 @dataclass(frozen=True)
 class InterceptVerdict:
     """What an intercept says about interrupts (Hughes-Jones et al. 2003, §4.1.1, §4.2.1, §4.3.1, §8)."""
@@ -469,11 +498,7 @@ def readings(est: LatencyEstimate, *, loopback: bool, expected_slope_us_per_byte
                 f"{'it is' if one else 'they are'} flagged in the tables and left out of that line.",
                 given=[f"{100 * rounds.FLAG_ALPHA:g}%"]))
     if any(np.isfinite(f.lack_of_fit_p) for fl in est.fits.values() for f in fl):
-        out.append(Sentence(
-            "Lack of fit p: the probability that the sizes' mean distances from a straight line would be as large "
-            "as these if RTT were a straight line in size, from their round-to-round scatter and the resolution "
-            "(an F test); a small p (under 0.05) says the line misses real structure, such as a step.",
-            given=["0.05"], defines=["lack of fit p"]))
+        out.append(LACK_OF_FIT_DEFINED)
     fit = est.fit(frames=1)
     why = unresolved(fit, est)
     if why is not None:

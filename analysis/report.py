@@ -311,14 +311,17 @@ def latency_section(name: str, rtt_table: np.ndarray, settings: dict[str, Any], 
               "values are in the tables" if len(est.sizes) == 1 else "fewer than two sizes got responses")
         answered = {s: v[v >= 0] / 1000 for s, v in latency.rtt_by_size(rtt_table).items() if (v >= 0).any()}
         shown = latency.histogram_sizes(sorted(answered))
-        bin_us = float(settings.get("bin_us", 1.0))
+        run_bin_us = float(settings.get("bin_us", 1.0))
+        bin_us = latency.drawing_bin_us([answered[s] for s in shown], run_bin_us, res.step_ns / 1000)
+        finer = (f" (in the run's {setting(run_bin_us)} us bins the round trips but the slowest 5% would span fewer "
+                 f"than {latency.HISTOGRAM_MIN_BINS})" if bin_us < run_bin_us else "")
         counts = [int(answered[s].size) for s in shown]
         if counts and min(counts) >= latency.density.MIN_VALUES:
             chart(sec, "RTT histograms", figures.rtt_histograms(
                 {s: answered[s] for s in shown},
                 {int(s): (est.stats[int(s)].fwhm_us, est.stats[int(s)].fwhm_ci95_us) for s in est.sizes}, bin_us),
                 f"Round trips of {len(shown)} of the {len(answered)} sizes that got responses "
-                f"({', '.join(map(str, shown))} bytes) in bins of {setting(bin_us)} us, with the FWHM of the table "
+                f"({', '.join(map(str, shown))} bytes) in bins of {setting(bin_us)} us{finer}, with the FWHM of the table "
                 f"({src}).", "no size got responses")
         elif counts:
             sec.text.append(Sentence(
@@ -789,6 +792,8 @@ def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarr
                             uncertainty={**FIT_UNCERTAINTY, change: f"{change[:-5]} ± 95% (us)"},
                             decimals=FIT_DECIMALS, resolution=_fit_resolution([f for _, f in fits]),
                             resolution_text=res.text))
+    if any(math.isfinite(f.lack_of_fit_p) for _, f in fits):
+        sec.text.append(latency.LACK_OF_FIT_DEFINED)
     sec.text += _step_intercepts(estimates, change)
     if loopback:
         sec.text.append(Sentence("Measured over loopback: no NIC lies on the path, so coalescence settings cannot "

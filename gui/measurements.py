@@ -70,13 +70,15 @@ def _span(name: str, a: float, b: float, source: str, label: str = "") -> Measur
                        source, label if ok else "")
 
 
-def _spread(name: str, sp: bus.Spread, unit: str = "us") -> Measurement | None:
+def _spread(name: str, sp: bus.Spread, unit: str = "us", counts: bool = False) -> Measurement | None:
+    """A median with its range; ``counts``: whole numbers (a median of two may end in .5), shown without decimals."""
     if sp.empty:
         return None
+    show = (lambda v: f"{v:g}") if counts else number
     if sp.count == 1:
-        return Measurement(name, f"{number(sp.median)} {unit}")
-    return Measurement(name, f"median {number(sp.median)} {unit} (min {number(sp.minimum)}, "
-                             f"max {number(sp.maximum)}; n={sp.count})")
+        return Measurement(name, f"{show(sp.median)} {unit}")
+    return Measurement(name, f"median {show(sp.median)} {unit} (min {show(sp.minimum)}, "
+                             f"max {show(sp.maximum)}; n={sp.count})")
 
 
 def path_measurements(p: bus.FramePath, rig: Rig, way: str) -> list[Measurement]:
@@ -156,7 +158,7 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
         out.append(Measurement(f"{name}: summary", ""))
         rows = [_spread("  CSR setup per send", host.csr.send_setup_us),
                 _spread("  CSR accesses per receive ring refill outside the service", host.csr.refill_accesses,
-                        "accesses"),
+                        "accesses", counts=True),
                 _spread("  DMA per sent frame (fetch)", host.dma.fetch_us),
                 _spread("  DMA per received frame", host.dma.receive_us),
                 _spread("  DMA burst", host.dma.burst_us),

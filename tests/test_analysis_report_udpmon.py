@@ -233,7 +233,8 @@ def test_latency_sweep_is_seed_002_figure_8_1(swept, everything, monkeypatch) ->
         ("rx-usecs=20", "local", "20"), ("rx-usecs=20", "remote", "20")}
     # the legend: one curve per step, named by the swept setting and its value, as udpmon's curves() cuts them
     seen = {}
-    monkeypatch.setattr(figures, "rtt_per_setting", lambda c, i: seen.update(c) or b"")
+    drawn = figures.rtt_per_setting
+    monkeypatch.setattr(figures, "rtt_per_setting", lambda c, i: seen.update(c) or drawn(c, i))
     report_of(swept["lat-ic"])
     assert list(seen) == ["rx-usecs=0", "rx-usecs=20", "rx-usecs=40"]
     for name, (x, y) in udpmon_curves(steps, stored, "size_bytes", "mean_us").items():
@@ -268,7 +269,9 @@ def test_stream_sweep_is_seed_002_figure_8_2(swept, everything, monkeypatch) -> 
     assert {(r["step"], r["host"]) for r in load_rows} == {(f"rx-usecs={v}", h) for v in (0, 20, 40)
                                                            for h in ("local", "remote")}
     seen = []
-    monkeypatch.setattr(figures, "throughput_vs_spacing", lambda c, labels=None: seen.extend(labels) or b"")
+    drawn = figures.throughput_vs_spacing
+    monkeypatch.setattr(figures, "throughput_vs_spacing",
+                        lambda c, labels=None: seen.extend(labels) or drawn(c, labels))
     report_of(swept["bw-ic"])
     assert seen == ["rx-usecs=0", "rx-usecs=20", "rx-usecs=40"]
 

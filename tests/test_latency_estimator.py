@@ -341,3 +341,14 @@ def test_the_width_of_values_on_a_few_levels_is_resolved_or_says_not() -> None:
     assert w.fwhm >= 0 and np.isfinite(w.ci95) and w.ci95 >= 1.96 * 0.03 * np.sqrt(2 / 12) * 0.99
     assert np.isnan(density.fwhm(levels[:10]).ci95)
     assert len(density.modes(levels - 52.25, resolution=0.03)) == 2  # 53.51 is 42 steps off: a state
+
+
+def test_histograms_are_drawn_in_bins_finer_than_a_quiet_peak_but_not_than_the_clock() -> None:
+    rng = np.random.default_rng(3)
+    quiet = 52.3 + 0.061 * rng.integers(0, 3, 200)  # a simulated rig: a bus clock or two of spread
+    quiet[:24] += 1.2  # and a second state of the host
+    noisy = quiet + rng.exponential(20.0, 200)
+    assert latency.drawing_bin_us([quiet], 1.0, 0.061) == pytest.approx(0.1)  # 1-2-5, not below 61 ns
+    assert latency.drawing_bin_us([quiet, noisy], 1.0, 0.061) == 1.0  # the run's own bins show the noisy one
+    assert latency.drawing_bin_us([quiet], 1.0, 0.5) == pytest.approx(0.5)
+    assert latency.drawing_bin_us([], 1.0, 0.001) == pytest.approx(0.001)
