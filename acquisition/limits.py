@@ -29,6 +29,9 @@ MAX_TIME_PS = 2**63 - 1
 MAX_LINE_BYTES = 1 << 20
 #: Variables a VCD header may declare (each a few dozen bytes of header), whatever ``--scope`` imports.
 MAX_VCD_VARIABLES = 1_000_000
+#: How deep VCD ``$scope`` declarations may nest: designs are a few dozen levels deep; the limit bounds the
+#: work of naming a variable by its trailing scope names.
+MAX_VCD_SCOPE_DEPTH = 256
 
 
 def check_channels(path: Path, count: int, what: str = "logic channels") -> None:
