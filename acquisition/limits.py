@@ -10,7 +10,9 @@ docs/import-export.md ("Limits").
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, AnyStr
 
 from nicrig.errors import FormatError
 
@@ -25,7 +27,8 @@ MIN_SAMPLE_RATE_HZ = 1e-3
 MAX_SAMPLE_RATE_HZ = 1e12
 #: Times (ps) are stored as signed 64-bit integers: about 106 days.
 MAX_TIME_PS = 2**63 - 1
-#: Bytes in one line of a text listing (CSV): a 4,096-channel row of 0/1 fields is about 8 KiB.
+#: Bytes (characters, in a CSV read as text) in one line of a text file: a CSV row of :data:`MAX_CHANNELS` quoted
+#: fields is about 25 KB, a VCD line a time step or a value change; a longer line is no such file.
 MAX_LINE_BYTES = 1 << 20
 #: Variables a VCD header may declare (each a few dozen bytes of header), whatever ``--scope`` imports.
 MAX_VCD_VARIABLES = 1_000_000
@@ -61,3 +64,18 @@ def check_samples(path: Path, count: int) -> None:
     """Refuse more than :data:`MAX_SAMPLES` samples."""
     if count > MAX_SAMPLES:
         raise FormatError(f"{path}: {count:,} samples; an imported source holds at most {MAX_SAMPLES:,}")
+
+
+def bounded_lines(f: IO[AnyStr], path: Path, what: str, first_line: int = 1) -> Iterator[tuple[int, AnyStr]]:
+    """``(line number, line)`` for each line of ``f`` (text or binary) from where it stands, the first numbered
+    ``first_line``; a line longer than :data:`MAX_LINE_BYTES` is a FormatError naming ``path``, the line and ``what``
+    the file should be, read no further than the limit: a 200 MB file of one line costs 1 MB, not 200."""
+    lineno = first_line - 1
+    while True:
+        line = f.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise FormatError(f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES:,} characters: not {what}")
+        yield lineno, line

@@ -56,8 +56,6 @@ META_VERSION = 1
 BLOCK_SAMPLES = 1 << 20
 #: Digits of a VCD time that can fit :data:`limits.MAX_TIME_PS` (checked before the text becomes a number).
 _MAX_TIME_DIGITS = len(str(limits.MAX_TIME_PS))
-#: A header line longer than this means the file is not a VCD.
-_MAX_HEADER_LINE = 1 << 20
 _MAX_HEADER_BYTES = 64 << 20
 #: Scopes named in a "no such scope" message's suggestions: the first this many declared.
 _SCOPES_SUGGESTED = 1000
@@ -188,17 +186,12 @@ class VcdHeader:
 def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, bytes]:
     """Find ``$enddefinitions $end`` without tokenizing; return the header bytes and where the body starts."""
     lines: list[bytes] = []
-    lineno = total = 0
+    total = 0
     first, in_text, want_end = True, False, False
     text_blocks = {b"$comment", b"$date", b"$version", b"$attrbegin"}
-    while True:
-        raw = f.readline(_MAX_HEADER_LINE)
-        if not raw:
-            what = "is empty" if lineno == 0 else "ends before $enddefinitions (truncated header?)"
-            raise FormatError(f"{path}:{lineno}: {what}: not a complete VCD file")
-        lineno += 1
+    for lineno, raw in limits.bounded_lines(f, path, "a VCD file"):
         total += len(raw)
-        if (len(raw) == _MAX_HEADER_LINE and not raw.endswith(b"\n")) or total > _MAX_HEADER_BYTES:
+        if total > _MAX_HEADER_BYTES:
             raise FormatError(f"{path}:{lineno}: no $enddefinitions in the first {total} bytes: not a VCD file")
         words = raw.split()
         for j, w in enumerate(words):
@@ -219,6 +212,8 @@ def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, byt
             elif w == b"$enddefinitions":
                 want_end = True
         lines.append(raw)
+    what = "is empty" if not lines else "ends before $enddefinitions (truncated header?)"
+    raise FormatError(f"{path}:{len(lines)}: {what}: not a complete VCD file")
 
 
 _META_FIELDS: dict[str, Callable[[Any], bool]] = {
@@ -626,14 +621,13 @@ class VcdReader:
         in_comment = False
         pending: bytes | None = None  # a vector/real/string value waiting for its identifier
         pending_line = 0
-        lineno = h.body_line - 1
         off_at: int | None = None
         dumpoff: list[tuple[int, int | None]] = []
         nchanges = 0
         with open(self.path, "rb") as f:
             f.seek(h.body_offset)
-            for raw in chain((h.body_rest,), f):
-                lineno += 1
+            for lineno, raw in chain(((h.body_line, h.body_rest),),
+                                     limits.bounded_lines(f, self.path, "a VCD file", h.body_line + 1)):
                 if progress is not None and not lineno & 0xFFFF:
                     progress(f.tell(), size)
                 for w in raw.split():

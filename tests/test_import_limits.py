@@ -299,10 +299,38 @@ def test_csv_rates_and_times_out_of_range(tmp_path, capsys, text, message):
     assert message in refused(capsys, p)
 
 
+def one_long_line(path: Path, head: str, size: int) -> Path:
+    """``head`` followed by a line of ``size`` bytes of zeros and commas, no newline: written in pieces."""
+    with open(path, "w") as f:
+        f.write(head)
+        piece = "0," * (1 << 19)
+        for _ in range(size // len(piece)):
+            f.write(piece)
+    return path
+
+
+@pytest.mark.parametrize("name, head, line", [
+    ("long.csv", "; Samplerate: 1 MHz\nA,B\n0,1\n", 4),
+    ("first.csv", "", 1),
+    ("long.vcd", "$timescale 1 ns $end\n$scope module top $end\n$var wire 1 ! a $end\n$upscope $end\n"
+                 "$enddefinitions $end\n#0\n0!\n", 8),
+])
+def test_a_file_of_one_endless_line_is_read_a_bounded_line_at_a_time(tmp_path, capsys, name, head, line):
+    """A single line of 8 MB (the audit's was 200 MB, held whole, 473 MB, before its error): refused at the line
+    limit, with memory for one line of the limit, never the whole line."""
+    p = one_long_line(tmp_path / name, head, 8 << 20)
+    tracemalloc.start()
+    message = refused(capsys, p)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert f"{name}:{line}: a line longer than {limits.MAX_LINE_BYTES:,} characters" in message
+    assert peak < 4 * limits.MAX_LINE_BYTES, peak
+
+
 def test_limits_are_what_the_docs_say():
     doc = (Path(__file__).parent.parent / "docs" / "import-export.md").read_text()
     for value in (f"{limits.MAX_CHANNELS:,}", f"{limits.MAX_SAMPLES:,}", f"{limits.MAX_VCD_VARIABLES:,}",
-                  f"{limits.MAX_VCD_SCOPE_DEPTH} levels",
+                  f"{limits.MAX_VCD_SCOPE_DEPTH} levels", f"{limits.MAX_LINE_BYTES:,} characters",
                   "1 THz", "1 mHz"):
         assert value in doc
     assert np.iinfo(np.int64).max == limits.MAX_TIME_PS
