@@ -33,7 +33,7 @@ import h5py
 import numpy as np
 
 from nicrig import __version__
-from nicrig.atomic import partial_path
+from nicrig.atomic import partial_path, publish
 from nicrig.chunked import Appender, check_rows
 from nicrig.errors import UsageError
 from nicrig.h5file import LIBVER, fsync_path, store, table_meta
@@ -215,7 +215,7 @@ def _replace(capture: Path, identity: str, pending: Update) -> None:
                     for k, v in pending.tables.get(path, {}).items():
                         grp[leaf].attrs[k] = v
             fsync_path(tmp)
-            os.replace(tmp, target)
+            publish(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -40,7 +40,7 @@ from isal import isal_zlib
 
 from nicrig import __version__
 from nicrig._h5shuffle import shuffle
-from nicrig.atomic import partial_path
+from nicrig.atomic import partial_path, publish, refuse_existing
 from nicrig.errors import FormatError, UsageError
 
 #: gzip (deflate) level 1 with the shuffle filter: every stock HDF5 tool reads it.
@@ -416,6 +416,7 @@ class NicrigFile:
         # a file kept in a group of another (:meth:`nested`) belongs to that one: closing is the owner's business
         self._owner = owner
         self._publish_on_swmr = False
+        self._overwrite = True  # whether giving the file its name may replace one there
         self._derived: h5py.File | None = None
         #: why a companion beside the file is not used ("" when none is, or it is)
         self.companion_note = ""
@@ -438,10 +439,12 @@ class NicrigFile:
         ``atomic``: renamed to ``path`` when closed without an error. Not
         atomic (an acquisition that readers follow as it grows): renamed by
         :meth:`start_swmr`, from when on a kill keeps what was flushed.
+        Without ``overwrite`` an existing ``path`` is refused now and again,
+        atomically, when the file gets its name (:func:`nicrig.atomic.publish`).
         """
         final = Path(path)
-        if final.exists() and not overwrite:
-            raise UsageError(f"{final}: exists (use another name or allow overwriting)")
+        if not overwrite:
+            refuse_existing(final)
         target = partial_path(final)
         try:
             h5 = h5py.File(target, "w", libver=LIBVER)
@@ -450,6 +453,7 @@ class NicrigFile:
             raise UsageError(f"{final}: cannot write: {exc}") from None
         f = cls(h5, target, final)
         f._publish_on_swmr = not atomic
+        f._overwrite = overwrite
         f._stamp(notes)
         return f
 
@@ -553,7 +557,7 @@ class NicrigFile:
         self._h5.close()
         if self._publish_on_swmr and self._final_path is not None:
             fsync_path(self.path)
-            os.replace(self.path, self._final_path)
+            publish(self.path, self._final_path, overwrite=self._overwrite)
             self.path, self._final_path = self._final_path, None
         self._h5 = _swmr_writer(self.path)
 
@@ -574,7 +578,7 @@ class NicrigFile:
         self._h5.close()
         if self._final_path is not None:
             fsync_path(self.path)
-            os.replace(self.path, self._final_path)
+            publish(self.path, self._final_path, overwrite=self._overwrite)
             fsync_path(self._final_path.parent if str(self._final_path.parent) else Path("."))
             self.path, self._final_path = self._final_path, None
 

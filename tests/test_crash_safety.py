@@ -302,7 +302,7 @@ def test_killed_export_or_report_leaves_the_capture_and_no_half_output(capture, 
 def test_killed_simulate_leaves_the_old_file_or_the_new_one(tmp_path):
     out = tmp_path / "sim.h5"
     argv = ["simulate", "--scenario", "stream", "--nic", "intel-pro1000", "--bus", "pci64-66", "--size", "1400",
-            "--spacing-us", "11", "--count", "80", "-o", out]
+            "--spacing-us", "11", "--count", "80", "--force", "-o", out]
     assert nicrig(*argv).returncode == 0
     old = _digest(out)
     shutil.copy(out, tmp_path / "base.h5")
