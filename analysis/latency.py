@@ -346,7 +346,7 @@ def estimate(table: np.ndarray, mtu: int = 1500, *, step_ns: float = RESULTS_STE
     ys = {stat: rounds.group_statistic(rtt, visit, n_r * n_s, stat).reshape(n_r, n_s)
           for stat in ("minimum", "mean")}
     resid, base = residuals(sizes, s_idx, rtt)
-    states = host_states(resid, base[0], step_us)
+    states = host_states(resid, float(base[0]) if base.size else 0.0, step_us)  # empty table: no round trip, no mode
     # the round trips a visit's mean (or main-mode median) is made from dither the quantiser; its minimum is
     # dithered by the minima's own scatter from round to round, which rounds.fit measures itself
     noise = {"minimum": None, "mean": _reading_noise(rtt, visit, n_r * n_s, step_us)}
