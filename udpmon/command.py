@@ -415,8 +415,10 @@ def _interrupts(delta: dict[str, Any]) -> int:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
-    """The run's options for the results file (never the secret file's path nor the output)."""
-    out = {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in ("secret_file", "output")}
+    """The run's options for the results file (never the secret file's path, the output nor whether it replaced
+    one)."""
+    out = {k: v for k, v in vars(args).items()
+           if not k.startswith("_") and k not in ("secret_file", "output", "force")}
     out.update(extra)
     return out
 
