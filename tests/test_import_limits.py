@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile import nested_vcd, one_long_line
 from nicrig.acquisition import limits
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.srzip import open_sr
@@ -228,30 +229,18 @@ def test_vcd_import_is_linear_in_the_number_of_variables(tmp_path):
     assert large < 3.6 * small, (small, large)  # quadratic (the old skipped-variable list) made this ~9x
 
 
-def nested(path: Path, depth: int, repeats: int = 1, name: str = "m") -> Path:
-    """A VCD whose variables sit ``depth`` scopes deep, ``repeats`` times over (each time other scope names
-    unless ``name`` is the same at every level: ``m.m.m...``)."""
-    parts = ["$timescale 1 ns $end\n"]
-    for r in range(repeats):
-        parts += [f"$scope module {name if name else f's{r}_{k}'} $end\n" for k in range(depth)]
-        parts.append(f"$var wire 1 {chr(33 + r % 90)} a $end\n")
-        parts += ["$upscope $end\n"] * depth
-    path.write_text("".join(parts) + "$enddefinitions $end\n#0\n0!\n#10\n1!\n")
-    return path
-
-
 def test_vcd_scopes_nested_deeper_than_the_limit(tmp_path, capsys):
-    ok = nested(tmp_path / "deep.vcd", limits.MAX_VCD_SCOPE_DEPTH)
+    ok = nested_vcd(tmp_path / "deep.vcd", limits.MAX_VCD_SCOPE_DEPTH)
     assert main(["import", str(ok), "-o", str(tmp_path / "deep.h5")]) == 0
     capsys.readouterr()
-    line = refused(capsys, nested(tmp_path / "deeper.vcd", limits.MAX_VCD_SCOPE_DEPTH + 1))
+    line = refused(capsys, nested_vcd(tmp_path / "deeper.vcd", limits.MAX_VCD_SCOPE_DEPTH + 1))
     assert f"deeper.vcd:{limits.MAX_VCD_SCOPE_DEPTH + 2}: $scope nested deeper than " \
            f"{limits.MAX_VCD_SCOPE_DEPTH} levels" in line
 
 
 def test_a_scope_named_at_every_level_gives_a_short_answer(tmp_path, capsys):
     """``--scope m.m`` in ``m.m.m...``: every level from the second matches; the message names a few."""
-    p = nested(tmp_path / "mmm.vcd", limits.MAX_VCD_SCOPE_DEPTH)
+    p = nested_vcd(tmp_path / "mmm.vcd", limits.MAX_VCD_SCOPE_DEPTH)
     line = refused(capsys, p, "--scope", "m.m")
     assert "ambiguous: m.m, m.m.m," in line and f"and {limits.MAX_VCD_SCOPE_DEPTH - 6} more" in line
     assert len(line) < 300
@@ -272,8 +261,8 @@ def header_peak(path: Path) -> int:
 def test_vcd_scopes_cost_memory_linear_in_the_header(tmp_path):
     """A scope is a link to its parent, never a copy of its path: 250-deep scopes cost what shallow ones do
     per byte of header (a copy of the path per ``$scope`` made it ~29 bytes a byte, growing with depth)."""
-    small = nested(tmp_path / "small.vcd", 250, repeats=10, name="")
-    large = nested(tmp_path / "large.vcd", 250, repeats=30, name="")
+    small = nested_vcd(tmp_path / "small.vcd", 250, repeats=10, name="")
+    large = nested_vcd(tmp_path / "large.vcd", 250, repeats=30, name="")
     per_byte = [header_peak(p) / p.stat().st_size for p in (small, large)]
     assert max(per_byte) < 12 and per_byte[1] < 1.2 * per_byte[0], per_byte
 
@@ -297,16 +286,6 @@ def test_csv_rates_and_times_out_of_range(tmp_path, capsys, text, message):
     p = tmp_path / "bad.csv"
     p.write_text(text)
     assert message in refused(capsys, p)
-
-
-def one_long_line(path: Path, head: str, size: int) -> Path:
-    """``head`` followed by a line of ``size`` bytes of zeros and commas, no newline: written in pieces."""
-    with open(path, "w") as f:
-        f.write(head)
-        piece = "0," * (1 << 19)
-        for _ in range(size // len(piece)):
-            f.write(piece)
-    return path
 
 
 @pytest.mark.parametrize("name, head, line", [

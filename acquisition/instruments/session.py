@@ -169,7 +169,7 @@ def _spec(m: Member) -> SourceSpec:
     }
     return SourceSpec(name=m.name, channels=pm.channels, mode="timing", samplerate_hz=info.sample_rate_hz,
                       trigger_sample=info.trigger_sample, offset_ps=m.offset_ps, bus=bus | m.bus, roles=roles,
-                      instrument=instrument, notes="")
+                      instrument=instrument, notes="", samples_expected=info.points)
 
 
 def _fetch(cs: CaptureSet, m: Member, progress: Callable[[str, int, int], None] | None) -> None:
