@@ -206,6 +206,13 @@ class Source:
         strays = sorted({c for bits in self.vectors.values() for c in bits if c not in self._index})
         if strays:
             raise FormatError(f"{owner}: its vectors name channels it does not have: {', '.join(map(str, strays[:5]))}")
+        try:
+            derived = vectors_from_names(self.channels)
+        except UsageError as exc:
+            raise FormatError(f"{owner}: its channels' names: {exc}") from None
+        if self.vectors != derived:  # docs/formats.md: derived from `channels`, every bit present
+            raise FormatError(f"{owner}: attribute 'vectors' is not what its channels' names make "
+                              f"({', '.join(sorted(set(self.vectors) ^ set(derived))[:5]) or 'their bits differ'})")
         unknown = sorted(f"{role}={target}" for role, target in self.roles.items()
                          if target not in self._index and target not in self.vectors)
         if unknown:
