@@ -184,9 +184,12 @@ class VcdHeader:
 
 
 def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, bytes]:
-    """Find ``$enddefinitions $end`` without tokenizing; return the header bytes and where the body starts."""
-    lines: list[bytes] = []
-    total = 0
+    """Find ``$enddefinitions $end`` without tokenizing; return the header bytes and where the body starts.
+
+    The header is gathered into one buffer, not kept line by line: a line is a few dozen bytes, a Python
+    object for each would cost more than its text."""
+    header = bytearray()
+    lineno = total = 0
     first, in_text, want_end = True, False, False
     text_blocks = {b"$comment", b"$date", b"$version", b"$attrbegin"}
     for lineno, raw in limits.bounded_lines(f, path, "a VCD file"):
@@ -205,15 +208,15 @@ def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, byt
             elif want_end:
                 if w != b"$end":
                     raise FormatError(f"{path}:{lineno}: expected $end after $enddefinitions, found {w[:20]!r}")
-                head = b"".join(lines) + b" ".join(words[: j + 1]) + b"\n"
-                return head, f.tell(), lineno, b" ".join(words[j + 1:])
+                header += b" ".join(words[: j + 1]) + b"\n"
+                return bytes(header), f.tell(), lineno, b" ".join(words[j + 1:])
             elif w in text_blocks:
                 in_text = True
             elif w == b"$enddefinitions":
                 want_end = True
-        lines.append(raw)
-    what = "is empty" if not lines else "ends before $enddefinitions (truncated header?)"
-    raise FormatError(f"{path}:{len(lines)}: {what}: not a complete VCD file")
+        header += raw
+    what = "is empty" if not lineno else "ends before $enddefinitions (truncated header?)"
+    raise FormatError(f"{path}:{lineno}: {what}: not a complete VCD file")
 
 
 _META_FIELDS: dict[str, Callable[[Any], bool]] = {
@@ -264,7 +267,7 @@ def read_header(path: str | os.PathLike[str]) -> VcdHeader:
     with f:
         head, offset, body_line, rest = _scan_header(path, f)
     notes: list[str] = []
-    if any(b > 127 for b in head):
+    if not head.isascii():
         head = bytes(b if b < 128 else 63 for b in head)  # pyvcd reads ASCII: non-ASCII bytes become '?'
         notes.append("non-ASCII characters in the header were replaced by '?'")
     timescale: tuple[int, str] | None = None
