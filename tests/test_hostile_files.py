@@ -97,7 +97,7 @@ def copy_of(src: Path, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory) -> Path:
-    """The audit's file, smaller: latency, SK-9843 on PCI 32/33, AD recorded, 2 samples a clock (timing-mode
+    """A small capture of the kind users damage: latency, SK-9843 on PCI 32/33, AD recorded, 2 samples a clock (timing-mode
     buses, a state-mode probe), decoded; it carries the simulated applications' results."""
     folder = tmp_path_factory.mktemp("capture")
     path = simulate_set(folder, "cap", kind="latency", size_bytes=1400, count=2, nic="sk9843", bus="pci32-33",
@@ -160,7 +160,7 @@ def targeted(raw: bytes, needle: bytes) -> int:
 
 
 #: Where a flipped bit hits what every reader reads first: an attribute's name in a source's attribute storage
-#: (the audit's case: verify read no attributes), and variable-length strings, kept in HDF5's global heap, which
+#: (verify once read no attributes there), and variable-length strings, kept in HDF5's global heap, which
 #: has no checksum: a JSON attribute's text (its quote becomes a space), a channel's name (a role then names a
 #: channel the source lacks), the format's name.
 CAPTURE_TARGETS = [(b"trigger_sample", 1), (b'"frame": "FRAME#"', 0), (b"IRDY#", 1), (b"nicrig-capture-set", 1)]
@@ -212,7 +212,7 @@ def test_sampled_metadata_flips_in_a_results_file(results, tmp_path):
 
 # -- declared but never stored ---------------------------------------------------------------------------
 @pytest.mark.parametrize("where, dataset, rows", [
-    ("capture", "sources/send_pci/samples", 2**40),   # the audit's: 1.1 trillion samples in 139 KB
+    ("capture", "sources/send_pci/samples", 2**40),   # 1.1 trillion samples in a ~100 KB file
     ("capture", "sources/probe/timestamps_ps", 2**36),
     ("capture", "truth/packets", 2**34),
     ("companion", "decoded/send_pci/pci", 2**34),
@@ -379,7 +379,7 @@ def test_every_table_empty_or_of_one_row(capture, results, stream, tmp_path, whi
 
 @pytest.mark.parametrize("which, table", [("results", "latency/rtt"), ("capture", "results/latency/rtt")])
 def test_an_empty_round_trip_table_alone(capture, results, tmp_path, which, table):
-    """The audit's IndexError: report and gui on a latency run without a round trip."""
+    """Report and gui on a latency run without a round trip (once an IndexError)."""
     path = copy_of(results if which == "results" else capture, tmp_path)
     assert cut_tables(path, 0, table) == [table]
     v_rc, got = agree(path, which)

@@ -295,7 +295,7 @@ def test_csv_rates_and_times_out_of_range(tmp_path, capsys, text, message):
                  "$enddefinitions $end\n#0\n0!\n", 8),
 ])
 def test_a_file_of_one_endless_line_is_read_a_bounded_line_at_a_time(tmp_path, capsys, name, head, line):
-    """A single line of 8 MB (the audit's was 200 MB, held whole, 473 MB, before its error): refused at the line
+    """A single line of 8 MB (one of 200 MB was once held whole, 473 MB, before its error): refused at the line
     limit, with memory for one line of the limit, never the whole line."""
     p = one_long_line(tmp_path / name, head, 8 << 20)
     tracemalloc.start()
