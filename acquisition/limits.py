@@ -30,6 +30,8 @@ MAX_TIME_PS = 2**63 - 1
 #: Bytes (characters, in a CSV read as text) in one line of a text file: a CSV row of :data:`MAX_CHANNELS` quoted
 #: fields is about 25 KB, a VCD line a time step or a value change; a longer line is no such file.
 MAX_LINE_BYTES = 1 << 20
+#: Bytes (characters) read at a time by :func:`bounded_lines`.
+READ_BLOCK = 1 << 18
 #: Variables a VCD header may declare (each a few dozen bytes of header), whatever ``--scope`` imports.
 MAX_VCD_VARIABLES = 1_000_000
 #: How deep VCD ``$scope`` declarations may nest: designs are a few dozen levels deep; the limit bounds the
@@ -66,16 +68,31 @@ def check_samples(path: Path, count: int) -> None:
         raise FormatError(f"{path}: {count:,} samples; an imported source holds at most {MAX_SAMPLES:,}")
 
 
-def bounded_lines(f: IO[AnyStr], path: Path, what: str, first_line: int = 1) -> Iterator[tuple[int, AnyStr]]:
-    """``(line number, line)`` for each line of ``f`` (text or binary) from where it stands, the first numbered
-    ``first_line``; a line longer than :data:`MAX_LINE_BYTES` is a FormatError naming ``path``, the line and ``what``
-    the file should be, read no further than the limit: a 200 MB file of one line costs 1 MB, not 200."""
+def bounded_lines(f: IO[AnyStr], path: Path, what: str, first_line: int = 1,
+                  max_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, AnyStr]]:
+    """``(line number, line without its "\\n")`` for each line of ``f`` (text or binary) from where it stands,
+    the first numbered ``first_line``; a line longer than ``max_bytes`` is a FormatError naming ``path``, the line
+    and ``what`` the file should be, read no further than a block past the limit: a 200 MB file of one line costs
+    a few MB, not 200. Read by blocks of :data:`READ_BLOCK` split at once (a ``readline`` a line costs twice as much),
+    so ``f``'s position is a block ahead: count the lines' lengths (+1 each) for offsets."""
     lineno = first_line - 1
+    pending = f.read(0)
+    nl = "\n" if isinstance(pending, str) else b"\n"
     while True:
-        line = f.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        lineno += 1
-        if len(line) > MAX_LINE_BYTES:
-            raise FormatError(f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES:,} characters: not {what}")
-        yield lineno, line
+        block = f.read(READ_BLOCK)
+        if not block:
+            break
+        parts = (pending + block).split(nl)  # type: ignore[operator]
+        pending = parts.pop()
+        for line in parts:
+            lineno += 1
+            if len(line) >= max_bytes:
+                break
+            yield lineno, line
+        else:
+            if len(pending) < max_bytes:
+                continue
+            lineno += 1
+        raise FormatError(f"{path}:{lineno}: a line longer than {max_bytes:,} characters: not {what}")
+    if pending:
+        yield lineno + 1, pending

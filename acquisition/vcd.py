@@ -193,7 +193,7 @@ def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, byt
     first, in_text, want_end = True, False, False
     text_blocks = {b"$comment", b"$date", b"$version", b"$attrbegin"}
     for lineno, raw in limits.bounded_lines(f, path, "a VCD file"):
-        total += len(raw)
+        total += len(raw) + 1
         if total > _MAX_HEADER_BYTES:
             raise FormatError(f"{path}:{lineno}: no $enddefinitions in the first {total} bytes: not a VCD file")
         words = raw.split()
@@ -209,12 +209,13 @@ def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, byt
                 if w != b"$end":
                     raise FormatError(f"{path}:{lineno}: expected $end after $enddefinitions, found {w[:20]!r}")
                 header += b" ".join(words[: j + 1]) + b"\n"
-                return bytes(header), f.tell(), lineno, b" ".join(words[j + 1:])
+                return bytes(header), total, lineno, b" ".join(words[j + 1:])
             elif w in text_blocks:
                 in_text = True
             elif w == b"$enddefinitions":
                 want_end = True
         header += raw
+        header += b"\n"
     what = "is empty" if not lineno else "ends before $enddefinitions (truncated header?)"
     raise FormatError(f"{path}:{lineno}: {what}: not a complete VCD file")
 
