@@ -20,7 +20,11 @@ def own_home() -> Path:
     """Give this test process (and every command it starts) a home, config, data, cache and state folder of
     its own, before nicrig is imported (it reads them at import): decoders a user installed
     (``~/.local/share/libsigrokdecode/decoders``), PulseView settings or nicrig's overview cache never change a
-    result, and no test writes into the user's home. Each pytest-xdist worker gets its own; removed at exit."""
+    result, and no test writes into the user's home. Each pytest-xdist worker gets its own; removed at exit.
+    Made once a process: a test importing ``tests.conftest`` runs this module again under that name."""
+    if os.environ.get("NICRIG_TEST_HOME_OF") == str(os.getpid()):
+        return Path(os.environ["HOME"])
+    os.environ["NICRIG_TEST_HOME_OF"] = str(os.getpid())
     home = Path(tempfile.mkdtemp(prefix="nicrig-test-home-"))
     atexit.register(shutil.rmtree, home, True)
     os.environ["HOME"] = str(home)
