@@ -132,6 +132,7 @@ bench: sysdeps $(STAMP)
 	$(PY) bench/hostprobe.py
 	$(PY) bench/decode.py --sigrok-samples 2e6
 	$(PY) bench/gui.py
+	$(PY) bench/hostile.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build *.egg-info
