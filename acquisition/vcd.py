@@ -384,7 +384,8 @@ def _name_variables(header: VcdHeader, scope_filter: str | None) -> tuple[list[_
             close = difflib.get_close_matches(scope_filter, names, n=5, cutoff=0.4) or names[:10]
             raise UsageError(f"{path}: no scope {scope_filter!r} (scopes: {', '.join(close) or 'none'})")
         if len(hits) > 1:
-            shown = ", ".join(".".join(h.names) for h in hits[:5]) + (f" and {len(hits) - 5} more" if len(hits) > 5 else "")
+            shown = ", ".join(".".join(h.names) for h in hits[:5])
+            shown += f" and {len(hits) - 5} more" if len(hits) > 5 else ""
             raise UsageError(f"{path}: scope {scope_filter!r} is ambiguous: {shown}; give more of its path")
         inside = header.scopes.within(hits[0])
         variables = [v for v in variables if v.scope in inside]

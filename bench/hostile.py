@@ -15,8 +15,8 @@ whole processes (nicrig's include starting Python, about 0.4 s and 45 MB).
 It prints, per kind, a row per size and the constants: work per MB of file and memory per MB of file at
 the largest size, and how each grew from the smallest size to the largest against the file (1.0: in
 proportion; below: less than in proportion, as for a file refused at a limit). Every kind must be at most
-linear: the growth of work and memory no more than 1.25 times the growth of the file (as exponents) (a quadratic one shows as the
-file's growth itself). Paste the output into docs/benchmarks.md.
+linear: work and memory growing as the file's size to a power of at most 1.25 (a quadratic cost shows as 2).
+Paste the output into docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -97,8 +97,8 @@ def copy_of(src: Path, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory) -> Path:
-    """A small capture of the kind users damage: latency, SK-9843 on PCI 32/33, AD recorded, 2 samples a clock (timing-mode
-    buses, a state-mode probe), decoded; it carries the simulated applications' results."""
+    """A small capture of the kind users damage: latency, SK-9843 on PCI 32/33, AD recorded, 2 samples a clock
+    (timing-mode buses, a state-mode probe), decoded; it carries the simulated applications' results."""
     folder = tmp_path_factory.mktemp("capture")
     path = simulate_set(folder, "cap", kind="latency", size_bytes=1400, count=2, nic="sk9843", bus="pci32-33",
                         recording=Recording(with_ad=True, samples_per_clock=2))
