@@ -402,6 +402,16 @@ LACK_OF_FIT_DEFINED = Sentence(
     given=["0.05"], defines=["lack of fit p"])
 
 
+def lack_of_fit_said(p: list[float]) -> list[Sentence]:
+    """What a report says of the fits tables' "lack of fit p" column, whose values are ``p``: always what it is
+    (the column is always there), and why it is blank when no fit has one (the F test needs three sizes or more,
+    one of them seen in two rounds)."""
+    if any(np.isfinite(p)):
+        return [LACK_OF_FIT_DEFINED]
+    return [LACK_OF_FIT_DEFINED, Sentence("Lack of fit p is blank here: the test needs three sizes or more, one of "
+                                          "them seen in two rounds.")]
+
+
 @dataclass(frozen=True)
 class InterceptVerdict:
     """What an intercept says about interrupts (Hughes-Jones et al. 2003, §4.1.1, §4.2.1, §4.3.1, §8)."""
@@ -497,8 +507,7 @@ def readings(est: LatencyEstimate, *, loopback: bool, expected_slope_us_per_byte
                 f"one resolution step and beyond the {100 * rounds.FLAG_ALPHA:g}% Bonferroni bound; "
                 f"{'it is' if one else 'they are'} flagged in the tables and left out of that line.",
                 given=[f"{100 * rounds.FLAG_ALPHA:g}%"]))
-    if any(np.isfinite(f.lack_of_fit_p) for fl in est.fits.values() for f in fl):
-        out.append(LACK_OF_FIT_DEFINED)
+    out += lack_of_fit_said([f.lack_of_fit_p for fl in est.fits.values() for f in fl])
     fit = est.fit(frames=1)
     why = unresolved(fit, est)
     if why is not None:
