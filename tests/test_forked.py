@@ -122,9 +122,9 @@ def test_an_ended_workers_results_are_read_when_asked_for():
         pool.submit(["a", "b"], lambda task: task * 3)
         while pool.running:
             time.sleep(0.01)
-        assert list(pool.folder.iterdir())  # still there, unread
+        assert list(pool.folder.glob("*.pickle"))  # still there, unread
         assert pool.wait_for("b") and pool.pop("b") == "bbb"
-        assert not list(pool.folder.iterdir())
+        assert not list(pool.folder.glob("*.pickle"))
         assert pool.results() == {"a": "aaa"}
 
 
