@@ -73,9 +73,9 @@ test: sysdeps $(STAMP)
 demo: sysdeps $(STAMP)
 	@mkdir -p $(DEMO_OUT)
 	# Request-response, SysKonnect SK-9843 on 32-bit 33 MHz PCI, AD/C/BE# recorded, 3000-byte responses (3 frames).
-	$(NICRIG) simulate --scenario latency --nic sk9843 --bus pci32-33 --with-ad --size 3000 --count 10 -o $(DEMO_OUT)/latency.h5
+	$(NICRIG) simulate --scenario latency --nic sk9843 --bus pci32-33 --with-ad --size 3000 --count 10 --force -o $(DEMO_OUT)/latency.h5
 	# 1400-byte stream every 11 us, Intel PRO/1000 on 64-bit 66 MHz PCI: faster than the receiver, so PAUSE frames.
-	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --size 1400 --spacing-us 11 --count 2000 --rounds 1 -o $(DEMO_OUT)/stream.h5
+	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --size 1400 --spacing-us 11 --count 2000 --rounds 1 --force -o $(DEMO_OUT)/stream.h5
 	$(NICRIG) decode $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5
 	@echo "--- the first PCI transactions of the request on the sending bus:"
 	$(NICRIG) events $(DEMO_OUT)/latency.h5 --source send_pci --decoder pci --limit 12
@@ -90,20 +90,20 @@ demo: sysdeps $(STAMP)
 	$(NICRIG) udpmon serve --port $$port $$trace 2> $(DEMO_OUT)/udpmon-serve.log & daemon=$$!; \
 	trap 'kill $$daemon 2>/dev/null; wait $$daemon 2>/dev/null || true' EXIT; \
 	for i in $$(seq 50); do $(PY) -c "import socket; socket.create_connection(('127.0.0.1', $$port), 1)" 2>/dev/null && break; sleep 0.1; done; \
-	echo "$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 -o $(DEMO_OUT)/udpmon-latency.h5"; \
-	$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 -o $(DEMO_OUT)/udpmon-latency.h5; \
-	echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5"; \
-	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 -o $(DEMO_OUT)/udpmon-stream.h5; \
+	echo "$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 --force -o $(DEMO_OUT)/udpmon-latency.h5"; \
+	$(NICRIG) udpmon latency 127.0.0.1 --port $$port --sizes 64:3000:256 --count 500 --force -o $(DEMO_OUT)/udpmon-latency.h5; \
+	echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 --force -o $(DEMO_OUT)/udpmon-stream.h5"; \
+	$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,10,20,40 --count 5000 --force -o $(DEMO_OUT)/udpmon-stream.h5; \
 	if [ -n "$$trace" ]; then \
 	  echo "--- the host probe: the same stream with both ends' kernel events recorded (interrupts, softirqs, NAPI polls, system calls):"; \
-	  echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 1472 --spacing-us 0,20,40 --count 1000 --rounds 1 --trace-host -o $(DEMO_OUT)/udpmon-traced.h5"; \
-	  $(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 1472 --spacing-us 0,20,40 --count 1000 --rounds 1 --trace-host -o $(DEMO_OUT)/udpmon-traced.h5; \
+	  echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 1472 --spacing-us 0,20,40 --count 1000 --rounds 1 --trace-host --force -o $(DEMO_OUT)/udpmon-traced.h5"; \
+	  $(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 1472 --spacing-us 0,20,40 --count 1000 --rounds 1 --trace-host --force -o $(DEMO_OUT)/udpmon-traced.h5; \
 	  $(NICRIG) trace show $(DEMO_OUT)/udpmon-traced.h5; \
 	  $(NICRIG) trace export $(DEMO_OUT)/udpmon-traced.h5 -o $(DEMO_OUT)/udpmon-traced.perfetto-trace; \
 	else echo "--- the host probe needs root: run make demo as root to see a traced run"; fi
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (after 'nicrig decoders install', 'pulseview $(DEMO_OUT)/latency-send_pci.sr' opens it decoded)"
 	@echo "--- the GUI: a 64-byte request and its 1400-byte response, Intel PRO/1000 on 64-bit 66 MHz PCI (Hughes-Jones et al. 2003, fig. 4.7):"
-	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --request-size 64 --count 3 -o $(DEMO_OUT)/fig47.h5
+	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --request-size 64 --count 3 --force -o $(DEMO_OUT)/fig47.h5
 	$(NICRIG) decode $(DEMO_OUT)/fig47.h5
 	@set -e; if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
 	  echo "$(NICRIG) gui $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 --range=-3:135 --measure"; \
@@ -132,6 +132,7 @@ bench: sysdeps $(STAMP)
 	$(PY) bench/hostprobe.py
 	$(PY) bench/decode.py --sigrok-samples 2e6
 	$(PY) bench/gui.py
+	$(PY) bench/hostile.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) build *.egg-info

@@ -75,7 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 class Traffic:
     """A udpmon test (``latency ...`` or ``stream ...``) run while the instruments are armed."""
 
-    def __init__(self, argv: list[str], results: Path):
+    def __init__(self, argv: list[str], results: Path, force: bool = False):
+        from nicrig.atomic import refuse_existing
         from nicrig.udpmon import command as udpmon
 
         from nicrig.errors import UsageError
@@ -86,11 +87,15 @@ class Traffic:
             raise UsageError(f"udpmon test {' '.join(argv)!r}: starts with latency or stream")
         if "-o" not in argv and "--output" not in argv:
             argv = [*argv, "-o", str(results)]
+        if force and "--force" not in argv:  # acquire --force replaces the run's results too
+            argv = [*argv, "--force"]
         try:
             with contextlib.redirect_stderr(io.StringIO()) as err:
                 self.args = parser.parse_args([*argv, "--json"])
         except SystemExit:
             raise UsageError(f"udpmon test {' '.join(argv)!r}: {err.getvalue().strip().splitlines()[-1]}") from None
+        if not self.args.force:  # refused now, before any instrument is armed
+            refuse_existing(self.args.output)
         self.argv = argv
         # the command the results file records: this udpmon test, not the acquire command running it
         self.args._argv = ["udpmon", *argv, "--json"]
@@ -150,17 +155,18 @@ def _progress_bar() -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.instruments import rigconfig, session
+    from nicrig.atomic import refuse_existing
 
     from nicrig.errors import UsageError
 
     rig = _rig(args)
     out = Path(args.output)
-    if out.exists() and not args.force:
-        raise UsageError(f"{out}: exists (remove it, or give --force to replace it)")
+    if not args.force:
+        refuse_existing(out)
     if not out.parent.is_dir():
         raise UsageError(f"{out}: folder {out.parent} does not exist")
     udpmon_argv = shlex.split(args.udpmon) if args.udpmon else rig.udpmon
-    traffic = Traffic(udpmon_argv, out.with_name(out.stem + "-udpmon.h5")) if udpmon_argv else None
+    traffic = Traffic(udpmon_argv, out.with_name(out.stem + "-udpmon.h5"), args.force) if udpmon_argv else None
     members: list[session.Member] = []
     try:
         for cfg in rig.instruments:

@@ -24,7 +24,6 @@ that are not whole nanoseconds (PCI-X 133: 7.5 ns).
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,6 +42,7 @@ from nicrig.h5file import (
     STORAGE,
     NicrigFile,
     attr_int,
+    check_stored,
     attr_json,
     attr_real,
     attr_text,
@@ -128,6 +128,9 @@ class SourceSpec:
     roles: dict[str, str] = field(default_factory=dict)
     instrument: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    #: The record's length as the instrument announced it, before the first sample (an acquisition): a source
+    #: holding fewer (a killed or cut-short fetch) is short. None: not known (simulated, imported).
+    samples_expected: int | None = None
 
     def validate(self) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", self.name):
@@ -190,6 +193,8 @@ class Source:
             self.bus: dict[str, Any] = attr_json(owner, a, "bus", lambda v: isinstance(v, dict))
             self.instrument: dict[str, Any] = attr_json(owner, a, "instrument", lambda v: isinstance(v, dict))
             self.notes = attr_text(owner, a, "notes", "")
+            expected = attr_int(owner, a, "samples_expected", 0, limits.MAX_TIME_PS, -1)
+            self.samples_expected: int | None = None if expected < 0 else expected
             samples = group.get("samples")
             if samples is None:
                 raise FormatError(f"{owner} is malformed: no 'samples' dataset")
@@ -201,6 +206,17 @@ class Source:
         strays = sorted({c for bits in self.vectors.values() for c in bits if c not in self._index})
         if strays:
             raise FormatError(f"{owner}: its vectors name channels it does not have: {', '.join(map(str, strays[:5]))}")
+        try:
+            derived = vectors_from_names(self.channels)
+        except UsageError as exc:
+            raise FormatError(f"{owner}: its channels' names: {exc}") from None
+        if self.vectors != derived:  # docs/formats.md: derived from `channels`, every bit present
+            raise FormatError(f"{owner}: attribute 'vectors' is not what its channels' names make "
+                              f"({', '.join(sorted(set(self.vectors) ^ set(derived))[:5]) or 'their bits differ'})")
+        unknown = sorted(f"{role}={target}" for role, target in self.roles.items()
+                         if target not in self._index and target not in self.vectors)
+        if unknown:
+            raise FormatError(f"{owner}: its roles name channels it does not have: {', '.join(unknown[:5])}")
         self._check()
 
     def _read(self, ds: h5py.Dataset, selection: Any, what: str) -> np.ndarray:
@@ -236,6 +252,59 @@ class Source:
                 raise FormatError(f"{self._owner}: timing mode without a positive samplerate_hz")
         else:
             raise FormatError(f"{self._owner}: unknown mode {self.mode!r}")
+        check_stored(self.path, f"source {self.name!r} samples", self._samples)
+        if self._timestamps is not None:
+            check_stored(self.path, f"source {self.name!r} timestamps_ps", self._timestamps)
+        self._check_timeline()
+
+    def _local_at(self, i: int) -> int:
+        """Local time (ps) of sample ``i`` as :meth:`_local_ps` computes it, exactly, as a Python int; a
+        FormatError when it is beyond a signed 64-bit time (timing mode: ``i`` times the period)."""
+        if self.mode == "state":
+            return int(self._local_ps(i, i + 1)[0])
+        t = float(np.rint(i * (1e12 / self.samplerate_hz)))  # type: ignore[operator]
+        if not abs(t) < 2.0**63:
+            raise FormatError(f"{self._owner}: sample {i:,} is at {t:.3g} ps on its own time base, beyond the "
+                              f"{limits.MAX_TIME_PS:.3g} ps a time can hold (samplerate_hz {self.samplerate_hz:g})")
+        return int(t)
+
+    def _check_timeline(self) -> None:
+        """Every time the readers compute for this source fits a signed 64-bit integer (ps).
+
+        Times are ``local(i) - local(trigger) + offset_ps`` in int64 arithmetic, which wraps silently: an
+        ``offset_ps`` near 2**63 gave events at -9.2e15 ns. With timestamps in order (checked as they are
+        read), the first and last samples bound every time between them, so checking theirs, the trigger's
+        and the differences, exactly, at open, covers every later computation.
+        """
+        n = self.num_samples
+        if not n:
+            return
+        first, last = self._local_at(0), self._local_at(n - 1)
+        if last < first:
+            raise FormatError(f"{self._owner}: timestamps_ps decrease: the last sample's ({last}) is before the "
+                              f"first's ({first}); they never decrease")
+        trigger = self._local_at(min(self.trigger_sample, n - 1) if self.mode == "state" else self.trigger_sample)
+        for what, value in (("its duration", last - first), ("the first sample's time", first - trigger),
+                            ("the last sample's time", last - trigger),
+                            ("the first sample's time with offset_ps", first - trigger + self.offset_ps),
+                            ("the last sample's time with offset_ps", last - trigger + self.offset_ps),
+                            ("offset_ps less the trigger's time", self.offset_ps - trigger)):
+            if not -limits.MAX_TIME_PS <= value <= limits.MAX_TIME_PS:
+                raise FormatError(f"{self._owner}: {what} on the common timeline is {value:,} ps, beyond the "
+                                  f"±{limits.MAX_TIME_PS:,} ps a time can hold (trigger_sample "
+                                  f"{self.trigger_sample:,}, offset_ps {self.offset_ps:,})")
+
+    def _timestamps_read(self, start: int, stop: int) -> np.ndarray:
+        """Timestamps ``[start, stop)``, checked never to decrease (docs/formats.md): a decrease is damage."""
+        assert self._timestamps is not None
+        # a fresh array from the read: no copy when the dataset is int64, as nicrig writes it
+        ts = np.asarray(self._read(self._timestamps, np.s_[start:stop], f"timestamps {start}..{stop}"),
+                        dtype=np.int64)
+        if _decreases(ts):
+            k = int(np.argmax(ts[1:] < ts[:-1]))
+            raise FormatError(f"{self._owner}: timestamps_ps decrease at sample {start + k + 1:,} "
+                              f"({int(ts[k + 1])} after {int(ts[k])}); they never decrease: damaged file")
+        return ts
 
     def refresh(self) -> None:
         """Re-read the datasets' sizes (a reader of a file being written in SWMR mode)."""
@@ -259,6 +328,19 @@ class Source:
     def datasets(self) -> tuple[h5py.Dataset, h5py.Dataset | None]:
         """The samples and (state mode) timestamps datasets, for readers that take their stored chunks."""
         return self._samples, self._timestamps
+
+    @property
+    def short(self) -> bool:
+        """Whether the source holds fewer samples than its instrument announced (:attr:`samples_expected`): an
+        acquisition killed or cut short keeps what was flushed, and says so here."""
+        return self.samples_expected is not None and self.num_samples < self.samples_expected
+
+    def short_text(self) -> str:
+        """What a reader says of a short source ("" when it is not)."""
+        if not self.short:
+            return ""
+        return (f"source {self.name!r} holds {self.num_samples:,} of the {self.samples_expected:,} samples its "
+                "instrument announced: a short recording (the acquisition was killed or cut short)")
 
     def channel_index(self, name: str) -> int:
         """Bit position of channel ``name`` in a packed sample."""
@@ -318,10 +400,7 @@ class Source:
     # -- time -------------------------------------------------------------------------------
     def _local_ps(self, start: int, stop: int) -> np.ndarray:
         if self.mode == "state":
-            assert self._timestamps is not None
-            # A fresh array from the read: no copy when the dataset is int64, as nicrig writes it.
-            return np.asarray(self._read(self._timestamps, np.s_[start:stop], f"timestamps {start}..{stop}"),
-                              dtype=np.int64)
+            return self._timestamps_read(start, stop)
         idx = np.arange(start, stop, dtype=np.float64)
         return np.rint(idx * (1e12 / self.samplerate_hz)).astype(np.int64)  # type: ignore[operator]
 
@@ -362,7 +441,7 @@ class Source:
             first = int(sorted_idx[i])
             j = int(np.searchsorted(sorted_idx, first + block))
             last = int(sorted_idx[j - 1]) + 1
-            chunk = self._read(self._timestamps, np.s_[first:last], f"timestamps {first}..{last}")
+            chunk = self._timestamps_read(first, last)
             out[order[i:j]] = chunk[sorted_idx[i:j] - first]
             i = j
         return out + base
@@ -423,6 +502,8 @@ class Source:
             "bus": self.bus,
             "instrument": self.instrument,
             "notes": self.notes,
+            "samples_expected": self.samples_expected,
+            "short": self.short,
         }
 
 
@@ -640,6 +721,15 @@ class CaptureSet(NicrigFile):
         for name in self.source_names:
             self.source(name)
 
+    def check(self) -> None:
+        """Every table (:meth:`NicrigFile.check`), and the udpmon results a simulated set carries, as a results
+        file is checked (the sources were checked when the set was opened)."""
+        from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
+
+        super().check()
+        if self.has_nested(RESULTS_GROUP):
+            self.nested(ResultsFile, RESULTS_GROUP).check()
+
     # -- sources ----------------------------------------------------------------------------
     @property
     def source_names(self) -> list[str]:
@@ -649,6 +739,10 @@ class CaptureSet(NicrigFile):
     def source(self, name: str) -> Source:
         with reading(self.path, f"source {name!r}"):
             grp = self._h5["sources"].get(name)
+            listed = grp is not None or name in self._h5["sources"]
+        if listed and not isinstance(grp, h5py.Group):
+            raise FormatError(f"{self.path}: source {name!r} is listed but is no group: damaged file; nicrig verify "
+                              f"{self.path} says where")
         if not isinstance(grp, h5py.Group):
             raise UsageError(f"{self.path}: no source {name!r} (sources: {', '.join(self.source_names) or 'none'})")
         return Source(grp)
@@ -675,6 +769,8 @@ class CaptureSet(NicrigFile):
         g.attrs["bus"] = to_json(spec.bus)
         g.attrs["instrument"] = to_json(spec.instrument)
         g.attrs["notes"] = spec.notes
+        if spec.samples_expected is not None:
+            g.attrs["samples_expected"] = np.int64(spec.samples_expected)
         g.create_dataset("samples", shape=(0, unit), maxshape=(None, unit), dtype=np.uint8,
                          chunks=(chunk_samples, unit), **STORAGE)
         if spec.mode == "state":

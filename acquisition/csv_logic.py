@@ -99,7 +99,7 @@ class CsvReader:
         first: tuple[int, str] | None = None
         with f:
             try:
-                for lineno, line in enumerate(f, 1):
+                for lineno, line in limits.bounded_lines(f, self.path, "a CSV file of logic samples"):
                     s = line.strip()
                     if not s:
                         continue
@@ -178,7 +178,7 @@ class CsvReader:
         want = nch + (1 if timed else 0)
         progress, size = self.progress, self._size
         with open(self.path, encoding="utf-8", errors="replace", newline="") as f:
-            for lineno, line in enumerate(f, 1):
+            for lineno, line in limits.bounded_lines(f, self.path, "a CSV file of logic samples"):
                 if lineno < self._data_line:
                     continue
                 if progress is not None and not lineno & 0xFFFF:

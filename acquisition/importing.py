@@ -46,6 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="name of the new source (default: the name recorded by nicrig's VCD export, else the "
                         "file's stem)")
     p.add_argument("--append", action="store_true", help="add the source to an existing capture set")
+    p.add_argument("--force", action="store_true",
+                   help="replace SET.h5 if it exists (without --append; it is not replaced without)")
     p.add_argument("--format", choices=["vcd", "sr", "csv", *LISTING_TITLES],
                    help="input format (default: from the extension, and for .csv/.txt from the content: "
                         + ", ".join(f"{k} = {v}" for k, v in LISTING_TITLES.items()) + "; csv = sigrok-style)")
@@ -140,6 +142,7 @@ def sanitize_channels(names: list[str]) -> tuple[list[str], list[str]]:
 def run(args: argparse.Namespace) -> int:
     from nicrig.acquisition.capture import CaptureSet, SourceSpec, vectors_from_names
     from nicrig.acquisition.csv_logic import parse_rate
+    from nicrig.atomic import refuse_existing
     from nicrig.progress import Progress
 
     from nicrig.errors import FormatError, UsageError
@@ -164,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
     if args.clock and rate is not None:
         raise UsageError("--clock (state mode) and --sample-rate (timing mode) exclude each other")
     out = Path(args.output)
+    if args.append and args.force:
+        raise UsageError("--append adds to SET.h5 and --force replaces it: give one of them")
+    if not args.append and not args.force:
+        refuse_existing(out)  # before reading the file: a typo costs no import
     with Progress() as bar:
         progress = bar.task(f"import: reading {path.name}", unit="bytes")
         reader, instrument = _reader(fmt, path, args, rate, progress, layout)
@@ -201,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         if args.append:
             cs = CaptureSet.amend(out)  # a copy, replacing the set only once the import is complete
         else:
-            cs = CaptureSet.create(out, notes=f"imported from {path.name}")
+            cs = CaptureSet.create(out, notes=f"imported from {path.name}", overwrite=args.force)
         with cs:  # an error abandons the new file or the copy: an existing set stays as it was
             w = cs.add_source(spec)
             w.append(*first)

@@ -175,6 +175,9 @@ def render(info: dict[str, Any]) -> str:
         out.append(f"    mode      {src['mode']}, {_rate(src)}")
         out.append(f"    samples   {src['num_samples']}, {src['duration_ps'] / 1e6:.3f} us"
                    f" (trigger at sample {src['trigger_sample']}, offset {src['offset_ps']} ps)")
+        if src["short"]:
+            out.append(f"    SHORT     {src['num_samples']} of the {src['samples_expected']} samples its instrument "
+                       "announced: the acquisition was killed or cut short")
         chan = _channels(src)
         out.append(f"    channels  {chan[0]}")
         out.extend(f"              {line}" for line in chan[1:])

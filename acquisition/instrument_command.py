@@ -17,6 +17,8 @@ from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from nicrig.acquisition.instruments.sim.server import IDLE_TIMEOUT_S, MAX_CONNECTIONS
+
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     sim = sub.add_parser("sim", help="a simulated SCPI instrument recording the simulated rig",
                          description="Serve one source of the simulated rig over TCP in a vendor's SCPI dialect.",
@@ -39,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sim.add_argument("--trigger-after", type=float, default=0.2, metavar="S",
                      help="seconds from arming to the trigger (the rig's traffic; default 0.2)")
     sim.add_argument("--fault", action="append", default=[], metavar="FAULT", help="inject a fault (see below)")
+    sim.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",
+                     help=f"clients served at once; one more is closed at once (default {MAX_CONNECTIONS})")
+    sim.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S, metavar="S",
+                     help=f"disconnect a client silent this long (default {IDLE_TIMEOUT_S:g} s)")
     rig = sim.add_argument_group("the simulated rig (as nicrig simulate)")
     rig.add_argument("--scenario", choices=["stream", "latency"], default="stream")
     rig.add_argument("--count", type=int, default=50, help="packets or requests (default 50)")
@@ -94,7 +100,8 @@ def _sim(args: argparse.Namespace) -> int:
                        trigger_delay_ps=round(args.trigger_delay_ns * 1000),
                        ref_delay_ps=round(args.ref_delay_us * 1e6))
     server = make_server(args.model, rig, pm, host=args.host, port=args.port, faults=faults,
-                         trigger_after_s=args.trigger_after)
+                         trigger_after_s=args.trigger_after, max_connections=args.max_connections,
+                         idle_timeout_s=args.idle_timeout)
     signal.signal(signal.SIGTERM, _stop)
     print(f"nicrig instrument sim: {server.dialect.idn}", flush=True)
     print(f"  {rig.source} of the simulated rig ({args.scenario}, {args.count} messages) at up to "

@@ -2,7 +2,7 @@
 
 A text importer that reads with ``for line in open(...)`` lets one line of a
 hostile or damaged file (gigabytes without a newline) fill memory. :func:`lines`
-reads the file in blocks and refuses a line longer than
+reads through :func:`~nicrig.acquisition.limits.bounded_lines`, which refuses a line longer than
 :data:`~nicrig.acquisition.limits.MAX_LINE_BYTES` with an error naming the file
 and the line, so memory stays bounded whatever the file holds.
 """
@@ -34,37 +34,20 @@ def lines(path: Path, *, max_bytes: int = limits.MAX_LINE_BYTES, progress: Progr
     except OSError as exc:
         raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
     with f:
-        pending = b""
-        lineno = 0
-        done = 0
-        first = True
-        while True:
-            block = f.read(READ_BYTES)
-            if first:
-                first = False
-                if block.startswith(b"\xef\xbb\xbf"):
-                    block = block[3:]
-            if not block:
-                break
-            done += len(block)
-            parts = (pending + block).split(b"\n")
-            pending = parts.pop()
-            if len(pending) > max_bytes:
-                raise FormatError(f"{path}:{lineno + len(parts) + 1}: a line longer than {max_bytes:,} bytes "
-                                  "(not a text listing, or damaged)")
-            for raw in parts:
-                lineno += 1
-                yield lineno, _text(path, lineno, raw, max_bytes)
-            if progress is not None:
+        if f.peek(3).startswith(b"\xef\xbb\xbf"):
+            f.read(3)
+        done, report = 0, READ_BYTES
+        for lineno, raw in limits.bounded_lines(f, path, "a text listing", max_bytes=max_bytes):
+            yield lineno, _text(path, lineno, raw)
+            done += len(raw)
+            if progress is not None and done >= report:
                 progress(done, size)
-        if pending:
-            lineno += 1
-            yield lineno, _text(path, lineno, pending, max_bytes)
+                report = done + READ_BYTES
+        if progress is not None:
+            progress(done, size)
 
 
-def _text(path: Path, lineno: int, raw: bytes, max_bytes: int) -> str:
-    if len(raw) > max_bytes:
-        raise FormatError(f"{path}:{lineno}: a line longer than {max_bytes:,} bytes (not a text listing, or damaged)")
+def _text(path: Path, lineno: int, raw: bytes) -> str:
     try:
         return raw.decode("utf-8").rstrip("\r")
     except UnicodeDecodeError as exc:

@@ -56,9 +56,9 @@ META_VERSION = 1
 BLOCK_SAMPLES = 1 << 20
 #: Digits of a VCD time that can fit :data:`limits.MAX_TIME_PS` (checked before the text becomes a number).
 _MAX_TIME_DIGITS = len(str(limits.MAX_TIME_PS))
-#: A header line longer than this means the file is not a VCD.
-_MAX_HEADER_LINE = 1 << 20
 _MAX_HEADER_BYTES = 64 << 20
+#: Scopes named in a "no such scope" message's suggestions: the first this many declared.
+_SCOPES_SUGGESTED = 1000
 
 _UNIT_PS = {"s": 10**12, "ms": 10**9, "us": 10**6, "ns": 10**3, "ps": 1}
 #: VCD variable types that carry no logic bits: skipped with a note.
@@ -85,11 +85,76 @@ Progress = Callable[[int, int], None]
 # ---------------------------------------------------------------------------------------------
 # header
 # ---------------------------------------------------------------------------------------------
+class Scope:
+    """A scope a VCD header declares: its parent (None for the top level) and its name.
+
+    A scope is kept as a link to its parent, never as a copy of its whole path, and :meth:`Scopes.enter`
+    gives one object per distinct path: a header of n nested ``$scope`` declarations costs O(n) time and
+    memory, not O(n²).
+    """
+
+    __slots__ = ("parent", "name", "depth")
+
+    def __init__(self, parent: Scope | None, name: str):
+        self.parent = parent
+        self.name = name
+        self.depth = 0 if parent is None else parent.depth + 1
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The scope's path from the top level (``("tb", "pci")``); O(depth)."""
+        out: list[str] = []
+        s: Scope | None = self
+        while s is not None and s.parent is not None:
+            out.append(s.name)
+            s = s.parent
+        return tuple(reversed(out))
+
+    def tail(self, k: int) -> list[Scope]:
+        """This scope and its ancestors, nearest first, at most ``k`` of them (the top level not counted)."""
+        out: list[Scope] = []
+        s: Scope | None = self
+        while s is not None and s.parent is not None and len(out) < k:
+            out.append(s)
+            s = s.parent
+        return out
+
+
+class Scopes:
+    """Every scope a header declares, each distinct path once, in the order first declared (parents first)."""
+
+    def __init__(self) -> None:
+        self.top = Scope(None, "")
+        self.all: list[Scope] = [self.top]
+        self._child: dict[tuple[int, str], Scope] = {}
+
+    def enter(self, parent: Scope, name: str) -> Scope:
+        """The scope ``name`` inside ``parent`` (the same object each time the path is declared again)."""
+        key = (id(parent), name)
+        s = self._child.get(key)
+        if s is None:
+            s = self._child[key] = Scope(parent, name)
+            self.all.append(s)
+        return s
+
+    def ending_with(self, want: tuple[str, ...]) -> list[Scope]:
+        """Scopes whose path ends in ``want`` (``("pci", "core")`` matches ``tb.pci.core``)."""
+        return [s for s in self.all if s.depth >= len(want) and [t.name for t in s.tail(len(want))] == list(want[::-1])]
+
+    def within(self, root: Scope) -> set[Scope]:
+        """``root`` and every scope inside it: one pass, since a scope is declared after its parent."""
+        inside = {root}
+        for s in self.all:
+            if s.parent in inside:
+                inside.add(s)
+        return inside
+
+
 @dataclass
 class VcdVar:
     """One ``$var`` declaration."""
 
-    scope: tuple[str, ...]
+    scope: Scope
     type: str
     size: int
     id_code: str
@@ -99,7 +164,7 @@ class VcdVar:
 
     @property
     def path(self) -> str:
-        return ".".join((*self.scope, self.reference))
+        return ".".join((*self.scope.names, self.reference))
 
 
 @dataclass
@@ -110,7 +175,7 @@ class VcdHeader:
     timescale_ps: int
     timescale_text: str
     variables: list[VcdVar]
-    scopes: list[tuple[str, ...]]
+    scopes: Scopes
     meta: dict[str, Any] | None
     notes: list[str]
     body_offset: int  # byte offset of the line after the one holding $enddefinitions $end
@@ -119,19 +184,17 @@ class VcdHeader:
 
 
 def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, bytes]:
-    """Find ``$enddefinitions $end`` without tokenizing; return the header bytes and where the body starts."""
-    lines: list[bytes] = []
+    """Find ``$enddefinitions $end`` without tokenizing; return the header bytes and where the body starts.
+
+    The header is gathered into one buffer, not kept line by line: a line is a few dozen bytes, a Python
+    object for each would cost more than its text."""
+    header = bytearray()
     lineno = total = 0
     first, in_text, want_end = True, False, False
     text_blocks = {b"$comment", b"$date", b"$version", b"$attrbegin"}
-    while True:
-        raw = f.readline(_MAX_HEADER_LINE)
-        if not raw:
-            what = "is empty" if lineno == 0 else "ends before $enddefinitions (truncated header?)"
-            raise FormatError(f"{path}:{lineno}: {what}: not a complete VCD file")
-        lineno += 1
-        total += len(raw)
-        if (len(raw) == _MAX_HEADER_LINE and not raw.endswith(b"\n")) or total > _MAX_HEADER_BYTES:
+    for lineno, raw in limits.bounded_lines(f, path, "a VCD file"):
+        total += len(raw) + 1
+        if total > _MAX_HEADER_BYTES:
             raise FormatError(f"{path}:{lineno}: no $enddefinitions in the first {total} bytes: not a VCD file")
         words = raw.split()
         for j, w in enumerate(words):
@@ -145,13 +208,16 @@ def _scan_header(path: Path, f: io.BufferedReader) -> tuple[bytes, int, int, byt
             elif want_end:
                 if w != b"$end":
                     raise FormatError(f"{path}:{lineno}: expected $end after $enddefinitions, found {w[:20]!r}")
-                head = b"".join(lines) + b" ".join(words[: j + 1]) + b"\n"
-                return head, f.tell(), lineno, b" ".join(words[j + 1:])
+                header += b" ".join(words[: j + 1]) + b"\n"
+                return bytes(header), total, lineno, b" ".join(words[j + 1:])
             elif w in text_blocks:
                 in_text = True
             elif w == b"$enddefinitions":
                 want_end = True
-        lines.append(raw)
+        header += raw
+        header += b"\n"
+    what = "is empty" if not lineno else "ends before $enddefinitions (truncated header?)"
+    raise FormatError(f"{path}:{lineno}: {what}: not a complete VCD file")
 
 
 _META_FIELDS: dict[str, Callable[[Any], bool]] = {
@@ -202,12 +268,12 @@ def read_header(path: str | os.PathLike[str]) -> VcdHeader:
     with f:
         head, offset, body_line, rest = _scan_header(path, f)
     notes: list[str] = []
-    if any(b > 127 for b in head):
+    if not head.isascii():
         head = bytes(b if b < 128 else 63 for b in head)  # pyvcd reads ASCII: non-ASCII bytes become '?'
         notes.append("non-ASCII characters in the header were replaced by '?'")
     timescale: tuple[int, str] | None = None
-    scope: list[str] = []
-    scopes: list[tuple[str, ...]] = []
+    scopes = Scopes()
+    scope = scopes.top
     variables: list[VcdVar] = []
     meta: dict[str, Any] | None = None
     try:
@@ -217,12 +283,14 @@ def read_header(path: str | os.PathLike[str]) -> VcdHeader:
                 timescale = (int(tok.timescale.magnitude), tok.timescale.unit.value)
                 ts_line = tok.span.start.line
             elif kind is TokenKind.SCOPE:
-                scope.append(tok.scope.ident)
-                scopes.append(tuple(scope))
+                if scope.depth >= limits.MAX_VCD_SCOPE_DEPTH:
+                    raise FormatError(f"{path}:{tok.span.start.line}: $scope nested deeper than "
+                                      f"{limits.MAX_VCD_SCOPE_DEPTH} levels")
+                scope = scopes.enter(scope, tok.scope.ident)
             elif kind is TokenKind.UPSCOPE:
-                if not scope:
+                if scope.parent is None:
                     raise FormatError(f"{path}:{tok.span.start.line}: $upscope without a matching $scope")
-                scope.pop()
+                scope = scope.parent
             elif kind is TokenKind.VAR:
                 v = tok.var
                 line = tok.span.start.line
@@ -231,7 +299,7 @@ def read_header(path: str | os.PathLike[str]) -> VcdHeader:
                 if int(v.size) > limits.MAX_CHANNELS and v.type_.value not in _NON_LOGIC:
                     raise FormatError(f"{path}:{line}: {v.reference} is declared {int(v.size):,} bits wide; a "
                                       f"source holds at most {limits.MAX_CHANNELS:,} channels")
-                variables.append(VcdVar(tuple(scope), v.type_.value, int(v.size), v.id_code, v.reference,
+                variables.append(VcdVar(scope, v.type_.value, int(v.size), v.id_code, v.reference,
                                         v.bit_index, line))
             elif kind is TokenKind.COMMENT:
                 text = tok.comment.strip()
@@ -285,23 +353,42 @@ def _indices(v: VcdVar, path: Path) -> tuple[list[int] | None, bool]:
     return list(range(min(msb, lsb), max(msb, lsb) + 1)), msb < lsb
 
 
+def _distinct_tails(scopes: set[Scope]) -> dict[Scope, int]:
+    """The fewest trailing scope names (the same count for all) that tell ``scopes`` apart: scope -> how many
+    of its names to show (all of them when it has fewer). O(len(scopes) × that count): each step extends
+    every scope's suffix by one name, the suffixes compared as interned keys, never as rebuilt tuples."""
+    keys: dict[Scope, int] = {s: 0 for s in scopes}
+    interned: dict[tuple[int, str], int] = {}
+    cursor: dict[Scope, Scope | None] = {s: s for s in scopes}
+    k = 0
+    while len(set(keys.values())) < len(scopes) and any(c is not None and c.parent is not None
+                                                        for c in cursor.values()):
+        k += 1
+        for s, c in cursor.items():
+            if c is not None and c.parent is not None:
+                keys[s] = interned.setdefault((keys[s], c.name), len(interned) + 1)
+                cursor[s] = c.parent
+    return {s: k for s in scopes}
+
+
 def _name_variables(header: VcdHeader, scope_filter: str | None) -> tuple[list[_Placed], list[str]]:
     """Pick the logic variables (``--scope``), name their bits, skip the rest with notes."""
     path, notes = header.path, []
     variables = header.variables
     if scope_filter:
         want = tuple(p for p in scope_filter.split(".") if p)
-        hits = sorted({s[: j + len(want)] for s in header.scopes for j in range(len(s) - len(want) + 1)
-                       if s[j: j + len(want)] == want})
+        hits = header.scopes.ending_with(want) if want else []
         if not hits:
-            names = sorted({".".join(s) for s in header.scopes})
+            # suggestions from the first scopes declared: a header of a million scopes is no list to show
+            names = sorted({".".join(s.names) for s in header.scopes.all[1:_SCOPES_SUGGESTED + 1]})
             close = difflib.get_close_matches(scope_filter, names, n=5, cutoff=0.4) or names[:10]
             raise UsageError(f"{path}: no scope {scope_filter!r} (scopes: {', '.join(close) or 'none'})")
         if len(hits) > 1:
-            raise UsageError(f"{path}: scope {scope_filter!r} is ambiguous: "
-                             f"{', '.join('.'.join(h) for h in hits)}; give more of its path")
-        root = hits[0]
-        variables = [v for v in variables if v.scope[: len(root)] == root]
+            shown = ", ".join(".".join(h.names) for h in hits[:5])
+            shown += f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+            raise UsageError(f"{path}: scope {scope_filter!r} is ambiguous: {shown}; give more of its path")
+        inside = header.scopes.within(hits[0])
+        variables = [v for v in variables if v.scope in inside]
     is_logic = [v.type not in _NON_LOGIC and v.size > 0 for v in variables]
     logic = [v for v, ok in zip(variables, is_logic) if ok]
     skipped = [v for v, ok in zip(variables, is_logic) if not ok]
@@ -310,24 +397,23 @@ def _name_variables(header: VcdHeader, scope_filter: str | None) -> tuple[list[_
         more = f" and {len(skipped) - 8} more" if len(skipped) > 8 else ""
         notes.append(f"skipped {len(skipped)} non-logic variable(s): {shown}{more}")
 
+    # each variable but a clock is at least one channel: more than a source holds is refused before naming them
+    if len(logic) > limits.MAX_CHANNELS + 1:
+        raise FormatError(f"{path}: {len(logic):,} logic variables to import; a source holds at most "
+                          f"{limits.MAX_CHANNELS:,} channels (use --scope for fewer)")
     names_map = dict((header.meta or {}).get("names", {}))
     # a reference declared in several scopes is prefixed with as many trailing scope names as needed
-    by_ref: dict[str, set[tuple[str, ...]]] = {}
+    by_ref: dict[str, set[Scope]] = {}
     for v in logic:
         by_ref.setdefault(names_map.get(v.reference, v.reference), set()).add(v.scope)
-    display: dict[tuple[tuple[str, ...], str], str] = {}
+    display: dict[tuple[Scope, str], str] = {}
     prefixed = []
     for ref, scopes in by_ref.items():
         if len(scopes) == 1:
             display[(next(iter(scopes)), ref)] = ref
             continue
-        depth = max(len(s) for s in scopes)
-        for k in range(1, depth + 1):
-            labels = {s: ".".join((*s[-k:], ref)) if s else ref for s in scopes}
-            if len(set(labels.values())) == len(scopes):
-                break
-        for s, label in labels.items():
-            display[(s, ref)] = label
+        for s, k in _distinct_tails(scopes).items():
+            display[(s, ref)] = ".".join((*(t.name for t in reversed(s.tail(k))), ref))
         prefixed.append(ref)
     if prefixed:
         notes.append(f"names declared in several scopes got a scope prefix: {', '.join(sorted(prefixed)[:8])}")
@@ -540,14 +626,13 @@ class VcdReader:
         in_comment = False
         pending: bytes | None = None  # a vector/real/string value waiting for its identifier
         pending_line = 0
-        lineno = h.body_line - 1
         off_at: int | None = None
         dumpoff: list[tuple[int, int | None]] = []
         nchanges = 0
         with open(self.path, "rb") as f:
             f.seek(h.body_offset)
-            for raw in chain((h.body_rest,), f):
-                lineno += 1
+            for lineno, raw in chain(((h.body_line, h.body_rest),),
+                                     limits.bounded_lines(f, self.path, "a VCD file", h.body_line + 1)):
                 if progress is not None and not lineno & 0xFFFF:
                     progress(f.tell(), size)
                 for w in raw.split():

@@ -99,7 +99,12 @@ def _capture(path: Path, cs: Any, options: Any, pooled: Pooled, *, traced: bool)
         return sections
     meta = {n: {**s.bus, **({"sample_period_ns": 1e9 / s.samplerate_hz} if s.samplerate_hz else {})}
             for n, s in cs.sources.items()}
-    return [*sections, report.capture_section(path.name, tables, meta, options)]
+    section = report.capture_section(path.name, tables, meta, options)
+    short = [s.short_text() for s in cs.sources.values() if s.short]
+    for text in short:
+        print(f"nicrig: note: {path}: {text}", file=sys.stderr)
+    section.text[:0] = [f"SHORT RECORDING: {text}." for text in short]
+    return [*sections, section]
 
 
 def _host_probe(path: Path, f: Any) -> Any:

@@ -346,7 +346,7 @@ def estimate(table: np.ndarray, mtu: int = 1500, *, step_ns: float = RESULTS_STE
     ys = {stat: rounds.group_statistic(rtt, visit, n_r * n_s, stat).reshape(n_r, n_s)
           for stat in ("minimum", "mean")}
     resid, base = residuals(sizes, s_idx, rtt)
-    states = host_states(resid, base[0], step_us)
+    states = host_states(resid, float(base[0]) if base.size else 0.0, step_us)  # empty table: no round trip, no mode
     # the round trips a visit's mean (or main-mode median) is made from dither the quantiser; its minimum is
     # dithered by the minima's own scatter from round to round, which rounds.fit measures itself
     noise = {"minimum": None, "mean": _reading_noise(rtt, visit, n_r * n_s, step_us)}
@@ -400,6 +400,16 @@ LACK_OF_FIT_DEFINED = Sentence(
     "as these if RTT were a straight line in size, from their round-to-round scatter and the resolution "
     "(an F test); a small p (under 0.05) says the line misses real structure, such as a step.",
     given=["0.05"], defines=["lack of fit p"])
+
+
+def lack_of_fit_said(p: list[float]) -> list[Sentence]:
+    """What a report says of the fits tables' "lack of fit p" column, whose values are ``p``: always what it is
+    (the column is always there), and why it is blank when no fit has one (the F test needs three sizes or more,
+    one of them seen in two rounds)."""
+    if any(np.isfinite(p)):
+        return [LACK_OF_FIT_DEFINED]
+    return [LACK_OF_FIT_DEFINED, Sentence("Lack of fit p is blank here: the test needs three sizes or more, one of "
+                                          "them seen in two rounds.")]
 
 
 @dataclass(frozen=True)
@@ -497,8 +507,7 @@ def readings(est: LatencyEstimate, *, loopback: bool, expected_slope_us_per_byte
                 f"one resolution step and beyond the {100 * rounds.FLAG_ALPHA:g}% Bonferroni bound; "
                 f"{'it is' if one else 'they are'} flagged in the tables and left out of that line.",
                 given=[f"{100 * rounds.FLAG_ALPHA:g}%"]))
-    if any(np.isfinite(f.lack_of_fit_p) for fl in est.fits.values() for f in fl):
-        out.append(LACK_OF_FIT_DEFINED)
+    out += lack_of_fit_said([f.lack_of_fit_p for fl in est.fits.values() for f in fl])
     fit = est.fit(frames=1)
     why = unresolved(fit, est)
     if why is not None:

@@ -792,8 +792,7 @@ def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarr
                             uncertainty={**FIT_UNCERTAINTY, change: f"{change[:-5]} ± 95% (us)"},
                             decimals=FIT_DECIMALS, resolution=_fit_resolution([f for _, f in fits]),
                             resolution_text=res.text))
-    if any(math.isfinite(f.lack_of_fit_p) for _, f in fits):
-        sec.text.append(latency.LACK_OF_FIT_DEFINED)
+    sec.text += latency.lack_of_fit_said([f.lack_of_fit_p for _, f in fits])
     sec.text += _step_intercepts(estimates, change)
     if loopback:
         sec.text.append(Sentence("Measured over loopback: no NIC lies on the path, so coalescence settings cannot "

@@ -62,7 +62,7 @@ from nicrig.acquisition.capture import CaptureSet, Source
 from nicrig.decoders import DecodeError, builtin, catalog, kernels, sigrok_cli, spec, tables
 from nicrig.decoders.runtime import typed_option
 
-from nicrig.errors import NicrigError, UsageError
+from nicrig.errors import FormatError, NicrigError, UsageError
 
 #: A stretch this long (in bus clocks) without a change on the stack's lines is
 #: taken as idle: four times PCI's longest legal wait (16 clocks to the first
@@ -488,7 +488,10 @@ def _attrs(group: list[spec.Stack], engine: str) -> dict[str, Any]:
 def _up_to_date(cs: CaptureSet, table: str, attrs: dict[str, Any]) -> bool:
     if table not in cs.table_names():
         return False
-    have = cs.table_attrs(table)
+    try:
+        have = cs.table_attrs(table)
+    except FormatError:  # a damaged derived table: decoding makes it again
+        return False
     return all(have.get(k) == attrs[k] for k in ("decoders", "decoder_versions", "layout"))
 
 

@@ -25,6 +25,7 @@ from nicrig.gui.timeline import Timeline
 from nicrig.udpmon.results import RESULTS_GROUP
 from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
+from nicrig.atomic import replacing
 from nicrig.errors import NicrigError, UsageError
 from nicrig.h5file import open_any
 
@@ -725,22 +726,24 @@ class MainWindow(QtWidgets.QMainWindow):
 
 
 def export_widget(widget: QtWidgets.QWidget, path: Path) -> Path:
-    """Save what ``widget`` shows as PNG (pixels) or SVG (vector), chosen by the file's suffix."""
+    """Save what ``widget`` shows as PNG (pixels) or SVG (vector), chosen by the file's suffix; written as every
+    file nicrig writes (:func:`nicrig.atomic.replacing`: whole or not at all, a link at ``path`` replaced, never
+    written through)."""
     suffix = path.suffix.lower()
-    if suffix == ".svg":
-        gen = QtSvg.QSvgGenerator()
-        gen.setFileName(str(path))
-        gen.setSize(widget.size())
-        gen.setViewBox(widget.rect())
-        gen.setTitle("nicrig view")
-        painter = QtGui.QPainter(gen)
-        try:
-            widget.render(painter, QtCore.QPoint())
-        finally:
-            painter.end()
-    elif suffix == ".png":
-        if not widget.grab().save(str(path), "PNG"):
-            raise UsageError(f"{path}: cannot write the image")
-    else:
+    if suffix not in (".svg", ".png"):
         raise UsageError(f"{path}: export as .png or .svg")
+    with replacing(path) as tmp:
+        if suffix == ".svg":
+            gen = QtSvg.QSvgGenerator()
+            gen.setFileName(str(tmp))
+            gen.setSize(widget.size())
+            gen.setViewBox(widget.rect())
+            gen.setTitle("nicrig view")
+            painter = QtGui.QPainter(gen)
+            try:
+                widget.render(painter, QtCore.QPoint())
+            finally:
+                painter.end()
+        elif not widget.grab().save(str(tmp), "PNG"):
+            raise UsageError(f"{path}: cannot write the image")
     return path

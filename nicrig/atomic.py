@@ -42,14 +42,43 @@ def partial_path(final: Path) -> Path:
     return Path(tmp)
 
 
+def refuse_existing(final: Path) -> None:
+    """A :class:`UsageError` when something (a file, a folder, a symbolic link, even a dangling one) has the
+    name ``final``: recordings are not replaced without ``--force``."""
+    if os.path.lexists(final):
+        raise UsageError(f"{final}: exists (use another name, or give --force to replace it)")
+
+
+def publish(tmp: Path, final: Path, *, overwrite: bool = True) -> None:
+    """Give the complete file ``tmp`` (beside ``final``) its final name, atomically.
+
+    ``rename(2)`` replaces what has the name, a symbolic link included (the link, never its target). Without
+    ``overwrite`` an existing name is refused in the same step: ``link(2)`` fails on a name that exists, so a
+    file that appeared while ``tmp`` was written is kept (and ``tmp`` with it, named in the error).
+    """
+    if overwrite:
+        os.replace(tmp, final)
+        return
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        raise UsageError(f"{final}: appeared while nicrig wrote it: kept; what nicrig wrote is {tmp}") from None
+    except OSError:  # a file system without hard links: the check and the rename are two steps there
+        refuse_existing(final)
+        os.replace(tmp, final)
+        return
+    os.unlink(tmp)
+
+
 @contextmanager
 def replacing(final: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it replaces ``final``, on any error it is deleted."""
+    """Yield a temporary path to write; on success it replaces ``final`` (:func:`publish`), on any error it is
+    deleted."""
     final = Path(final)
     tmp = partial_path(final)
     try:
         yield tmp
-        os.replace(tmp, final)
+        publish(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

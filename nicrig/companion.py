@@ -33,10 +33,10 @@ import h5py
 import numpy as np
 
 from nicrig import __version__
-from nicrig.atomic import partial_path
+from nicrig.atomic import partial_path, publish
 from nicrig.chunked import Appender, check_rows
 from nicrig.errors import UsageError
-from nicrig.h5file import LIBVER, fsync_path, store, table_meta
+from nicrig.h5file import LIBVER, fsync_path, store, table_meta, unstored_rows
 
 #: Root attributes every companion has, written afresh by each update; the others are kept.
 _OWN_ATTRS = ("format", "format_version", "nicrig_version", "updated_utc", "capture", "capture_file")
@@ -150,8 +150,8 @@ def _folder_lock(folder: Path) -> Iterator[None]:
 
 def _readable(h5: h5py.File, skip: Iterable[str] = ()) -> list[str]:
     """The tables of a companion that read whole, but those in ``skip`` (about to be replaced: not read at all);
-    one that cannot be read is left out (derived data: decoding again makes it), so a damaged chunk is never
-    carried into the next companion."""
+    one that cannot be read, or declares rows it does not store, is left out (derived data: decoding again
+    makes it), so damage is never carried into the next companion nor read by its declared size."""
     names: list[str] = []
     h5.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
     skipped = set(skip)
@@ -159,9 +159,11 @@ def _readable(h5: h5py.File, skip: Iterable[str] = ()) -> list[str]:
     for name in (n for n in names if n not in skipped):
         try:
             ds = h5[name]
+            if unstored_rows(ds):
+                continue
             check_rows(ds)
             {k: ds.attrs[k] for k in ds.attrs}
-        except (OSError, KeyError, ValueError):
+        except (OSError, KeyError, ValueError, RuntimeError):
             continue
         found.append(name)
     return found
@@ -215,7 +217,7 @@ def _replace(capture: Path, identity: str, pending: Update) -> None:
                     for k, v in pending.tables.get(path, {}).items():
                         grp[leaf].attrs[k] = v
             fsync_path(tmp)
-            os.replace(tmp, target)
+            publish(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

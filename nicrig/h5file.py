@@ -34,13 +34,13 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 import h5py
 import numpy as np
-from h5py import h5f, h5p, h5z
+from h5py import h5d, h5f, h5p, h5z
 from imagecodecs import h5checksum_fletcher32
 from isal import isal_zlib
 
 from nicrig import __version__
 from nicrig._h5shuffle import shuffle
-from nicrig.atomic import partial_path
+from nicrig.atomic import partial_path, publish, refuse_existing
 from nicrig.errors import FormatError, UsageError
 
 #: gzip (deflate) level 1 with the shuffle filter: every stock HDF5 tool reads it.
@@ -291,6 +291,81 @@ def store(grp: h5py.Group, name: str, data: np.ndarray, attrs: Mapping[str, Any]
     return ds
 
 
+def unstored_rows(ds: h5py.Dataset) -> list[tuple[int, int]]:
+    """Row ranges ``[first, stop)`` (along the first axis) of ``ds`` that the file holds no storage for.
+
+    HDF5 reads rows nobody wrote as the fill value, so a file whose dataspace says more rows than its chunks
+    hold (a damaged header, a hand edit, ``(2**40, 6)`` samples in a 139 KB file) would read as zeros, or ask
+    for memory it never had. nicrig writes every chunk of every dataset it declares: a chunk missing is
+    damage. Costs a walk of the stored chunks' index, never of the declared rows: O(chunks stored).
+    """
+    if not ds.shape or not ds.size:
+        return []
+    rows = int(ds.shape[0])
+    if ds.chunks is None:
+        layout = ds.id.get_create_plist().get_layout()
+        return [(0, rows)] if layout == h5d.CONTIGUOUS and ds.id.get_storage_size() < ds.nbytes else []
+    across = math.prod(-(-int(n) // int(c)) for n, c in zip(ds.shape[1:], ds.chunks[1:]))
+    if ds.id.get_num_chunks() >= across * -(-rows // int(ds.chunks[0])):
+        return []  # every chunk stored (HDF5 counts them in C): the usual case, a fifth of walking them here
+    per_start: dict[int, int] = {}
+
+    def count(info: Any) -> None:
+        start = int(info.chunk_offset[0])
+        per_start[start] = per_start.get(start, 0) + 1
+
+    ds.id.chunk_iter(count)
+    step = int(ds.chunks[0])
+    gaps: list[tuple[int, int]] = []
+    expect = 0
+    for start in sorted(s for s, n in per_start.items() if n >= across and s < rows):
+        if start > expect:
+            gaps.append((expect, start))
+        expect = start + step
+    if expect < rows:
+        gaps.append((expect, rows))
+    return gaps
+
+
+def check_stored(path: Path | str, what: str, ds: h5py.Dataset) -> None:
+    """A :class:`FormatError` naming ``path`` and ``what`` when ``ds`` declares rows the file does not store
+    (:func:`unstored_rows`): checked before anything reads or allocates from the declared size."""
+    with reading(path, what):
+        gaps = unstored_rows(ds)
+    if gaps:
+        missing = sum(stop - first for first, stop in gaps)
+        raise FormatError(f"{path}: {what} declares {int(ds.shape[0]):,} rows but the file stores none for "
+                          f"{missing:,} of them (from row {gaps[0][0]:,}): damaged or cut short; nicrig verify "
+                          f"{path} says where")
+
+
+def _json_of(kind: type) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, kind)
+
+
+#: Table attributes that readers parse, and what each holds (docs/formats.md, "Tables"): text, a whole
+#: number, or JSON passing the check. Others are shown as they are.
+TABLE_ATTRS: dict[str, str | Callable[[Any], bool]] = {
+    "description": "text", "engine": "text", "units": is_mapping_of(str), "layout": "int",
+    "decoders": _json_of(list), "decoder_versions": is_mapping_of(str),
+    "wait_local_detail": _json_of(dict), "wait_remote_detail": _json_of(dict),
+    "event_names": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+}
+
+
+def check_table_attrs(owner: str, attrs: Mapping[str, Any]) -> None:
+    """A :class:`FormatError` naming ``owner`` when an attribute of :data:`TABLE_ATTRS` is not what it holds."""
+    for key, kind in TABLE_ATTRS.items():
+        if key not in attrs:
+            continue
+        if kind == "text":
+            attr_text(owner, attrs, key)
+        elif kind == "int":
+            attr_int(owner, attrs, key, 0, 2**31 - 1)
+        else:
+            attr_json(owner, attrs, key, kind)  # type: ignore[arg-type]
+
+
 def check_format(h5: h5py.File | h5py.Group, path: Path | str, name: str, version: int) -> None:
     """Raise :class:`FormatError` unless ``h5`` (a file, or the group of a nested one) is a file of kind ``name``
     this nicrig can read."""
@@ -329,8 +404,9 @@ def _leftovers(p: Path) -> str:
     left = sorted(q.name for q in p.parent.glob(f".{p.name}.*.partial")) if p.parent.is_dir() else []
     if not left:
         return ""
-    return (f" (a writer of it was interrupted and left {', '.join(left)} beside it: nicrig reads that file as "
-            f"it is; rename it to {p.name} to keep it)")
+    return (f" ({', '.join(left)} beside it: what a writer of it left unfinished, still at work or killed "
+            "outright; incomplete, since only a writer that finishes gives the file its name: once no writer runs, "
+            "delete it and run the command again)")
 
 
 def open_h5(p: Path, mode: str, what: str, swmr: bool = False) -> h5py.File:
@@ -416,6 +492,7 @@ class NicrigFile:
         # a file kept in a group of another (:meth:`nested`) belongs to that one: closing is the owner's business
         self._owner = owner
         self._publish_on_swmr = False
+        self._overwrite = True  # whether giving the file its name may replace one there
         self._derived: h5py.File | None = None
         #: why a companion beside the file is not used ("" when none is, or it is)
         self.companion_note = ""
@@ -438,10 +515,12 @@ class NicrigFile:
         ``atomic``: renamed to ``path`` when closed without an error. Not
         atomic (an acquisition that readers follow as it grows): renamed by
         :meth:`start_swmr`, from when on a kill keeps what was flushed.
+        Without ``overwrite`` an existing ``path`` is refused now and again,
+        atomically, when the file gets its name (:func:`nicrig.atomic.publish`).
         """
         final = Path(path)
-        if final.exists() and not overwrite:
-            raise UsageError(f"{final}: exists (use another name or allow overwriting)")
+        if not overwrite:
+            refuse_existing(final)
         target = partial_path(final)
         try:
             h5 = h5py.File(target, "w", libver=LIBVER)
@@ -450,6 +529,7 @@ class NicrigFile:
             raise UsageError(f"{final}: cannot write: {exc}") from None
         f = cls(h5, target, final)
         f._publish_on_swmr = not atomic
+        f._overwrite = overwrite
         f._stamp(notes)
         return f
 
@@ -553,7 +633,7 @@ class NicrigFile:
         self._h5.close()
         if self._publish_on_swmr and self._final_path is not None:
             fsync_path(self.path)
-            os.replace(self.path, self._final_path)
+            publish(self.path, self._final_path, overwrite=self._overwrite)
             self.path, self._final_path = self._final_path, None
         self._h5 = _swmr_writer(self.path)
 
@@ -574,7 +654,7 @@ class NicrigFile:
         self._h5.close()
         if self._final_path is not None:
             fsync_path(self.path)
-            os.replace(self.path, self._final_path)
+            publish(self.path, self._final_path, overwrite=self._overwrite)
             fsync_path(self._final_path.parent if str(self._final_path.parent) else Path("."))
             self.path, self._final_path = self._final_path, None
 
@@ -657,11 +737,25 @@ class NicrigFile:
         return Path(self._derived.filename) if self._derived is not None else None
 
     def _table(self, path: str) -> h5py.Dataset | None:
-        for h5 in (self._derived, self._h5):
-            ds = h5.get(path) if h5 is not None else None
-            if isinstance(ds, h5py.Dataset) and ds.dtype.names is not None:
-                return ds
+        with reading(self.path, f"table {path}"):
+            for h5 in (self._derived, self._h5):
+                ds = h5.get(path) if h5 is not None else None
+                if isinstance(ds, h5py.Dataset) and ds.dtype.names is not None:
+                    return ds
         return None
+
+    def _checked_table(self, path: str) -> tuple[h5py.Dataset, dict[str, Any]]:
+        """Table ``path`` and its attributes, checked as every reader needs them: each declared row stored
+        (:func:`check_stored`), the attributes readers parse of their types (:func:`check_table_attrs`)."""
+        ds = self._table(path)
+        if ds is None:
+            raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
+        where = Path(ds.file.filename)
+        check_stored(where, f"table {path}", ds)
+        with reading(where, f"the attributes of table {path}"):
+            attrs = {k: ds.attrs[k] for k in ds.attrs}
+        check_table_attrs(f"{where}: table {path}", attrs)
+        return ds, attrs
 
     def table_location(self, path: str) -> str:
         """Which file holds table ``path``: this one's name or its companion's."""
@@ -675,29 +769,28 @@ class NicrigFile:
             return ds[()]
 
     def table_dataset(self, path: str) -> h5py.Dataset:
-        """A table's dataset, for readers that take some of its rows or its stored chunks."""
-        ds = self._table(path)
-        if ds is None:
-            raise UsageError(f"{self.path}: no table {path!r} (tables: {', '.join(self.table_names()) or 'none'})")
-        return ds
+        """A table's dataset, checked as every reader needs it (:meth:`_checked_table`), for readers that take
+        some of its rows or its stored chunks."""
+        return self._checked_table(path)[0]
 
     def table_attrs(self, path: str) -> dict[str, Any]:
-        ds = self._table(path)
-        if ds is None:
-            raise UsageError(f"{self.path}: no table {path!r}")
-        return {k: ds.attrs[k] for k in ds.attrs}
+        return self._checked_table(path)[1]
 
     def table_info(self, path: str) -> dict[str, Any]:
         """Rows, column names and dtypes, and attributes of a table, without reading its rows."""
-        ds = self._table(path)
-        if ds is None:
-            raise UsageError(f"{self.path}: no table {path!r}")
+        ds, attrs = self._checked_table(path)
         return {
             "rows": int(ds.shape[0]) if ds.shape else 1,
             "columns": list(ds.dtype.names),
             "dtypes": {n: str(ds.dtype.fields[n][0]) for n in ds.dtype.names},
-            "attrs": {k: ds.attrs[k] for k in ds.attrs},
+            "attrs": attrs,
         }
+
+    def check(self) -> None:
+        """What readers check beyond opening, all of it, for ``nicrig verify``: a :class:`FormatError` for the
+        first problem. Here every table (:meth:`_checked_table`); kinds add their own."""
+        for name in self.table_names():
+            self._checked_table(name)
 
     def checksum_coverage(self) -> dict[str, Any]:
         """How many datasets the file has, and which lack a Fletcher32 checksum (written before nicrig added it)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -14,7 +15,31 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+
+def own_home() -> Path:
+    """Give this test process (and every command it starts) a home, config, data, cache and state folder of
+    its own, before nicrig is imported (it reads them at import): decoders a user installed
+    (``~/.local/share/libsigrokdecode/decoders``), PulseView settings or nicrig's overview cache never change a
+    result, and no test writes into the user's home. Each pytest-xdist worker gets its own; removed at exit.
+    Made once a process: a test importing ``tests.conftest`` runs this module again under that name."""
+    if os.environ.get("NICRIG_TEST_HOME_OF") == str(os.getpid()):
+        return Path(os.environ["HOME"])
+    os.environ["NICRIG_TEST_HOME_OF"] = str(os.getpid())
+    home = Path(tempfile.mkdtemp(prefix="nicrig-test-home-"))
+    atexit.register(shutil.rmtree, home, True)
+    os.environ["HOME"] = str(home)
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                     ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state")):
+        os.environ[var] = str(home / sub)
+        (home / sub).mkdir(parents=True)
+    os.environ.pop("XDG_DATA_DIRS", None)
+    os.environ.pop("SIGROKDECODE_DIR", None)
+    return home
+
+
+TEST_HOME = own_home()
+
+import pytest  # noqa: E402  (after the home is set: nothing imported may have read the user's)
 from hypothesis import settings
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import Scenario

@@ -36,10 +36,11 @@ def rig_wires(source: str = "send_pci", trigger_delay_ps: int = 0) -> simwires.R
 
 @contextmanager
 def serve(model: str, source: str = "send_pci", *, faults: Sequence[str] = (), trigger_after_s: float = 0.05,
-          trigger_delay_ps: int = 0, probe_map: str | None = None) -> Iterator[SimServer]:
+          trigger_delay_ps: int = 0, probe_map: str | None = None, **bounds: Any) -> Iterator[SimServer]:
+    """A simulated ``model`` serving on a free port; ``bounds``: ``max_connections``, ``idle_timeout_s``."""
     pm = probemap.load(probe_map or PROBE_MAPS[source])
     srv = make_server(model, rig_wires(source, trigger_delay_ps), pm, faults=[parse_fault(f) for f in faults],
-                      trigger_after_s=trigger_after_s).start()
+                      trigger_after_s=trigger_after_s, **bounds).start()
     try:
         yield srv
     finally:

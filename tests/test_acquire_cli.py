@@ -64,7 +64,7 @@ def test_a_new_user_s_path_sim_acquire_info_decode_export(tmp_path):
         assert "send_pci     complete        20,000/20,000 samples at 266.667 MHz" in r.stdout
         again = nicrig("acquire", resource, "--probe-map", "pci-control", "--sample-rate", "266.67MHz",
                        "--record-length", "20000", "-o", str(out))
-        assert again.returncode == 2 and "exists (remove it, or give --force" in again.stderr
+        assert again.returncode == 2 and "exists (use another name, or give --force" in again.stderr
         q = nicrig("instrument", "query", resource, ":WAVeform:PREamble?")
         assert q.returncode == 0 and q.stdout.count(",") == 9
     info = json.loads(nicrig("info", str(out), "--json").stdout)

@@ -221,6 +221,13 @@ def test_killed_import_leaves_no_file_or_a_complete_one(capture, tmp_path):
                 assert np.array_equal(cs.source("send_pci").read_packed(), want)
 
     _kill_points(["import", vcd, "-o", out, "--source", "send_pci"], (tmp_path, ".imp.h5.*.partial"), reset, check)
+    # what the killed runs left: named as unfinished, never offered to be renamed into a file every command refuses
+    out.unlink(missing_ok=True)
+    left = sorted(tmp_path.glob(".imp.h5.*.partial"))
+    assert left
+    said = nicrig("info", out)
+    assert said.returncode == 2 and left[0].name in said.stderr and "incomplete" in said.stderr
+    assert "delete it" in said.stderr and "rename" not in said.stderr
 
 
 def test_killed_import_append_leaves_the_old_set_or_the_new_one(capture, tmp_path):
@@ -302,7 +309,7 @@ def test_killed_export_or_report_leaves_the_capture_and_no_half_output(capture, 
 def test_killed_simulate_leaves_the_old_file_or_the_new_one(tmp_path):
     out = tmp_path / "sim.h5"
     argv = ["simulate", "--scenario", "stream", "--nic", "intel-pro1000", "--bus", "pci64-66", "--size", "1400",
-            "--spacing-us", "11", "--count", "80", "-o", out]
+            "--spacing-us", "11", "--count", "80", "--force", "-o", out]
     assert nicrig(*argv).returncode == 0
     old = _digest(out)
     shutil.copy(out, tmp_path / "base.h5")
@@ -352,13 +359,21 @@ def test_killed_acquire_keeps_what_was_captured(tmp_path):
                 n = cs.source("send_pci").num_samples
                 assert n >= wait_for
                 assert cs.source("send_pci").read_packed().shape == (n, cs.source("send_pci").unitsize)
+                # what was asked for was recorded before the first sample: the capture says it is short
+                assert cs.source("send_pci").samples_expected == 10_000 and cs.source("send_pci").short
                 kept.append(n)
             info = nicrig("info", out)
             assert info.returncode == 0 and "NOT CLOSED by its writer" in info.stdout
-            assert nicrig("verify", out).returncode == 0
+            assert f"SHORT     {n} of the 10000 samples its instrument announced" in info.stdout
+            verified = nicrig("verify", out)
+            assert verified.returncode == 1 and f"{out}: SHORT" in verified.stdout
+            assert f"holds {n:,} of the 10,000 samples its instrument announced" in verified.stdout
             decoded = nicrig("decode", out)
             assert decoded.returncode == 0, decoded.stderr
             assert "decoded/send_pci/pci" in _tables(out)
     assert kept == sorted(kept), kept
     assert json.loads(nicrig("info", "--json", out).stdout)["unclosed"] is True
+    reported = nicrig("report", out, "-o", tmp_path / "r.json")
+    assert reported.returncode == 0 and "short recording" in reported.stderr
+    assert f"SHORT RECORDING: source 'send_pci' holds {kept[-1]:,} of the 10,000" in (tmp_path / "r.json").read_text()
     assert os.path.exists(companion_path(out))

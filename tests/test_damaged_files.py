@@ -139,6 +139,8 @@ TAMPERING = [
     (SOURCE, "roles", "{not json", "not JSON"),
     (SOURCE, "roles", json.dumps({"frame": 5}), "not what nicrig writes"),
     (SOURCE, "vectors", json.dumps({"AD": ["nope"]}), "does not have"),
+    (SOURCE, "vectors", json.dumps({"X": []}), "not what its channels' names make"),  # a vector of no bits
+    (SOURCE, "roles", json.dumps({"frame": "NOPE#"}), "roles name channels it does not have"),
     (SOURCE, "bus", json.dumps([1, 2]), "not what nicrig writes"),
     ("", "format_version", "three", "not a whole number"),
     ("", "format", np.float64(1.5), "not text"),

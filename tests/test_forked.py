@@ -122,9 +122,9 @@ def test_an_ended_workers_results_are_read_when_asked_for():
         pool.submit(["a", "b"], lambda task: task * 3)
         while pool.running:
             time.sleep(0.01)
-        assert list(pool.folder.iterdir())  # still there, unread
+        assert list(pool.folder.glob("*.pickle"))  # still there, unread
         assert pool.wait_for("b") and pool.pop("b") == "bbb"
-        assert not list(pool.folder.iterdir())
+        assert not list(pool.folder.glob("*.pickle"))
         assert pool.results() == {"a": "aaa"}
 
 
@@ -230,3 +230,49 @@ def test_workers_die_with_a_parent_killed_before_it_could_stop_them(tmp_path):
     else:
         os.kill(worker, signal.SIGKILL)
         pytest.fail("the worker outlived its killed parent")
+
+
+def pool_in_a_process(top: Path) -> tuple[subprocess.Popen, Path, int]:
+    """A process holding a pool with one worker asleep, its folder in ``top``: (process, folder, worker)."""
+    script = (
+        "import time\n"
+        "from nicrig.acquisition.sim.forked import ForkPool\n"
+        "pool = ForkPool(1)\n"
+        "pool.submit([1], lambda task: time.sleep(600))\n"
+        "print(pool.folder, *pool.children, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TMPDIR=str(top)))
+    assert proc.stdout is not None
+    folder, worker = proc.stdout.readline().split()
+    return proc, Path(folder), int(worker)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_next_pool_removes_the_folder_of_a_pool_killed_outright(tmp_path, monkeypatch):
+    """A killed simulate left $TMPDIR/nicrig-workers-* (up to ~10 MB each) that nothing removed: the next pool
+    removes every folder whose pool is gone (its owner lock free), and none of a pool still running."""
+    import tempfile
+
+    killed, left, worker = pool_in_a_process(tmp_path)
+    (left / "1.pickle").write_bytes(bytes(1 << 20))  # what a worker had written
+    alive, kept, _ = pool_in_a_process(tmp_path)
+    fresh = tmp_path / "nicrig-workers-unowned"  # a folder without an owner file, as being made: left alone
+    fresh.mkdir()
+    try:
+        killed.kill()
+        killed.wait()
+        for _ in range(200):  # the worker dies with it (PR_SET_PDEATHSIG), releasing the lock it shares
+            if not Path(f"/proc/{worker}").exists():
+                break
+            time.sleep(0.05)
+        assert left.is_dir()
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        with ForkPool(1) as pool:
+            assert pool.folder.parent == tmp_path
+            assert not left.exists() and kept.is_dir() and fresh.is_dir()
+        assert not pool.folder.exists()
+    finally:
+        alive.kill()
+        alive.wait()

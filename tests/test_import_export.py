@@ -355,7 +355,7 @@ def test_scope_selection(independent, tmp_path, capsys):
         assert s.channels == ["FRAME#"] + [f"AD[{i}]" for i in range(8)] + [f"data[{i}]" for i in range(4)]
         assert s.roles == {"frame": "FRAME#", "ad": "AD"}
     assert "no scope 'hots' (scopes: tb.host" in cli_fails(capsys, "import", independent, "-o", tmp_path / "s.h5",
-                                                            "--scope", "hots")
+                                                            "--scope", "hots", "--force")
     two = tmp_path / "two.vcd"
     two.write_text("$timescale 1 ns $end\n$scope module a $end\n$scope module pci $end\n$var wire 1 ! X $end\n"
                    "$upscope $end\n$upscope $end\n$scope module b $end\n$scope module pci $end\n"

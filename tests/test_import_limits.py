@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile import nested_vcd, one_long_line
 from nicrig.acquisition import limits
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.srzip import open_sr
@@ -228,6 +229,44 @@ def test_vcd_import_is_linear_in_the_number_of_variables(tmp_path):
     assert large < 3.6 * small, (small, large)  # quadratic (the old skipped-variable list) made this ~9x
 
 
+def test_vcd_scopes_nested_deeper_than_the_limit(tmp_path, capsys):
+    ok = nested_vcd(tmp_path / "deep.vcd", limits.MAX_VCD_SCOPE_DEPTH)
+    assert main(["import", str(ok), "-o", str(tmp_path / "deep.h5")]) == 0
+    capsys.readouterr()
+    line = refused(capsys, nested_vcd(tmp_path / "deeper.vcd", limits.MAX_VCD_SCOPE_DEPTH + 1))
+    assert f"deeper.vcd:{limits.MAX_VCD_SCOPE_DEPTH + 2}: $scope nested deeper than " \
+           f"{limits.MAX_VCD_SCOPE_DEPTH} levels" in line
+
+
+def test_a_scope_named_at_every_level_gives_a_short_answer(tmp_path, capsys):
+    """``--scope m.m`` in ``m.m.m...``: every level from the second matches; the message names a few."""
+    p = nested_vcd(tmp_path / "mmm.vcd", limits.MAX_VCD_SCOPE_DEPTH)
+    line = refused(capsys, p, "--scope", "m.m")
+    assert "ambiguous: m.m, m.m.m," in line and f"and {limits.MAX_VCD_SCOPE_DEPTH - 6} more" in line
+    assert len(line) < 300
+    assert "no scope 'x.m'" in refused(capsys, p, "--scope", "x.m")
+
+
+def header_peak(path: Path) -> int:
+    """Peak Python memory (bytes) of reading the header of ``path``."""
+    from nicrig.acquisition.vcd import read_header
+
+    tracemalloc.start()
+    read_header(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_vcd_scopes_cost_memory_linear_in_the_header(tmp_path):
+    """A scope is a link to its parent, never a copy of its path: 250-deep scopes cost what shallow ones do
+    per byte of header (a copy of the path per ``$scope`` made it ~29 bytes a byte, growing with depth)."""
+    small = nested_vcd(tmp_path / "small.vcd", 250, repeats=10, name="")
+    large = nested_vcd(tmp_path / "large.vcd", 250, repeats=30, name="")
+    per_byte = [header_peak(p) / p.stat().st_size for p in (small, large)]
+    assert max(per_byte) < 12 and per_byte[1] < 1.2 * per_byte[0], per_byte
+
+
 # -- CSV --------------------------------------------------------------------------------------------
 def test_csv_with_more_columns_than_a_source_holds(tmp_path, capsys):
     n = limits.MAX_CHANNELS + 1
@@ -249,9 +288,28 @@ def test_csv_rates_and_times_out_of_range(tmp_path, capsys, text, message):
     assert message in refused(capsys, p)
 
 
+@pytest.mark.parametrize("name, head, line", [
+    ("long.csv", "; Samplerate: 1 MHz\nA,B\n0,1\n", 4),
+    ("first.csv", "", 1),
+    ("long.vcd", "$timescale 1 ns $end\n$scope module top $end\n$var wire 1 ! a $end\n$upscope $end\n"
+                 "$enddefinitions $end\n#0\n0!\n", 8),
+])
+def test_a_file_of_one_endless_line_is_read_a_bounded_line_at_a_time(tmp_path, capsys, name, head, line):
+    """A single line of 8 MB (one of 200 MB was once held whole, 473 MB, before its error): refused at the line
+    limit, with memory for one line of the limit, never the whole line."""
+    p = one_long_line(tmp_path / name, head, 8 << 20)
+    tracemalloc.start()
+    message = refused(capsys, p)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert f"{name}:{line}: a line longer than {limits.MAX_LINE_BYTES:,} characters" in message
+    assert peak < 4 * limits.MAX_LINE_BYTES, peak
+
+
 def test_limits_are_what_the_docs_say():
     doc = (Path(__file__).parent.parent / "docs" / "import-export.md").read_text()
     for value in (f"{limits.MAX_CHANNELS:,}", f"{limits.MAX_SAMPLES:,}", f"{limits.MAX_VCD_VARIABLES:,}",
+                  f"{limits.MAX_VCD_SCOPE_DEPTH} levels", f"{limits.MAX_LINE_BYTES:,} characters",
                   "1 THz", "1 mHz"):
         assert value in doc
     assert np.iinfo(np.int64).max == limits.MAX_TIME_PS

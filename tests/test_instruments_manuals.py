@@ -13,7 +13,10 @@ executed and the connection usable.
 from __future__ import annotations
 
 import re
+import shutil
 import socket
+import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -200,3 +203,62 @@ NUMERIC = {
     "rigol-mso5000": [":ACQuire:MDEPth", ":TIMebase:MAIN:SCALe", ":WAVeform:STARt", ":WAVeform:STOP"],
     "tektronix-mso5": ["HORizontal:MODE:RECOrdlength", "HORizontal:POSition", "DATa:STARt", "DATa:WIDth"],
 }
+
+
+@pytest.mark.parametrize("model", ["keysight-msox4000", "rigol-mso5000", "tektronix-mso5"])
+def test_a_full_error_queue_keeps_the_oldest_errors_and_ends_in_queue_overflow(visa, model):
+    """SCPI-1999 volume 2 §21.8: first in, first out; on overflow the last entry becomes -350 "Queue overflow"
+    and later errors are not queued, so the first error (usually the cause) is still there to read."""
+    from nicrig.acquisition.instruments.sim.scope import ERROR_QUEUE_LENGTH
+
+    with serve(model) as srv:
+        scope = visa(srv)
+        scope.write(f"{NUMERIC[model][0]} 1e999")  # -222, the cause
+        for _ in range(ERROR_QUEUE_LENGTH + 10):
+            scope.write("BOGus:HEADer")             # -113 each
+        assert errors(scope, model) == [-222] + [-113] * (ERROR_QUEUE_LENGTH - 2) + [-350]
+        assert errors(scope, model) == []
+
+
+def threads_serving() -> int:
+    return sum(1 for t in threading.enumerate() if "process_request" in t.name)
+
+
+def test_clients_beyond_the_limit_are_closed_and_get_no_thread():
+    with serve("keysight-msox4000", max_connections=3) as srv:
+        before = threads_serving()
+        held = [socket.create_connection(srv.address, timeout=10) for _ in range(3)]
+        for s in held:  # served: each answers
+            s.sendall(b"*IDN?\n")
+            assert s.recv(4096).startswith(srv.dialect.idn.encode())
+        extra = [socket.create_connection(srv.address, timeout=10) for _ in range(20)]
+        for s in extra:  # accepted and closed at once, no answer and no thread
+            s.sendall(b"*IDN?\n")
+            assert s.recv(4096) == b""
+        assert threads_serving() - before <= 3
+        held[0].close()
+        late = socket.create_connection(srv.address, timeout=10)  # room again
+        late.sendall(b"*IDN?\n")
+        assert late.recv(4096).startswith(srv.dialect.idn.encode())
+        for s in [*held, *extra, late]:
+            s.close()
+
+
+def test_a_silent_client_is_disconnected_after_the_idle_timeout():
+    with serve("rigol-mso5000", idle_timeout_s=0.2) as srv, \
+            socket.create_connection(srv.address, timeout=20) as s:
+        s.sendall(b"*IDN?\n")
+        assert s.recv(4096).startswith(srv.dialect.idn.encode())
+        assert s.recv(4096) == b""  # then silence: the server ends the connection (a read that returned)
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_the_listen_backlog_takes_a_burst_of_clients():
+    """A backlog of 5 made 47 of 300 rapid connects wait for a SYN retransmission (~1 s)."""
+    from nicrig.acquisition.instruments.sim.server import LISTEN_BACKLOG
+
+    with serve("keysight-msox4000") as srv:
+        port = srv.address[1]
+        listing = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True)
+        send_q = int(listing.stdout.split()[2])  # a listening socket's Send-Q is its backlog
+        assert send_q == LISTEN_BACKLOG >= 128

@@ -105,6 +105,8 @@ def _connection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interface", help="local interface whose counters to record and settings to sweep "
                                        "(default: the route to the (first) far host)")
     p.add_argument("-o", "--output", type=Path, help="results file to write (.h5)")
+    p.add_argument("--force", action="store_true", help="replace the results file if it exists (it is not "
+                                                        "replaced without)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--seed", type=int, default=1, help="seed of the random payloads")
     p.add_argument("--sweep", action="append", default=[], metavar="[HOSTS:]SETTING=V1,V2,...",
@@ -248,7 +250,7 @@ class Run:
             if args.output and write:  # first: an unwritable output fails before any traffic
                 from nicrig.udpmon.results import ResultsFile
 
-                self.results = self.stack.enter_context(ResultsFile.create(args.output))
+                self.results = self.stack.enter_context(ResultsFile.create(args.output, overwrite=args.force))
             secret = load_secret(args.secret_file) if args.secret_file else None
             for label, host, port in hosts:
                 ctl = self.stack.enter_context(Controller(host, port, secret))
@@ -413,8 +415,10 @@ def _interrupts(delta: dict[str, Any]) -> int:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
-    """The run's options for the results file (never the secret file's path nor the output)."""
-    out = {k: v for k, v in vars(args).items() if not k.startswith("_") and k not in ("secret_file", "output")}
+    """The run's options for the results file (never the secret file's path, the output nor whether it replaced
+    one)."""
+    out = {k: v for k, v in vars(args).items()
+           if not k.startswith("_") and k not in ("secret_file", "output", "force")}
     out.update(extra)
     return out
 

@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                    "tracer is never touched), on the mono clock (CLOCK_MONOTONIC, ns), into a "
                                    "capture set. Needs root.")
     r.add_argument("-o", "--output", required=True, metavar="FILE.h5", help="capture set to write")
+    r.add_argument("--force", action="store_true", help="replace FILE.h5 if it exists (it is not replaced without)")
     r.add_argument("--events", metavar="LIST",
                    help="comma-separated system:event names or groups (irq, napi, net, skb, syscalls); "
                         "default: every group, system calls only when there are threads to follow (-- COMMAND "
@@ -127,7 +128,7 @@ def _record(args: argparse.Namespace) -> int:
     if args.duration is not None and args.duration <= 0:
         raise UsageError("--duration must be positive")
     tracefs.root()  # not root: a clear error and exit 2 before anything else happens
-    out = CaptureSet.create(args.output, notes="host trace recorded by nicrig trace record")
+    out = CaptureSet.create(args.output, notes="host trace recorded by nicrig trace record", overwrite=args.force)
     child = _held(cmd) if cmd else None
     try:
         pids = ([child.pid] if child else []) + list(args.pid)

@@ -23,6 +23,7 @@ import numpy as np
 from nicrig.acquisition.capture import CaptureSet, Source
 from nicrig.acquisition.instruments.tomlfile import read_toml
 
+from nicrig.atomic import replacing
 from nicrig.errors import UsageError
 
 BLOCK = 1 << 20
@@ -93,7 +94,8 @@ def save(path: str | Path, result: Mapping[str, Any]) -> None:
     """Write measured offsets as TOML (``[offsets_ps]`` source = ps), for ``deskew_file`` in a rig configuration."""
     lines = [f"# deskew measured on the rising edge of {result['signal']}, reference source {result['reference']}",
              "[offsets_ps]"] + [f"{name} = {off}" for name, off in sorted(result["offsets_ps"].items())]
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with replacing(path) as tmp:
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def load(path: str | Path) -> dict[str, int]:

@@ -43,7 +43,8 @@ from nicrig.acquisition.instruments.driver import (
 )
 from nicrig.acquisition.instruments.probemap import PodAssembler, source_roles
 
-from nicrig.errors import NicrigError, UsageError
+from nicrig.atomic import refuse_existing
+from nicrig.errors import NicrigError
 
 #: Seconds between polls of an armed instrument.
 POLL_S = 0.02
@@ -168,7 +169,7 @@ def _spec(m: Member) -> SourceSpec:
     }
     return SourceSpec(name=m.name, channels=pm.channels, mode="timing", samplerate_hz=info.sample_rate_hz,
                       trigger_sample=info.trigger_sample, offset_ps=m.offset_ps, bus=bus | m.bus, roles=roles,
-                      instrument=instrument, notes="")
+                      instrument=instrument, notes="", samples_expected=info.points)
 
 
 def _fetch(cs: CaptureSet, m: Member, progress: Callable[[str, int, int], None] | None) -> None:
@@ -217,11 +218,12 @@ def run(members: Sequence[Member], out: str | Path, *, timeout_s: float = 30.0,
         progress: Callable[[str, int, int], None] | None = None, overwrite: bool = False) -> Outcome:
     """Arm, trigger, fetch ``members`` (identified and configured by :func:`prepare`) into ``out``."""
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise UsageError(f"{out}: exists (remove it, or give --force to replace it)")
+    if not overwrite:
+        refuse_existing(out)
     outcome = Outcome(path=None, members=list(members))
     try:
-        return _run(outcome, out, timeout_s, while_armed, deskew_signal, notes, settings or {}, say, progress)
+        return _run(outcome, out, timeout_s, while_armed, deskew_signal, notes, settings or {}, say, progress,
+                    overwrite)
     finally:
         for m in members:
             _safe(m.instrument.close)
@@ -229,7 +231,7 @@ def run(members: Sequence[Member], out: str | Path, *, timeout_s: float = 30.0,
 
 def _run(outcome: Outcome, out: Path, timeout_s: float, while_armed: Callable[[], dict[str, Any]] | None,
          deskew_signal: str | None, notes: str, settings: dict[str, Any], say: Callable[[str], None],
-         progress: Callable[[str, int, int], None] | None) -> Outcome:
+         progress: Callable[[str, int, int], None] | None, overwrite: bool) -> Outcome:
     members = outcome.members
     for m in reversed(members):  # the first listed is the master: armed last, when the others already wait
         m.instrument.arm()
@@ -263,7 +265,7 @@ def _run(outcome: Outcome, out: Path, timeout_s: float, while_armed: Callable[[]
     if not ready:
         raise InstrumentError("no instrument delivered a record, nothing written: "
                               + "; ".join(text for m in members if (text := m.missing())))
-    cs = CaptureSet.create(out, notes=notes, atomic=False)
+    cs = CaptureSet.create(out, notes=notes, atomic=False, overwrite=overwrite)
     outcome.path = out
     try:
         for m in ready:

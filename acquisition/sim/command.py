@@ -57,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list-profiles", action="store_true", help="list the built-in profiles and exit")
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.add_argument("-o", "--output", metavar="FILE.h5", help="capture set to write")
+    p.add_argument("--force", action="store_true", help="replace FILE.h5 if it exists (it is not replaced without)")
 
 
 def _summary(run: Any, path: str) -> dict[str, Any]:
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
             tasks[name](done)
 
         result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
-                          argv=["nicrig", *args._argv], workers=args.workers or None)
+                          argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force)
 
     summary = _summary(result, args.output)
     if args.json:

@@ -13,12 +13,15 @@ garbage collector (which could finalize the parent's HDF5 objects) and leaves wi
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import gc
 import os
 import pickle
+import shutil
 import signal
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -28,6 +31,56 @@ from typing import Any, BinaryIO
 Task = Hashable
 #: prctl(2) option: the signal this process gets when its parent dies (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
+#: A pool's folder in $TMPDIR: this prefix, then mkdtemp's random part.
+FOLDER_PREFIX = "nicrig-workers-"
+#: The file in a pool's folder whose flock(2) says the pool (or a child of it) is alive.
+_OWNER = ".owner"
+#: A folder without an owner file (made by a nicrig before it had one) is left alone this long, seconds.
+_UNOWNED_GRACE_S = 86400.0
+
+
+def clear_abandoned(top: Path) -> list[Path]:
+    """Remove the folders of pools killed outright (SIGKILL, power loss) from ``top``; what was removed.
+
+    A pool holds an exclusive flock(2) on its folder's owner file from the moment the file has its name until
+    it removes the folder; the lock belongs to the open file, which its children share, so it is released
+    only when the pool and every child are gone. A folder whose lock can be taken has no owner left. Folders
+    of other users, links and the folders of a nicrig too old to lock them (unless a day old) are left.
+    """
+    removed = []
+    for folder in top.glob(FOLDER_PREFIX + "*"):
+        try:
+            info = folder.lstat()
+            if not folder.is_dir() or folder.is_symlink() or info.st_uid != os.getuid():
+                continue
+            fd = os.open(folder / _OWNER, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            if time.time() - info.st_mtime > _UNOWNED_GRACE_S:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+            continue
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its pool is alive
+            continue
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _owned_folder() -> tuple[Path, int]:
+    """A new pool folder in $TMPDIR and the descriptor holding its owner lock (see :func:`clear_abandoned`):
+    the lock is taken before the owner file gets its name, so no cleaner ever sees it unlocked."""
+    folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".owner-")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(name, folder / _OWNER)
+    return folder, fd
 
 
 class WorkerFailed(RuntimeError):
@@ -74,7 +127,8 @@ class ForkPool:
         # so that noticing a child has ended costs the caller (the model, between two steps) next to nothing.
         self._ended: dict[int, _Worker] = {}
         self._results: dict[Task, Any] = {}
-        self._folder = Path(tempfile.mkdtemp(prefix="nicrig-workers-"))
+        clear_abandoned(Path(tempfile.gettempdir()))  # what pools killed outright left (up to ~10 MB each)
+        self._folder, self._owner = _owned_folder()
         self._serial = 0
 
     def __enter__(self) -> ForkPool:
@@ -185,6 +239,7 @@ class ForkPool:
         for path in self._folder.iterdir():
             path.unlink()
         self._folder.rmdir()
+        os.close(self._owner)
 
     def _take(self, worker: _Worker, records: int) -> None:
         """Read ``records`` more of ``worker``'s complete records: results, or the error that ended it (kept as

@@ -565,7 +565,7 @@ def _packets_table(run: RigRun) -> np.ndarray:
 def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile, out: str | os.PathLike[str],
              recording: Recording = Recording(), progress: Progress | None = None, *,
              settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None,
-             workers: int | None = None, block_clocks: int = BLOCK_CLOCKS) -> RigRun:
+             workers: int | None = None, block_clocks: int = BLOCK_CLOCKS, overwrite: bool = True) -> RigRun:
     """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run.
 
     ``settings`` (what the command line asked, beyond the scenario) and ``argv``
@@ -573,9 +573,11 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
     processes rendering the sources (default: one per usable CPU; 1: all in
     this one, after the model; :class:`_Renderer`). ``block_clocks``: clocks
     rendered and stored at a time (a power of two; chunks are at most that
-    long). The capture set is the same whatever the two.
+    long). The capture set is the same whatever the two. Without ``overwrite`` an existing ``out`` is refused
+    before anything runs (:meth:`CaptureSet.create`).
     """
-    with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}") as cs:
+    with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}",
+                           overwrite=overwrite) as cs:
         rig = Rig(scenario, bus, nic, host)
         sources = partial(_Sources, nic=nic, host=host, recording=recording, block_clocks=block_clocks)
         with _Renderer(rig, sources, recording, _workers(workers), progress) as renderer:

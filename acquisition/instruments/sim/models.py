@@ -8,7 +8,13 @@ from nicrig.acquisition.instruments.probemap import ProbeMap
 from nicrig.acquisition.instruments.sim.keysight import KeysightX3000, KeysightX4000
 from nicrig.acquisition.instruments.sim.rigol import RigolMso5000
 from nicrig.acquisition.instruments.sim.scope import SimScope
-from nicrig.acquisition.instruments.sim.server import Dialect, Fault, SimServer
+from nicrig.acquisition.instruments.sim.server import (
+    IDLE_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    Dialect,
+    Fault,
+    SimServer,
+)
 from nicrig.acquisition.instruments.sim.tektronix import (
     TektronixMso4,
     TektronixMso5,
@@ -24,7 +30,8 @@ MODELS: dict[str, type[Dialect]] = {
 
 
 def make_server(model: str, wires: RigWires, pm: ProbeMap, *, host: str = "127.0.0.1", port: int = 0,
-                faults: Sequence[Fault] = (), trigger_after_s: float = 0.2) -> SimServer:
+                faults: Sequence[Fault] = (), trigger_after_s: float = 0.2, max_connections: int = MAX_CONNECTIONS,
+                idle_timeout_s: float = IDLE_TIMEOUT_S) -> SimServer:
     """A simulated ``model`` whose probes, wired as ``pm`` says, see ``wires``; listening, not yet serving."""
     if model not in MODELS:
         raise UsageError(f"unknown simulated model {model!r} (choose from: {', '.join(MODELS)})")
@@ -33,4 +40,5 @@ def make_server(model: str, wires: RigWires, pm: ProbeMap, *, host: str = "127.0
         raise UsageError(f"probe map {pm.name!r} wires {', '.join(absent)}, which the simulated source "
                          f"{wires.source!r} does not have (it has: {', '.join(sorted(wires.levels))})")
     scope = SimScope(wires, pm, trigger_after_s=trigger_after_s)
-    return SimServer(MODELS[model](scope), host, port, faults)
+    return SimServer(MODELS[model](scope), host, port, faults, max_connections=max_connections,
+                     idle_timeout_s=idle_timeout_s)

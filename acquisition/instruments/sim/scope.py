@@ -28,6 +28,12 @@ ESR_OPC = 1
 ESR_ERROR_BITS = {1: 32, 2: 16, 3: 8, 4: 4}
 
 
+#: Entries the error queue holds (SCPI asks for at least two; instruments hold 20 to 100).
+ERROR_QUEUE_LENGTH = 30
+#: What replaces the last entry of a full queue (SCPI-1999 volume 2 §21.8, SYSTem:ERRor).
+QUEUE_OVERFLOW = (-350, "Queue overflow")
+
+
 def esr_bit(code: int) -> int:
     """The Standard Event Status Register bit an error ``code`` sets (device-specific for codes outside -100..-499)."""
     return ESR_ERROR_BITS.get(abs(code) // 100, 8)
@@ -83,7 +89,7 @@ class SimScope:
         self.pm = pm
         self.trigger_after_s = trigger_after_s
         self.lock = threading.RLock()
-        self.errors: deque[tuple[int, str]] = deque(maxlen=30)
+        self.errors: deque[tuple[int, str]] = deque()
         self.decimation = 1
         self.points = 1000
         self.pre_fraction = 0.1
@@ -130,9 +136,16 @@ class SimScope:
         return self.pm.signals.get((pod, bit))
 
     def push_error(self, code: int, message: str) -> None:
+        """Queue an error as SCPI-1999 volume 2 §21.8 (SYSTem:ERRor) says: first in, first out; when the
+        queue is full its most recent entry is replaced by -350 "Queue overflow", and errors arriving while it
+        is full are not queued (the oldest, usually the cause, are kept). The ESR bit is set either way."""
         with self.lock:
-            self.errors.append((code, message))
             self.esr |= esr_bit(code)
+            if len(self.errors) < ERROR_QUEUE_LENGTH:
+                self.errors.append((code, message))
+            elif self.errors[-1][0] != QUEUE_OVERFLOW[0]:
+                self.errors[-1] = QUEUE_OVERFLOW
+                self.esr |= esr_bit(QUEUE_OVERFLOW[0])
 
     # -- acquisition ----------------------------------------------------------------------------
     def arm(self) -> None:

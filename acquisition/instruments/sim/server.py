@@ -18,7 +18,11 @@ Queries for waveform data that the instrument does not hold answer promptly
 (an empty block) besides queueing the error, so a client never waits for its
 timeout. A sequential command (Keysight ``:DIGitize``) holds the connection's
 later commands until the acquisition is over, as the vendors' guides say.
-Several clients may connect; commands run one at a time.
+Several clients may connect; commands run one at a time. The server is bounded as
+the udpmon daemon is: at most :data:`MAX_CONNECTIONS` clients (a thread each; one more
+is closed at once), each disconnected after :data:`IDLE_TIMEOUT_S` of silence, a listen
+backlog of :data:`LISTEN_BACKLOG`, and an error queue of fixed length that keeps the
+oldest errors (:meth:`SimScope.push_error`).
 
 Faults (``--fault``, repeatable), for testing what the acquiring side does:
 
@@ -53,6 +57,13 @@ from nicrig.errors import UsageError
 
 #: Longest program message accepted (bytes); longer ones queue -223 and nothing of them runs.
 MAX_MESSAGE = 64 * 1024
+#: Clients served at once (a thread each); one more is closed as soon as it is accepted.
+MAX_CONNECTIONS = 16
+#: A client silent this long (no program message) is disconnected, its thread ended.
+IDLE_TIMEOUT_S = 120.0
+#: Connections the kernel holds for the server to accept (listen(2)'s backlog): a burst of clients connects
+#: at once instead of waiting for the SYN to be sent again (~1 s).
+LISTEN_BACKLOG = 128
 GARBAGE = b"\x15\xfe NOT A BLOCK: @!\x00\x07garbage\xff"
 
 
@@ -403,6 +414,10 @@ def parse_fault(text: str) -> Fault:
 class _Connection(socketserver.StreamRequestHandler):
     server: SimServer
 
+    def setup(self) -> None:
+        self.timeout = self.server.idle_timeout_s  # reads and writes of a silent client give up: its thread ends
+        super().setup()
+
     def handle(self) -> None:
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while not self.server.closing:
@@ -482,8 +497,14 @@ class SimServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
     allow_reuse_address = True
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, dialect: Dialect, host: str = "127.0.0.1", port: int = 0, faults: Sequence[Fault] = ()):
+    def __init__(self, dialect: Dialect, host: str = "127.0.0.1", port: int = 0, faults: Sequence[Fault] = (), *,
+                 max_connections: int = MAX_CONNECTIONS, idle_timeout_s: float = IDLE_TIMEOUT_S):
+        if max_connections < 1 or not idle_timeout_s > 0:
+            raise UsageError("the simulated instrument needs room for a client and a positive idle timeout")
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
         self.dialect = dialect
         self.faults = list(faults)
         self.closing = False
@@ -549,7 +570,12 @@ class SimServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
     def process_request(self, request, client_address):  # type: ignore[no-untyped-def]
         with self._lock:
-            self._open.add(request)
+            full = len(self._open) >= self.max_connections
+            if not full:
+                self._open.add(request)
+        if full:  # no thread for it: closed at once, the clients being served go on
+            super().shutdown_request(request)
+            return
         super().process_request(request, client_address)
 
     def shutdown_request(self, request):  # type: ignore[no-untyped-def]
