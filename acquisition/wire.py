@@ -38,8 +38,9 @@ from nicrig.h5file import (STORAGE, NicrigFile, dataset_filters, encode_chunk, e
 GROUP = "wire"
 #: Who stamped a frame (the ``clock`` column indexes this list): unknown (the file does not say); the capturing
 #: host's kernel (software, CLOCK_REALTIME: tcpdump's "host"); the NIC, in the host's time ("adapter"); the
-#: NIC's own clock, not synchronised to the host's ("adapter_unsynced").
-CLOCKS = ("unknown", "kernel", "hardware", "adapter-unsynced")
+#: NIC's own clock, not synchronised to the host's ("adapter_unsynced"); an instrument's time base (a logic
+#: analyzer's GMII probe, the simulated rig's).
+CLOCKS = ("unknown", "kernel", "hardware", "adapter-unsynced", "instrument")
 
 FRAME_DTYPE = np.dtype([
     ("time_ns", "<i8"), ("stamp", "<i8"), ("stamped", "?"), ("interface", "<i2"), ("clock", "i1"),
