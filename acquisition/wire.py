@@ -10,10 +10,11 @@ pcapng file (``nicrig import``) or recorded by nicrig itself during a udpmon run
   ``epb_flags``, the clock that stamped it, and where its octets start in ``data``;
 - ``data``: every frame's captured octets, concatenated;
 - ``interfaces``: the capture's interfaces (link type, snapshot length, time resolution
-  and offset, FCS length, speed, drops, clock, names);
-- attributes: ``origin_ns``, the frames' time (``time_ns``) that lies at 0 on the file's
-  timeline (a capture set's common timeline, a results file's CLOCK_MONOTONIC), and how
-  it was chosen; where the frames came from; the damage that ended an import.
+  and offset, FCS length, speed, drops, the clock that stamps their frames, names), each with
+  ``origin_ns``, the time (``time_ns``) of its clock that lies at 0 on the file's timeline (a
+  capture set's common timeline, a results file's CLOCK_MONOTONIC);
+- attributes: how the origins were chosen; where the frames came from; the damage that ended
+  an import.
 
 Frames are raw data: written once, when imported or recorded, in chunks as they arrive
 (a multi-gigabyte capture never sits in memory), and only read afterwards. Their
@@ -49,7 +50,8 @@ FRAME_DTYPE = np.dtype([
 FRAME_UNITS = {"time_ns": "ns", "caplen": "byte", "origlen": "byte", "offset": "byte", "file_offset": "byte",
                "stamp": "the interface's time unit (interfaces.tsresol)"}
 INTERFACE_DTYPE = np.dtype([
-    ("interface", "<i2"), ("section", "<i2"), ("link_type", "<i4"), ("snaplen", "<i8"), ("tsresol", "u1"),
+    ("interface", "<i2"), ("section", "<i2"), ("origin_ns", "<i8"), ("link_type", "<i4"), ("snaplen", "<i8"),
+    ("tsresol", "u1"),
     ("offset_s", "<i8"), ("fcs_bytes", "i1"), ("speed_bps", "<i8"), ("if_drops", "<i8"), ("os_drops", "<i8"),
     ("clock", "S20"), ("name", "S64"), ("description", "S128"), ("hardware", "S128"), ("os", "S128"),
     ("comment", "S256"),
@@ -115,7 +117,6 @@ class WireInfo:
     """A wire source's attributes (docs/formats.md, "Wire sources")."""
 
     name: str
-    origin_ns: int = 0
     origin: str = ""
     format: str = ""
     file: str = ""
@@ -164,20 +165,22 @@ class WireWriter:
         self._frames.append(rows)
         self._data.append(batch.data)
 
-    def finish(self, interfaces: list[Interface], clocks: list[str], info: WireInfo) -> None:
-        """Store the last chunks, the interfaces (``clocks``: each one's clock name) and the attributes."""
+    def finish(self, interfaces: list[Interface], clocks: list[str], origins: list[int], info: WireInfo) -> None:
+        """Store the last chunks, the interfaces (``clocks``: each one's clock name, ``origins`` each one's time at
+        the timeline's 0) and the attributes."""
         self._frames.close()
         self._data.close()
         table = np.zeros(len(interfaces), INTERFACE_DTYPE)
-        for i, (iface, clock) in enumerate(zip(interfaces, clocks)):
-            table[i] = (i, iface.section, iface.link_type, iface.snaplen, iface.tsresol, iface.offset_s,
+        for i, (iface, clock, origin) in enumerate(zip(interfaces, clocks, origins)):
+            table[i] = (i, iface.section, origin, iface.link_type, iface.snaplen, iface.tsresol, iface.offset_s,
                         iface.fcs_bytes, iface.speed_bps, iface.if_drops, iface.os_drops, clock.encode(),
                         *(v.encode("utf-8", "replace")[:size] for v, size in (
                             (iface.name, 64), (iface.description, 128), (iface.hardware, 128), (iface.os, 128),
                             (iface.comment, 256))))
         prefix = f"{GROUP}/{self.name}"
         self.f.write_table(f"{prefix}/interfaces", table,
-                           units={"snaplen": "byte", "offset_s": "s", "fcs_bytes": "byte", "speed_bps": "bit/s"},
+                           units={"snaplen": "byte", "offset_s": "s", "fcs_bytes": "byte", "speed_bps": "bit/s",
+                                  "origin_ns": "ns"},
                            description="the capture's interfaces: link type, snapshot length, time stamps' "
                                        "resolution (if_tsresol) and offset, FCS octets per frame (-1 unknown), "
                                        "speed (-1 unknown), drops (-1 unknown), the clock stamping them")
@@ -187,7 +190,7 @@ class WireWriter:
             ds.attrs["description"] = {"frames": "one row per frame, in capture order",
                                        "data": "every frame's captured octets, concatenated"}[what]
             ds.attrs["units"] = to_json(FRAME_UNITS if what == "frames" else {})
-        attrs = {"origin_ns": np.int64(info.origin_ns), "origin": info.origin, "format": info.format,
+        attrs = {"origin": info.origin, "format": info.format,
                  "file": info.file, "damage": info.damage, "sections": to_json(info.sections or []),
                  "capture": to_json(info.capture or {}), "notes": info.notes}
         for k, v in attrs.items():
@@ -219,8 +222,7 @@ class WireSource:
                 raise FormatError(f"{owner}: 'data' is not a 1-D uint8 dataset")
             a = grp.attrs
             try:
-                self.origin_ns = int(a["origin_ns"])
-                self.info = WireInfo(name=name, origin_ns=self.origin_ns, origin=str(a.get("origin", "")),
+                self.info = WireInfo(name=name, origin=str(a.get("origin", "")),
                                      format=str(a.get("format", "")), file=str(a.get("file", "")),
                                      frames=int(frames.shape[0]), damage=str(a.get("damage", "")),
                                      sections=json.loads(a.get("sections", "[]")),
@@ -234,6 +236,14 @@ class WireSource:
                                                else str(r["comment"])) for r in comments[()]} \
                 if isinstance(comments, h5py.Dataset) else {}
         self._frames, self._data = frames, data
+        #: each interface's time at the timeline's 0 (ns of its clock)
+        self.origins = self.interfaces["origin_ns"].astype(np.int64)
+
+    def t_ns(self, rows: np.ndarray) -> np.ndarray:
+        """Frames' times on the file's timeline: their ``time_ns`` less their interface's origin."""
+        if len(rows) and int(rows["interface"].max()) >= len(self.origins):
+            self.interface(int(rows["interface"].max()))
+        return rows["time_ns"] - self.origins[rows["interface"]]
 
     def __len__(self) -> int:
         return int(self._frames.shape[0])
@@ -277,13 +287,14 @@ class WireSource:
         n = len(self)
         first = self.frames(0, 1) if n else None
         last = self.frames(n - 1, n) if n else None
-        ifaces = [{"interface": int(r["interface"]), "name": r["name"].decode(), "link_type": int(r["link_type"]),
+        ifaces = [{"interface": int(r["interface"]), "name": r["name"].decode(), "origin_ns": int(r["origin_ns"]),
+                   "link_type": int(r["link_type"]),
                    "snaplen": int(r["snaplen"]), "resolution": resolution_text(int(r["tsresol"])),
                    "clock": r["clock"].decode(), "fcs_bytes": int(r["fcs_bytes"]), "speed_bps": int(r["speed_bps"]),
                    "if_drops": int(r["if_drops"]), "os_drops": int(r["os_drops"])} for r in self.interfaces]
         return {"name": self.name, "kind": "wire", "frames": n, "format": self.info.format, "file": self.info.file,
-                "origin_ns": self.origin_ns, "origin": self.info.origin,
-                "first_ns": int(first["time_ns"][0]) - self.origin_ns if n else None,
-                "last_ns": int(last["time_ns"][0]) - self.origin_ns if n else None,
+                "origin": self.info.origin,
+                "first_ns": int(self.t_ns(first)[0]) if n else None,
+                "last_ns": int(self.t_ns(last)[0]) if n else None,
                 "octets": int(self._data.shape[0]), "interfaces": ifaces, "damage": self.info.damage,
                 "capture": self.info.capture, "notes": self.info.notes}

@@ -13,8 +13,7 @@ Two kinds of source have frames:
   decoder's own pcap output counts from) plus its ``t_ns``, so the time Wireshark shows, minus
   that origin, is ``nicrig events``'s ``t_ns``; nanosecond stamps unless ``--resolution us``.
 
-pcapng files name their timeline's origin in the section's comment and the clock in each
-interface's, so ``nicrig import`` puts the frames back at the same ``t_ns``. A pcap file has one
+pcapng files name the timeline's origin and the clock in each interface's comment, so ``nicrig import`` puts the frames back at the same ``t_ns``. A pcap file has one
 link type and resolution, no direction and no comments.
 """
 
@@ -92,7 +91,7 @@ def export(cs: Any, name: str, out_path: Path, fmt: str, resolution: str | None,
 
 def _wire(cs: Any, src: wire.WireSource, f: BinaryIO, fmt: str, resolution: str | None,
           progress: Any) -> dict[str, Any]:
-    out = _Out(f, fmt, origin_comment(src.origin_ns))
+    out = _Out(f, fmt, "")
     raw = fmt == "pcapng" and not resolution  # the stamps as captured, with their interface's offset
     numbers = []
     for r in src.interfaces:
@@ -102,7 +101,7 @@ def _wire(cs: Any, src: wire.WireSource, f: BinaryIO, fmt: str, resolution: str 
             snaplen=int(r["snaplen"]), name=r["name"].decode(), description=r["description"].decode(),
             offset_s=int(r["offset_s"]) if raw else 0, speed_bps=int(r["speed_bps"]),
             hardware=r["hardware"].decode(), os_name=r["os"].decode(),
-            comment=CLOCK_COMMENT.format(clock=r["clock"].decode())))
+            comment=f"{origin_comment(int(r['origin_ns']))}\n{CLOCK_COMMENT.format(clock=r['clock'].decode())}"))
     n = len(src)
     for first, rows, octets in src.blocks():
         base = int(rows["offset"][0]) if len(rows) else 0
@@ -114,7 +113,8 @@ def _wire(cs: Any, src: wire.WireSource, f: BinaryIO, fmt: str, resolution: str 
             out.write(numbers[k], stamp, octets[s:s + int(r["caplen"])].tobytes(), int(r["origlen"]),
                       int(r["flags"]), src.comments.get(first + i, ""))
         progress(first + len(rows), n)
-    return {"source": src.name, "kind": "wire", "frames": out.frames, "origin_ns": src.origin_ns}
+    return {"source": src.name, "kind": "wire", "frames": out.frames,
+            "origin_ns": int(src.origins[0]) if len(src.origins) else 0}
 
 
 def _gmii(cs: Any, source: Any, f: BinaryIO, fmt: str, tsresol: int, progress: Any) -> dict[str, Any]:
@@ -133,10 +133,11 @@ def _gmii(cs: Any, source: Any, f: BinaryIO, fmt: str, tsresol: int, progress: A
         raise UsageError(f"{cs.path}: no creation time (created_utc) to count the frames' times from")
     origin_ns = int(epoch.replace(".", ""))
     link = float(source.bus.get("link_rate_bps") or 1e9)
-    out = _Out(f, fmt, origin_comment(origin_ns))
+    out = _Out(f, fmt, "")
     iface = out.interface(link_type=LINKTYPE_ETHERNET, tsresol=tsresol, fcs_bytes=4, snaplen=MAX_FRAME_BYTES,
                           name=source.name, description=f"GMII probe {source.bus.get('at', '')}".strip(),
-                          speed_bps=int(link), comment=CLOCK_COMMENT.format(clock="instrument"))
+                          speed_bps=int(link),
+                          comment=f"{origin_comment(origin_ns)}\n{CLOCK_COMMENT.format(clock='instrument')}")
     order = np.argsort(table["t_ns"], kind="stable")
     octets: dict[int, bytes] = {}
     for direction, stack in stacks.items():

@@ -5,10 +5,11 @@ appended to the new source chunk by chunk, so memory stays bounded whatever its 
 keeps every frame before the damage: the source is written with them, the damage (byte offset and
 reason) recorded in it and printed, and the command exits 1.
 
-Where the frames lie on the set's timeline (``origin_ns``, the stamp at its 0): ``--time-origin`` when
-given; else the origin a pcapng nicrig exported names (its section comment), so a source exported and
-imported back keeps its times; else, appended to a capture set, the set's trigger as the host saw it
-(``nicrig acquire``) or its creation time (the second nicrig's exports count from); else the first frame.
+Where the frames lie on the set's timeline (each interface's ``origin_ns``, the stamp at its 0):
+``--time-origin`` when given; else the origin a pcapng nicrig exported names (each interface's
+comment), so a source exported and imported back keeps its times; else, appended to a capture set,
+the origin of a wire source it has, the set's trigger as the host saw it (``nicrig acquire``) or its
+creation time (the second nicrig's exports count from); else the first frame.
 Who stamped the frames is not in pcap or pcapng files: ``--stamp-clock`` says it; a pcapng nicrig wrote
 names it in each interface's comment; otherwise it is ``unknown``.
 """
@@ -155,10 +156,10 @@ def run(args: argparse.Namespace, path: Path, fmt: str) -> int:
                     damage = str(exc)
                 if not w.frames:
                     raise FormatError(damage or f"{path}: no frames")
-                origin, how = _origin(origin_given, reader, cs if args.append else None, name, first_ns)
+                origins, how = _origins(origin_given, reader, cs if args.append else None, name, first_ns)
                 names = [_clock_of(i, args.stamp_clock) for i in reader.interfaces]
-                w.finish(reader.interfaces, names, wire.WireInfo(
-                    name=name, origin_ns=origin, origin=how, format=reader.format, file=path.name, frames=w.frames,
+                w.finish(reader.interfaces, names, origins, wire.WireInfo(
+                    name=name, origin=how, format=reader.format, file=path.name, frames=w.frames,
                     damage=damage, sections=reader.sections, notes=f"imported from {path.name} ({reader.format})"))
                 summary = wire.WireSource(cs, name).describe()
     if args.json:
@@ -172,18 +173,23 @@ def run(args: argparse.Namespace, path: Path, fmt: str) -> int:
     return 0
 
 
-def _origin(given: int | None, reader: CaptureReader, appended_to: Any, name: str,
-            first_ns: int | None) -> tuple[int, str]:
+def _origins(given: int | None, reader: CaptureReader, appended_to: Any, name: str,
+             first_ns: int | None) -> tuple[list[int], str]:
+    """Each interface's origin (ns of its clock at the timeline's 0), and how they were chosen."""
+    named = [_ORIGIN.search(i.comment) for i in reader.interfaces]
+    if given is None and named and all(named):
+        return [int(m[1]) * 10 ** 9 + int(m[2]) for m in named if m], "named by the nicrig export it came from"
+    origin, how = _origin(given, appended_to, name, first_ns)
+    return [origin] * len(reader.interfaces), how
+
+
+def _origin(given: int | None, appended_to: Any, name: str, first_ns: int | None) -> tuple[int, str]:
     if given is not None:
         return given, "--time-origin"
-    for section in reader.sections:
-        m = _ORIGIN.search(section.get("comment", ""))
-        if m:
-            return int(m[1]) * 10 ** 9 + int(m[2]), "named by the nicrig export it came from"
     if appended_to is not None:
         shared = [wire.WireSource(appended_to, n) for n in wire.names(appended_to) if n != name]
-        if shared:
-            return shared[0].origin_ns, f"the origin of wire source {shared[0].name!r} in the same set"
+        if shared and len(shared[0].origins):
+            return int(shared[0].origins[0]), f"the origin of wire source {shared[0].name!r} in the same set"
         found = _set_origin(appended_to)
         if found is not None:
             return found

@@ -10,7 +10,8 @@ conformance to the PDs holds here too, ``tests/test_wire.py`` checks it on these
 the columns are then given the capture's terms:
 
 - ``ss``, ``es``: the frame's number in the source (``frames`` row) and that plus one;
-- ``t_ns``: its time stamp on the file's timeline (``time_ns - origin_ns``), the instant
+- ``t_ns``: its time stamp on the file's timeline (``time_ns`` less its interface's
+  ``origin_ns``), the instant
   the capturing device stamped it (nicrig's own exports: the first preamble octet, as the
   GMII table's ``t_ns``); ``t_end_ns``: ``t_ns`` plus preamble, SFD and frame on the wire,
   ``(length + 8) x 8`` bit times at the interface's speed (1 Gbit/s when the capture does
@@ -176,7 +177,7 @@ def _decode(src: WireSource, interface: int, direction: bytes, numbers: np.ndarr
     table["length"] = wire_length
     table["fcs_ok"] = np.where(held[k], table["fcs_ok"], (rows["flags"][k] & FLAG_CRC_ERROR) == 0)
     table["direction"] = direction
-    table["t_ns"] = rows["time_ns"][k] - src.origin_ns
+    table["t_ns"] = src.t_ns(rows)[k]
     table["t_end_ns"] = table["t_ns"] + np.rint((wire_length + len(PREAMBLE)) * 8e9 / rate).astype(np.int64)
     return table, state
 
