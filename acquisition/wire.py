@@ -197,6 +197,15 @@ class WireWriter:
             self.grp.attrs[k] = v
 
 
+def fill_unstamped(times: np.ndarray, stamped: np.ndarray, last: int) -> np.ndarray:
+    """Frames' times with each unstamped frame (a Simple Packet Block's) given the time of the stamped frame
+    before it (``last`` for those before the batch's first stamped frame)."""
+    if stamped.all():
+        return times
+    before = np.maximum.accumulate(np.where(stamped, np.arange(len(times)), -1))
+    return np.where(before >= 0, times[np.maximum(before, 0)], last)
+
+
 def names(f: NicrigFile) -> list[str]:
     """The wire sources a file holds."""
     grp = f.group(GROUP)

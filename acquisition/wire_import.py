@@ -103,10 +103,7 @@ class _Times:
             iface = reader.interfaces[int(k)]
             mine = batch.interface == k
             out[mine] = stamps_to_ns(batch.stamp[mine], iface.tsresol, iface.offset_s)
-        stamped = np.flatnonzero(batch.stamped)
-        if len(stamped) < len(batch):
-            idx = np.maximum.accumulate(np.where(batch.stamped, np.arange(len(batch)), -1))
-            out = np.where(idx >= 0, out[np.maximum(idx, 0)], self.last)
+        out = wire.fill_unstamped(out, batch.stamped, self.last)
         if len(batch):
             self.last = int(out[-1])
         return out

@@ -201,3 +201,14 @@ def table_attrs() -> dict[str, Any]:
     versions = {c: catalog.get(c).version for c in ("gmii", "ethernet")}
     versions["wire"] = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     return tables.table_attrs(["wire,ethernet"], version(), versions)
+
+
+def table_of(f: Any, src: WireSource) -> np.ndarray:
+    """The source's ethernet table: as decoded into the file (or its companion) when it is up to date, else made
+    now (a results file recorded with ``--capture`` holds it; a capture set after ``nicrig decode``)."""
+    name = f"decoded/{src.name}/ethernet"
+    if name in f.table_names():
+        have, want = f.table_attrs(name), table_attrs()
+        if all(have.get(k) == want[k] for k in ("decoders", "decoder_versions", "layout")):
+            return f.read_table(name)
+    return ethernet_table(src)[0]
