@@ -324,7 +324,7 @@ class CaptureReader:
                               "application": "", "comment": ""})
         units = iface.units_per_s
         rec = struct.Struct(order + "IIII")
-        limit = max(snaplen, MAX_FRAME_BYTES)
+        limit = MAX_FRAME_BYTES if snaplen <= MAX_FRAME_BYTES else min(snaplen, MAX_BLOCK_BYTES)
         pos = 24
         while True:
             if not buf.have(pos, 16):
