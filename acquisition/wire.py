@@ -186,10 +186,8 @@ class WireWriter:
                                        "speed (-1 unknown), drops (-1 unknown), the clock stamping them")
         comments = np.array(self._comments, dtype=COMMENT_DTYPE)
         self.f.write_table(f"{prefix}/comments", comments, description="frames' comments (opt_comment)")
-        for ds, what in ((self._frames.ds, "frames"), (self._data.ds, "data")):
-            ds.attrs["description"] = {"frames": "one row per frame, in capture order",
-                                       "data": "every frame's captured octets, concatenated"}[what]
-            ds.attrs["units"] = to_json(FRAME_UNITS if what == "frames" else {})
+        self._frames.ds.attrs["description"] = "one row per frame, in capture order"
+        self._frames.ds.attrs["units"] = to_json(FRAME_UNITS)
         attrs = {"origin": info.origin, "format": info.format,
                  "file": info.file, "damage": info.damage, "sections": to_json(info.sections or []),
                  "capture": to_json(info.capture or {}), "notes": info.notes}
