@@ -176,34 +176,45 @@ class Batch:
 
 
 class _Collector:
-    """Frames gathered for the next batch."""
+    """Frames gathered for the next batch: runs of frames as columns, in file order."""
+
+    COLUMNS = ("offset", "interface", "stamp", "stamped", "caplen", "origlen", "flags")
 
     def __init__(self) -> None:
-        self.cols: list[tuple[int, int, int, bool, int, int, int]] = []
-        self.parts: list[bytes | memoryview] = []
+        self.parts: list[tuple[np.ndarray, ...]] = []
+        self.data: list[bytes] = []
+        self.count = 0
         self.size = 0
         self.comments: dict[int, str] = {}
 
-    def add(self, offset: int, interface: int, stamp: int, stamped: bool, data: bytes | memoryview, origlen: int,
-            flags: int, comment: str | None) -> None:
-        if comment:
-            self.comments[len(self.cols)] = comment
-        self.cols.append((offset, interface, stamp, stamped, len(data), origlen, flags))
-        self.parts.append(data)
+    def add_run(self, columns: tuple[np.ndarray, ...], data: bytes, comments: dict[int, str]) -> None:
+        """Frames as the columns of :attr:`COLUMNS` (equal lengths), their octets concatenated, and their comments
+        (index in the run -> text)."""
+        self.comments.update({self.count + k: v for k, v in comments.items()})
+        self.parts.append(columns)
+        self.data.append(data)
+        self.count += len(columns[0])
         self.size += len(data)
 
+    def add(self, offset: int, interface: int, stamp: int, stamped: bool, data: bytes | memoryview, origlen: int,
+            flags: int, comment: str | None) -> None:
+        """One frame."""
+        cols = tuple(np.array([v]) for v in (offset, interface, stamp, stamped, len(data), origlen, flags))
+        self.add_run(cols, bytes(data), {0: comment} if comment else {})
+
     def full(self) -> bool:
-        return len(self.cols) >= BATCH_FRAMES or self.size >= BATCH_BYTES
+        return self.count >= BATCH_FRAMES or self.size >= BATCH_BYTES
 
     def take(self) -> Batch:
-        cols = np.array(self.cols, dtype=np.int64).reshape(-1, 7)
-        caplen = cols[:, 4].astype(np.int32)
-        starts = np.zeros(len(cols), np.int64)
+        cols = [np.concatenate([p[k] for p in self.parts]) for k in range(len(self.COLUMNS))]
+        offset, interface, stamp, stamped, caplen, origlen, flags = cols
+        caplen = caplen.astype(np.int32)
+        starts = np.zeros(len(caplen), np.int64)
         np.cumsum(caplen[:-1], out=starts[1:])
-        batch = Batch(cols[:, 0], cols[:, 1].astype(np.int32), cols[:, 2], cols[:, 3].astype(bool), caplen,
-                      cols[:, 5], cols[:, 6].astype(np.uint32), starts,
-                      np.frombuffer(b"".join(self.parts), np.uint8), self.comments)
-        self.cols, self.parts, self.size, self.comments = [], [], 0, {}
+        batch = Batch(offset.astype(np.int64), interface.astype(np.int32), stamp.astype(np.int64),
+                      stamped.astype(bool), caplen, origlen.astype(np.int64), flags.astype(np.uint32), starts,
+                      np.frombuffer(b"".join(self.data), np.uint8), self.comments)
+        self.parts, self.data, self.count, self.size, self.comments = [], [], 0, 0, {}
         return batch
 
 
@@ -214,23 +225,37 @@ class _Buffer:
         self.f, self.size = f, size
         self.base = 0          # file offset of buf[0]
         self.buf = b""
+        self.end = 0           # file offset one past the last byte held
 
-    def have(self, offset: int, n: int) -> bool:
-        """Make bytes ``[offset, offset + n)`` available; False when the file ends first."""
+    def have(self, offset: int, n: int, keep: int | None = None) -> bool:
+        """Make bytes ``[offset, offset + n)`` available, keeping those from ``keep`` (default ``offset``) on;
+        False when the file ends first."""
         end = offset + n
-        if end <= self.base + len(self.buf):
+        if end <= self.end:
             return True
-        if offset > self.base:
-            self.buf = self.buf[offset - self.base:]
-            self.base = offset
-        want = max(end - self.base - len(self.buf), _READ_BYTES)
-        more = self.f.read(want)
+        keep = offset if keep is None else min(keep, offset)
+        if keep > self.base:
+            self.buf = self.buf[keep - self.base:]
+            self.base = keep
+        more = self.f.read(max(end - self.end, _READ_BYTES))
         if more:
             self.buf += more
-        return end <= self.base + len(self.buf)
+            self.end = self.base + len(self.buf)
+        return end <= self.end
 
     def view(self, offset: int, n: int) -> memoryview:
         return memoryview(self.buf)[offset - self.base:offset - self.base + n]
+
+    def gather(self, offsets: np.ndarray, width: int) -> np.ndarray:
+        """``width`` bytes from each absolute offset, as an ``(n, width)`` uint8 array."""
+        arr = np.frombuffer(self.buf, np.uint8)
+        return arr[(offsets - self.base)[:, None] + np.arange(width)]
+
+    def join(self, starts: np.ndarray, lengths: np.ndarray) -> bytes:
+        """The bytes ``[start, start + length)`` of every pair, concatenated."""
+        mv = memoryview(self.buf)
+        base = self.base
+        return b"".join([mv[s - base:s - base + n] for s, n in zip(starts.tolist(), lengths.tolist())])
 
 
 class CaptureReader:
@@ -278,7 +303,7 @@ class CaptureReader:
         self.close()
 
     def _damaged(self, offset: int, reason: str) -> DamagedCapture:
-        return DamagedCapture(self.path, offset, reason, self.frames + len(self._out.cols))
+        return DamagedCapture(self.path, offset, reason, self.frames + self._out.count)
 
     def batches(self) -> Iterator[Batch]:
         """The frames in file order, a batch at a time; raises :class:`DamagedCapture` after the frames before
@@ -290,17 +315,17 @@ class CaptureReader:
             try:
                 for done in parse(buf, out):
                     if out.full():
-                        self.frames += len(out.cols)
+                        self.frames += out.count
                         yield out.take()
                         if self.progress:
                             self.progress(done, self.size)
             except DamagedCapture:
-                if out.cols:
-                    self.frames += len(out.cols)
+                if out.count:
+                    self.frames += out.count
                     yield out.take()
                 raise
-            if out.cols:
-                self.frames += len(out.cols)
+            if out.count:
+                self.frames += out.count
                 yield out.take()
             if self.progress:
                 self.progress(self.size, self.size)
@@ -326,71 +351,155 @@ class CaptureReader:
         rec = struct.Struct(order + "IIII")
         limit = MAX_FRAME_BYTES if snaplen <= MAX_FRAME_BYTES else min(snaplen, MAX_BLOCK_BYTES)
         pos = 24
+        run: list[int] = []
         while True:
-            if not buf.have(pos, 16):
-                if pos + 1 <= buf.base + len(buf.buf):
-                    raise self._damaged(pos, f"the file ends inside a record header "
-                                             f"({buf.base + len(buf.buf) - pos} of 16 bytes)")
+            keep = run[0] if run else pos
+            if pos + 16 > buf.end and not buf.have(pos, 16, keep):
+                self._pcap_run(buf, run, order, units, out)
+                if buf.end > pos:
+                    raise self._damaged(pos, f"the file ends inside a record header ({buf.end - pos} of 16 bytes)")
                 return
-            secs, frac, caplen, origlen = rec.unpack_from(buf.view(pos, 16))
+            _secs, frac, caplen, _origlen = rec.unpack_from(buf.buf, pos - buf.base)
+            damage = None
             if frac >= units:
-                raise self._damaged(pos, f"record time stamp fraction {frac} is not below {units} "
-                                         f"({'nano' if units == 10 ** 9 else 'micro'}seconds)")
-            if caplen > limit:
-                raise self._damaged(pos, f"record of {caplen:,} captured bytes; the file's snapshot length is "
-                                         f"{snaplen:,} (at most {limit:,} are readable)")
-            if not buf.have(pos + 16, caplen):
-                raise self._damaged(pos, f"the file ends inside a {caplen:,}-byte frame")
-            out.add(pos, 0, secs * units + frac, True, bytes(buf.view(pos + 16, caplen)), origlen, 0, None)
+                damage = (f"record time stamp fraction {frac} is not below {units} "
+                          f"({'nano' if units == 10 ** 9 else 'micro'}seconds)")
+            elif caplen > limit:
+                damage = (f"record of {caplen:,} captured bytes; the file's snapshot length is {snaplen:,} "
+                          f"(at most {limit:,} are readable)")
+            elif pos + 16 + caplen > buf.end and not buf.have(pos, 16 + caplen, keep):
+                damage = f"the file ends inside a {caplen:,}-byte frame"
+            if damage is not None:
+                self._pcap_run(buf, run, order, units, out)
+                raise self._damaged(pos, damage)
+            run.append(pos)
             pos += 16 + caplen
-            yield pos
+            if len(run) >= BATCH_FRAMES:
+                self._pcap_run(buf, run, order, units, out)
+                run = []
+                yield pos
+
+    def _pcap_run(self, buf: _Buffer, run: list[int], order: str, units: int, out: _Collector) -> None:
+        """Records at the offsets ``run`` (checked, held in ``buf``) into ``out``."""
+        if not run:
+            return
+        offs = np.array(run, np.int64)
+        head = np.ascontiguousarray(buf.gather(offs, 16)).view(np.dtype(order + "u4")).astype(np.int64)
+        secs, frac, caplen, origlen = head.T
+        n = len(offs)
+        out.add_run((offs, np.zeros(n, np.int32), secs * units + frac, np.ones(n, bool), caplen, origlen,
+                     np.zeros(n, np.uint32)), buf.join(offs + 16, caplen), {})
 
     # -- pcapng --------------------------------------------------------------------------------
     def _pcapng(self, buf: _Buffer, out: _Collector) -> Iterator[int]:
         pos, order = 0, "<"
+        head = struct.Struct("<II")
         first = 0  # global number of the current section's interface 0
+        run: list[int] = []  # Enhanced Packet Blocks in a row, parsed together
         while True:
-            if not buf.have(pos, 12):
-                end = buf.base + len(buf.buf)
-                if end > pos:
-                    raise self._damaged(pos, f"the file ends inside a block header ({end - pos} bytes)")
+            keep = run[0] if run else pos
+            if pos + 12 > buf.end and not buf.have(pos, 12, keep):
+                self._epb_run(buf, run, order, first, out)
+                if buf.end > pos:
+                    raise self._damaged(pos, f"the file ends inside a block header ({buf.end - pos} bytes)")
                 return
-            head = bytes(buf.view(pos, 12))
-            btype = struct.unpack(order + "I", head[:4])[0]
+            btype, length = head.unpack_from(buf.buf, pos - buf.base)
             if btype == PCAPNG_SHB:
-                bom = head[8:12]
+                self._epb_run(buf, run, order, first, out)
+                run = []
+                bom = bytes(buf.view(pos + 8, 4))
                 if bom == struct.pack("<I", PCAPNG_BYTE_ORDER):
                     order = "<"
                 elif bom == struct.pack(">I", PCAPNG_BYTE_ORDER):
                     order = ">"
                 else:
                     raise self._damaged(pos, f"Section Header Block with byte-order magic {bom.hex()}")
+                head = struct.Struct(order + "II")
+                length = head.unpack_from(buf.buf, pos - buf.base)[1]
                 first = len(self.interfaces)
-            length = struct.unpack(order + "I", head[4:8])[0]
+            damage = None
             if length < 12 or length % 4:
-                raise self._damaged(pos, f"block length {length} (a block is a multiple of 4 bytes, at least 12)")
-            if length > MAX_BLOCK_BYTES:
-                raise self._damaged(pos, f"block length {length:,} exceeds {MAX_BLOCK_BYTES:,} bytes")
-            if not buf.have(pos, length):
-                raise self._damaged(pos, f"the file ends inside a {length:,}-byte block (type 0x{btype:08x}; "
-                                         f"{buf.base + len(buf.buf) - pos:,} bytes left)")
-            block = buf.view(pos, length)
-            if struct.unpack_from(order + "I", block, length - 4)[0] != length:
-                raise self._damaged(pos, f"block lengths differ: {length} at its start, "
-                                         f"{struct.unpack_from(order + 'I', block, length - 4)[0]} at its end")
-            body = block[8:length - 4]
-            if btype == PCAPNG_SHB:
-                self._section(pos, body, order)
-            elif btype == BLOCK_IDB:
-                self._interface(pos, body, order)
-            elif btype in (BLOCK_EPB, BLOCK_PB):
-                self._packet(pos, btype, body, order, first, out)
-            elif btype == BLOCK_SPB:
-                self._simple(pos, body, order, first, out)
-            elif btype == BLOCK_ISB:
-                self._statistics(pos, body, order, first)
+                damage = f"block length {length} (a block is a multiple of 4 bytes, at least 12)"
+            elif length > MAX_BLOCK_BYTES:
+                damage = f"block length {length:,} exceeds {MAX_BLOCK_BYTES:,} bytes"
+            elif pos + length > buf.end and not buf.have(pos, length, keep):
+                damage = (f"the file ends inside a {length:,}-byte block (type 0x{btype:08x}; "
+                          f"{buf.end - pos:,} bytes left)")
+            if damage is not None:
+                self._epb_run(buf, run, order, first, out)
+                raise self._damaged(pos, damage)
+            if btype == BLOCK_EPB:
+                run.append(pos)
+                pos += length
+                if len(run) >= BATCH_FRAMES:
+                    self._epb_run(buf, run, order, first, out)
+                    run = []
+                    yield pos
+                continue
+            self._epb_run(buf, run, order, first, out)
+            run = []
+            self._block(buf, pos, btype, length, order, first, out)
             pos += length
             yield pos
+
+    def _block(self, buf: _Buffer, pos: int, btype: int, length: int, order: str, first: int,
+               out: _Collector) -> None:
+        """One block other than a run of Enhanced Packet Blocks, read on its own."""
+        block = buf.view(pos, length)
+        if struct.unpack_from(order + "I", block, length - 4)[0] != length:
+            raise self._damaged(pos, f"block lengths differ: {length} at its start, "
+                                     f"{struct.unpack_from(order + 'I', block, length - 4)[0]} at its end")
+        body = block[8:length - 4]
+        if btype == PCAPNG_SHB:
+            self._section(pos, body, order)
+        elif btype == BLOCK_IDB:
+            self._interface(pos, body, order)
+        elif btype in (BLOCK_EPB, BLOCK_PB):
+            self._packet(pos, btype, body, order, first, out)
+        elif btype == BLOCK_SPB:
+            self._simple(pos, body, order, first, out)
+        elif btype == BLOCK_ISB:
+            self._statistics(pos, body, order, first)
+
+    def _epb_run(self, buf: _Buffer, run: list[int], order: str, first: int, out: _Collector) -> None:
+        """Enhanced Packet Blocks at the offsets ``run`` (held in ``buf``) into ``out``: their fixed fields and
+        flags gathered with NumPy; a block with other options, or one that is damaged, read on its own (which
+        raises with the reason, after the blocks before it)."""
+        if not run:
+            return
+        offs = np.array(run, np.int64)
+        u4 = np.dtype(order + "u4")
+        head = np.ascontiguousarray(buf.gather(offs, 28)[:, 4:]).view(u4).astype(np.int64)
+        length, number, hi, lo, caplen, origlen = head.T
+        tail = np.ascontiguousarray(buf.gather(offs + length - 4, 4)).view(u4).astype(np.int64)[:, 0]
+        pad = caplen + (-caplen % 4)
+        room = length - 32 - pad
+        ifaces = len(self.interfaces) - first
+        bad = (tail != length) | (caplen > MAX_FRAME_BYTES) | (caplen > length - 32) | (number >= ifaces) | (hi >= 1 << 31)
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._epb_run(buf, run[:k], order, first, out)
+            self._block(buf, run[k], BLOCK_EPB, int(length[k]), order, first, out)  # raises: the reason
+            raise self._damaged(run[k], "malformed Enhanced Packet Block")
+        flags = np.zeros(len(offs), np.int64)
+        with_flags = room == 12
+        if with_flags.any():  # the one option nicrig and most writers add: epb_flags, then opt_endofopt
+            opts = np.ascontiguousarray(buf.gather(offs[with_flags] + 28 + pad[with_flags], 12)).view(u4)
+            codes = opts[:, 0].astype(np.int64)
+            codes = (codes & 0xFFFF, codes >> 16) if order == "<" else (codes >> 16, codes & 0xFFFF)
+            plain = (codes[0] == EPB_FLAGS) & (codes[1] == 4) & (opts[:, 2] == 0)
+            flags[np.flatnonzero(with_flags)[plain]] = opts[plain, 1]
+            with_flags[np.flatnonzero(with_flags)[~plain]] = False
+        comments: dict[int, str] = {}
+        for k in np.flatnonzero((room > 0) & ~with_flags).tolist():  # other options: read them one by one
+            body = buf.view(run[k] + 8, int(length[k]) - 12)
+            for code, v in self._options(run[k], body, 20 + int(pad[k]), order):
+                if code == EPB_FLAGS and len(v) >= 4:
+                    flags[k] = struct.unpack(order + "I", v[:4])[0]
+                elif code == OPT_COMMENT:
+                    comments[k] = v.decode("utf-8", "replace")
+        out.add_run((offs, first + number, (hi << 32) | lo, np.ones(len(offs), bool), caplen, origlen, flags),
+                    buf.join(offs + 28, caplen), comments)
 
     def _options(self, pos: int, body: memoryview, start: int, order: str) -> list[tuple[int, bytes]]:
         opts = []

@@ -112,59 +112,70 @@ def _sides(frames: np.ndarray, eth: np.ndarray, kind: int) -> tuple[dict[int, in
     return _by_seq(frames, out_dir, last=False), _by_seq(ends, None, last=True)
 
 
+def _blank(n: int) -> np.ndarray:
+    rows = np.zeros(n, PAIR_DTYPE)
+    for name in ("wire_out_ns", "wire_in_ns", "received_ns", "host_to_wire_ns", "wire_to_host_ns"):
+        rows[name] = NONE
+    return rows
+
+
+def _fill(rows: np.ndarray, mine: np.ndarray, out: dict[int, int], back: dict[int, int], when: dict[int, int]
+          ) -> tuple[int, int, int]:
+    """Rows ``mine`` (one point's or visit's datagrams) given their frames out (seq -> ns), their frames on the
+    receiving side and their receive times; (sent with a frame, received with a frame, stray frames)."""
+    seqs = rows["seq"][mine].tolist()
+    on_wire = got_on_wire = 0
+    for i, seq in zip(mine.tolist(), seqs):
+        if seq in out:
+            rows["wire_out_ns"][i] = out[seq]
+            rows["host_to_wire_ns"][i] = out[seq] - rows["sent_ns"][i]
+            on_wire += 1
+        if seq in back:
+            rows["wire_in_ns"][i] = back[seq]
+        if seq in when:
+            rows["received_ns"][i] = when[seq]
+            if seq in back:
+                rows["wire_to_host_ns"][i] = when[seq] - back[seq]
+                got_on_wire += 1
+    return on_wire, got_on_wire, len(set(out) - set(seqs))
+
+
 def pair_stream(points: np.ndarray, sent: np.ndarray, received: np.ndarray, eth: np.ndarray,
                 far_offset_ns: float = 0.0, far_uncertainty_ns: float = 0.0) -> Pairing:
     """A stream run's datagrams (``stream/points``, ``sent``, ``received``) against its wire's ``eth`` table."""
     ok = sent[sent["t_ns"] >= 0]
     starts = {int(p): int(ok["t_ns"][ok["point"] == p].min()) for p in np.unique(ok["point"])}
     order = sorted(starts, key=starts.get)
-    rows = np.zeros(len(ok), PAIR_DTYPE)
-    for name in ("wire_out_ns", "wire_in_ns", "received_ns", "host_to_wire_ns", "wire_to_host_ns"):
-        rows[name] = NONE
+    rows = _blank(len(ok))
     rows["point"], rows["seq"], rows["sent_ns"] = ok["point"], ok["seq"], ok["t_ns"]
-    ports = {int(r["point"]): (int(r["local_port"]), int(r["remote_port"])) if "local_port" in (points.dtype.names or ())
-             else (-1, -1) for r in points}
+    known = "local_port" in (points.dtype.names or ())
+    ports = {int(r["point"]): (int(r["local_port"]), int(r["remote_port"])) if known else (-1, -1) for r in points}
     sizes = {int(r["point"]): int(r["size_bytes"]) for r in points}
-    on_wire = got_on_wire = stray = 0
+    totals = np.zeros(3, np.int64)
+    got = 0
     for k, p in enumerate(order):
-        t0, t1 = starts[p], starts[order[k + 1]] if k + 1 < len(order) else np.iinfo(np.int64).max
-        local, remote = ports.get(p, (-1, -1))
-        frames = _frames_of(eth, KIND_STREAM, local, remote, t0, t1)
+        t1 = starts[order[k + 1]] if k + 1 < len(order) else np.iinfo(np.int64).max
+        frames = _frames_of(eth, KIND_STREAM, *ports.get(p, (-1, -1)), starts[p], t1)
         out, back = _sides(frames, eth, KIND_STREAM)
         mine = np.flatnonzero(rows["point"] == p)
         rows["size_bytes"][mine] = sizes.get(p, -1)
-        seqs = rows["seq"][mine].tolist()
-        stray += len(set(out) - set(seqs))
-        for i, seq in zip(mine.tolist(), seqs):
-            if seq in out:
-                rows["wire_out_ns"][i] = out[seq]
-                rows["host_to_wire_ns"][i] = out[seq] - rows["sent_ns"][i]
-                on_wire += 1
-            if seq in back:
-                rows["wire_in_ns"][i] = back[seq]
-        got = received[received["point"] == p]
-        first_copy = np.unique(got["seq"], return_index=True)[1]
+        arrived = received[received["point"] == p]
+        first_copy = np.unique(arrived["seq"], return_index=True)[1]
         when = {int(s): int(t) + round(far_offset_ns) for s, t in
-                zip(got["seq"][first_copy].tolist(), got["user_ns"][first_copy].tolist())}
-        for i, seq in zip(mine.tolist(), seqs):
-            if seq in when:
-                rows["received_ns"][i] = when[seq]
-                if rows["wire_in_ns"][i] != NONE:
-                    rows["wire_to_host_ns"][i] = when[seq] - rows["wire_in_ns"][i]
-                    got_on_wire += 1
-    return Pairing("stream", rows, len(ok), on_wire, int(sum(len(np.unique(received["seq"][received["point"] == p]))
-                                                             for p in order)),
-                   got_on_wire, stray, far_offset_ns, far_uncertainty_ns)
+                zip(arrived["seq"][first_copy].tolist(), arrived["user_ns"][first_copy].tolist())}
+        got += len(when)
+        totals += _fill(rows, mine, out, back, when)
+    return Pairing("stream", rows, len(ok), int(totals[0]), got, int(totals[1]), int(totals[2]), far_offset_ns,
+                   far_uncertainty_ns)
 
 
 def pair_latency(visits: np.ndarray, rtt: np.ndarray, eth: np.ndarray) -> Pairing:
     """A latency run's requests and responses (``latency/visits``, ``latency/rtt``) against its wire's ``eth`` table:
     ``host_to_wire``: request send to its frame out; ``wire_to_host``: the response's last frame in to the receive
     call's return (both on this host's clock)."""
-    rows = np.zeros(len(rtt), PAIR_DTYPE)
-    for name in ("wire_out_ns", "wire_in_ns", "received_ns", "host_to_wire_ns", "wire_to_host_ns"):
-        rows[name] = NONE
-    on_wire = got_on_wire = stray = received = 0
+    rows = _blank(len(rtt))
+    totals = np.zeros(3, np.int64)
+    got = 0
     for v, visit in enumerate(visits):
         mine = np.flatnonzero((rtt["round"] == visit["round"]) & (rtt["position"] == visit["position"]))
         rows["point"][mine], rows["seq"][mine] = v, rtt["seq"][mine]
@@ -172,25 +183,13 @@ def pair_latency(visits: np.ndarray, rtt: np.ndarray, eth: np.ndarray) -> Pairin
         rows["sent_ns"][mine] = rtt["t_ns"][mine]
         local, remote = int(visit["local_port"]), int(visit["remote_port"])
         t0, t1 = int(visit["start_ns"]), int(visit["end_ns"]) + FRAGMENT_SPAN_NS
-        requests = _frames_of(eth, KIND_REQUEST, local, remote, t0, t1)
-        responses = _frames_of(eth, KIND_RESPONSE, remote, local, t0, t1)
-        out, _ = _sides(requests, eth, KIND_REQUEST)
-        _, back = _sides(responses, eth, KIND_RESPONSE)
-        seqs = rtt["seq"][mine].tolist()
-        stray += len(set(out) - set(seqs))
-        for i, seq in zip(mine.tolist(), seqs):
-            if seq in out:
-                rows["wire_out_ns"][i] = out[seq]
-                rows["host_to_wire_ns"][i] = out[seq] - rows["sent_ns"][i]
-                on_wire += 1
-            if rtt["rtt_ns"][i] >= 0:
-                received += 1
-                rows["received_ns"][i] = rows["sent_ns"][i] + rtt["rtt_ns"][i]
-                if seq in back:
-                    rows["wire_in_ns"][i] = back[seq]
-                    rows["wire_to_host_ns"][i] = rows["received_ns"][i] - back[seq]
-                    got_on_wire += 1
-    return Pairing("latency", rows, len(rtt), on_wire, received, got_on_wire, stray)
+        out, _ = _sides(_frames_of(eth, KIND_REQUEST, local, remote, t0, t1), eth, KIND_REQUEST)
+        _, back = _sides(_frames_of(eth, KIND_RESPONSE, remote, local, t0, t1), eth, KIND_RESPONSE)
+        answered = mine[rtt["rtt_ns"][mine] >= 0]
+        when = {int(rtt["seq"][i]): int(rtt["t_ns"][i] + rtt["rtt_ns"][i]) for i in answered.tolist()}
+        got += len(when)
+        totals += _fill(rows, mine, out, back, when)
+    return Pairing("latency", rows, len(rtt), int(totals[0]), got, int(totals[1]), int(totals[2]))
 
 
 @dataclass(frozen=True)

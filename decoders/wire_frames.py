@@ -63,42 +63,33 @@ def calls(direction: str, link_rate_bps: float) -> list[runtime.Call]:
             runtime.Call("ethernet", {}, {"link_rate": link_rate_bps})]
 
 
-def gmii_rows(octets: np.ndarray, starts: np.ndarray, lengths: np.ndarray, errors: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """GMII state-mode rows carrying frames: per frame an idle row, preamble and SFD, its octets (``lengths[i]``
-    of ``octets`` from ``starts[i]``, FCS included), the first ``errors[i]`` of them with ER high; then one idle
-    row. Returns ``(rows (n, 2) uint8, row of each frame's first preamble octet)``."""
-    lengths = np.asarray(lengths, np.int64)
-    span = lengths + 1 + len(PREAMBLE)
-    first = np.zeros(len(lengths), np.int64)
-    np.cumsum(span[:-1], out=first[1:])
-    rows = np.zeros((int(span.sum()) + 1, UNITSIZE), np.uint8)
-    pre = (first + 1)[:, None] + np.arange(len(PREAMBLE))
-    rows[pre, 0] = np.frombuffer(PREAMBLE, np.uint8)
-    rows[pre, 1] = EN
-    total = int(lengths.sum())
-    within = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    at = np.repeat(first + 1 + len(PREAMBLE), lengths) + within
-    rows[at, 0] = octets[np.repeat(np.asarray(starts, np.int64), lengths) + within]
-    rows[at, 1] = EN | np.where(within < np.repeat(np.asarray(errors, np.int64), lengths), ER, 0)
-    return rows, first + 1
+def gmii_rows(frames: list[bytes], errors: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """GMII state-mode rows carrying ``frames`` (each with its FCS): per frame an idle row, preamble and SFD, its
+    octets, the first ``errors[i]`` of them with ER high; then one idle row. Returns ``(rows (n, 2) uint8, row of
+    each frame's first preamble octet)``."""
+    lengths = np.array([len(f) for f in frames], np.int64)
+    first = np.zeros(len(frames), np.int64)
+    np.cumsum(lengths[:-1] + 1 + len(PREAMBLE), out=first[1:])
+    first += 1
+    octets = b"".join([b"\0" + PREAMBLE + f for f in frames]) + b"\0"
+    on = bytes([EN])
+    lines = b"".join([b"\0" + on * len(PREAMBLE) + bytes([EN | ER]) * e + on * (len(f) - e)
+                      for f, e in zip(frames, errors)]) + b"\0"
+    rows = np.empty((len(octets), UNITSIZE), np.uint8)
+    rows[:, 0] = np.frombuffer(octets, np.uint8)
+    rows[:, 1] = np.frombuffer(lines, np.uint8)
+    return rows, first
 
 
-def with_fcs(octets: np.ndarray, starts: np.ndarray, caplen: np.ndarray, has_fcs: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def with_fcs(octets: np.ndarray, starts: np.ndarray, caplen: np.ndarray, has_fcs: np.ndarray) -> list[bytes]:
     """Each frame's octets ending in an FCS: as captured where ``has_fcs``, else with the FCS computed (802.3
-    §3.2.9: CRC-32, least significant octet first) appended. Returns ``(octets, starts, lengths)``."""
-    if has_fcs.all():
-        return octets, starts, caplen
-    parts = []
+    §3.2.9: CRC-32, least significant octet first) appended."""
     raw = octets.tobytes()
+    out = []
     for s, n, keep in zip(starts.tolist(), caplen.tolist(), has_fcs.tolist()):
         frame = raw[s:s + n]
-        parts.append(frame if keep else frame + (zlib.crc32(frame) & 0xFFFFFFFF).to_bytes(4, "little"))
-    lengths = np.array([len(p) for p in parts], np.int64)
-    new_starts = np.zeros(len(parts), np.int64)
-    np.cumsum(lengths[:-1], out=new_starts[1:])
-    return np.frombuffer(b"".join(parts), np.uint8), new_starts, lengths
+        out.append(frame if keep else frame + (zlib.crc32(frame) & 0xFFFFFFFF).to_bytes(4, "little"))
+    return out
 
 
 def direction_of(flags: np.ndarray) -> np.ndarray:
@@ -163,10 +154,10 @@ def _decode(src: WireSource, interface: int, direction: bytes, numbers: np.ndarr
     """One interface's frames of one direction: their table rows, and the kernel's state after them."""
     stated = fcs_stated(src, rows)
     held = stated & (rows["caplen"] == rows["origlen"]) & (rows["caplen"] >= 4)  # the FCS itself was captured
-    data, starts, lengths = with_fcs(octets, rows["offset"] - base, rows["caplen"], held)
-    errors = np.array([_error_octets(src.comments.get(int(f), "")) for f in numbers], np.int64) \
-        if src.comments else np.zeros(len(rows), np.int64)
-    gmii, first = gmii_rows(data, starts, lengths, np.minimum(errors, lengths))
+    frames = with_fcs(octets, rows["offset"] - base, rows["caplen"], held)
+    errors = [min(_error_octets(src.comments.get(int(f), "")), len(d)) for f, d in zip(numbers.tolist(), frames)] \
+        if src.comments else [0] * len(frames)
+    gmii, first = gmii_rows(frames, errors)
     rate = src.link_rate_bps(interface)
     records, (state,) = kernels.run_marked(calls(direction.decode() or "tx", rate), [gmii],
                                            samplerate=125_000_000, unitsize=UNITSIZE, marks=[len(gmii)], carry=carry)

@@ -27,6 +27,7 @@ from nicrig.acquisition import wire
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.pcap import (FLAG_CRC_ERROR, FLAG_INBOUND, FLAG_OUTBOUND, CaptureReader, DamagedCapture,
                                      PcapngWriter, stamps_to_ns)
+from nicrig.analysis.wire import pair_stream
 from nicrig.decoders import builtin, tables, wire_frames
 from nicrig.errors import FormatError
 from nicrig.udpmon import payload
@@ -326,10 +327,7 @@ def test_scapy_frames_through_the_wire_path_give_the_gmii_decoders_records(tmp_p
     assert nicrig("import", path, "-o", out) == 0
     assert nicrig("decode", out) == 0
     table = ethernet(out, "scapy")
-    octets = np.frombuffer(b"".join(with_fcs), np.uint8)
-    lengths = np.array([len(f) for f in with_fcs])
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    rows, _ = wire_frames.gmii_rows(octets, starts, lengths, np.zeros(len(frames), np.int64))
+    rows, _ = wire_frames.gmii_rows(with_fcs, [0] * len(with_fcs))
     lines = builtin.pd_lines(wire_frames.calls("rx", 1e9), iter([rows]), samplerate=125_000_000,
                              unitsize=wire_frames.UNITSIZE)
     reference = tables.typed_records("ethernet", [json.loads(line) for line in lines])
@@ -435,6 +433,19 @@ def test_udpmon_capture_on_loopback_pairs_every_datagram(tmp_path):
             assert items["datagrams sent"] - items["of them paired with their frame on the wire"] == \
                 items["sent without a frame on the wire"]
             assert items["frames of the tests matching no datagram sent"] == 0
+        # truth: the kernel stamps a datagram once, so the far engine's kernel receive stamp (CLOCK_REALTIME) is the
+        # inbound frame's, moved back by the same offset the capture's timeline moved it by
+        with ResultsFile.open(tmp_path / "stream.h5") as f:
+            src = wire.WireSource(f, "lo")
+            pairing = pair_stream(
+                f.read_table("stream/points"), f.read_table("stream/sent"), f.read_table("stream/received"),
+                f.read_table("decoded/lo/ethernet"))
+            received = f.read_table("stream/received")
+        kernel = {(int(p), int(q)): int(t) - int(src.origins[0]) for p, q, t in
+                  zip(received["point"], received["seq"], received["kernel_ns"])}
+        rows = pairing.rows[pairing.rows["wire_in_ns"] != np.iinfo(np.int64).min]
+        same = [kernel[(int(r["point"]), int(r["seq"]))] == int(r["wire_in_ns"]) for r in rows]
+        assert len(same) >= 0.999 * len(pairing.rows) and all(same)
     finally:
         daemon.terminate()
         daemon.wait(10)
