@@ -95,14 +95,32 @@ def test_probe_exported_to_pcapng_and_imported_back_gives_the_identical_table(pr
     assert twice.read_bytes() == pcapng.read_bytes()
 
 
-def test_appended_beside_its_probe_the_frames_lie_on_the_probes_frames(probe_set, tmp_path):
+def test_the_report_and_the_gui_show_a_wire_source_beside_its_probe(probe_set, tmp_path):
     pcapng, both = tmp_path / "probe.pcapng", tmp_path / "both.h5"
     assert nicrig("export", probe_set, "--source", "probe", "-o", pcapng) == 0
     shutil.copy(probe_set, both)
     assert nicrig("import", pcapng, "--append", "-o", both, "--source", "tap") == 0
     assert nicrig("decode", both) == 0
-    gmii, tap = ethernet(both, "probe"), ethernet(both, "tap")
-    assert np.array_equal(np.sort(gmii["t_ns"]), tap["t_ns"])
+    report = tmp_path / "report.json"
+    assert nicrig("report", both, "-o", report) == 0
+    section = next(s for s in json.loads(report.read_text())["sections"] if s["title"] == "Wire: tap of both.h5")
+    items = {i["label"]: i["value"] for i in section["items"]}
+    table = ethernet(both, "tap")
+    assert items["frames captured"] == len(table) and items["PAUSE frames (XOFF)"] == int((table["pause_quanta"] > 0).sum())
+    by_direction = {r[0]: r[1] for r in section["tables"][0]["rows"]}
+    assert by_direction == {"outbound": int((table["direction"] == b"tx").sum()),
+                            "inbound": int((table["direction"] == b"rx").sum())}
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from nicrig.gui.document import Document
+
+    doc = Document(both)
+    try:
+        lanes = {lane.id: lane for lane in doc.lanes}
+        assert {"tap/", "tap/decoded/ethernet/tx", "tap/decoded/ethernet/rx"} <= set(lanes)
+        probe_tx, tap_tx = lanes["probe/decoded/ethernet/tx"].boxes, lanes["tap/decoded/ethernet/tx"].boxes
+        assert np.array_equal(probe_tx.t_ns, tap_tx.t_ns)  # on the timeline, each frame where the probe saw it
+    finally:
+        doc.close()
 
 
 @pytest.mark.parametrize("suffix,magic,resolution", [(".pcap", 0xA1B23C4D, []), (".pcap", 0xA1B2C3D4, ["us"]),
