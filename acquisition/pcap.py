@@ -60,7 +60,10 @@ MAX_FRAME_BYTES = 262144
 MAX_BLOCK_BYTES = 16 << 20
 #: How many frames (or how many captured bytes) a batch holds at most.
 BATCH_FRAMES = 1 << 16
-BATCH_BYTES = 32 << 20
+BATCH_BYTES = 16 << 20
+#: Packet blocks (or records) parsed together at most, and their bytes: what the read buffer keeps.
+RUN_FRAMES = 1 << 14
+RUN_BYTES = 4 << 20
 _READ_BYTES = 8 << 20
 
 #: What a file's time stamps count (if_tsresol): the interface's units per second.
@@ -374,7 +377,7 @@ class CaptureReader:
                 raise self._damaged(pos, damage)
             run.append(pos)
             pos += 16 + caplen
-            if len(run) >= BATCH_FRAMES:
+            if len(run) >= RUN_FRAMES or pos - run[0] >= RUN_BYTES:
                 self._pcap_run(buf, run, order, units, out)
                 run = []
                 yield pos
@@ -431,7 +434,7 @@ class CaptureReader:
             if btype == BLOCK_EPB:
                 run.append(pos)
                 pos += length
-                if len(run) >= BATCH_FRAMES:
+                if len(run) >= RUN_FRAMES or pos - run[0] >= RUN_BYTES:
                     self._epb_run(buf, run, order, first, out)
                     run = []
                     yield pos

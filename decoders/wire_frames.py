@@ -126,8 +126,11 @@ def ethernet_table(src: WireSource, progress: Progress | None = None) -> tuple[n
     """The ``ethernet`` table of a wire source, and the frames left out by reason (``{"link type 113": 12}``)."""
     left_out: dict[str, int] = {}
     states: dict[tuple[int, bytes], Any] = {}
-    parts = []
+    schema = np.dtype([(name, typ) for name, typ, _ in tables.SCHEMAS["ethernet"]])
+    table = np.zeros(len(src), schema)  # at most a row a frame: filled block by block, in frame order
+    filled = 0
     for numbers, rows, octets in _blocks(src, progress):
+        parts = []
         link = src.interfaces["link_type"][rows["interface"]] if len(src.interfaces) else np.full(len(rows), -1)
         for lt in np.unique(link[link != LINKTYPE_ETHERNET]):
             left_out[f"link type {int(lt)}"] = left_out.get(f"link type {int(lt)}", 0) + int((link == lt).sum())
@@ -141,12 +144,15 @@ def ethernet_table(src: WireSource, progress: Progress | None = None) -> tuple[n
             for d in (b"tx", b"rx", b""):
                 mine = np.flatnonzero(keep & (rows["interface"] == k) & (direction == d))
                 if len(mine):
-                    table, states[(int(k), d)] = _decode(src, int(k), d, numbers[mine], rows[mine], octets, base,
-                                                          states.get((int(k), d)))
-                    parts.append(table)
-    schema = np.dtype([(name, typ) for name, typ, _ in tables.SCHEMAS["ethernet"]])
-    table = np.concatenate(parts) if parts else np.zeros(0, schema)
-    return table[np.argsort(table["ss"], kind="stable")], left_out
+                    part, states[(int(k), d)] = _decode(src, int(k), d, numbers[mine], rows[mine], octets, base,
+                                                         states.get((int(k), d)))
+                    parts.append(part)
+        if parts:  # a block's streams (interface, direction) interleave: in frame order again
+            block = np.concatenate(parts)
+            block = block[np.argsort(block["ss"], kind="stable")]
+            table[filled:filled + len(block)] = block
+            filled += len(block)
+    return table[:filled], left_out
 
 
 def _decode(src: WireSource, interface: int, direction: bytes, numbers: np.ndarray, rows: np.ndarray,

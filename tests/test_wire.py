@@ -184,6 +184,17 @@ def _start(argv: list[str], ready: str, stderr_path: Path) -> subprocess.Popen:
     return proc
 
 
+def _frames_in(path: Path) -> int:
+    """Frames a capture being written holds so far (a block written halfway is not one)."""
+    got = 0
+    try:
+        for b in CaptureReader(path).batches():
+            got += len(b)
+    except FormatError:  # DamagedCapture too: the tool is writing its last block
+        pass
+    return got
+
+
 @pytest.fixture(scope="module")
 def tool_captures(tmp_path_factory):
     """The same 40 nicrig datagrams recorded by tcpdump (nanosecond pcap), dumpcap (pcapng) and, converted from
@@ -208,7 +219,10 @@ def tool_captures(tmp_path_factory):
             s.sendto(payload.make_payload(size, payload.Kind.STREAM, seq, 77, rng), ("127.0.0.1", port))
             sent.append((seq, size, s.getsockname()[1]))
             time.sleep(0.001)
-    time.sleep(0.5)
+    for path in (pcap, pcapng):  # every datagram written before the tools stop (no fixed wait on a busy machine)
+        end = time.monotonic() + 60
+        while _frames_in(path) < len(sent) and time.monotonic() < end:
+            time.sleep(0.1)
     for p in procs:
         p.send_signal(signal.SIGINT)
         p.wait(30)

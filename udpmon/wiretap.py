@@ -65,7 +65,7 @@ class _HwConfig(ctypes.Structure):
 
 def _hwtstamp(sock: socket.socket, interface: str, request: int, config: _HwConfig) -> None:
     """SIOC[GS]HWTSTAMP on ``interface``: struct ifreq with ifr_data pointing at ``config``."""
-    ifreq = struct.pack("16sP", interface.encode()[:15], ctypes.addressof(config))
+    ifreq = struct.pack("16sP16x", interface.encode()[:15], ctypes.addressof(config))  # struct ifreq: 40 bytes
     fcntl.ioctl(sock.fileno(), request, ifreq)
 
 
