@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("pcap and pcapng input")
     g.add_argument("--stamp-clock", choices=[c for c in wire.CLOCKS if c != "unknown"],
                    help="who stamped the frames, which pcap and pcapng do not record: kernel (tcpdump's default, "
-                        "'host'), hardware (tcpdump -j adapter) or adapter-unsynced (-j adapter_unsynced)")
+                        "'host'), hardware (tcpdump -j adapter), adapter-unsynced (-j adapter_unsynced) or "
+                        "instrument (a logic analyzer's time base)")
     g.add_argument("--time-origin", metavar="SECONDS",
                    help="the capture time that is 0 on the set's timeline, decimal seconds since 1970 to the ns "
                         "(default: the origin a nicrig export names, else the set's trigger or creation time when "

@@ -63,7 +63,7 @@ def measure(argv: list[str]) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gigabytes", default="0.25,1,2", help="file sizes to import, comma separated")
+    ap.add_argument("--gigabytes", default="0.25,1,4", help="file sizes to import, comma separated")
     ap.add_argument("--folder", type=Path, default=None, help="where to write the files (default: a temporary one)")
     args = ap.parse_args()
     sizes = [float(g) for g in args.gigabytes.split(",")]

@@ -478,6 +478,14 @@ def test_udpmon_capture_on_loopback_pairs_every_datagram(tmp_path):
         rows = pairing.rows[pairing.rows["wire_in_ns"] != np.iinfo(np.int64).min]
         same = [kernel[(int(r["point"]), int(r["seq"]))] == int(r["wire_in_ns"]) for r in rows]
         assert len(same) >= 0.999 * len(pairing.rows) and all(same)
+        # the recording as a pcapng, read by tshark at the recorded nanoseconds, directions in its flags
+        pcapng = tmp_path / "wire.pcapng"
+        assert nicrig("export", tmp_path / "latency.h5", "--source", "lo", "-o", pcapng) == 0
+        with ResultsFile.open(tmp_path / "latency.h5") as f:
+            frames = wire.WireSource(f, "lo").frames()
+        read = tshark(pcapng, "frame.time_epoch", "frame.packet_flags_direction")
+        assert [epoch_ns(r[0]) for r in read] == frames["time_ns"].tolist()
+        assert [int(r[1], 0) for r in read] == (frames["flags"] & 3).tolist()
     finally:
         daemon.terminate()
         daemon.wait(10)
