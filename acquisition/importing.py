@@ -172,7 +172,6 @@ def run(args: argparse.Namespace) -> int:
                                  ("--scope", args.scope), ("--x-as", args.x_as), ("--z-as", args.z_as)) if v is not None]
         if others:
             raise UsageError(f"{', '.join(others)} do not apply to pcap and pcapng input")
-
         return wire_import.run(args, path, fmt)
     if packets:
         raise UsageError(f"{', '.join(packets)} apply to pcap and pcapng input only")

@@ -415,6 +415,8 @@ def test_import_options_for_packets_and_unknown_files(tmp_path, capsys):
     vcd.write_text("$timescale 1ns $end\n$enddefinitions $end\n")
     assert nicrig("import", vcd, "-o", tmp_path / "x.h5", "--stamp-clock", "kernel") == 2
     assert "apply to pcap and pcapng input only" in capsys.readouterr().err
+    assert nicrig("import", junk, "-o", tmp_path / "j.h5", "--sample-rate", "1e6", "--window", "1") == 2
+    assert "--sample-rate, --window do not apply to pcap and pcapng input" in capsys.readouterr().err
     assert not (tmp_path / "j.h5").exists()
 
 
