@@ -37,8 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=["sr", "vcd", "pcapng", "pcap"],
                    help="output format (default: from the extension)")
     p.add_argument("--resolution", choices=["ns", "us"],
-                   help="pcap/pcapng: time stamps in nanoseconds (default for GMII sources) or microseconds (default "
-                        "for wire sources: the resolution they were captured with)")
+                   help="pcap/pcapng: time stamps in nanoseconds or microseconds (default: a wire source's own "
+                        "resolution, as it was captured; ns for a GMII source)")
     p.add_argument("--channels", metavar="LIST",
                    help="comma-separated channel names, vector names (AD = all its bits) or globs ('AD[[]1*', "
                         "'*#'); default: all, always in the source's order")
