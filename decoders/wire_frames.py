@@ -126,8 +126,7 @@ def ethernet_table(src: WireSource, progress: Progress | None = None) -> tuple[n
     """The ``ethernet`` table of a wire source, and the frames left out by reason (``{"link type 113": 12}``)."""
     left_out: dict[str, int] = {}
     states: dict[tuple[int, bytes], Any] = {}
-    schema = np.dtype([(name, typ) for name, typ, _ in tables.SCHEMAS["ethernet"]])
-    table = np.zeros(len(src), schema)  # at most a row a frame: filled block by block, in frame order
+    table = np.zeros(len(src), tables.dtype_of("ethernet"))  # at most a row a frame, filled block by block
     filled = 0
     for numbers, rows, octets in _blocks(src, progress):
         parts = []
@@ -165,9 +164,8 @@ def _decode(src: WireSource, interface: int, direction: bytes, numbers: np.ndarr
         if src.comments else [0] * len(frames)
     gmii, first = gmii_rows(frames, errors)
     rate = src.link_rate_bps(interface)
-    records, (state,) = kernels.run_marked(calls(direction.decode() or "tx", rate), [gmii],
-                                           samplerate=125_000_000, unitsize=UNITSIZE, marks=[len(gmii)], carry=carry)
-    table = tables.typed_records("ethernet", records)
+    table, (state,) = kernels.run_marked(calls(direction.decode() or "tx", rate), [gmii],
+                                         samplerate=125_000_000, unitsize=UNITSIZE, marks=[len(gmii)], carry=carry)
     k = np.searchsorted(first, table["ss"])
     table["ss"], table["es"] = numbers[k], numbers[k] + 1
     wire_length = np.where(stated, rows["origlen"], rows["origlen"] + 4)[k]
