@@ -281,11 +281,14 @@ class Document:
         lanes: list[Lane] = []
         for name in self.source_order():
             src = self.data[name].source if name in self.data else None
-            lanes.append(Lane(f"{name}/", name, name if src else f"{name} (wire)", "header", height=0.9, group=name))
+            title = name if src is not None else f"{name} (wire)"
+            lanes.append(Lane(f"{name}/", name, title, "header", height=0.9, group=name))
             if name in self.phase_lanes:
                 lanes.append(self.phase_lanes[name])
             for table in (t for t in self.decoded.values() if t.source == name):
-                for k, _ in enumerate(DECODED_LANES[table.decoder]):
+                for k, (suffix, _, _) in enumerate(DECODED_LANES[table.decoder]):
+                    if src is not None and suffix == "ethernet/any":
+                        continue  # a GMII probe's frames always have a direction
                     arrays = table.arrays[k] if table.arrays is not None else None
                     if arrays is not None and not len(arrays.t_ns) and len(DECODED_LANES[table.decoder]) > 1:
                         continue  # a direction without frames
