@@ -289,6 +289,11 @@ class WireSource:
         speed = int(self.interface(k)["speed_bps"])
         return float(speed) if speed > 0 else 1e9
 
+    def stamp_step_ns(self) -> float:
+        """The coarsest interface's time stamp unit (ns; ``if_tsresol``), at least the 1 ns ``t_ns`` is kept in."""
+        units = [2.0 ** -(r & 0x7F) if r & 0x80 else 10.0 ** -r for r in self.interfaces["tsresol"].tolist()]
+        return max([1.0, *(u * 1e9 for u in units)])
+
     def describe(self) -> dict[str, Any]:
         """A JSON-ready summary (``nicrig info``, ``nicrig import --json``)."""
         n = len(self)

@@ -153,7 +153,8 @@ def _wire(path: Path, f: Any, options: Any) -> list[Any]:
             elif {"latency/visits", "latency/rtt"} <= names and "local_port" in f.table_info("latency/visits")["columns"]:
                 pairing = wire.pair_latency(f.read_table("latency/visits"), f.read_table("latency/rtt"), eth)
         link = options.link_rate_bps or (src.link_rate_bps(0) if len(src.interfaces) else 1e9)
-        sections.append(report.wire_section(path.name, name, eth, src.describe(), pairing, link, spacing))
+        sections.append(report.wire_section(path.name, name, eth, src.describe(), pairing, link, spacing,
+                                            src.stamp_step_ns()))
     return sections
 
 
