@@ -104,17 +104,19 @@ def test_the_report_and_the_gui_show_a_wire_source_beside_its_probe(probe_set, t
     report = tmp_path / "report.json"
     assert nicrig("report", both, "-o", report) == 0
     section = next(s for s in json.loads(report.read_text())["sections"] if s["title"] == "Wire: tap of both.h5")
-    items = {i["label"]: i["value"] for i in section["items"]}
+    items = {i["label"]: i["raw"]["value"] for i in section["items"]}
     table = ethernet(both, "tap")
     assert items["frames captured"] == len(table) and items["PAUSE frames (XOFF)"] == int((table["pause_quanta"] > 0).sum())
-    by_direction = {r[0]: r[1] for r in section["tables"][0]["rows"]}
+    by_direction = {r[0]: r[1] for r in section["tables"][0]["raw_rows"]}
     assert by_direction == {"outbound": int((table["direction"] == b"tx").sum()),
                             "inbound": int((table["direction"] == b"rx").sum())}
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from nicrig.gui import prepare
     from nicrig.gui.document import Document
 
     doc = Document(both)
     try:
+        prepare.prepare(both, doc.take, threads=1)  # the background preparer's work, here in order
         lanes = {lane.id: lane for lane in doc.lanes}
         assert {"tap/", "tap/decoded/ethernet/tx", "tap/decoded/ethernet/rx"} <= set(lanes)
         probe_tx, tap_tx = lanes["probe/decoded/ethernet/tx"].boxes, lanes["tap/decoded/ethernet/tx"].boxes
@@ -362,7 +364,7 @@ def test_scapy_frames_through_the_wire_path_give_the_gmii_decoders_records(tmp_p
     rows, _ = wire_frames.gmii_rows(with_fcs, [0] * len(with_fcs))
     lines = builtin.pd_lines(wire_frames.calls("rx", 1e9), iter([rows]), samplerate=125_000_000,
                              unitsize=wire_frames.UNITSIZE)
-    reference = tables.typed_records("ethernet", [json.loads(line) for line in lines])
+    reference = tables.records_to_columns("ethernet", [json.loads(line) for line in lines])
     assert len(reference) == len(table) == len(frames)
     assert same_but_numbering(reference[[n for n in reference.dtype.names if n not in ("t_ns", "t_end_ns")]],
                               table[[n for n in reference.dtype.names if n not in ("t_ns", "t_end_ns")]]) == []
@@ -442,7 +444,7 @@ def _serve(host: object | None, port: int, *extra: str) -> subprocess.Popen:
 
 def _pairing(report: Path) -> dict:
     doc = json.loads(report.read_text())
-    return next({i["label"]: i["value"] for i in s["items"]} for s in doc["sections"] if s["title"].startswith("Wire"))
+    return next({i["label"]: i["raw"]["value"] for i in s["items"]} for s in doc["sections"] if s["title"].startswith("Wire"))
 
 
 @needs_root
