@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from decode import _child  # bench/decode.py beside this script: a child's wall time and peak memory
 
 NICRIG = [sys.executable, "-m", "nicrig"]
 FRAME_BYTES = 1514
@@ -52,13 +51,8 @@ def write_capture(path: Path, gigabytes: float) -> int:
 
 def measure(argv: list[str]) -> tuple[float, int]:
     """Wall time (s) and peak resident memory (MiB) of one command."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - t
-    if status:
-        raise SystemExit(f"{' '.join(argv)} failed ({status})")
-    return elapsed, usage.ru_maxrss // 1024
+    run = _child(argv)
+    return run["wall"], int(run["rss"]) // (1 << 20)
 
 
 def main() -> None:
