@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -186,21 +187,33 @@ def _start(argv: list[str], ready: str, stderr_path: Path) -> subprocess.Popen:
     return proc
 
 
-def _frames_in(path: Path) -> int:
-    """Frames a capture being written holds so far (a block written halfway is not one)."""
+def _datagrams_to(path: Path, port: int) -> int:
+    """UDP datagrams to ``port`` a capture being written holds so far (a block written halfway is not one; Ethernet
+    and an IPv4 header without options, as the kernel sends them on loopback)."""
     got = 0
     try:
         for b in CaptureReader(path).batches():
-            got += len(b)
+            got += sum(b.frame(i)[36:38] == port.to_bytes(2, "big") for i in range(len(b)))
     except FormatError:  # DamagedCapture too: the tool is writing its last block
         pass
     return got
 
 
+def _wait_for(paths: list[Path], port: int, count: int, poke: Callable[[], None] = lambda: None) -> None:
+    """Until each capture holds ``count`` datagrams to ``port`` (at most a minute: no fixed wait on a busy machine),
+    calling ``poke`` between looks."""
+    end = time.monotonic() + 60
+    for path in paths:
+        while _datagrams_to(path, port) < count and time.monotonic() < end:
+            poke()
+            time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def tool_captures(tmp_path_factory):
     """The same 40 nicrig datagrams recorded by tcpdump (nanosecond pcap), dumpcap (pcapng) and, converted from
-    tcpdump's, editcap (nanosecond pcapng); and the datagrams' (seq, size)."""
+    tcpdump's, editcap (nanosecond pcapng), after a few to another port that showed both tools capturing; and the
+    datagrams' (seq, size, source port) and their port."""
     if not ROOT or any(shutil.which(t) is None for t in TOOLS):
         pytest.skip("needs root and tcpdump, dumpcap, editcap, tshark")
     folder = tmp_path_factory.mktemp("tools")
@@ -208,7 +221,8 @@ def tool_captures(tmp_path_factory):
     sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sink.bind(("127.0.0.1", port))
     pcap, pcapng, edited = folder / "tcpdump.pcap", folder / "dumpcap.pcapng", folder / "editcap.pcapng"
-    f = f"udp port {port}"
+    ready = _free_udp_port()  # datagrams that show a tool is capturing (its "listening" line comes before that)
+    f = f"udp port {port} or udp port {ready}"
     procs = [_start(["tcpdump", "-i", "lo", "-Z", "root", "--immediate-mode", "-U", "--time-stamp-precision", "nano",
                      "-w", str(pcap), f],
                     "listening on", folder / "tcpdump.err"),
@@ -216,15 +230,13 @@ def tool_captures(tmp_path_factory):
     sent = []
     rng = np.random.default_rng(5)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        _wait_for([pcap, pcapng], ready, 1, lambda: s.sendto(b"ready", ("127.0.0.1", ready)))
         for seq in range(40):
             size = int(rng.integers(16, 2000))
             s.sendto(payload.make_payload(size, payload.Kind.STREAM, seq, 77, rng), ("127.0.0.1", port))
             sent.append((seq, size, s.getsockname()[1]))
             time.sleep(0.001)
-    for path in (pcap, pcapng):  # every datagram written before the tools stop (no fixed wait on a busy machine)
-        end = time.monotonic() + 60
-        while _frames_in(path) < len(sent) and time.monotonic() < end:
-            time.sleep(0.1)
+    _wait_for([pcap, pcapng], port, len(sent))  # every datagram written before the tools stop
     for p in procs:
         p.send_signal(signal.SIGINT)
         p.wait(30)
@@ -490,6 +502,20 @@ def test_udpmon_capture_on_loopback_pairs_every_datagram(tmp_path):
         read = tshark(pcapng, "frame.time_epoch", "frame.packet_flags_direction")
         assert [epoch_ns(r[0]) for r in read] == frames["time_ns"].tolist()
         assert [int(r[1], 0) for r in read] == (frames["flags"] & 3).tolist()
+        # the GUI's timeline: every paired datagram's frame leaving, on the engine's clock as its packets' lanes
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from nicrig.gui import prepare
+        from nicrig.gui.document import Document
+
+        doc = Document(tmp_path / "stream.h5")
+        try:
+            prepare.prepare(tmp_path / "stream.h5", doc.take, threads=1)
+            lanes = {lane.id: lane for lane in doc.lanes}
+            assert "udpmon:stream.h5/sent (engine)" in lanes
+            left = pairing.rows["wire_out_ns"][pairing.rows["wire_out_ns"] != np.iinfo(np.int64).min]
+            assert len(left) and np.isin(left - doc.base_ns, lanes["lo/decoded/ethernet/tx"].boxes.t_ns).all()
+        finally:
+            doc.close()
     finally:
         daemon.terminate()
         daemon.wait(10)
