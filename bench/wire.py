@@ -10,7 +10,7 @@ each, in one run on this machine:
 - ``nicrig decode SET.h5`` (the ethernet table of every frame).
 
 and prints, per size and command, the wall time, the frames per second and the peak resident memory
-(the child's ``ru_maxrss``, from ``wait4``), and nicrig's time over capinfos's. Bounded memory shows as
+(GNU time's, through bench/decode.py's ``_child``), and nicrig's time over capinfos's. Bounded memory shows as
 a peak that stays flat while the file grows. Paste the table into docs/benchmarks.md.
 """
 
