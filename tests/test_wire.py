@@ -431,6 +431,10 @@ def test_import_options_for_packets_and_unknown_files(tmp_path, capsys):
     assert "apply to pcap and pcapng input only" in capsys.readouterr().err
     assert nicrig("import", junk, "-o", tmp_path / "j.h5", "--sample-rate", "1e6", "--window", "1") == 2
     assert "--sample-rate, --window do not apply to pcap and pcapng input" in capsys.readouterr().err
+    kept = tmp_path / "kept.h5"
+    kept.write_bytes(b"a file the import must not replace")
+    assert nicrig("import", junk, "-o", kept) == 2 and "give --force to replace it" in capsys.readouterr().err
+    assert kept.read_bytes() == b"a file the import must not replace"
     assert not (tmp_path / "j.h5").exists()
 
 
