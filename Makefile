@@ -9,7 +9,8 @@ NICRIG   := $(VENV)/bin/nicrig
 STAMP    := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 # Debian packages nicrig drives as real peers (command:package): sigrok-cli
-# runs our decoders, tshark reads the pcap files they write, GTKWave's vcd2fst
+# runs our decoders, tshark reads the pcap and pcapng files nicrig writes, tcpdump, dumpcap and editcap
+# write the captures the tests import, GTKWave's vcd2fst
 # reads our VCD exports, Icarus Verilog runs the independent HDL bus models;
 # udpmon reads NIC counters with ethtool and lspci and builds test hosts with ip;
 # its benchmark runs sockperf and iperf3 beside it; protoc (decode_raw) reads the Perfetto traces
@@ -19,7 +20,7 @@ DEMO_OUT ?= demo-out
 SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:iverilog \
                 ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3 \
                 protoc:protobuf-compiler pulseview:pulseview Xvfb:xvfb h5dump:hdf5-tools \
-                /usr/bin/time:time
+                /usr/bin/time:time tcpdump:tcpdump dumpcap:wireshark-common editcap:wireshark-common
 # Debian libraries (checked with dpkg-query): libtraceevent, which the host probe's C extension is
 # built against, and the ones PySide6's wheels load: the GUI offscreen (EGL, GL,
 # fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.
@@ -82,6 +83,8 @@ demo: sysdeps $(STAMP)
 	@echo "--- PAUSE and XON frames from the receiver (802.3x flow control):"
 	$(NICRIG) events $(DEMO_OUT)/stream.h5 --source probe --decoder ethernet --where direction=rx --limit 6
 	$(NICRIG) export $(DEMO_OUT)/latency.h5 --source send_pci -o $(DEMO_OUT)/latency-send_pci.sr --pulseview
+	@echo "--- the probe's frames for Wireshark (nanosecond stamps: a frame's time less the set's creation second is its t_ns):"
+	$(NICRIG) export $(DEMO_OUT)/stream.h5 --source probe -o $(DEMO_OUT)/stream-probe.pcapng
 	$(NICRIG) info $(DEMO_OUT)/stream.h5
 	@echo "--- udpmon between two local endpoints: a daemon on loopback, then latency and stream runs:"
 	@set -e; \
@@ -100,7 +103,11 @@ demo: sysdeps $(STAMP)
 	  $(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 1472 --spacing-us 0,20,40 --count 1000 --rounds 1 --trace-host --force -o $(DEMO_OUT)/udpmon-traced.h5; \
 	  $(NICRIG) trace show $(DEMO_OUT)/udpmon-traced.h5; \
 	  $(NICRIG) trace export $(DEMO_OUT)/udpmon-traced.h5 -o $(DEMO_OUT)/udpmon-traced.perfetto-trace; \
-	else echo "--- the host probe needs root: run make demo as root to see a traced run"; fi
+	  echo "--- the wire: the loopback run again, every frame recorded (a packet socket, kernel time stamps) and each datagram paired with its frame:"; \
+	  echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,20 --count 2000 --rounds 1 --capture lo -o $(DEMO_OUT)/udpmon-wire.h5"; \
+	  $(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,20 --count 2000 --rounds 1 --capture lo -o $(DEMO_OUT)/udpmon-wire.h5; \
+	  $(NICRIG) export $(DEMO_OUT)/udpmon-wire.h5 --source lo -o $(DEMO_OUT)/udpmon-wire.pcapng; \
+	else echo "--- the host probe and the wire capture need root: run make demo as root to see a traced run and its frames"; fi
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (after 'nicrig decoders install', 'pulseview $(DEMO_OUT)/latency-send_pci.sr' opens it decoded)"
 	@echo "--- the GUI: a 64-byte request and its 1400-byte response, Intel PRO/1000 on 64-bit 66 MHz PCI (Hughes-Jones et al. 2003, fig. 4.7):"
 	$(NICRIG) simulate --scenario latency --nic intel-pro1000 --bus pci64-66 --size 1400 --request-size 64 --count 3 --force -o $(DEMO_OUT)/fig47.h5
@@ -119,9 +126,12 @@ demo: sysdeps $(STAMP)
 	  if [ -f $(DEMO_OUT)/udpmon-traced.h5 ]; then \
 	    $(NICRIG) gui $(DEMO_OUT)/udpmon-traced.h5 --screenshot $(DEMO_OUT)/gui-hostprobe.png --view timeline --size 1400x1000; \
 	  fi; \
+	  if [ -f $(DEMO_OUT)/udpmon-wire.h5 ]; then \
+	    $(NICRIG) gui $(DEMO_OUT)/udpmon-wire.h5 --screenshot $(DEMO_OUT)/gui-wire.png --view timeline --size 1400x700; \
+	  fi; \
 	fi
 	@echo "--- the report: latency slope and intercept, throughput against spacing, bus timelines, expected against observed:"
-	$(NICRIG) report $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 $$(ls $(DEMO_OUT)/udpmon-traced.h5 2>/dev/null) $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5 -o $(DEMO_OUT)/report.html
+	$(NICRIG) report $(DEMO_OUT)/udpmon-latency.h5 $(DEMO_OUT)/udpmon-stream.h5 $$(ls $(DEMO_OUT)/udpmon-traced.h5 $(DEMO_OUT)/udpmon-wire.h5 2>/dev/null) $(DEMO_OUT)/fig47.h5 $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5 -o $(DEMO_OUT)/report.html
 	@echo "--- the report checked against itself: digits no finer than their uncertainty, uncertainties no finer than the time stamps resolve, every sentence's numbers in the tables it quotes, no empty figure, terms defined, sources cited:"
 	$(PY) -m nicrig.analysis.lint $(DEMO_OUT)/report.html
 

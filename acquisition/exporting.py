@@ -28,10 +28,17 @@ PULSEVIEW_MAX_CHANNELS = 64
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="SET.h5", help="capture set to export from")
+    p.add_argument("file", metavar="SET.h5", help="capture set (or, for pcap/pcapng, udpmon results file) to export "
+                                                  "from")
     p.add_argument("--source", metavar="NAME", help="source to export (default: the set's only source)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write: .sr or .vcd")
-    p.add_argument("--format", choices=["sr", "vcd"], help="output format (default: from the extension)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="file to write: .sr or .vcd (logic samples), .pcapng or .pcap (the frames of a wire source or "
+                        "of a decoded GMII source)")
+    p.add_argument("--format", choices=["sr", "vcd", "pcapng", "pcap"],
+                   help="output format (default: from the extension)")
+    p.add_argument("--resolution", choices=["ns", "us"],
+                   help="pcap/pcapng: time stamps in nanoseconds or microseconds (default: a wire source's own "
+                        "resolution, as it was captured; ns for a GMII source)")
     p.add_argument("--channels", metavar="LIST",
                    help="comma-separated channel names, vector names (AD = all its bits) or globs ('AD[[]1*', "
                         "'*#'); default: all, always in the source's order")
@@ -98,12 +105,16 @@ def run(args: argparse.Namespace) -> int:
     from nicrig.errors import UsageError
 
     out = Path(args.output)
-    fmt = args.format or {".sr": "sr", ".vcd": "vcd"}.get(out.suffix.lower())
+    fmt = args.format or {".sr": "sr", ".vcd": "vcd", ".pcapng": "pcapng", ".pcap": "pcap"}.get(out.suffix.lower())
     if fmt is None:
-        raise UsageError(f"{out}: unknown extension {out.suffix!r}: use .sr or .vcd (or --format)")
+        raise UsageError(f"{out}: unknown extension {out.suffix!r}: use .sr, .vcd, .pcapng or .pcap (or --format)")
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"{out}: folder {folder} does not exist")
+    if fmt in ("pcapng", "pcap"):
+        return _export_frames(args, out, fmt)
+    if args.resolution:
+        raise UsageError("--resolution applies to pcap and pcapng output only")
     if fmt == "sr" and args.split_vectors:
         raise UsageError("--split-vectors applies to VCD output only")
     if fmt == "vcd" and args.pulseview:
@@ -137,6 +148,37 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print("\n".join(_text(summary)))
+    return 0
+
+
+def _export_frames(args: argparse.Namespace, out: Path, fmt: str) -> int:
+    """pcap or pcapng of a wire source or a decoded GMII source (:mod:`nicrig.acquisition.wire_export`)."""
+    from nicrig.acquisition import wire, wire_export
+    from nicrig.errors import UsageError
+    from nicrig.h5file import open_any
+    from nicrig.progress import Progress
+
+    given = [o for o, v in (("--channels", args.channels), ("--split-vectors", args.split_vectors),
+                            ("--pulseview", args.pulseview)) if v]
+    if given:
+        raise UsageError(f"{', '.join(given)} apply to .sr and .vcd output only")
+    with open_any(args.file) as f:
+        names = wire.names(f) + list(getattr(f, "source_names", []))
+        name = args.source
+        if name is None:
+            if len(names) != 1:
+                raise UsageError(f"{args.file} has {len(names)} sources ({', '.join(names) or 'none'}): give --source")
+            name = names[0]
+        if name not in names:
+            raise UsageError(f"{args.file}: no source {name!r} (sources: {', '.join(names) or 'none'})")
+        with Progress() as bar:
+            summary = wire_export.export(f, name, out, fmt, args.resolution,
+                                         bar.task(f"export: writing {out.name}", unit="frames"))
+    if args.json:
+        print(json.dumps({"file": str(args.file), "source": name, "written": [summary], "notes": [],
+                          "pcap_commands": []}, indent=2))
+    else:
+        print("\n".join(wire_export.text(summary)))
     return 0
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from nicrig.acquisition.listing_formats import TITLES as LISTING_TITLES
 from nicrig.acquisition.listing_formats import choose as choose_listing
 
-_FORMATS = {".vcd": "vcd", ".sr": "sr", ".csv": "csv", ".txt": "csv"}
+_FORMATS = {".vcd": "vcd", ".sr": "sr", ".csv": "csv", ".txt": "csv", ".pcap": "pcap", ".pcapng": "pcapng"}
 
 #: Normalized channel name -> role. Names are normalized by dropping an active-low mark
 #: ('#', '_n', '_l', '_b') and separators, in upper case: 'C/BE#' and 'c_be_n' are both 'CBE'.
@@ -39,8 +39,9 @@ VECTOR_ROLES = {"ad", "cbe", "txd", "rxd"}
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE",
-                   help="capture to import: .vcd, .sr (sigrok session) or .csv (sigrok-style CSV, or a Vivado ILA, "
-                        "Saleae Logic 2 or DSView listing, recognised by its content)")
+                   help="capture to import: .vcd, .sr (sigrok session), .csv (sigrok-style CSV, or a Vivado ILA, "
+                        "Saleae Logic 2 or DSView listing, recognised by its content), or a packet capture "
+                        ".pcap/.pcapng (a wire source)")
     p.add_argument("-o", "--output", required=True, metavar="SET.h5", help="capture set to write (or extend)")
     p.add_argument("--source", metavar="NAME",
                    help="name of the new source (default: the name recorded by nicrig's VCD export, else the "
@@ -48,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--append", action="store_true", help="add the source to an existing capture set")
     p.add_argument("--force", action="store_true",
                    help="replace SET.h5 if it exists (without --append; it is not replaced without)")
-    p.add_argument("--format", choices=["vcd", "sr", "csv", *LISTING_TITLES],
+    p.add_argument("--format", choices=["vcd", "sr", "csv", *LISTING_TITLES, "pcap", "pcapng"],
                    help="input format (default: from the extension, and for .csv/.txt from the content: "
                         + ", ".join(f"{k} = {v}" for k, v in LISTING_TITLES.items()) + "; csv = sigrok-style)")
     p.add_argument("--sample-rate", metavar="HZ",
@@ -66,6 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "for listings' X (no data)")
     g.add_argument("--z-as", choices=["0", "1", "hold"], default=None,
                    help="value stored for z (floating) bits (default 1: PCI and GMII control lines are pulled up)")
+    from nicrig.acquisition import wire_import
+
+    wire_import.add_arguments(p)
     p.add_argument("--json", action="store_true",
                    help="print what was written as one JSON document (the input file and format, the capture "
                         "set, whether appended, the new source as `nicrig info --json` describes it: mode, rate, "
@@ -154,7 +158,23 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: is a folder")
     fmt = args.format or _FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise UsageError(f"{path}: unknown extension {path.suffix!r}: give --format vcd, sr or csv")
+        raise UsageError(f"{path}: unknown extension {path.suffix!r}: give --format vcd, sr, csv, pcap or pcapng")
+    out = Path(args.output)
+    if args.append and args.force:
+        raise UsageError("--append adds to SET.h5 and --force replaces it: give one of them")
+    if not args.append and not args.force:
+        refuse_existing(out)  # before reading the file: a typo costs no import
+    packets = [o for o, v in (("--stamp-clock", args.stamp_clock), ("--time-origin", args.time_origin)) if v is not None]
+    if fmt in ("pcap", "pcapng"):
+        from nicrig.acquisition import wire_import
+
+        others = [o for o, v in (("--sample-rate", args.sample_rate), ("--window", args.window), ("--clock", args.clock),
+                                 ("--scope", args.scope), ("--x-as", args.x_as), ("--z-as", args.z_as)) if v is not None]
+        if others:
+            raise UsageError(f"{', '.join(others)} do not apply to pcap and pcapng input")
+        return wire_import.run(args, path, fmt)
+    if packets:
+        raise UsageError(f"{', '.join(packets)} apply to pcap and pcapng input only")
     layout = None
     if fmt in ("csv", *LISTING_TITLES):
         fmt, layout = choose_listing(path, fmt, explicit=args.format is not None)
@@ -166,11 +186,6 @@ def run(args: argparse.Namespace) -> int:
     rate = parse_rate(args.sample_rate) if args.sample_rate is not None else None
     if args.clock and rate is not None:
         raise UsageError("--clock (state mode) and --sample-rate (timing mode) exclude each other")
-    out = Path(args.output)
-    if args.append and args.force:
-        raise UsageError("--append adds to SET.h5 and --force replaces it: give one of them")
-    if not args.append and not args.force:
-        refuse_existing(out)  # before reading the file: a typo costs no import
     with Progress() as bar:
         progress = bar.task(f"import: reading {path.name}", unit="bytes")
         reader, instrument = _reader(fmt, path, args, rate, progress, layout)

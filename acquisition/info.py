@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
 # -- data ---------------------------------------------------------------------------------------
 def describe(cs: Any) -> dict[str, Any]:
     """The description of an open capture set or results file as JSON-ready data."""
+    from nicrig.acquisition import wire
+
     a = cs.attrs
     info = {
         "file": str(cs.path),
@@ -52,6 +54,7 @@ def describe(cs: Any) -> dict[str, Any]:
         "created_utc": _text(a.get("created_utc", "")),
         "notes": cs.notes,
         "sources": [cs.source(name).describe() for name in getattr(cs, "source_names", [])],
+        "wire": [wire.WireSource(cs, name).describe() for name in wire.names(cs)],
         "tables": [_table(cs, path) for path in cs.table_names()],
         "checksums": cs.checksum_coverage(),
         "unclosed": cs.unclosed,
@@ -186,6 +189,13 @@ def render(info: dict[str, Any]) -> str:
         out.append(f"    bus       {_bus(src['bus'])}")
         if src["notes"]:
             out.append(f"    notes     {src['notes']}")
+    if info["wire"]:
+        from nicrig.acquisition.wire_import import wire_lines
+
+        out.append(f"wire sources ({len(info['wire'])})")
+        for w in info["wire"]:
+            first, *rest = wire_lines(w)
+            out += [f"  {first}", *(f"    {line}" for line in rest)]
     out.append("")
     out.append(f"tables ({len(info['tables'])})")
     if not info["tables"]:

@@ -130,6 +130,34 @@ def _host_probe(path: Path, f: Any) -> Any:
     return report.host_probe_section(path.name, traces, devices, stream, paths)
 
 
+def _wire(path: Path, f: Any, options: Any) -> list[Any]:
+    """A section per wire source of the file; a results file's run against its wire (``--capture``)."""
+    from nicrig.acquisition import wire as stored
+    from nicrig.analysis import report, wire
+    from nicrig.decoders import wire_frames
+
+    sections = []
+    names = set(f.table_names())
+    for name in stored.names(f):
+        src = stored.WireSource(f, name)
+        eth = wire_frames.table_of(f, src)
+        pairing, spacing = None, None
+        if f.FORMAT_NAME == "nicrig-results":
+            far = src.info.capture.get("far_clock", {}) if src.info.capture else {}
+            if {"stream/points", "stream/sent", "stream/received"} <= names:
+                points = f.read_table("stream/points")
+                spacing = {int(r["point"]): float(r["spacing_us"]) for r in points}
+                pairing = wire.pair_stream(points, f.read_table("stream/sent"),
+                                           f.read_table("stream/received"), eth, float(far.get("offset_ns", 0.0)),
+                                           float(far.get("uncertainty_ns", 0.0)))
+            elif {"latency/visits", "latency/rtt"} <= names and "local_port" in f.table_info("latency/visits")["columns"]:
+                pairing = wire.pair_latency(f.read_table("latency/visits"), f.read_table("latency/rtt"), eth)
+        link = options.link_rate_bps or (src.link_rate_bps(0) if len(src.interfaces) else 1e9)
+        sections.append(report.wire_section(path.name, name, eth, src.describe(), pairing, link, spacing,
+                                            src.stamp_step_ns()))
+    return sections
+
+
 @dataclass
 class Pooled:
     """What the report gathers across files: every host's ``load`` rows, every suite run (Table 2's items)."""
@@ -269,6 +297,7 @@ def build(args: argparse.Namespace, progress: Callable[[int], None] = lambda don
             with open_any(path) as f:
                 kind = f.FORMAT_NAME
                 traced = _host_probe(path, f)
+                wired = _wire(path, f, options)
                 found = (_capture(path, f, options, pooled, traced=traced is not None)
                          if kind == "nicrig-capture-set" else [_results(path, f, options, pooled)])
         except NicrigError as exc:
@@ -279,7 +308,7 @@ def build(args: argparse.Namespace, progress: Callable[[int], None] = lambda don
             problems.append(f"{path}: cannot be analysed: {exc}")
             print(f"nicrig: error: {path}: cannot be analysed: {exc}", file=sys.stderr)
             continue
-        sections += [*found, *([traced] if traced is not None else [])]
+        sections += [*found, *([traced] if traced is not None else []), *wired]
         inputs.append({"path": str(path), "kind": kind})
     progress(len(args.files))
     if pooled.loads:

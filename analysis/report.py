@@ -485,7 +485,7 @@ def cpu_section(hosts: Sequence[HostLoad]) -> Section:
                      f"{', '.join(loose)} undetermined (95% interval includes zero)" if loose else "fitted"])
         text.append(q.sentence(
             f"{h.host}: T = alpha N_MB + beta N_KP + gamma N_KI with {_coefficients(q, h.host, fit)} jiffies over "
-            f"{fit.runs} points (R² {q(CPU_TABLE, 'R²', number(fit.r_squared, decimals=2), h.host)})"
+            f"{q(CPU_TABLE, CPU_COLUMNS[1], str(fit.runs), h.host)} points (R² {q(CPU_TABLE, 'R²', number(fit.r_squared, decimals=2), h.host)})"
             + (f"; {', '.join(loose)} not determined by these points: their 95% interval includes zero "
                "(a jiffy is 10 ms: run longer points over more sizes and interrupt rates)." if loose else "."),
             given=["10 ms"]))
@@ -1645,3 +1645,120 @@ def read_correlation_csv(path: str | Path) -> tuple[list[str], dict[str, np.ndar
 
 def new_report(title: str, inputs: list[dict[str, str]], sections: list[Section], problems: list[str]) -> Report:
     return Report(title, datetime.now(timezone.utc).isoformat(timespec="seconds"), inputs, sections, problems)
+
+
+# -- the wire ------------------------------------------------------------------------------------
+
+WIRE_DIRECTIONS = {b"tx": "outbound", b"rx": "inbound", b"": "direction not stated"}
+#: Bits a frame occupies on the wire besides its octets: preamble and SFD (8 octets), the minimum gap (12).
+WIRE_EXTRA_OCTETS = 20
+
+
+def _wire_rows(eth: np.ndarray) -> list[list[Any]]:
+    rows = []
+    for d, label in WIRE_DIRECTIONS.items():
+        mine = np.sort(eth[eth["direction"] == d], order="t_ns")
+        if not len(mine):
+            continue
+        t = mine["t_ns"].astype(np.float64)
+        span = t[-1] - t[0]
+        bits = float(((mine["length"][:-1].astype(np.float64) + WIRE_EXTRA_OCTETS) * 8).sum())
+        rate = bits / span * 1e3 if span > 0 else math.nan  # bit/ns -> Mbit/s
+        spacing = np.diff(t) / 1000
+        p10, med, p90 = np.percentile(spacing, [10, 50, 90]) if len(spacing) else (math.nan,) * 3
+        rows.append([label, len(mine), int((mine["pause_quanta"] >= 0).sum()), int((~mine["fcs_ok"]).sum()), rate,
+                     med, p10, p90])
+    return rows
+
+
+def wire_section(name: str, source: str, eth: np.ndarray, described: dict[str, Any],
+                 pairing: Any = None, link_rate_bps: float = 1e9, spacing: dict[int, float] | None = None,
+                 stamp_ns: float = 1.0) -> Section:
+    """A wire source: its frames by direction (spacing, rate, PAUSE, FCS), what the capture lost and, for a
+    udpmon run recorded with ``--capture``, every datagram against its frame on the wire
+    (:mod:`nicrig.analysis.wire`); ``spacing``: a stream's spacing per point; ``stamp_ns``: the coarsest
+    interface's time stamp unit (ns, at least the table's 1 ns)."""
+    src = f"{name}: decoded/{source}/ethernet"
+    sec = Section(f"Wire: {source} of {name}", name)
+    ifaces = described["interfaces"]
+    sec.items.append(Item("frames captured", described["frames"], "frames", f"{name}: wire/{source}/frames"))
+    drops = sum(max(i["os_drops"], 0) + max(i["if_drops"], 0) for i in ifaces)
+    sec.items.append(Item("frames the capture dropped (socket or interface)", drops, "frames",
+                          f"{name}: wire/{source}/interfaces (os_drops, if_drops)"))
+    clocks = ", ".join(sorted({i["clock"] for i in ifaces}))
+    between = resolution.capture([stamp_ns, stamp_ns])  # a time between two frames: two stamps' units
+    wire_u = rectangular(between.step_ns) / 1000
+    stamps_text = (f"frame time stamps in units of {number(stamp_ns, decimals=0 if stamp_ns >= 1 else 3)} ns; a time "
+                   "between two frames carries both stamps' resolution, a rectangular Type B component each")
+    spacing_cols = ("spacing, median (us)", "spacing, p10 (us)", "spacing, p90 (us)")
+    sec.tables.append(Table("Frames on the wire, by direction", [
+        "direction", "frames", "PAUSE frames", "FCS errors", "wire rate (Mbit/s)", "spacing, median (us)",
+        "spacing, p10 (us)", "spacing, p90 (us)"], _wire_rows(eth), src,
+        note=f"wire rate: (length + {WIRE_EXTRA_OCTETS}) octets a frame (preamble, SFD, minimum gap) over the span "
+             f"of the direction's frames; time stamps by the {clocks} clock",
+        resolution={c: wire_u for c in spacing_cols}, resolution_text=stamps_text))
+    pause = bus.pause_summary(eth, link_rate_bps)
+    if pause.xoff:
+        from types import SimpleNamespace
+
+        _wire_and_pause(sec, SimpleNamespace(wire_out=None, wire_in=None, pause=pause), eth, src, wire_u, stamps_text)
+    if described["damage"]:
+        sec.text.append(f"The capture file was damaged: {described['damage']}; the frames before it are analysed.")
+    if pairing is not None:
+        _pairing(sec, name, source, pairing, spacing, stamp_ns)
+    return sec
+
+
+def _pairing(sec: Section, name: str, source: str, p: Any, spacing: dict[int, float] | None, stamp_ns: float) -> None:
+    from nicrig.analysis import wire
+
+    tables = "stream/sent, stream/received, stream/points" if p.kind == "stream" else "latency/rtt, latency/visits"
+    src = f"{name}: {tables}, decoded/{source}/ethernet"
+    rows = p.rows
+    # the engine's clock is read to 1 ns, a frame's stamp to its unit; the far engine's clock adds its offset's
+    # interval
+    step_ns = resolution.combined([1.0, stamp_ns])
+    out_half, in_half = step_ns / 2, step_ns / 2 + p.far_uncertainty_ns
+    sec.items.append(Item("datagrams sent", p.sent, "datagrams", src))
+    sec.items.append(Item("of them paired with their frame on the wire", p.on_wire, "datagrams", src))
+    sec.items.append(Item("share paired", 100 * p.share, "%", src, decimals=2))
+    sec.items.append(Item("sent without a frame on the wire", p.sent - p.on_wire, "datagrams", src))
+    sec.items.append(Item("received (engine records) with their frame", p.received_on_wire, "datagrams", src))
+    sec.items.append(Item("received without a frame on the wire", p.received - p.received_on_wire, "datagrams", src))
+    sec.items.append(Item("frames of the tests matching no datagram sent", p.stray_frames, "frames", src))
+    h2w, w2h = rows["host_to_wire_ns"], rows["wire_to_host_ns"]
+    delay_u = rectangular(step_ns) / 1000
+    for label, col, half in (("send call to frame on the wire, median", h2w, out_half),
+                             ("frame on the wire to receive call return, median", w2h, in_half)):
+        d = wire.delays(col)
+        sec.items.append(Item(label, d.median_ns / 1000, "us", src, ci95=wire.median_ci95_ns(col, half) / 1000,
+                              resolution_u=delay_u))
+    per = "point" if p.kind == "stream" else "visit"
+    table_rows = []
+    for k in np.unique(rows["point"]):
+        mine = rows[rows["point"] == k]
+        a, b = wire.delays(mine["host_to_wire_ns"]), wire.delays(mine["wire_to_host_ns"])
+        table_rows.append([int(k), int(mine["size_bytes"][0]), *([spacing.get(int(k))] if spacing else []),
+                           len(mine), a.count, a.median_ns / 1000,
+                           a.p90_ns / 1000, b.count, b.median_ns / 1000, b.p90_ns / 1000])
+    sec.tables.append(Table(
+        f"Each datagram against its frame on the wire, per {per}",
+        [per, "size (bytes)", *(["spacing (us)"] if spacing else []), "datagrams", "with frame out", "send to wire, median (us)", "p90 (us)",
+         "received with frame", "wire to receive, median (us)", "p90 (us)"], table_rows, src,
+        note="a datagram is matched to its frames by the kind and sequence number of its nicrig header and its UDP "
+             f"ports, within its {per}'s time; send to wire: the send call to its first frame outbound; wire to "
+             "receive: its last frame on the receiving side (inbound, or outbound on a capture at the sending end) "
+             "to the receive call's return" + (f" (the far engine's clock moved by {p.far_offset_ns / 1000:.3f} us)"
+                                                if p.far_offset_ns else ""),
+        resolution={c: delay_u for c in ("send to wire, median (us)", "p90 (us)", "wire to receive, median (us)")},
+        resolution_text=f"a delay runs from the engine's clock, read to 1 ns, to a frame's time stamp, in units of "
+                        f"{number(stamp_ns, decimals=0 if stamp_ns >= 1 else 3)} ns: a rectangular Type B component "
+                        "each", settings=("spacing (us)",) if spacing else ()))
+    q = Quotes()
+    sec.text.append(q.sentence(
+        f"{q('', 'of them paired with their frame on the wire', str(p.on_wire))} of "
+        f"{q('', 'datagrams sent', str(p.sent))} datagrams "
+        f"({q('', 'share paired', number(100 * p.share, decimals=2))} %) were paired with their frame on the wire; "
+        f"{q('', 'sent without a frame on the wire', str(p.sent - p.on_wire))} were sent without one and "
+        f"{q('', 'received without a frame on the wire', str(p.received - p.received_on_wire))} received without "
+        "one; no delay above pairs one datagram's record with another's frame."))

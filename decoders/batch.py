@@ -58,8 +58,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from nicrig.acquisition import wire
 from nicrig.acquisition.capture import CaptureSet, Source
-from nicrig.decoders import DecodeError, builtin, catalog, kernels, sigrok_cli, spec, tables
+from nicrig.decoders import DecodeError, builtin, catalog, kernels, sigrok_cli, spec, tables, wire_frames
 from nicrig.decoders.runtime import typed_option
 
 from nicrig.errors import FormatError, NicrigError, UsageError
@@ -473,6 +474,7 @@ class _FilePlan:
     last: tuple[Job, Part] | None = None  # the job written last (its carried states)
     update_cm: Any = None  # the companion update (a context manager), open from the first rows
     update: Any = None     # what it yielded (companion.Update)
+    wire: list[str] = field(default_factory=list)  # wire sources whose ethernet table to make
 
 
 def _stacks_for(source: Source, stack_texts: list[str] | None) -> list[spec.Stack]:
@@ -501,7 +503,14 @@ def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None
     result = FileResult(str(path))
     plan = _FilePlan(result, [], [])
     with CaptureSet.open(path) as cs:
-        for name in sources or cs.source_names:
+        wired = wire.names(cs)
+        for name in [n for n in sources or wired if n in wired] if not stacks else []:
+            result.written.setdefault(name, {})
+            if not force and _up_to_date(cs, f"decoded/{name}/ethernet", wire_frames.table_attrs()):
+                result.skipped.setdefault(name, []).append("ethernet")
+            else:
+                plan.wire.append(name)
+        for name in [n for n in sources or cs.source_names if n not in wired]:
             source = cs.source(name)
             by_output: dict[str, list[spec.Stack]] = {}
             for stack in _stacks_for(source, stacks):
@@ -523,6 +532,28 @@ def plan_file(path: Path, *, sources: list[str] | None, stacks: list[str] | None
     return plan
 
 
+def _open_update(plan: _FilePlan) -> None:
+    """Start the file's companion update, once."""
+    if plan.update is None:
+        with CaptureSet.open(plan.result.path) as cs:
+            plan.update_cm = cs.derived_update()
+        plan.update = plan.update_cm.__enter__()
+
+
+def _write_wire(plan: _FilePlan) -> None:
+    """Make the ethernet tables of the file's wire sources (in this process: frames need no cuts) and give them
+    to the companion update."""
+    for name in plan.wire:
+        with CaptureSet.open(plan.result.path) as cs:
+            table, _ = wire_frames.ethernet_table(wire.WireSource(cs, name))
+        _open_update(plan)
+        plan.update.write_table(f"decoded/{name}/ethernet", table, units=tables.units_of(table.dtype.names),
+                                description=f"ethernet decoder records for wire source {name}",
+                                attrs=wire_frames.table_attrs())
+        plan.result.written[name]["ethernet"] = len(table)
+    plan.wire = []
+
+
 def _write_parts(plan: _FilePlan) -> None:
     """Write the rows of the jobs done, in order, up to the first one not done: each table's rows go to its
     appender in the file's companion update (which compresses them on the encoder threads)."""
@@ -531,10 +562,7 @@ def _write_parts(plan: _FilePlan) -> None:
         job, part = plan.jobs[i], plan.parts.pop(i)
         if plan.last is not None:
             _reconcile(*plan.last, job, part)
-        if plan.update is None:
-            with CaptureSet.open(plan.result.path) as cs:
-                plan.update_cm = cs.derived_update()
-            plan.update = plan.update_cm.__enter__()
+        _open_update(plan)
         for out in (o for o in plan.outputs if o.source == job.source):
             if out.appender is None:
                 dtype = tables.dtype_of(out.output)
@@ -557,7 +585,9 @@ def _write_parts(plan: _FilePlan) -> None:
 
 
 def write_tables(plan: _FilePlan) -> None:
-    """Replace the file's companion with one holding the tables written, Ctrl-C held back meanwhile."""
+    """Replace the file's companion with one holding the tables written (and the wire sources' ethernet tables),
+    Ctrl-C held back meanwhile."""
+    _write_wire(plan)
     if plan.update is None:
         return
     cm, plan.update, plan.update_cm = plan.update_cm, None, None

@@ -31,12 +31,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nicrig.acquisition import wire
     from nicrig.acquisition.capture import CaptureSet
     from nicrig.decoders.notation import select, write_rows
     from nicrig.errors import UsageError
 
     with CaptureSet.open(args.file) as cs:
-        cs.source(args.source)
+        if args.source not in wire.names(cs):
+            cs.source(args.source)
         path = f"decoded/{args.source}/{args.decoder}"
         if path not in cs.table_names():
             decoded = [t for t in cs.table_names() if t.startswith(f"decoded/{args.source}/")]

@@ -237,11 +237,12 @@ class CursorPanel(QtWidgets.QWidget):
 
 
 def traced_results(path: Path) -> bool:
-    """Whether a results file holds host traces (then it has a timeline too)."""
+    """Whether a results file holds host traces or a wire source (then it has a timeline too)."""
+    from nicrig.acquisition import wire
     from nicrig.acquisition.hostprobe import events as hp
 
     with open_any(path) as f:
-        return bool(hp.hosts(f))
+        return bool(hp.hosts(f) or wire.names(f))
 
 
 class MainWindow(QtWidgets.QMainWindow):

@@ -2,7 +2,8 @@
 
 A file with host traces (a capture set from ``nicrig trace record``, or a
 udpmon results file recorded with ``--trace-host``) adds the host probe's
-lanes per host and CPU, and a results file its packets: all on one timeline
+lanes per host and CPU, a wire source (``nicrig import`` of a pcap, or
+``--capture``) its frames per direction, and a results file its packets: all on one timeline
 whose zero is the first host trace's start (its CLOCK_MONOTONIC; the far
 hosts' events moved by their estimated clock offsets), each host and the
 packets a deskew group of their own (``host:<name>``, ``udpmon:<file>``).
@@ -29,12 +30,14 @@ from typing import Any
 
 import h5py
 import numpy as np
+from nicrig.acquisition import wire
 from nicrig.acquisition.hostprobe import events as hp
 from nicrig.gui import overview, prepare, session
 from nicrig.gui.chunks import StoredChunks
 from nicrig.gui.lanes import (
     DECODED_LANES,
     Lane,
+    WIRE_TITLES,
     LaneArrays,
     SourceData,
     decoded_lane,
@@ -67,6 +70,8 @@ class DecodedTable:
     def __init__(self, name: str, source: str, decoder: str, ds: h5py.Dataset, path: Path):
         self.name, self.source, self.decoder, self.ds = name, source, decoder, ds
         self.arrays: list[LaneArrays] | None = None
+        #: view time minus file time (ns): a results file's wire frames are on CLOCK_MONOTONIC, as its host traces
+        self.shift_ns = 0
         self.text: np.ndarray | None = None
         self._chunks = StoredChunks(ds, str(path), f"table {name}")
         self._kept: OrderedDict[int, np.ndarray] = OrderedDict()
@@ -79,7 +84,9 @@ class DecodedTable:
         arrays = prepare.load_lanes(folder)
         if arrays is None:
             return False
-        self.arrays = arrays
+        self.arrays = arrays if not self.shift_ns else [
+            LaneArrays(a.t_ns + self.shift_ns, a.t_end_ns + self.shift_ns, a.style, a.category, a.rows,
+                       a.reach + self.shift_ns, a.widest) for a in arrays]
         self.text = prepare.load_text(folder)
         return True
 
@@ -103,7 +110,15 @@ class DecodedTable:
         return self.text if rows is None else self.text[rows]
 
     def overlapping(self, t0_ns: float, t1_ns: float) -> np.ndarray:
-        """Rows whose span overlaps ``[t0_ns, t1_ns]`` (file time), read from the few chunks that hold them."""
+        """Rows whose span overlaps ``[t0_ns, t1_ns]`` (view time, before deskew), read from the few chunks that
+        hold them; their times in view time."""
+        rows = self._overlapping(t0_ns, t1_ns)
+        if self.shift_ns:
+            for col in ("t_ns", "t_end_ns"):
+                rows[col] += self.shift_ns
+        return rows
+
+    def _overlapping(self, t0_ns: float, t1_ns: float) -> np.ndarray:
         if self.arrays is None:
             with reading(self._chunks.path, f"table {self.name}"):
                 rows = self.ds[()]
@@ -119,6 +134,7 @@ class DecodedTable:
                 return np.zeros(0, self.ds.dtype)
             with reading(self._chunks.path, f"table {self.name}"):
                 rows = self.ds[min(spans):max(spans) + 1]
+        t0_ns, t1_ns = t0_ns - self.shift_ns, t1_ns - self.shift_ns
         return rows[(rows["t_end_ns"] >= t0_ns) & (rows["t_ns"] <= t1_ns)]
 
 
@@ -155,21 +171,31 @@ class Document:
                 pyr = overview.load_cached(self.path, src) or overview.Pyramid(src)
             self.data[name] = SourceData(src, pyr)
         names = self.cs.table_names()
+        #: wire sources (frames from a pcap, or a udpmon run's --capture): lanes from their decoded ethernet tables
+        self.wire = wire.names(self.cs)
+        results = self.cs.FORMAT_NAME == "nicrig-results"
+        self.traces = [hp.read(self.cs, h) for h in hp.hosts(self.cs)]
+        local = [t for t in self.traces if not t.clock_reference] or self.traces
+        #: CLOCK_MONOTONIC ns at the view's zero in a results file: the first host trace's start, else the first
+        #: frame its wire capture saw (a capture set's timeline has its own zero)
+        self.base_ns = min((t.start_ns for t in local), default=0)
+        if results and not local and self.wire:
+            firsts = [int(ds["t_ns"].min()) for n in self.wire if f"decoded/{n}/ethernet" in names
+                      and len(ds := self.cs.table_dataset(f"decoded/{n}/ethernet"))]
+            self.base_ns = min(firsts, default=0)
         self.decoded = {}
         for table, source, decoder in prepare.decoded_tables(names):
             ds = self.cs.table_dataset(table)
             dt = DecodedTable(table, source, decoder, ds, self.path)
+            if results and source in self.wire:
+                dt.shift_ns = -self.base_ns
             folder = prepare.table_folder(self.path, ds)
             if folder is not None:
                 dt.load(folder)
             self.decoded[table] = dt
-        self.traces = [hp.read(self.cs, h) for h in hp.hosts(self.cs)]
-        local = [t for t in self.traces if not t.clock_reference] or self.traces
-        #: CLOCK_MONOTONIC ns at the view's zero: the first host trace's start
-        self.base_ns = min((t.start_ns for t in local), default=0)
         self.packets: dict[str, np.ndarray] = {
             t: self.cs.read_table(t) for t in ("stream/sent", "stream/received", "latency/rtt")
-            if t in names and self.traces}
+            if t in names and (self.traces or self.wire)}
 
     @property
     def prepared(self) -> bool:
@@ -246,25 +272,34 @@ class Document:
 
     # -- lanes -------------------------------------------------------------------------------
     def source_order(self) -> list[str]:
-        return sorted(self.data, key=lambda n: source_rank(n, str(self.data[n].source.bus.get("kind", ""))))
+        """Logic and wire sources in the timeline's order (:func:`source_rank`)."""
+        kinds = {**{n: str(d.source.bus.get("kind", "")) for n, d in self.data.items()}, **{n: "wire" for n in self.wire}}
+        return sorted(kinds, key=lambda n: source_rank(n, kinds[n]))
 
     def build_lanes(self) -> None:
         """Every lane: per source a header, its decoded lanes, its vectors and single channels."""
         lanes: list[Lane] = []
         for name in self.source_order():
-            src = self.data[name].source
-            lanes.append(Lane(f"{name}/", name, name, "header", height=0.9, group=name))
+            src = self.data[name].source if name in self.data else None
+            title = name if src is not None else f"{name} (wire)"
+            lanes.append(Lane(f"{name}/", name, title, "header", height=0.9, group=name))
             if name in self.phase_lanes:
                 lanes.append(self.phase_lanes[name])
             for table in (t for t in self.decoded.values() if t.source == name):
-                for k, _ in enumerate(DECODED_LANES[table.decoder]):
+                for k, (suffix, _, _) in enumerate(DECODED_LANES[table.decoder]):
+                    if src is not None and suffix == "ethernet/any":
+                        continue  # a GMII probe's frames always have a direction
                     arrays = table.arrays[k] if table.arrays is not None else None
                     if arrays is not None and not len(arrays.t_ns) and len(DECODED_LANES[table.decoder]) > 1:
                         continue  # a direction without frames
                     lane = decoded_lane(name, table.decoder, k, arrays, table.row)
+                    if src is None:
+                        lane.title = WIRE_TITLES[k]
                     if lane.boxes is not None:
                         lane.boxes.text = table.lane_text(k)
                     lanes.append(lane)
+            if src is None:
+                continue
             in_vectors = {c for bits in src.vectors.values() for c in bits}
             for vec in src.vectors:
                 lanes.append(Lane(f"{name}/{vec}", name, f"{vec}[{len(src.vectors[vec]) - 1}:0]", "vector",
@@ -312,7 +347,8 @@ class Document:
                 lo.append(d.first_ps / 1000 + self.session.offset(name))
                 hi.append(d.end_ps / 1000 + self.session.offset(name))
         for lane in self.lanes:
-            if lane.boxes is not None and len(lane.boxes) and lane.source.startswith(("host:", "udpmon:")):
+            if lane.boxes is not None and len(lane.boxes) and (lane.source.startswith(("host:", "udpmon:"))
+                                                               or lane.source in self.wire):
                 lo.append(float(lane.boxes.t_ns[0]) + self.session.offset(lane.source))
                 hi.append(float(lane.boxes.reach()[-1]) + self.session.offset(lane.source))
         return (min(lo), max(hi)) if lo else (0.0, 1.0)

@@ -389,13 +389,17 @@ DECODED_LANES: dict[str, list[tuple[str, str, float]]] = {
     "pci": [("pci", "PCI transactions", 1.5)],
     "irq": [("irq", "interrupts", 1.3)],
     "linkactivity": [("linkactivity", "on the wire", 1.3)],
-    "ethernet": [("ethernet/tx", "frames A->B (tx)", 1.5), ("ethernet/rx", "frames B->A (rx)", 1.5)],
+    "ethernet": [("ethernet/tx", "frames A->B (tx)", 1.5), ("ethernet/rx", "frames B->A (rx)", 1.5),
+                 ("ethernet/any", "frames", 1.5)],
 }
+#: A wire source's ethernet lanes: the capturing interface's outbound and inbound frames, and those whose direction
+#: the capture did not record (a GMII probe's frames always have one).
+WIRE_TITLES = ("frames outbound", "frames inbound", "frames")
 #: The columns, besides ``t_ns`` and ``t_end_ns``, that a decoder's lanes are drawn from (style, kind, lane).
 DRAW_COLUMNS: dict[str, list[str]] = {"pci": ["kind", "termination", "parity_error"], "irq": [],
                                       "linkactivity": [],
                                       "ethernet": ["direction", "pause_quanta", "fcs_ok", "error_octets"]}
-_DIRECTIONS = (b"tx", b"rx")
+_DIRECTIONS = (b"tx", b"rx", b"")
 
 
 @dataclass

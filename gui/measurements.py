@@ -233,7 +233,8 @@ class MeasurementsPanel(QtWidgets.QWidget):
             return None
         sources = doc.source_order()
         hosts = [(t, doc.host_shift_ns(t)) for t in doc.traces]
-        devices = {name: str(doc.data[name].source.bus.get("device") or "") for name in sources}
+        devices = {name: str(doc.data[name].source.bus.get("device") or "") if name in doc.data else ""
+                   for name in sources}
         job = Job("measuring", lambda progress: measure_range(doc.tables_in_range(t0_ns, t1_ns), sources, t0_ns, t1_ns,
                                                               hosts=hosts, devices=devices), self)
         self.note.setText(f"measuring {t0_ns / 1000:.3f} .. {t1_ns / 1000:.3f} us ...")

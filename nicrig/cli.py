@@ -24,9 +24,9 @@ from nicrig.errors import NicrigError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("nicrig.acquisition.sim.command", "simulate the rig into a capture set (.h5)"),
     "info": ("nicrig.acquisition.info", "describe a capture set: sources, channels, tables"),
-    "import": ("nicrig.acquisition.importing", "import a VCD, sigrok .sr, CSV or listing (ILA, Saleae, DSView) into a capture set"),
+    "import": ("nicrig.acquisition.importing", "import a VCD, sigrok .sr, CSV, listing (ILA, Saleae, DSView) or pcap/pcapng into a capture set"),
     "verify": ("nicrig.verify", "read every chunk of capture sets or results files and report any damage"),
-    "export": ("nicrig.acquisition.exporting", "export a source of a capture set to .sr or VCD"),
+    "export": ("nicrig.acquisition.exporting", "export a source of a capture set to .sr or VCD, or its frames to pcapng or pcap"),
     "decode": ("nicrig.decoders.decode", "decode capture sets into decoded/ tables (native kernels, the sigrok decoders as reference)"),
     "events": ("nicrig.decoders.events", "print a decoded table (transactions, frames, interrupts)"),
     "decoders": ("nicrig.decoders.catalog", "list nicrig's sigrok decoders or install them for PulseView"),

@@ -22,11 +22,11 @@ is read as the results root. So a change of the files needs only a change of the
 
 Files: simulated capture sets of both scenarios, decoded by ``nicrig decode`` (one with a
 saved GUI session), with the udpmon results the simulator writes into them; a set ``nicrig import`` made of a VCD and a
-sigrok session exported from one and a CSV as sigrok-cli writes it; a set ``nicrig acquire --config`` fetched from two
+sigrok session exported from one, a CSV as sigrok-cli writes it and its probe's frames as a pcapng (a wire source); a set ``nicrig acquire --config`` fetched from two
 simulated instruments over TCP (a Tektronix holding an error from an earlier session), deskewed, with a udpmon test
 run while they were armed, and that test's results file; one from sigrok-cli's demo device; a set of host traces
 ``nicrig trace record`` wrote (as root with tracefs); and the results files of ``nicrig udpmon latency`` (busy-polling),
-``stream``, ``suite`` and ``aggregate`` run against a daemon on loopback, and of a latency
+``stream`` (recording the wire, as root), ``suite`` and ``aggregate`` run against a daemon on loopback, and of a latency
 ``--sweep mtu=...`` between two network namespaces (where they can be made). Checked: every
 group, dataset, column, attribute and key of a JSON-object attribute in them is documented;
 every documented one of the paths these files have exists in one of them (and the keys documented as optional
@@ -251,7 +251,8 @@ TRACE = ["--trace-host", "local"] if os.geteuid() == 0 and Path("/sys/kernel/tra
 #: udpmon runs against a daemon on loopback, small: one of each kind (kind, arguments after the host).
 UDPMON_RUNS = {
     "latency": ["127.0.0.1", "--sizes", "64,1472", "--count", "20", "--busy-poll", *TRACE],  # busy-poll: socket.*
-    "stream": ["127.0.0.1", "--sizes", "1472", "--spacing-us", "20", "--count", "200", "--rounds", "1"],
+    "stream": ["127.0.0.1", "--sizes", "1472", "--spacing-us", "20", "--count", "200", "--rounds", "1",
+               *(["--capture"] if os.geteuid() == 0 else [])],  # a wire source recorded on loopback
     "suite": ["--peer", "127.0.0.1", "--tests", "udp-send-1472", "--trial-s", "0.2", "--max-trials", "2"],
     "aggregate": ["127.0.0.1", "--count", "200"],
 }
@@ -327,6 +328,9 @@ def imported_set(tmp: Path, simulated: Path) -> Path:
     assert main(["import", str(tmp / "probe.sr"), "-o", str(out), "--append"]) == 0
     (tmp / "bits.csv").write_text(SIGROK_CSV)
     assert main(["import", str(tmp / "bits.csv"), "-o", str(out), "--append"]) == 0
+    # the probe's frames as a pcapng, back as a wire source
+    assert main(["export", str(simulated), "--source", "probe", "-o", str(tmp / "probe.pcapng")]) == 0
+    assert main(["import", str(tmp / "probe.pcapng"), "-o", str(out), "--append", "--source", "tap"]) == 0
     return out
 
 
@@ -423,6 +427,9 @@ def test_formats_md_documents_exactly_what_the_files_hold(files):
             "results:/counters", "results:/load", "capture:/acquisition/instruments"} <= covered
     if TRACE:
         assert {"results:/host_trace/<host>/events", "capture:/host_trace/<host>/events"} <= covered
+    assert "capture:/wire/<name>/frames" in covered
+    if os.geteuid() == 0:
+        assert {"results:/wire/<name>/frames", "results:/decoded/<source>/ethernet"} <= covered
     # documented as optional (a file may lack them), so each is looked for by name in the files written here
     busy_poll = {"busy_poll", "socket", "socket.so_busy_poll_us", "socket.so_prefer_busy_poll",
                  "socket.so_busy_poll_budget"}

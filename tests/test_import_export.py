@@ -515,7 +515,7 @@ def test_cli_exit_codes(tmp_path, independent):
     assert r.returncode == 0, r.stderr
     r = subprocess.run([sys.executable, "-m", "nicrig", "export", str(tmp_path / "o.h5"), "-o",
                         str(tmp_path / "o.txt")], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "use .sr or .vcd" in r.stderr
+    assert r.returncode == 2 and "use .sr, .vcd, .pcapng or .pcap" in r.stderr
 
 
 def test_usage_errors(tmp_path, independent, capsys):

@@ -1,7 +1,7 @@
 /*
  * nicrig.udpmon._engine: the hot loops of udpmon (paced UDP streams,
- * stream reception with kernel timestamps, request-response latency and the
- * responder), written in C so the timing is not at the mercy of the
+ * stream reception with kernel timestamps, request-response latency, the
+ * responder, and the capture of the wire on a packet socket), written in C so the timing is not at the mercy of the
  * interpreter.
  *
  * Only nicrig.udpmon.engine calls this module; it validates the arguments
@@ -34,6 +34,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/if_packet.h>
 #include <linux/net_tstamp.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -806,11 +807,12 @@ done:
 PyDoc_STRVAR(request_response_doc,
 "request_response(fd, count, request_bytes, response_bytes, test_id, busy_poll,\n"
 "                 timeout_ns, gap_ns, seed, check_signals)\n"
-"-> (rtt i64, size i32, timeouts, stale, foreign, errors, last_errno)\n\n"
+"-> (rtt i64, size i32, timeouts, stale, foreign, errors, last_errno, sent i64)\n\n"
 "For i in range(count): REQUEST seq=i (u32 response_bytes after the header,\n"
 "random fill, built before the clock starts); t1 = CLOCK_MONOTONIC right\n"
 "before send(); t2 = right after the recv() that returns the RESPONSE with\n"
-"seq i and test_id; rtt = t2 - t1, -1 on timeout or error. Responses of this\n"
+"seq i and test_id; rtt = t2 - t1, -1 on timeout or error; sent = t1 (-1 for\n"
+"requests never sent: an interrupted run). Responses of this\n"
 "test with another seq are stale, anything else foreign; both are skipped.\n"
 "Request i+1 is sent gap_ns after request i ended (response, timeout or\n"
 "error). busy_poll spins on recv(MSG_DONTWAIT); otherwise ppoll() sleeps.");
@@ -832,10 +834,11 @@ request_response(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "request_response: argument out of range");
         return NULL;
     }
-    PyObject *rtt_o = new_array(count, 8), *size_o = new_array(count, 4), *result = NULL;
+    PyObject *rtt_o = new_array(count, 8), *size_o = new_array(count, 4), *sent_o = new_array(count, 8),
+             *result = NULL;
     uint8_t *sbuf = PyMem_RawMalloc((size_t)request_bytes);
     uint8_t *rbuf = PyMem_RawMalloc(MAX_DGRAM + 1);
-    if (!rtt_o || !size_o)
+    if (!rtt_o || !size_o || !sent_o)
         goto done;
     if (!sbuf || !rbuf) {
         PyErr_NoMemory();
@@ -843,6 +846,7 @@ request_response(PyObject *self, PyObject *args)
     }
     int64_t *rtt = (int64_t *)PyByteArray_AS_STRING(rtt_o);
     int32_t *sizes = (int32_t *)PyByteArray_AS_STRING(size_o);
+    int64_t *sent = (int64_t *)PyByteArray_AS_STRING(sent_o);
     Py_ssize_t timeouts = 0, stale = 0, foreign = 0, errors = 0;
     int last_errno = 0, fatal = 0;
     struct timeval saved_tv, tv = ns_to_tv(timeout < STOP_CHECK_NS ? timeout : STOP_CHECK_NS);
@@ -862,9 +866,11 @@ request_response(PyObject *self, PyObject *args)
         fill_random(sbuf + REQ_BYTES, (size_t)request_bytes - REQ_BYTES, seed, test_id, seq);
         rtt[i] = -1;
         sizes[i] = -1;
+        sent[i] = -1;
         int64_t t1;
         if (wait_until(&g, next_send, &t1) < 0)
             goto interrupted;
+        sent[i] = t1;
         ssize_t r;
         while ((r = send(fd, sbuf, (size_t)request_bytes, 0)) < 0 && errno == EINTR)
             g.slice_end = g.check ? 0 : INT64_MAX;
@@ -948,8 +954,8 @@ request_response(PyObject *self, PyObject *args)
         set_errno_error(fatal);
         goto done;
     }
-    result = Py_BuildValue("OOnnnni", rtt_o, size_o, timeouts, stale, foreign, errors,
-                           last_errno);
+    result = Py_BuildValue("OOnnnniO", rtt_o, size_o, timeouts, stale, foreign, errors,
+                           last_errno, sent_o);
     goto done;
 
 interrupted:
@@ -958,6 +964,7 @@ interrupted:
 done:
     Py_XDECREF(rtt_o);
     Py_XDECREF(size_o);
+    Py_XDECREF(sent_o);
     PyMem_RawFree(sbuf);
     PyMem_RawFree(rbuf);
     return result;
@@ -1203,6 +1210,132 @@ interrupted:
 }
 
 /* ------------------------------------------------------------------ */
+/* capture (a packet socket)                                          */
+
+/* One captured frame's record in capture()'s meta array (little-endian,
+ * 32 bytes; nicrig.udpmon.wiretap.META_DTYPE reads it). */
+typedef struct {
+    int64_t sw_ns;    /* kernel software stamp, CLOCK_REALTIME; -1 none */
+    int64_t hw_ns;    /* raw hardware stamp, the NIC's clock; -1 none */
+    int32_t caplen;   /* octets kept */
+    int32_t origlen;  /* the frame's length */
+    int32_t ifindex;  /* sll_ifindex */
+    uint8_t pkttype;  /* sll_pkttype: 4 = PACKET_OUTGOING */
+    uint8_t pad[3];
+} frame_meta;
+
+PyDoc_STRVAR(capture_doc,
+"capture(fd, snaplen, max_frames, timeout_ns, stop_fd) -> (meta, data, n)\n\n"
+"Frames from an AF_PACKET socket whose SO_TIMESTAMPING is set: waits up to\n"
+"timeout_ns for one (or for stop_fd to become readable), then reads what is\n"
+"queued with recvmmsg (MSG_TRUNC: a frame's true length, its first snaplen\n"
+"octets kept) until the queue is empty or max_frames are read. meta: n\n"
+"32-byte records (int64 software and hardware stamps, ns, -1 when absent;\n"
+"int32 caplen, origlen, ifindex; uint8 packet type); data: the kept octets\n"
+"of the n frames, concatenated. The GIL is released meanwhile.");
+
+static PyObject *
+capture(PyObject *self, PyObject *args)
+{
+    int fd, stop_fd;
+    Py_ssize_t snaplen, max_frames;
+    long long timeout;
+    if (!PyArg_ParseTuple(args, "innLi", &fd, &snaplen, &max_frames, &timeout, &stop_fd))
+        return NULL;
+    if (snaplen < 1 || snaplen > 262144 || max_frames < 1 || max_frames > (1 << 20) || timeout < 0) {
+        PyErr_SetString(PyExc_ValueError, "capture: argument out of range");
+        return NULL;
+    }
+    PyObject *meta_o = new_array(max_frames, sizeof(frame_meta));
+    PyObject *data_o = new_array(0, 1);
+    struct mmsghdr *msgs = PyMem_RawCalloc(BATCH, sizeof *msgs);
+    struct iovec *iov = PyMem_RawCalloc(BATCH, sizeof *iov);
+    struct sockaddr_ll *addrs = PyMem_RawCalloc(BATCH, sizeof *addrs);
+    uint8_t *bufs = PyMem_RawMalloc((size_t)BATCH * (size_t)snaplen);
+    struct cmsghdr *ctrl = PyMem_RawMalloc((size_t)BATCH * CTRL_BYTES);
+    PyObject *result = NULL;
+    if (!meta_o || !data_o)
+        goto done;
+    if (!msgs || !iov || !addrs || !bufs || !ctrl) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    frame_meta *meta = (frame_meta *)PyByteArray_AS_STRING(meta_o);
+    Py_ssize_t n = 0;
+    int err = 0;
+    gil_t g;
+    loop_begin(&g, 0);
+    int64_t now = mono_ns();
+    int w = wait_readable(&g, fd, stop_fd, now + timeout, now);
+    if (w == WAIT_ERROR)
+        err = errno;
+    while (w == WAIT_READY && n < max_frames) {
+        int want = max_frames - n < BATCH ? (int)(max_frames - n) : BATCH;
+        for (int i = 0; i < want; i++) {
+            iov[i].iov_base = bufs + (size_t)i * (size_t)snaplen;
+            iov[i].iov_len = (size_t)snaplen;
+            memset(&msgs[i].msg_hdr, 0, sizeof msgs[i].msg_hdr);
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_name = &addrs[i];
+            msgs[i].msg_hdr.msg_namelen = sizeof addrs[i];
+            msgs[i].msg_hdr.msg_control = (char *)ctrl + (size_t)i * CTRL_BYTES;
+            msgs[i].msg_hdr.msg_controllen = CTRL_BYTES;
+        }
+        int got = recvmmsg(fd, msgs, want, MSG_DONTWAIT | MSG_TRUNC, NULL);
+        if (got < 0) {
+            if (!is_eagain(errno) && errno != EINTR)
+                err = errno;
+            break;
+        }
+        /* the data array grows under the GIL: a bytearray is a Python object */
+        size_t add = 0;
+        for (int i = 0; i < got; i++)
+            add += msgs[i].msg_len < (unsigned)snaplen ? msgs[i].msg_len : (size_t)snaplen;
+        gil_acquire(&g);
+        Py_ssize_t old = PyByteArray_GET_SIZE(data_o);
+        if (PyByteArray_Resize(data_o, old + (Py_ssize_t)add) < 0) {
+            loop_end(&g);
+            goto done;
+        }
+        uint8_t *data = (uint8_t *)PyByteArray_AS_STRING(data_o) + old;
+        for (int i = 0; i < got; i++) {
+            frame_meta *m = &meta[n + i];
+            long long ovfl = 0;
+            parse_timestamps(&msgs[i].msg_hdr, &m->sw_ns, &m->hw_ns, &ovfl);
+            m->origlen = (int32_t)msgs[i].msg_len;
+            m->caplen = msgs[i].msg_len < (unsigned)snaplen ? (int32_t)msgs[i].msg_len : (int32_t)snaplen;
+            m->ifindex = addrs[i].sll_ifindex;
+            m->pkttype = addrs[i].sll_pkttype;
+            memset(m->pad, 0, sizeof m->pad);
+            memcpy(data, iov[i].iov_base, (size_t)m->caplen);
+            data += m->caplen;
+        }
+        gil_release(&g);
+        n += got;
+        if (got < want)
+            break;
+    }
+    loop_end(&g);
+    if (err) {
+        set_errno_error(err);
+        goto done;
+    }
+    if (PyByteArray_Resize(meta_o, n * (Py_ssize_t)sizeof(frame_meta)) < 0)
+        goto done;
+    result = Py_BuildValue("OOn", meta_o, data_o, n);
+done:
+    Py_XDECREF(meta_o);
+    Py_XDECREF(data_o);
+    PyMem_RawFree(msgs);
+    PyMem_RawFree(iov);
+    PyMem_RawFree(addrs);
+    PyMem_RawFree(bufs);
+    PyMem_RawFree(ctrl);
+    return result;
+}
+
+/* ------------------------------------------------------------------ */
 /* clocks                                                              */
 
 PyDoc_STRVAR(clock_offset_doc,
@@ -1231,6 +1364,7 @@ static PyMethodDef methods[] = {
     {"respond", respond, METH_VARARGS, respond_doc},
     {"set_timestamping", py_set_timestamping, METH_VARARGS, set_timestamping_doc},
     {"clock_offset", clock_offset, METH_NOARGS, clock_offset_doc},
+    {"capture", capture, METH_VARARGS, capture_doc},
     {NULL, NULL, 0, NULL},
 };
 

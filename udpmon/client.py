@@ -409,6 +409,15 @@ class Controller:
             tf[k] = value
         return t1, tf, t4
 
+    def clock_offset(self) -> Any:
+        """The offset to add to the far host's CLOCK_MONOTONIC readings to put them on this host's
+        (:class:`nicrig.udpmon.clocksync.ClockOffset`): exactly 0 when the daemon runs on this kernel."""
+        from nicrig.udpmon.clocksync import estimate_offset, same_clock_offset
+
+        estimate = estimate_offset(*self.clock_exchanges())
+        far_boot = self._request({"type": "clock"}, "clock").get("boot_id")
+        return same_clock_offset(estimate, far_boot if isinstance(far_boot, str) else None)
+
     def start_trace(self, *, duration_s: float, events: list[str] | None = None) -> dict[str, Any]:
         """Start recording the far host's kernel trace events (the daemon needs ``--allow-trace``)."""
         msg: dict[str, Any] = {"type": "start_trace", "duration_s": duration_s}

@@ -14,8 +14,12 @@ drift of tens of ppm over seconds is within the interval at these round trips).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+#: The running kernel's random boot id (proc(5)): equal on two ends of a connection, they read one CLOCK_MONOTONIC.
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 @dataclass(frozen=True)
@@ -39,3 +43,20 @@ def estimate_offset(t1_ns: np.ndarray, t_far_ns: np.ndarray, t4_ns: np.ndarray) 
     k = int(np.argmin(rtt))
     return ClockOffset(offset_ns=float((t1[k] + t4[k]) / 2 - tf[k]), uncertainty_ns=float(rtt[k] / 2),
                        exchanges=int(t1.size))
+
+
+def boot_id() -> str:
+    """This kernel's boot id ("" when unreadable)."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def same_clock_offset(estimate: ClockOffset, far_boot_id: str | None) -> ClockOffset:
+    """``estimate``, or exactly 0 when the far end runs on this very kernel (its boot id is ours: loopback, a
+    network namespace) and the exchanges agree with a zero offset: one CLOCK_MONOTONIC, no interval to add."""
+    here = boot_id()
+    if here and far_boot_id == here and abs(estimate.offset_ns) <= estimate.uncertainty_ns:
+        return ClockOffset(0.0, 0.0, estimate.exchanges)
+    return estimate

@@ -129,6 +129,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                          "in an mtu sweep, each step's)")
     p.add_argument("--udp-port", type=int, default=0,
                    help="UDP port the far host uses for the test (default: one its kernel picks; set it for firewalls)")
+    p.add_argument("--capture", nargs="?", const="", metavar="IFACE",
+                   help="record the frames on IFACE (default: the interface toward the far host) during the run into "
+                        "the results file's wire source wire/IFACE: a packet socket with the kernel's time stamps, and "
+                        "the NIC's where it stamps received frames; needs root and -o (docs/udpmon.md)")
     add_order_arguments(p)
 
 
@@ -266,6 +270,47 @@ class Run:
             raise
         self.local_trace: Any = None
         self.traced_remotes: list[Any] = []
+        self.tap: Any = None
+
+    def start_capture(self) -> None:
+        """Start recording the wire (``--capture``) before any traffic; a packet socket refused (not root) ends the
+        run here."""
+        from nicrig.udpmon.wiretap import WireTap
+
+        from nicrig.errors import UsageError
+
+        interface = getattr(self.args, "capture", None)
+        if interface is None:
+            return
+        if self.results is None:
+            raise UsageError("--capture records into the results file: give -o FILE.h5")
+        self.tap = self.stack.enter_context(WireTap(interface or self.local_if))
+
+    def finish_capture(self) -> None:
+        """Stop recording the wire and store the frames as the results file's wire source."""
+        import sys
+
+        if self.tap is None:
+            return
+        recorded = self.tap.stop()
+        self.tap = None
+        offset = self.remotes[0].ctl.clock_offset()
+        recorded.far_clock = {"offset_ns": offset.offset_ns, "uncertainty_ns": offset.uncertainty_ns,
+                              "host": self.remotes[0].label}
+        if self.results is not None:
+            from nicrig.acquisition.wire import WireSource
+            from nicrig.decoders import wire_frames
+            from nicrig.decoders.tables import units_of
+
+            recorded.write(self.results, recorded.interface)
+            # decoded now, as the host probe's events are: a results file is written once
+            table, _ = wire_frames.ethernet_table(WireSource(self.results, recorded.interface))
+            self.results.write_table(f"decoded/{recorded.interface}/ethernet", table, units=units_of(table.dtype.names),
+                                     description=f"ethernet decoder records for wire source {recorded.interface}",
+                                     attrs=wire_frames.table_attrs())
+        print(f"nicrig: recorded {recorded.frames:,} frames on {recorded.interface} into wire/{recorded.interface}"
+              + (f" ({recorded.drops:,} more dropped by the capture socket)" if recorded.drops else ""),
+              file=sys.stderr)
 
     def start_traces(self) -> None:
         """Start recording kernel events on this host (the engine runs in this process's threads) and, when asked,
@@ -381,6 +426,7 @@ class Run:
 
     def finish(self, settings: dict[str, Any]) -> None:
         self.finish_traces()
+        self.finish_capture()
         if self.results is not None:
             from nicrig.udpmon.results import hosts_table
 
@@ -466,6 +512,7 @@ def _execute(args: argparse.Namespace, kind: Kind) -> int:
             failed = False
             return 0
         run.start_traces()
+        run.start_capture()
         if sweeper is None:
             results.append((None, kind.body(run, None)))
             run.write_step()
@@ -618,6 +665,7 @@ def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int
                 peer_udp_port=sock.getsockname()[1], busy_poll=args.busy_poll,
                 duration_s=far_end.duration_s(count * (args.timeout_ms + args.gap_us / 1000) / 1000))
             sock.connect((run.address, udp_port))
+            local_port = sock.getsockname()[1]
             start = engine.monotonic_ns()
             lat = engine.request_response(sock, count=count, request_bytes=args.request_size,
                                           response_bytes=size, test_id=test_id,
@@ -631,7 +679,8 @@ def _latency_body(run: Run, args: argparse.Namespace, sizes: list[int], mtu: int
             round=v.round, position=v.position, size_bytes=size, start_ns=start, end_ns=end, rtt_ns=lat.rtt_ns,
             timeouts=lat.timeouts, stale=lat.stale, foreign=lat.foreign, errors=lat.errors,
             far_answered=far.get("answered", -1), far_refused_peer=far.get("refused_peer", -1),
-            far_refused_invalid=far.get("refused_invalid", -1), far_refused_rate=far.get("refused_rate", -1)))
+            far_refused_invalid=far.get("refused_invalid", -1), far_refused_rate=far.get("refused_rate", -1),
+            local_port=local_port, remote_port=udp_port, sent_ns=lat.sent_ns))
         progress(i + 1)
     deltas = run.record_counters(run.next_point(), before, run.snapshot())
     if run.results is not None:
@@ -709,6 +758,7 @@ def _stream_point(run: Run, point: int, visit: Any, size: int, spacing_us: float
                                           peer_udp_port=sock.getsockname()[1],
                                           duration_s=run.remotes[0].duration_s(args.count * spacing_us / 1e6 * 2 + 5))
         sock.connect((run.address, udp_port))
+        local_port = sock.getsockname()[1]
         t0 = engine.monotonic_ns() + 2_000_000  # the schedule: packet i is due at t0 + i * spacing
         sent_ns = engine.send_paced(sock, count=args.count, size_bytes=size, spacing_ns=spacing_ns,
                                     test_id=test_id, seed=args.seed + point, start_ns=t0)
@@ -726,7 +776,8 @@ def _stream_point(run: Run, point: int, visit: Any, size: int, spacing_us: float
         rxq_ovfl=int(engine_stats.get("rxq_ovfl", -1)),
         local_cpu_busy_pct=_busy(deltas["local"]), remote_cpu_busy_pct=_busy(deltas["remote"]),
         local_interrupts=_interrupts(deltas["local"]), remote_interrupts=_interrupts(deltas["remote"]),
-        send_thread=threading.get_native_id(), recv_thread=int(engine_stats.get("thread_id", -1)))
+        send_thread=threading.get_native_id(), recv_thread=int(engine_stats.get("thread_id", -1)),
+        local_port=local_port, remote_port=udp_port)
 
 
 def _stream_kind(args: argparse.Namespace) -> Kind:

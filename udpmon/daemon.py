@@ -495,9 +495,12 @@ class _Session:
         return {"type": "pong"}
 
     def _clock(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """This host's CLOCK_MONOTONIC, for the controller's offset estimate (:mod:`nicrig.udpmon.clocksync`)."""
+        """This host's CLOCK_MONOTONIC, for the controller's offset estimate (:mod:`nicrig.udpmon.clocksync`), and
+        its kernel's boot id: a controller on the same kernel (loopback, a network namespace) shares the clock."""
+        from nicrig.udpmon.clocksync import boot_id
+
         _check_fields(msg, set())
-        return {"type": "clock", "mono_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC)}
+        return {"type": "clock", "mono_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC), "boot_id": boot_id()}
 
     def _start_trace(self, msg: dict[str, Any]) -> dict[str, Any]:
         from nicrig.acquisition.hostprobe import events as hp

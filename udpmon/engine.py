@@ -142,6 +142,8 @@ class Latency:
     (ENOBUFS, ECONNREFUSED: nobody listens, ...; ``last_errno`` is the last
     such errno, 0 if none), ``stale`` responses of this test to another
     request (late ones), ``foreign`` other datagrams; all skipped.
+    ``sent_ns[i]``: CLOCK_MONOTONIC right before request ``i``'s ``send()``
+    (the start of its round trip).
     """
 
     rtt_ns: np.ndarray
@@ -151,6 +153,7 @@ class Latency:
     foreign: int
     errors: int
     last_errno: int
+    sent_ns: np.ndarray
 
     def __len__(self) -> int:
         return len(self.rtt_ns)
@@ -529,7 +532,7 @@ def request_response(
     test_id = _int("test_id", test_id, 0, 2**32 - 1)
     timeout_ns = _int("timeout_ns", timeout_ns, 1, MAX_NS)
     gap_ns = _int("gap_ns", gap_ns, 0, MAX_NS)
-    rtt, size, timeouts, stale, foreign, errors, last_errno = _engine.request_response(
+    rtt, size, timeouts, stale, foreign, errors, last_errno, sent = _engine.request_response(
         fd, count, request_bytes, response_bytes, test_id, bool(busy_poll), timeout_ns, gap_ns, _seed(seed),
         _main(),
     )
@@ -541,6 +544,7 @@ def request_response(
         foreign=foreign,
         errors=errors,
         last_errno=last_errno,
+        sent_ns=np.frombuffer(sent, dtype=np.int64),
     )
 
 

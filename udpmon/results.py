@@ -47,7 +47,7 @@ VISITS_DTYPE = np.dtype([
     ("round", "<i4"), ("position", "<i4"), ("size_bytes", "<i4"), ("start_ns", "<i8"), ("end_ns", "<i8"),
     ("requests", "<i4"), ("timeouts", "<i8"), ("stale", "<i8"), ("foreign", "<i8"), ("errors", "<i8"),
     ("far_answered", "<i8"), ("far_refused_peer", "<i8"), ("far_refused_invalid", "<i8"),
-    ("far_refused_rate", "<i8"),
+    ("far_refused_rate", "<i8"), ("local_port", "<i4"), ("remote_port", "<i4"),
 ])
 #: The statistics of a visit, by their short name in column and table names.
 STATISTIC_KEYS = {"minimum": "min", "mean": "mean", "main mode": "mode"}
@@ -215,6 +215,9 @@ class LatencyVisit:
     far_refused_peer: int = -1
     far_refused_invalid: int = -1
     far_refused_rate: int = -1
+    local_port: int = -1  # the UDP ports of the test's datagrams, this end's and the far end's (-1: unknown)
+    remote_port: int = -1
+    sent_ns: np.ndarray | None = None  # each request's send time as the engine read it (None: interpolate)
 
 
 def send_times_ns(visit: LatencyVisit, gap_ns: int = 0) -> np.ndarray:
@@ -243,11 +246,12 @@ def latency_tables(visits: Sequence[LatencyVisit], mtu: int, gap_ns: int = 0) ->
         part = rtt[at:at + n]
         part["size_bytes"], part["frames"] = v.size_bytes, frames_per_message(v.size_bytes, mtu)
         part["round"], part["position"], part["seq"] = v.round, v.position, np.arange(n)
-        part["t_ns"], part["rtt_ns"] = send_times_ns(v, gap_ns), v.rtt_ns
+        part["t_ns"] = v.sent_ns if v.sent_ns is not None else send_times_ns(v, gap_ns)
+        part["rtt_ns"] = v.rtt_ns
         at += n
     table = np.array([(v.round, v.position, v.size_bytes, v.start_ns, v.end_ns, len(v.rtt_ns), v.timeouts, v.stale,
                        v.foreign, v.errors, v.far_answered, v.far_refused_peer, v.far_refused_invalid,
-                       v.far_refused_rate) for v in order], dtype=VISITS_DTYPE)
+                       v.far_refused_rate, v.local_port, v.remote_port) for v in order], dtype=VISITS_DTYPE)
     return rtt, table
 
 
@@ -343,6 +347,7 @@ POINT_DTYPE = np.dtype([
     ("recv_time_us", "<f8"), ("send_rate_mbps", "<f8"), ("user_rate_mbps", "<f8"), ("user_rate_ci95_mbps", "<f8"),
     ("wire_rate_mbps", "<f8"), ("local_cpu_busy_pct", "<f8"), ("remote_cpu_busy_pct", "<f8"),
     ("local_interrupts", "<i8"), ("remote_interrupts", "<i8"), ("send_thread", "<i8"), ("recv_thread", "<i8"),
+    ("local_port", "<i4"), ("remote_port", "<i4"),
 ])
 SENT_DTYPE = np.dtype([("point", "<i4"), ("seq", "<i8"), ("due_ns", "<i8"), ("t_ns", "<i8")])
 RECEIVED_DTYPE = np.dtype([("point", "<i4"), ("seq", "<i8"), ("kernel_ns", "<i8"), ("user_ns", "<i8"),
@@ -402,6 +407,8 @@ class StreamPoint:
     remote_interrupts: int = -1
     send_thread: int = -1  # thread ids of the engine loops that sent and received (a host trace's calls); -1 unknown
     recv_thread: int = -1
+    local_port: int = -1  # the UDP ports of the stream's datagrams, the sender's and the receiver's (-1: unknown)
+    remote_port: int = -1
 
 
 def point_row(p: StreamPoint, *, link_rate_bps: float | None, mtu: int, wire_overhead: int) -> dict[str, Any]:
@@ -429,6 +436,7 @@ def point_row(p: StreamPoint, *, link_rate_bps: float | None, mtu: int, wire_ove
         "wire_rate_mbps": wire, "local_cpu_busy_pct": p.local_cpu_busy_pct,
         "remote_cpu_busy_pct": p.remote_cpu_busy_pct, "local_interrupts": p.local_interrupts,
         "remote_interrupts": p.remote_interrupts, "send_thread": p.send_thread, "recv_thread": p.recv_thread,
+        "local_port": p.local_port, "remote_port": p.remote_port,
     }
 
 
