@@ -142,10 +142,16 @@ def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) ->
     return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
-def measured(v: float, ci95: float, unit: str = "") -> str:
-    """"value ± ci95 unit", both at the precision of ``ci95`` (the value alone when ``ci95`` is unknown)."""
+def measured(v: float, ci95: float, unit: str = "", step: float | None = None) -> str:
+    """"value ± ci95 unit", both at the precision of ``ci95`` (the value alone when ``ci95`` is unknown), and
+    never to a finer place than the readings' resolution ``step`` (same unit; its leading digit's place), where
+    two digits of a half-width made of that resolution would resolve a fraction of the clock's tick. A ``ci95``
+    that includes the resolution (at least ``K95 * step / sqrt(12)``) never rounds to zero there."""
     tail = f" {unit}" if unit else ""
     places = decimals_of(ci95)
+    coarsest = decimals_of(step, 1) if step is not None else None
+    if places is not None and coarsest is not None:
+        places = min(places, coarsest)
     if places is None:
         return number(v) + tail
     return f"{number(v, decimals=places)} ± {number(ci95, decimals=places)}{tail}"

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from nicrig.analysis.quantity import number
 from nicrig.udpmon import flows as F
 from nicrig.udpmon.sequence import MIN_WIRE_BYTES, WIRE_OVERHEAD_BYTES
 
@@ -396,9 +397,10 @@ def format_table(outcomes: list[Outcome], *, line_rate: bool = True) -> list[str
              f"{'trials':>6}  loss-free")]
     for o in outcomes:
         u = o.test.unit
-        achieved = f"{o.throughput:9.1f} {u:<7}" if not math.isnan(o.throughput) else f"{'—':>9} {u:<7}"
-        pct = f"{o.percent:7.1f}%" if line_rate and not math.isnan(o.percent) else f"{'—':>8}"
-        theoretical = f"{o.theoretical:9.1f}" if line_rate else f"{'—':>9}"
+        # as the report's table prints them: one trial's rate has no spread to state, so four significant digits
+        achieved = f"{number(o.throughput):>9} {u:<7}" if not math.isnan(o.throughput) else f"{'—':>9} {u:<7}"
+        pct = f"{number(o.percent):>7}%" if line_rate and not math.isnan(o.percent) else f"{'—':>8}"
+        theoretical = f"{number(o.theoretical):>9}" if line_rate else f"{'—':>9}"
         free = ("yes" if o.best.lossless else "no") if o.best is not None else "—"
         lines.append(f"{o.test.seed_test:>2}  {o.test.title:<33} {o.test.figures:<5} {theoretical} {u:<7}"
                      f"{achieved} {pct} {len(o.trials):>6}  {free}")
