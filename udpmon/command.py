@@ -1,11 +1,11 @@
 """``nicrig udpmon serve | latency | stream | suite | aggregate``: UDPmon-style measurements between hosts.
 
 ``serve`` runs the daemon on a far host. ``latency`` measures request-response
-round trips against it for a range of response sizes (seed 002 section 3.1);
+round trips against it for a range of response sizes (Hughes-Jones et al. 2003, §3.1);
 ``stream`` sends precisely spaced UDP streams to it for each size and spacing
-and has it report what arrived (section 3.2); ``suite`` runs seed 000's ten
+and has it report what arrived (section 3.2); ``suite`` runs Pai, Rixner and Kim's (2004) ten
 NIC microbenchmarks against one or two daemons; ``aggregate`` runs flows to or
-from several daemons at once (seed 004's N senders, seed 001's aggregation).
+from several daemons at once (Geist et al.'s (n.d.) N senders, Feng et al.'s (2003) aggregation).
 Every command records host counters of every end, writes a results file
 (``-o``), prints a human summary or, with ``--json``, the summary as JSON, and
 with ``--sweep`` repeats itself for each value of interface settings
