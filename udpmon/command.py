@@ -733,17 +733,17 @@ def _latency_lines(summary: dict[str, Any]) -> list[str]:
     def cell(v: float, ci95: float) -> str:
         return measured(v, ci95, step=step)
 
-    lines = [(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min':>17} {'median':>17} {'mean':>17} "
-              f"{'p99':>17} {'max':>17} {'fwhm':>15} {summary['statistic'] + ' per round':>22}")]
+    lines = [(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min':>18} {'median':>18} {'mean':>18} "
+              f"{'p99':>18} {'max':>18} {'fwhm':>15} {summary['statistic'] + ' per round':>22}")]
     unbounded = False
     for r in summary["sizes"]:
         flag = " suspect" if summary["statistic"] in r["suspect"] else ""
         unbounded |= r["count"] > 0 and not r["p99_ci95_us"] > 0
         lines.append(f"{r['size_bytes']:>6} {r['frames']:>6} {r['count']:>6} {r['timeouts']:>5} "
-                     f"{cell(r['min_us'], read):>17} {cell(r['median_us'], r['median_ci95_us']):>17} "
-                     f"{cell(r['mean_us'], r['mean_ci95_us']):>17} "
-                     f"{cell(r['p99_us'], r['p99_ci95_us']) if r['p99_ci95_us'] > 0 else '–':>17} "
-                     f"{cell(r['max_us'], read):>17} {cell(r['fwhm_us'], r['fwhm_ci95_us']):>15} "
+                     f"{cell(r['min_us'], read):>18} {cell(r['median_us'], r['median_ci95_us']):>18} "
+                     f"{cell(r['mean_us'], r['mean_ci95_us']):>18} "
+                     f"{cell(r['p99_us'], r['p99_ci95_us']) if r['p99_ci95_us'] > 0 else '–':>18} "
+                     f"{cell(r['max_us'], read):>18} {cell(r['fwhm_us'], r['fwhm_ci95_us']):>15} "
                      f"{cell(r[f'round_{key}_us'], r[f'round_{key}_ci95_us']):>22}{flag}")
     lines.append(f"times in us ± 95%, each including the {setting(step * 1000)} ns resolution of the time stamps "
                  "(min and max, as observed: that alone)")
