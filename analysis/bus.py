@@ -98,6 +98,7 @@ from typing import Any
 import numpy as np
 
 from nicrig.analysis.nic_registers import RegisterMap
+from nicrig.analysis.quantity import quantile_interval
 
 #: NIC bursts of one transfer follow each other within this (the NIC's own gap plus arbitration).
 DMA_GAP_NS = 500.0
@@ -127,13 +128,17 @@ CLUSTER_ROLES = ("send", "interrupt", "update", "refill", "other")
 
 @dataclass(frozen=True)
 class Spread:
-    """Summary of a set of values (the unit is in the name of the field holding it); NaN when empty."""
+    """Summary of a set of values (the unit is in the name of the field holding it); NaN when empty.
+    ``median_ci95``: the median's distribution-free 95% half-width from the values' scatter alone (NaN for fewer
+    than six values; :func:`nicrig.analysis.quantity.quantile_interval`), to be combined with the resolution of
+    the time stamps the values come from, which the values do not know."""
 
     count: int
     median: float
     mean: float
     minimum: float
     maximum: float
+    median_ci95: float
 
     @property
     def empty(self) -> bool:
@@ -146,8 +151,9 @@ def spread(values: np.ndarray | list[float]) -> Spread:
     v = v[np.isfinite(v)]
     if v.size == 0:
         nan = float("nan")
-        return Spread(0, nan, nan, nan, nan)
-    return Spread(int(v.size), float(np.median(v)), float(v.mean()), float(v.min()), float(v.max()))
+        return Spread(0, nan, nan, nan, nan, nan)
+    return Spread(int(v.size), float(np.median(v)), float(v.mean()), float(v.min()), float(v.max()),
+                  quantile_interval(v, 0.5)[1])
 
 
 # -- one bus -------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from nicrig.analysis.quantity import K95, rectangular
+from nicrig.analysis.quantity import quantile_interval
 
 if TYPE_CHECKING:
     from nicrig.acquisition.hostprobe.events import HostTrace
@@ -238,24 +238,10 @@ def point_load(trace: HostTrace, device: str | None, payload_bytes: int, t0_ns: 
 
 def quantile_us(values_ns: np.ndarray, q: float, step_ns: float = 1.0) -> tuple[float, float]:
     """The ``q``-quantile of delays given in ns, and its 95% half-width, both in us (NaN: no values; half-width
-    NaN where there are too few for a two-sided interval); ``step_ns``: the delays' resolution.
-
-    Distribution-free: the order statistics whose ranks bound a Binomial(n, q) count's central 95% enclose the
-    quantile with at least that probability (Conover, Practical Nonparametric Statistics, 1999, §3.2); the
-    half-width is half their distance, combined with the time stamps' resolution ``step_ns`` (a rectangular
-    distribution, GUM, JCGM 100:2008 §F.2.2.1) so that a run of equal delays keeps a finite interval."""
-    from scipy.stats import binom
-
-    n = len(values_ns)
-    if not n:
-        return math.nan, math.nan
-    x = np.sort(np.asarray(values_ns, dtype=np.float64))
-    value = float(np.percentile(x, 100 * q))
-    lo, hi = int(binom.ppf(0.025, n, q)), int(binom.ppf(0.975, n, q)) + 1  # 1-based ranks
-    if lo < 1 or hi > n:
-        return value / 1000, math.nan
-    half = (x[hi - 1] - x[lo - 1]) / 2
-    return value / 1000, math.hypot(half, K95 * rectangular(step_ns)) / 1000
+    NaN where there are too few for a two-sided interval); ``step_ns``: the delays' resolution
+    (:func:`nicrig.analysis.quantity.quantile_interval`)."""
+    value, half = quantile_interval(values_ns, q, step_ns)
+    return value / 1000, half / 1000
 
 
 def quantiles_us(values_ns: np.ndarray) -> tuple[float, float, int]:

@@ -41,7 +41,8 @@ import numpy as np
 
 from nicrig.analysis import density, rounds
 from nicrig.analysis.citations import HUGHES_JONES as HJ2003
-from nicrig.analysis.quantity import interval, number
+from nicrig.analysis.hostprobe import quantile_us
+from nicrig.analysis.quantity import expanded, interval, number, rectangular
 from nicrig.analysis.sentence import Quotes, Sentence
 from nicrig.analysis.throughput import frames_per_message
 
@@ -74,6 +75,12 @@ class RttStats:
 
     ``fwhm_us`` is the full width at half maximum of the distribution's
     highest peak, ``fwhm_ci95_us`` its 95% half-width (:func:`density.fwhm`).
+    ``median_ci95_us`` and ``p99_ci95_us`` are the distribution-free 95%
+    half-widths of those quantiles (:func:`nicrig.analysis.hostprobe.quantile_us`;
+    NaN where too few round trips bound the quantile), ``mean_ci95_us`` the
+    mean's (Student t on the round trips' spread); all three include the time
+    stamps' resolution as a Type B component (GUM §F.2.2.1). The minimum and
+    maximum are observed values, known to that resolution alone.
     """
 
     count: int
@@ -86,6 +93,9 @@ class RttStats:
     percentiles_us: dict[int, float]
     fwhm_us: float
     fwhm_ci95_us: float
+    median_ci95_us: float
+    mean_ci95_us: float
+    p99_ci95_us: float
 
 
 def histogram(rtt_us: np.ndarray, bin_us: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -131,17 +141,23 @@ def histogram_sizes(sizes: list[int], most: int = 4) -> list[int]:
 def rtt_stats(rtt_ns: np.ndarray, step_ns: float = RESULTS_STEP_NS) -> RttStats:
     """Statistics of round trips given in ns, read to ``step_ns``; negative entries are timeouts."""
     rtt_ns = np.asarray(rtt_ns)
-    ok = rtt_ns[rtt_ns >= 0] / 1000.0
+    ok_ns = rtt_ns[rtt_ns >= 0]
+    ok = ok_ns / 1000.0
     if ok.size == 0:
         nan = float("nan")
-        return RttStats(0, int(rtt_ns.size), nan, nan, nan, nan, nan, {p: nan for p in PERCENTILES}, nan, nan)
+        return RttStats(0, int(rtt_ns.size), nan, nan, nan, nan, nan, {p: nan for p in PERCENTILES}, nan, nan,
+                        nan, nan, nan)
     width = density.fwhm(ok, resolution=step_ns / 1000)
+    std = float(ok.std(ddof=1)) if ok.size > 1 else 0.0
     return RttStats(
         count=int(ok.size), timeouts=int(rtt_ns.size - ok.size),
         min_us=float(ok.min()), mean_us=float(ok.mean()), median_us=float(np.median(ok)), max_us=float(ok.max()),
-        std_us=float(ok.std(ddof=1)) if ok.size > 1 else 0.0,
+        std_us=std,
         percentiles_us={p: float(v) for p, v in zip(PERCENTILES, np.percentile(ok, PERCENTILES))},
         fwhm_us=width.fwhm, fwhm_ci95_us=width.ci95,
+        median_ci95_us=quantile_us(ok_ns, 0.5, step_ns)[1],
+        mean_ci95_us=expanded(std / math.sqrt(ok.size), ok.size - 1, rectangular(step_ns / 1000)),
+        p99_ci95_us=quantile_us(ok_ns, 0.99, step_ns)[1],
     )
 
 

@@ -142,13 +142,46 @@ def number(v: Any, *, ci95: float | None = None, decimals: int | None = None) ->
     return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
-def measured(v: float, ci95: float, unit: str = "") -> str:
-    """"value ± ci95 unit", both at the precision of ``ci95`` (the value alone when ``ci95`` is unknown)."""
+def places(ci95: float, step: float | None = None) -> int | None:
+    """Decimal places of a value with 95% half-width ``ci95`` (:func:`decimals_of`), never finer than the place of
+    the leading digit of the readings' resolution ``step`` (same unit), where two digits of a half-width made of
+    that resolution would resolve a fraction of the clock's tick. None without a usable ``ci95``."""
+    out = decimals_of(ci95)
+    coarsest = decimals_of(step, 1) if step is not None else None
+    return min(out, coarsest) if out is not None and coarsest is not None else out
+
+
+def measured(v: float, ci95: float, unit: str = "", step: float | None = None) -> str:
+    """"value ± ci95 unit", both at the precision of ``ci95`` (the value alone when ``ci95`` is unknown), never
+    finer than the readings' resolution ``step`` (:func:`places`). A ``ci95`` that includes that resolution (at
+    least ``K95 * step / sqrt(12)``) never rounds to zero there."""
     tail = f" {unit}" if unit else ""
-    places = decimals_of(ci95)
-    if places is None:
+    at = places(ci95, step)
+    if at is None:
         return number(v) + tail
-    return f"{number(v, decimals=places)} ± {number(ci95, decimals=places)}{tail}"
+    return f"{number(v, decimals=at)} ± {number(ci95, decimals=at)}{tail}"
+
+
+def quantile_interval(values: Any, q: float, step: float = 0.0) -> tuple[float, float]:
+    """The ``q``-quantile of ``values`` and its 95% half-width, in their unit (NaN: no values; half-width NaN where
+    there are too few for a two-sided interval); ``step``: the values' resolution.
+
+    Distribution-free: the order statistics whose ranks bound a Binomial(n, q) count's central 95% enclose the
+    quantile with at least that probability (Conover, Practical Nonparametric Statistics, 1999, §3.2); the
+    half-width is half their distance, combined with the resolution ``step`` (a rectangular distribution, GUM
+    §F.2.2.1) so that a run of equal values keeps a finite interval."""
+    from scipy.stats import binom
+
+    n = len(values)
+    if not n:
+        return math.nan, math.nan
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    value = float(np.percentile(x, 100 * q))
+    lo, hi = int(binom.ppf(0.025, n, q)), int(binom.ppf(0.975, n, q)) + 1  # 1-based ranks
+    if lo < 1 or hi > n:
+        return value, math.nan
+    half = (x[hi - 1] - x[lo - 1]) / 2
+    return value, math.hypot(half, K95 * rectangular(step))
 
 
 def resolved(v: Any, resolution_u: Any) -> str:

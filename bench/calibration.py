@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The simulated rig against Hughes-Jones et al. 2003: every covered figure, seed value, measured value, error.
+"""The simulated rig against Hughes-Jones et al. 2003: every covered figure, published value, simulated value, error.
 
-Simulates every configuration of seed 002 (all four boards, each NIC measured
+Simulates every configuration of Hughes-Jones et al. 2003 (all four boards, each NIC measured
 on them), decodes the captures with nicrig's decoders and measures them with
 nicrig's analyses (no ground truth read), then prints the table
 (``--json`` for data; ``--reduced`` for short runs). Paste the table into

@@ -110,8 +110,8 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        # 11 us: the link saturated, PAUSE cycles, the busiest bus the seed shows;
-        # 40 us: the slow end of the seed's spacing sweeps.
+        # 11 us: the link saturated, PAUSE cycles, the busiest bus Hughes-Jones et al. 2003 show;
+        # 40 us: the slow end of their spacing sweeps.
         for spacing in (11.0, 40.0):
             runs = [_simulate(tmp, spacing, args.samples, args.with_ad) for _ in range(max(1, args.repeat))]
             n, seconds, _, out, summary = min(runs, key=lambda run: run[1])

@@ -55,7 +55,8 @@ KEPT_TABLE_CHUNKS = 256
 
 
 def source_rank(name: str, bus_kind: str) -> tuple[int, str]:
-    """Sending bus, then the wire, then the receiving bus (seed 002 figure 4.3's order), then the rest."""
+    """Sending bus, then the wire, then the receiving bus (the order of Hughes-Jones et al. 2003, figure 4.3), then
+    the rest."""
     low = name.lower()
     for word, rank in _SIDE_ORDER:
         if word in low or (word == "gmii" and bus_kind == "gmii"):

@@ -336,7 +336,7 @@ class Lane:
     height: float = 1.0
     group: str = ""
     #: measured phases: boxes alternate between two rows, and a label that does not fit in its box is
-    #: written beside it (seed 002's annotated traces), as far as the next box of that row
+    #: written beside it (Hughes-Jones et al.'s (2003) annotated traces), as far as the next box of that row
     callouts: bool = False
 
     def value_text(self, data: SourceData | None, t_view_ns: float, shift_ns: float) -> str:

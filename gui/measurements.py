@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from nicrig.analysis import bus, nic_registers
-from nicrig.analysis.quantity import number
+from nicrig.analysis.quantity import K95, measured, number, places, rectangular
 from nicrig.gui.background import Job
 from nicrig.gui.lanes import STYLE_NAMES, Boxes, format_ns
 from nicrig.gui.sizing import fit_columns
@@ -64,43 +64,83 @@ def tables_in_range(tables: dict[str, np.ndarray], t0_ns: float, t1_ns: float) -
     return {name: table[(table["t_end_ns"] >= t0_ns) & (table["t_ns"] <= t1_ns)] for name, table in tables.items()}
 
 
-def _span(name: str, a: float, b: float, source: str, label: str = "") -> Measurement:
+def clock_step_us(periods_ns: dict[str, float] | None, *sources: str) -> float | None:
+    """The resolution (us) of a time between an event of ``sources[0]`` and one of ``sources[-1]``, each stamped
+    to its source's sample clock in ``periods_ns`` (:func:`nicrig.analysis.resolution.capture`); None when a
+    clock is not known."""
+    from nicrig.analysis import resolution
+
+    periods = [(periods_ns or {}).get(s) for s in (sources[0], sources[-1])] if sources else [None]
+    if any(p is None or not p > 0 for p in periods):
+        return None
+    return resolution.capture(periods).step_ns / 1000
+
+
+def _time(v_us: float, step_us: float | None, unit: str = "us") -> str:
+    """One time read from two time stamps: to the capture's resolution ``step_us`` (a rectangular Type B
+    component, GUM §F.2.2.1), four significant digits where no clock is known."""
+    if step_us is None:
+        return f"{number(v_us)} {unit}"
+    return measured(v_us, K95 * rectangular(step_us), unit, step=step_us)
+
+
+def _span(name: str, a: float, b: float, source: str, label: str = "", step_us: float | None = None
+          ) -> Measurement:
     ok = math.isfinite(a) and math.isfinite(b)
-    return Measurement(name, format_ns(b - a) if ok else "not found", a if ok else None, b if ok else None,
-                       source, label if ok else "")
+    text = (format_ns(b - a) if step_us is None else _time((b - a) / 1000, step_us)) if ok else "not found"
+    return Measurement(name, text, a if ok else None, b if ok else None, source, label if ok else "")
 
 
-def _spread(name: str, sp: bus.Spread, unit: str = "us", counts: bool = False) -> Measurement | None:
-    """A median with its range; ``counts``: whole numbers (a median of two may end in .5), shown without decimals."""
+def _spread(name: str, sp: bus.Spread, unit: str = "us", counts: bool = False, step_us: float | None = None
+            ) -> Measurement | None:
+    """A median with its range; ``counts``: whole numbers (a median of two may end in .5), shown without decimals.
+    Times: the median with its 95% half-width (the values' scatter and the capture's resolution ``step_us``),
+    the range to that resolution; one value: to the resolution alone."""
     if sp.empty:
         return None
-    show = (lambda v: f"{v:g}") if counts else number
+    if counts:
+        show = lambda v: f"{v:g}"  # noqa: E731
+        median = f"{show(sp.median)} {unit}"
+    elif step_us is None:
+        show = number
+        median = f"{measured(sp.median, sp.median_ci95)} {unit}"
+    else:
+        at = places(K95 * rectangular(step_us), step_us)
+        show = lambda v: number(v, decimals=at)  # noqa: E731
+        half = math.hypot(sp.median_ci95, K95 * rectangular(step_us))
+        median = (measured(sp.median, half, unit, step=step_us) if math.isfinite(half)
+                  else f"{show(sp.median)} {unit}")
     if sp.count == 1:
-        return Measurement(name, f"{show(sp.median)} {unit}")
-    return Measurement(name, f"median {show(sp.median)} {unit} (min {show(sp.minimum)}, "
-                             f"max {show(sp.maximum)}; n={sp.count})")
+        return Measurement(name, _time(sp.median, step_us, unit) if not counts else median)
+    return Measurement(name, f"median {median} (min {show(sp.minimum)}, max {show(sp.maximum)}; n={sp.count})")
 
 
-def path_measurements(p: bus.FramePath, rig: Rig, way: str) -> list[Measurement]:
-    """One frame's trip (seed 002 figure 4.7): CSR setup, DMA, wire, receive DMA, interrupt, service."""
+def path_measurements(p: bus.FramePath, rig: Rig, way: str, periods_ns: dict[str, float] | None = None
+                      ) -> list[Measurement]:
+    """One frame's trip (Hughes-Jones et al. 2003, figure 4.7): CSR setup, DMA, wire, receive DMA, interrupt,
+    service; each time to the resolution of the sample clocks (``periods_ns`` per source) of its two ends."""
     s, r, w = rig.send or "", rig.recv or "", rig.probe or ""
     if way == "in":
         s, r = r, s
+
+    def span(name: str, a: float, b: float, ends: tuple[str, str], source: str = "", label: str = "") -> Measurement:
+        return _span(name, a, b, source, label, clock_step_us(periods_ns, *ends))
+
     head = Measurement(f"frame seq {p.seq} ({way}), {p.length_bytes} B", "")
     return [head,
-            _span("  CSR setup (sending driver)", p.send_csr_start_ns, p.send_csr_end_ns, s, "CSR setup"),
-            _span("  DMA on the sending bus", p.send_first_word_ns, p.send_dma_end_ns, s, "DMA"),
-            _span("  sending bus first word -> wire", p.send_first_word_ns, p.wire_start_ns, ""),
-            _span("  frame on the wire", p.wire_start_ns, p.wire_end_ns, w, "frame on the wire"),
-            _span("  wire -> receiving bus first word", p.wire_end_ns, p.recv_first_word_ns, ""),
-            _span("  first word -> first word (propagation)", p.send_first_word_ns, p.recv_first_word_ns, ""),
-            _span("  DMA on the receiving bus", p.recv_first_word_ns, p.recv_dma_end_ns, r, "DMA"),
-            _span("  receive DMA -> interrupt (coalescence)", p.recv_dma_end_ns, p.recv_interrupt_ns, r,
-                  "waiting for the interrupt"),
-            _span("  interrupt -> CSR service", p.recv_interrupt_ns, p.recv_service_start_ns, r, "interrupt"),
-            _span("  CSR service (receiving driver)", p.recv_service_start_ns, p.recv_service_end_ns, r,
-                  "CSR service"),
-            _span("  sending software -> receiving service", p.send_csr_start_ns, p.recv_service_end_ns, "")]
+            span("  CSR setup (sending driver)", p.send_csr_start_ns, p.send_csr_end_ns, (s, s), s, "CSR setup"),
+            span("  DMA on the sending bus", p.send_first_word_ns, p.send_dma_end_ns, (s, s), s, "DMA"),
+            span("  sending bus first word -> wire", p.send_first_word_ns, p.wire_start_ns, (s, w)),
+            span("  frame on the wire", p.wire_start_ns, p.wire_end_ns, (w, w), w, "frame on the wire"),
+            span("  wire -> receiving bus first word", p.wire_end_ns, p.recv_first_word_ns, (w, r)),
+            span("  first word -> first word (propagation)", p.send_first_word_ns, p.recv_first_word_ns, (s, r)),
+            span("  DMA on the receiving bus", p.recv_first_word_ns, p.recv_dma_end_ns, (r, r), r, "DMA"),
+            span("  receive DMA -> interrupt (coalescence)", p.recv_dma_end_ns, p.recv_interrupt_ns, (r, r), r,
+                 "waiting for the interrupt"),
+            span("  interrupt -> CSR service", p.recv_interrupt_ns, p.recv_service_start_ns, (r, r), r, "interrupt"),
+            span("  CSR service (receiving driver)", p.recv_service_start_ns, p.recv_service_end_ns, (r, r), r,
+                 "CSR service"),
+            span("  sending software -> receiving service", p.send_csr_start_ns, p.recv_service_end_ns, (s, r))]
 
 
 def host_measurements(trace: HostTrace, t0_ns: float, t1_ns: float, shift_ns: float) -> list[Measurement]:
@@ -129,11 +169,13 @@ def host_measurements(trace: HostTrace, t0_ns: float, t1_ns: float, shift_ns: fl
 
 def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: float, t1_ns: float,
                   max_paths: int = 6, hosts: list[tuple[HostTrace, float]] = (),
-                  devices: dict[str, str] | None = None) -> list[Measurement]:
+                  devices: dict[str, str] | None = None, periods_ns: dict[str, float] | None = None
+                  ) -> list[Measurement]:
     """Bus-level measurements (``nicrig.analysis.bus``) of the decoded tables in ``[t0_ns, t1_ns]``, and the
     host probe's of each (trace, view minus CLOCK_MONOTONIC) in ``hosts``. ``devices``: each source's PCI
     ``vendor:device``, whose register map (``nicrig.analysis.nic_registers``) names the accesses where AD
-    was probed, as the report does."""
+    was probed, as the report does. ``periods_ns``: each source's sample period, the resolution every time is
+    rounded to (with a median's scatter where there are several values)."""
     rig = rig_roles(sources, tables)
     host_rows = [m for trace, shift in hosts for m in host_measurements(trace, t0_ns, t1_ns, shift)]
     if rig.send is None and rig.probe is None:
@@ -151,34 +193,37 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
     out: list[Measurement] = []
     for paths, way in ((tl.paths_out, "out"), (tl.paths_in, "in")):
         for p in paths[:max_paths]:
-            out += path_measurements(p, rig, way)
+            out += path_measurements(p, rig, way, periods_ns)
     for host, name in ((tl.send, rig.send), (tl.recv, rig.recv)):
         if host is None:
             continue
         out.append(Measurement(f"{name}: summary", ""))
-        rows = [_spread("  CSR setup per send", host.csr.send_setup_us),
+        step = clock_step_us(periods_ns, name)
+        rows = [_spread("  CSR setup per send", host.csr.send_setup_us, step_us=step),
                 _spread("  CSR accesses per receive ring refill outside the service", host.csr.refill_accesses,
                         "accesses", counts=True),
-                _spread("  DMA per sent frame (fetch)", host.dma.fetch_us),
-                _spread("  DMA per received frame", host.dma.receive_us),
-                _spread("  DMA burst", host.dma.burst_us),
+                _spread("  DMA per sent frame (fetch)", host.dma.fetch_us, step_us=step),
+                _spread("  DMA per received frame", host.dma.receive_us, step_us=step),
+                _spread("  DMA burst", host.dma.burst_us, step_us=step),
                 Measurement("  STOP# (retries) on CSR / DMA",
                             f"{host.stops.csr_with_stop} ({host.stops.retries}) / {host.stops.dma_with_stop}"),
                 Measurement("  bus occupancy", f"{number(host.occupancy.busy_pct)} %")]
         it = host.interrupts
         if it is not None:
-            rows += [_spread("  DMA -> interrupt (coalescence)", it.dma_to_interrupt_us),
-                     _spread("  interrupt -> CSR service", it.interrupt_to_csr_us),
+            rows += [_spread("  DMA -> interrupt (coalescence)", it.dma_to_interrupt_us, step_us=step),
+                     _spread("  interrupt -> CSR service", it.interrupt_to_csr_us, step_us=step),
                      Measurement("  interrupts, frames per interrupt",
                                  f"{it.interrupts}, {number(it.frames_per_interrupt)}")]
         out += [m for m in rows if m is not None]
     if tl.pause is not None and tl.pause.frames:
         pz = tl.pause
+        step = clock_step_us(periods_ns, rig.probe or "")
         out.append(Measurement("PAUSE frames (XOFF / XON)", f"{pz.xoff} / {pz.xon}"))
-        out += [m for m in (_spread("  gap they cause", pz.gap_us), _spread("  period", pz.period_us)) if m]
+        out += [m for m in (_spread("  gap they cause", pz.gap_us, step_us=step),
+                            _spread("  period", pz.period_us, step_us=step)) if m]
         for f in pz.frames[:max_paths]:
             if math.isfinite(f.gap_us):
-                out.append(Measurement(f"  PAUSE {f.quanta} quanta ({f.direction})", f"gap {number(f.gap_us)} us",
+                out.append(Measurement(f"  PAUSE {f.quanta} quanta ({f.direction})", f"gap {_time(f.gap_us, step)}",
                                        f.t_ns, f.t_ns + f.gap_us * 1000, rig.probe or "", "PAUSE gap"))
     return out + host_rows
 
@@ -235,8 +280,10 @@ class MeasurementsPanel(QtWidgets.QWidget):
         hosts = [(t, doc.host_shift_ns(t)) for t in doc.traces]
         devices = {name: str(doc.data[name].source.bus.get("device") or "") if name in doc.data else ""
                    for name in sources}
+        periods = {name: 1e9 / rate for name in sources if name in doc.data
+                   and (rate := doc.data[name].source.samplerate_hz or doc.data[name].source.bus.get("clock_hz"))}
         job = Job("measuring", lambda progress: measure_range(doc.tables_in_range(t0_ns, t1_ns), sources, t0_ns, t1_ns,
-                                                              hosts=hosts, devices=devices), self)
+                                                              hosts=hosts, devices=devices, periods_ns=periods), self)
         self.note.setText(f"measuring {t0_ns / 1000:.3f} .. {t1_ns / 1000:.3f} us ...")
         return self.window_.start_job(job, on_done=self.show_results)
 

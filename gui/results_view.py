@@ -25,7 +25,8 @@ from PySide6 import QtCore, QtWidgets
 
 from nicrig.errors import NicrigError
 
-#: The path of seed 002's back-to-back hosts on 64-bit 66 MHz PCI (section 3.1), until the user types another.
+#: The path of the back-to-back hosts on 64-bit 66 MHz PCI of Hughes-Jones et al. 2003 (§3.1), until the user
+#: types another.
 DEFAULT_PATH = "pci64-66,gige,pci64-66"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 

@@ -48,3 +48,34 @@ def test_the_docs_references_page_is_the_one_list() -> None:
     page = (ROOT / "docs" / "references.md").read_text()
     entries = dict(re.findall(r"^- \*\*(.+?)\*\*: (.+)$", page, re.MULTILINE))
     assert entries == REFERENCES
+
+
+#: "the seed" as the name of a paper (quoted, it is named as a word, as the report lint's description does); a
+#: random-number seed is allowed where its line, or the one before, says so.
+PAPER_SEED = re.compile(r'(?<!")\bthe seed\b(?!")|\bseed value\b', re.IGNORECASE)
+RANDOM_WORDS = ("random", "rng", "drawn", "draws", "order")
+
+
+def _product_texts() -> list[Path]:
+    """What a user of the product reads besides the analysis: its code's docstrings, messages and --help, the
+    benchmarks' output, the Makefile's echo lines, the documents."""
+    code = [p for folder in ("udpmon", "acquisition", "gui", "decoders", "nicrig", "bench")
+            for p in sorted((ROOT / folder).rglob("*.py"))]
+    return [*code, ROOT / "Makefile", *_user_documents()]
+
+
+def test_the_product_cites_papers_by_author_and_year() -> None:
+    bare, named = {}, {}
+    for path in _product_texts():
+        lines = path.read_text().splitlines()
+        text = "\n".join(lines)
+        where = str(path.relative_to(ROOT))
+        hyphenated = re.findall(r"\bseed-0\d\d\b", text, re.IGNORECASE)
+        if BARE_SEED.search(text) or hyphenated:
+            bare[where] = BARE_SEED.findall(text) + hyphenated
+        said = [line.strip() for k, line in enumerate(lines) if PAPER_SEED.search(line)
+                and not any(w in f"{lines[k - 1] if k else ''} {line}".lower() for w in RANDOM_WORDS)]
+        if said:
+            named[where] = said
+    assert not bare, f"bare seed numbers: {bare}"
+    assert not named, f"a paper called 'the seed': {named}"

@@ -3,6 +3,8 @@ measurements, results views, sessions, screenshots, and bad files."""
 
 from __future__ import annotations
 
+import re
+
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -164,6 +166,28 @@ def test_measurements_come_from_the_bus_analysis_and_label_the_phases(window: Ma
     assert abs((prop.t1_ns - prop.t0_ns) - truth / 1000) <= 2 * 15.0
     window.measurements.mark()
     assert any("CSR setup" in name for name, _ in window.doc.session.markers)
+    # every time to what the 66 MHz sample clock resolves (two 15 ns stamps: 21 ns, so 0.01 us at the finest),
+    # with its 95% half-width: two significant digits at most, the value to the same place
+    times = [m.value for m in window.measurements.results if m.value.endswith(" us") or " us (" in m.value]
+    assert times and "±" in prop.value
+    for text in times:
+        for value, half in re.findall(r"(\d[\d,]*(?:\.\d+)?) ± (\d[\d,]*(?:\.\d+)?) us", text):
+            assert len(value.partition(".")[2]) == len(half.partition(".")[2]) <= 2, text
+            assert len(half.replace(".", "").lstrip("0")) <= 2 and float(half) > 0, text
+        assert not re.search(r"\d\.\d{3}", text), text
+
+
+def test_a_bus_median_carries_its_scatter_and_the_sample_clock() -> None:
+    from nicrig.analysis import bus
+    from nicrig.gui.measurements import _spread, clock_step_us
+
+    step = clock_step_us({"send_pci": 15.0}, "send_pci")
+    assert step == pytest.approx(0.015 * 2 ** 0.5)
+    several = bus.spread([1.2, 1.3, 1.25, 1.27, 1.22, 1.31, 1.29])
+    assert _spread("DMA", several, step_us=step).value == "median 1.27 ± 0.06 us (min 1.20, max 1.31; n=7)"
+    assert _spread("DMA", bus.spread([1.23456]), step_us=step).value == "1.23 ± 0.01 us"
+    # too few for a distribution-free interval: the median and its range, to the clock's resolution
+    assert _spread("DMA", bus.spread([1.2, 1.3]), step_us=step).value == "median 1.25 us (min 1.20, max 1.30; n=2)"
 
 
 def test_session_is_saved_with_the_file(qtbot, fresh: Path) -> None:

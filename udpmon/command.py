@@ -1,11 +1,11 @@
 """``nicrig udpmon serve | latency | stream | suite | aggregate``: UDPmon-style measurements between hosts.
 
 ``serve`` runs the daemon on a far host. ``latency`` measures request-response
-round trips against it for a range of response sizes (seed 002 section 3.1);
+round trips against it for a range of response sizes (Hughes-Jones et al. 2003, §3.1);
 ``stream`` sends precisely spaced UDP streams to it for each size and spacing
-and has it report what arrived (section 3.2); ``suite`` runs seed 000's ten
+and has it report what arrived (section 3.2); ``suite`` runs Pai, Rixner and Kim's (2004) ten
 NIC microbenchmarks against one or two daemons; ``aggregate`` runs flows to or
-from several daemons at once (seed 004's N senders, seed 001's aggregation).
+from several daemons at once (Geist et al.'s (n.d.) N senders, Feng et al.'s (2003) aggregation).
 Every command records host counters of every end, writes a results file
 (``-o``), prints a human summary or, with ``--json``, the summary as JSON, and
 with ``--sweep`` repeats itself for each value of interface settings
@@ -705,33 +705,51 @@ def latency_summary(est: Any) -> dict[str, Any]:
     for k, size in enumerate(est.sizes):
         st = est.stats[int(size)]
         sizes.append({"size_bytes": int(size), "frames": int(est.frames[k]), "count": st.count,
-                      "timeouts": st.timeouts, "min_us": st.min_us, "median_us": st.median_us, "mean_us": st.mean_us,
-                      "max_us": st.max_us, "p99_us": st.percentiles_us[99], "fwhm_us": st.fwhm_us,
-                      "fwhm_ci95_us": st.fwhm_ci95_us,
+                      "timeouts": st.timeouts, "min_us": st.min_us, "median_us": st.median_us,
+                      "median_ci95_us": st.median_ci95_us, "mean_us": st.mean_us, "mean_ci95_us": st.mean_ci95_us,
+                      "max_us": st.max_us, "p99_us": st.percentiles_us[99], "p99_ci95_us": st.p99_ci95_us,
+                      "fwhm_us": st.fwhm_us, "fwhm_ci95_us": st.fwhm_ci95_us,
                       **{f"round_{key}_us": float(est.values[stat][k]) for stat, key in STATISTIC_KEYS.items()
                          if stat in est.values},
                       **{f"round_{key}_ci95_us": float(est.values_ci95[stat][k])
                          for stat, key in STATISTIC_KEYS.items() if stat in est.values},
                       "suspect": [stat for stat in est.suspect if est.suspect[stat][k]]})
-    return {"sizes": sizes, "rounds": est.rounds, "statistic": est.statistic, "reason": est.reason,
-            "interval": est.interval_method,
+    return {"sizes": sizes, "step_us": est.step_us, "rounds": est.rounds, "statistic": est.statistic,
+            "reason": est.reason, "interval": est.interval_method,
             "modes": [vars(m) for m in est.modes],
             **{f"fit_{key}": [vars(f) for f in est.fits.get(stat, [])] for stat, key in STATISTIC_KEYS.items()}}
 
 
 def _latency_lines(summary: dict[str, Any]) -> list[str]:
-    from nicrig.analysis.quantity import measured, number
+    """The latency table: each statistic with its 95% half-width, which includes the time stamps' resolution (the
+    minimum and maximum, observed values, that alone), neither finer than that resolution."""
+    from nicrig.analysis.quantity import K95, measured, number, rectangular, setting
     from nicrig.udpmon.results import STATISTIC_KEYS
 
     key = STATISTIC_KEYS[summary["statistic"]]
-    lines = [(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min_us':>9} {'median':>9} {'mean':>9} "
-              f"{'p99':>9} {'max':>9} {'fwhm':>13} {summary['statistic'] + ' per round':>22}")]
+    step = summary["step_us"]
+    read = K95 * rectangular(step)
+
+    def cell(v: float, ci95: float) -> str:
+        return measured(v, ci95, step=step)
+
+    lines = [(f"{'size':>6} {'frames':>6} {'count':>6} {'lost':>5} {'min':>18} {'median':>18} {'mean':>18} "
+              f"{'p99':>18} {'max':>18} {'fwhm':>15} {summary['statistic'] + ' per round':>22}")]
+    unbounded = False
     for r in summary["sizes"]:
         flag = " suspect" if summary["statistic"] in r["suspect"] else ""
-        lines.append(f"{r['size_bytes']:>6} {r['frames']:>6} {r['count']:>6} {r['timeouts']:>5} {r['min_us']:>9.2f} "
-                     f"{r['median_us']:>9.2f} {r['mean_us']:>9.2f} {r['p99_us']:>9.2f} {r['max_us']:>9.2f} "
-                     f"{measured(r['fwhm_us'], r['fwhm_ci95_us']):>13} "
-                     f"{measured(r[f'round_{key}_us'], r[f'round_{key}_ci95_us']):>22}{flag}")
+        unbounded |= r["count"] > 0 and not r["p99_ci95_us"] > 0
+        lines.append(f"{r['size_bytes']:>6} {r['frames']:>6} {r['count']:>6} {r['timeouts']:>5} "
+                     f"{cell(r['min_us'], read):>18} {cell(r['median_us'], r['median_ci95_us']):>18} "
+                     f"{cell(r['mean_us'], r['mean_ci95_us']):>18} "
+                     f"{cell(r['p99_us'], r['p99_ci95_us']) if r['p99_ci95_us'] > 0 else '–':>18} "
+                     f"{cell(r['max_us'], read):>18} {cell(r['fwhm_us'], r['fwhm_ci95_us']):>15} "
+                     f"{cell(r[f'round_{key}_us'], r[f'round_{key}_ci95_us']):>22}{flag}")
+    lines.append(f"times in us ± 95%, each including the {setting(step * 1000)} ns resolution of the time stamps "
+                 "(min and max, as observed: that alone)")
+    if unbounded:
+        lines.append("p99 –: too few round trips at that size to bound the 99th percentile from both sides "
+                     "at 95%")
     for stat, k in STATISTIC_KEYS.items():
         for f in summary.get(f"fit_{k}", []):
             lines.append(f"fit on the {stat}, {f['frames']} frame(s), {f['points']} sizes, {f['rounds']} round(s): "
@@ -837,16 +855,20 @@ def _stream_body(run: Run, args: argparse.Namespace, points: list[tuple[int, flo
 
 
 def _stream_lines(rows: list[dict[str, Any]]) -> list[str]:
-    # CPU time is counted in jiffies (10 ms): whole percents, as the report prints it
-    from nicrig.analysis.quantity import measured, number
+    """One line per stream: the rates with their 95% half-widths (the wire rate counts the same datagrams over the
+    same time, so it shares the user rate's relative uncertainty); CPU time is counted in jiffies (10 ms): whole
+    percents, as the report prints it."""
+    from nicrig.analysis.quantity import measured, number, setting
 
     lines = [(f"{'round':>5} {'size':>6} {'space_us':>8} {'sent':>7} {'recv':>7} {'lost':>6} {'ooo':>4} {'dup':>4} "
-              f"{'user_Mb/s':>16} {'wire_Mb/s':>9} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")]
+              f"{'user_Mb/s':>16} {'wire_Mb/s':>16} {'cpu_l%':>6} {'cpu_r%':>6} {'irq_r':>6}")]
     for r in rows:
-        lines.append(f"{r['round']:>5} {r['size_bytes']:>6} {r['spacing_us']:>8.1f} {r['sent']:>7} {r['received']:>7} "
-                     f"{r['lost']:>6} {r['out_of_order']:>4} {r['duplicates']:>4} "
-                     f"{measured(r['user_rate_mbps'], r['user_rate_ci95_mbps']):>16} "
-                     f"{number(r['wire_rate_mbps']):>9} {number(r['local_cpu_busy_pct'], decimals=0):>6} "
+        user, wire = r["user_rate_mbps"], r["wire_rate_mbps"]
+        wire_ci95 = r["user_rate_ci95_mbps"] * wire / user if user > 0 else math.nan
+        lines.append(f"{r['round']:>5} {r['size_bytes']:>6} {setting(r['spacing_us']):>8} {r['sent']:>7} "
+                     f"{r['received']:>7} {r['lost']:>6} {r['out_of_order']:>4} {r['duplicates']:>4} "
+                     f"{measured(user, r['user_rate_ci95_mbps']):>16} {measured(wire, wire_ci95):>16} "
+                     f"{number(r['local_cpu_busy_pct'], decimals=0):>6} "
                      f"{number(r['remote_cpu_busy_pct'], decimals=0):>6} {r['remote_interrupts']:>6}")
     return lines
 
@@ -1026,15 +1048,19 @@ def _aggregate_body(run: Run, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _aggregate_lines(r: dict[str, Any]) -> list[str]:
+    # one trial's rates have no spread to state: four significant digits, as the report prints them
+    from nicrig.analysis.quantity import number
+
     lines = [(f"{'host':<5} {'address':<16} {'dir':<3} {'proto':<5} {'sent':>12} {'received':>12} {'lost':>8} "
              f"{'Mbit/s':>9}")]
     for f in r["flows"]:
         lines.append(f"{f['host']:<5} {f['address']:<16} {f['direction']:<3} {f['protocol']:<5} {f['sent']:>12} "
-                     f"{f['received']:>12} {f['lost']:>8} {f['rate_mbps']:>9.1f}")
+                     f"{f['received']:>12} {f['lost']:>8} {number(f['rate_mbps']):>9}")
     t = r["total"]
-    span = f", {t['span_rate_mbps']:.1f} Mbit/s over their common span" if math.isfinite(t["span_rate_mbps"]) else ""
+    span = (f", {number(t['span_rate_mbps'])} Mbit/s over their common span" if math.isfinite(t["span_rate_mbps"])
+            else "")
     lines.append(f"total: {t['flows']} flows, {t['received']} received, {t['lost']} lost, "
-                 f"{t['sum_rate_mbps']:.1f} Mbit/s summed{span}")
+                 f"{number(t['sum_rate_mbps'])} Mbit/s summed{span}")
     return lines
 
 

@@ -1,6 +1,6 @@
 """Host counters read before and after a udpmon test, on both hosts.
 
-UDPmon (seed 002 section 3.2) records the CPU load and the interrupts on both
+UDPmon (Hughes-Jones et al. 2003, §3.2) records the CPU load and the interrupts on both
 hosts of every test point.  :func:`snapshot` reads what this host offers about
 itself and one network interface; :func:`delta` turns two snapshots into what
 happened in between.  Both return plain dicts that ``json.dumps`` accepts.
@@ -667,10 +667,10 @@ def _number_or(value: Any, default: float) -> float:
 
 
 def load_figures(delta: Json) -> Json:
-    """The inputs of seed 004's CPU model ``T = alpha*N_MB + beta*N_KP + gamma*N_KI`` from one :func:`delta`.
+    """The inputs of Geist et al.'s (n.d.) CPU model ``T = alpha*N_MB + beta*N_KP + gamma*N_KI`` from one :func:`delta`.
 
     ``*_jiffies``: CPU time of all CPUs by kind (USER_HZ units, ``clk_tck`` per
-    second); ``kernel_jiffies`` = system + irq + softirq (seed 004's "system
+    second); ``kernel_jiffies`` = system + irq + softirq (Geist et al.'s (n.d.) "system
     mode CPU time"), ``busy_jiffies`` = everything but idle and iowait.
     ``megabytes`` (10^6 bytes) and ``kilo_packets`` are the interface's
     received plus transmitted bytes and packets (``/proc/net/dev``: frames

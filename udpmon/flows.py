@@ -1,11 +1,11 @@
 """Flows between this host and one or more udpmon daemons, run at the same time: the suite's and the many-host tests' trials.
 
 A *trial* is one measurement at one offered load. Each of its *flows* joins
-this host (the host under test, whose NIC the seed-000 microbenchmarks
+this host (the host under test, whose NIC the Pai, Rixner and Kim 2004 microbenchmarks
 isolate) and one daemon: ``out`` flows go from here to the daemon, ``in``
-flows from the daemon to here. A UDP trial may mix both (seed 000's 3-way
-test: send to one host while receiving from another; seed 004's and seed
-001's N senders into one host); each daemon plays one part per trial.
+flows from the daemon to here. A UDP trial may mix both (Pai, Rixner and Kim's (2004) 3-way
+test: send to one host while receiving from another; Geist et al.'s (n.d.) and Feng et
+al.'s (2003) N senders into one host); each daemon plays one part per trial.
 
 Every :class:`Flow` keeps the raw figures its rate comes from (counts, bytes,
 first and last time on the receiver's clock), so a results file can show how
@@ -106,7 +106,7 @@ def flow_rates(protocol: str, size_bytes: int, received: int, nbytes: int, first
                last_ns: int) -> tuple[float, float]:
     """(arrivals per second, payload Mbit/s) of a flow; 0 when fewer than two arrivals span no time.
 
-    UDP (seed 002 section 3.2, as ``stream``): ``(received - 1) / span`` and
+    UDP (Hughes-Jones et al. 2003, §3.2, as ``stream``): ``(received - 1) / span`` and
     8 x size x that. TCP: 8 x bytes / span (Mbit/s only). Connections:
     ``(received - 1) / span`` (per second only). ``span = last_ns - first_ns``.
     """
@@ -241,7 +241,8 @@ def _bulk_flow(r: Remote, direction: str, connections: int, sent: int, nbytes: n
 
 def tcp_bulk_trial(remotes: list[Remote], direction: str, *, connections: int, duration_ns: int,
                    seed: int = 1) -> list[Flow]:
-    """Bulk TCP over ``connections`` per daemon, all driven by one epoll loop here (seed 000 tests 7 and 8).
+    """Bulk TCP over ``connections`` per daemon, all driven by one epoll loop here (Pai, Rixner and Kim 2004, tests 7
+    and 8).
 
     ``direction="out"``: this host writes for ``duration_ns`` to every
     daemon's sink; ``"in"``: every daemon writes to us for ``duration_ns``.
@@ -286,7 +287,8 @@ def tcp_bulk_trial(remotes: list[Remote], direction: str, *, connections: int, d
 
 
 def accept_trial(r: Remote, *, count: int, rate_per_s: int) -> Flow:
-    """The daemon opens and closes ``count`` connections to us at ``rate_per_s``; we accept (seed 000 test 9)."""
+    """The daemon opens and closes ``count`` connections to us at ``rate_per_s``; we accept (Pai, Rixner and Kim
+    2004, test 9)."""
     expect_s = count / rate_per_s
     with tcp.listen_tcp((r.local_ip, 0), r.family) as listener:
         r.ctl.start_connector(tcp_port=listener.getsockname()[1], count=count, rate_per_s=rate_per_s,
@@ -311,7 +313,7 @@ def accept_trial(r: Remote, *, count: int, rate_per_s: int) -> Flow:
 
 
 def initiate_trial(r: Remote, *, count: int, rate_per_s: int) -> Flow:
-    """We open and close ``count`` connections to the daemon at ``rate_per_s`` (seed 000 test 10)."""
+    """We open and close ``count`` connections to the daemon at ``rate_per_s`` (Pai, Rixner and Kim 2004, test 10)."""
     expect_s = count / rate_per_s
     port = r.ctl.start_acceptor(max_connections=count, duration_s=r.duration_s(expect_s + 10),
                                 idle_timeout_ms=FIRST_PACKET_MS)

@@ -1,8 +1,8 @@
 """The interface settings a sweep changes, on this host: MTU (``ip link``) and interrupt coalescing (``ethtool -C``).
 
-Seed 002 section 8 sweeps the receive interrupt coalescence (RxInt, in
-1.024 us units) of an Intel PRO/1000; seed 004 sweeps RxAbsIntDelay and the
-MTU (1500..6000); seed 001 the MTU (1500..16000). On Linux these are
+Hughes-Jones et al. 2003, §8 sweeps the receive interrupt coalescence (RxInt, in
+1.024 us units) of an Intel PRO/1000; Geist et al. n.d. sweeps RxAbsIntDelay and the
+MTU (1500..6000); Feng et al. 2003 the MTU (1500..16000). On Linux these are
 ``ip link set dev IF mtu N`` and ``ethtool -C IF rx-usecs N`` (and the other
 coalescing parameters). A :class:`Tuner` remembers each setting's value
 before its first change and puts every one back in :meth:`Tuner.restore`;

@@ -2,7 +2,7 @@
 
 udpmon, the simulated rig and the ``ethernet`` sigrok decoder agree on it, so
 a frame seen on the wire or on a bus is matched to the test packet it carries.
-The rest of the payload is random bytes (seed 002 section 3.1: against
+The rest of the payload is random bytes (Hughes-Jones et al. 2003, §3.1: against
 compression anywhere on the path).
 
 Layout, network byte order, 16 bytes::
@@ -13,7 +13,7 @@ Layout, network byte order, 16 bytes::
     8  u32 seq        packet sequence number within the test
    12  u32 test_id    identifies the test run
 
-A payload shorter than 16 bytes carries no header (seed 000 sends 18-byte
+A payload shorter than 16 bytes carries no header (Pai, Rixner and Kim 2004 send 18-byte
 datagrams, which do carry it).
 """
 

@@ -67,7 +67,7 @@ FIT_DTYPE = np.dtype([
 MODES_DTYPE = np.dtype([("location_us", "<f8"), ("offset_us", "<f8"), ("count", "<i8"), ("share", "<f8"),
                         ("main", "<i1")])
 COUNTERS_DTYPE = np.dtype([("point", "<i4"), ("host", "S6"), ("when", "S6"), ("json", h5py.string_dtype())])
-#: ``load``: seed 004's CPU model inputs per point and host (:func:`nicrig.udpmon.counters.load_figures`).
+#: ``load``: Geist et al.'s (n.d.) CPU model inputs per point and host (:func:`nicrig.udpmon.counters.load_figures`).
 LOAD_DTYPE = np.dtype([
     ("point", "<i4"), ("host", "S6"), ("interval_s", "<f8"), ("clk_tck", "<i4"),
     ("user_jiffies", "<f8"), ("nice_jiffies", "<f8"), ("system_jiffies", "<f8"), ("idle_jiffies", "<f8"),

@@ -1,6 +1,6 @@
 """What a udpmon receiver makes of the sequence numbers and times it recorded.
 
-UDPmon (Hughes-Jones et al., seed 002 section 3.2) reports for every test point
+UDPmon (Hughes-Jones et al. 2003, §3.2) reports for every test point
 the packets received, lost and out of order, the distribution of the lost
 packets and the received inter-packet spacing.  The C engine hands us NumPy
 arrays: the ``seq`` field of the nicrig header (:mod:`nicrig.udpmon.payload`)
@@ -52,7 +52,7 @@ INTERFRAME_GAP_BYTES = 12
 ETHERNET_HEADER_FCS_BYTES = 18
 IPV4_UDP_HEADER_BYTES = 28
 WIRE_OVERHEAD_BYTES = PREAMBLE_SFD_BYTES + INTERFRAME_GAP_BYTES + ETHERNET_HEADER_FCS_BYTES + IPV4_UDP_HEADER_BYTES
-# Seed 002 counted 60 bytes of overhead per datagram.
+# Hughes-Jones et al. 2003 counted 60 bytes of overhead per datagram.
 SEED_002_OVERHEAD_BYTES = 60
 # The shortest frame (64 bytes, header to FCS) plus preamble, SFD and gap.
 MIN_WIRE_BYTES = 64 + PREAMBLE_SFD_BYTES + INTERFRAME_GAP_BYTES
@@ -228,7 +228,7 @@ def rate_bps(bytes_per_packet: float, packets: int, duration_ns: float, overhead
 
     With ``overhead_bytes=0`` and the UDP payload size this is the user data
     rate; with :data:`WIRE_OVERHEAD_BYTES` (66) it is the Ethernet wire rate
-    (or use :func:`wire_rate_bps`, which also pads short frames); seed 002
+    (or use :func:`wire_rate_bps`, which also pads short frames); Hughes-Jones et al. 2003
     used :data:`SEED_002_OVERHEAD_BYTES` (60).
     """
     if duration_ns <= 0:

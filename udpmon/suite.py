@@ -1,6 +1,7 @@
-"""``nicrig udpmon suite``: seed 000's ten NIC microbenchmarks, each searched for its highest loss-free rate.
+"""``nicrig udpmon suite``: the ten NIC microbenchmarks of Pai, Rixner and Kim 2004, each searched for its highest
+loss-free rate.
 
-Pai, Rixner and Kim (seed 000, section 3.3) isolate a NIC's behaviour with ten
+Pai, Rixner and Kim (2004, §3.3) isolate a NIC's behaviour with ten
 tests: UDP send, receive and 3-way (send to one host while receiving from
 another) with 1472- and 18-byte datagrams (maximum- and minimum-sized
 Ethernet frames), TCP send and receive of maximum-sized segments over several
@@ -23,14 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from nicrig.analysis.quantity import number
 from nicrig.udpmon import flows as F
 from nicrig.udpmon.sequence import MIN_WIRE_BYTES, WIRE_OVERHEAD_BYTES
 
 MBPS = "Mbit/s"
 CONN_PER_MS = "conn/ms"
-#: IPv4 (20) + TCP (20) headers: MSS = MTU - 40 (seed 000: 1460-byte segments at MTU 1500).
+#: IPv4 (20) + TCP (20) headers: MSS = MTU - 40 (Pai, Rixner and Kim 2004: 1460-byte segments at MTU 1500).
 TCP_IP_HEADER_BYTES = 40
-#: A 1460-byte segment occupies 1538 bytes of the wire (seed 000 test 7): 78 beyond the segment.
+#: A 1460-byte segment occupies 1538 bytes of the wire (Pai, Rixner and Kim 2004, test 7): 78 beyond the segment.
 TCP_WIRE_OVERHEAD_BYTES = 78
 #: Wire bytes one connection opened and closed costs in its busier direction (initiator to acceptor):
 #: SYN with options (78-byte frame, 98 on the wire), ACK, ACK of the acceptor's FIN, FIN (84 each).
@@ -39,7 +41,7 @@ CONNECTION_WIRE_BYTES = 98 + 3 * 84
 
 @dataclass(frozen=True)
 class Test:
-    """One of seed 000's ten microbenchmarks (section 3.3), with the figures that show it."""
+    """One of Pai, Rixner and Kim's (2004) ten microbenchmarks (section 3.3), with the figures that show it."""
 
     name: str
     title: str
@@ -72,12 +74,13 @@ TEST_NAMES = tuple(t.name for t in TESTS)
 
 
 def udp_wire_bytes(payload_bytes: int) -> int:
-    """Byte times one UDP datagram occupies on Ethernet: payload + 66, at least 84 (seed 000 section 3.3)."""
+    """Byte times one UDP datagram occupies on Ethernet: payload + 66, at least 84 (Pai, Rixner and Kim 2004, §3.3)."""
     return max(payload_bytes + WIRE_OVERHEAD_BYTES, MIN_WIRE_BYTES)
 
 
 def tcp_segment_bytes(mtu: int) -> int:
-    """The TCP payload of a maximum-sized segment at ``mtu`` (no TCP options, as seed 000 counts)."""
+    """The TCP payload of a maximum-sized segment at ``mtu`` (no TCP options, as Pai, Rixner and Kim 2004
+    count them)."""
     return mtu - TCP_IP_HEADER_BYTES
 
 
@@ -88,7 +91,7 @@ def theoretical(test: Test, link_mbps: float, mtu: int = 1500) -> float:
     that for 3-way (full duplex: 1914, 428); TCP: ``link * segment / (segment
     + 78)`` with ``segment = mtu - 40`` (949 at MTU 1500); connections:
     ``link / (8 * 350 bytes)``, the frames one connection needs in its busier
-    direction (nicrig's bound; seed 000 states none).
+    direction (nicrig's bound; Pai, Rixner and Kim 2004 state none).
     """
     if test.kind.startswith("udp"):
         one = link_mbps * test.size_bytes / udp_wire_bytes(test.size_bytes)
@@ -148,7 +151,8 @@ class Trial:
 
 def search_rate(trial: Callable[[float], Trial], *, start: float, hi: float, tolerance: float,
                 max_trials: int) -> list[Trial]:
-    """Trials for the highest loss-free rate in (0, ``hi``], as seed 000 selected its throttling rates.
+    """Trials for the highest loss-free rate in (0, ``hi``], as Pai, Rixner and Kim 2004 selected their throttling
+    rates.
 
     The first trial runs at ``start``. While trials are loss-free and no
     loss has been seen, the rate doubles (up to ``hi``, where the search
@@ -368,7 +372,7 @@ def throughput_columns(table: np.ndarray) -> dict[str, np.ndarray]:
     """``{test: throughput of each step}`` from ``sweep/suite`` (``suite/tests`` rows with a ``step`` column).
 
     One column per test and one item per step (per NIC, MTU or coalescing
-    setting): what seed 000's Table 2 correlates
+    setting): what Pai, Rixner and Kim's (2004) Table 2 correlates
     (:func:`nicrig.analysis.cpu.correlation`).
     """
     steps = np.unique(table["step"])
@@ -396,9 +400,10 @@ def format_table(outcomes: list[Outcome], *, line_rate: bool = True) -> list[str
              f"{'trials':>6}  loss-free")]
     for o in outcomes:
         u = o.test.unit
-        achieved = f"{o.throughput:9.1f} {u:<7}" if not math.isnan(o.throughput) else f"{'—':>9} {u:<7}"
-        pct = f"{o.percent:7.1f}%" if line_rate and not math.isnan(o.percent) else f"{'—':>8}"
-        theoretical = f"{o.theoretical:9.1f}" if line_rate else f"{'—':>9}"
+        # as the report's table prints them: one trial's rate has no spread to state, so four significant digits
+        achieved = f"{number(o.throughput):>9} {u:<7}" if not math.isnan(o.throughput) else f"{'—':>9} {u:<7}"
+        pct = f"{number(o.percent):>7}%" if line_rate and not math.isnan(o.percent) else f"{'—':>8}"
+        theoretical = f"{number(o.theoretical):>9}" if line_rate else f"{'—':>9}"
         free = ("yes" if o.best.lossless else "no") if o.best is not None else "—"
         lines.append(f"{o.test.seed_test:>2}  {o.test.title:<33} {o.test.figures:<5} {theoretical} {u:<7}"
                      f"{achieved} {pct} {len(o.trials):>6}  {free}")

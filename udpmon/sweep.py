@@ -1,8 +1,8 @@
 """``--sweep``: repeat a latency, stream, suite or aggregate run for each value of interface settings.
 
-Seed 002 section 8 measures RTT against response size (figure 8.1) and
+Hughes-Jones et al. 2003, §8 measures RTT against response size (figure 8.1) and
 throughput against transmit spacing (figures 8.2, 8.3) for RxInt 0, 20, 40,
-64 and 100 us; seed 004 sweeps RxAbsIntDelay and the MTU; seed 001 the MTU.
+64 and 100 us; Geist et al. n.d. sweeps RxAbsIntDelay and the MTU; Feng et al. 2003 the MTU.
 ``--sweep rx-usecs=0,20,40,64,100`` (``ethtool -C``) or ``--sweep
 mtu=1500,4500,9000`` (``ip link``) runs the whole measurement once per value
 (per combination, when ``--sweep`` is repeated), on this host and, through
@@ -256,7 +256,7 @@ def curves(steps: np.ndarray, table: np.ndarray, x: str, y: str) -> dict[str, tu
     """One curve per sweep step: ``{step label: (x values, y values)}`` sorted by x.
 
     ``table`` is a summary table with a ``step`` column (``sweep/latency``,
-    ``sweep/stream``, ...). Seed 002 figure 8.1 is
+    ``sweep/stream``, ...). Hughes-Jones et al. 2003, figure 8.1 is
     ``curves(steps, sweep/latency, "size_bytes", "mean_us")``; figure 8.2
     ``curves(steps, sweep/stream, "spacing_us", "user_rate_mbps")``.
     """

@@ -1,6 +1,6 @@
 """TCP traffic for the NIC microbenchmarks: bulk streams over N connections and connection rates.
 
-Seed 000 (Pai, Rixner, Kim) section 3.3, tests 7-10: TCP send and receive of
+Pai, Rixner and Kim 2004, §3.3, tests 7-10: TCP send and receive of
 maximum-sized segments "over several TCP connections" managed by one process,
 and TCP connection acceptance and initiation, throttled by a rate. Everything
 here runs in one thread on non-blocking sockets with epoll
@@ -15,7 +15,7 @@ of user time against 0.72 s in the kernel; bulk transfers write 256 KiB per
 ``send()`` and matched ``iperf3 -P 4`` (1.03). Through a NIC the kernel's and
 the NIC's share only grows (``docs/udpmon.md``, "The TCP tests").
 
-Connection tests open *and close* each connection (seed 000 test 9: "requests
+Connection tests open *and close* each connection (Pai, Rixner and Kim 2004, test 9: "requests
 to open and close TCP connections"): the acceptor closes first, the initiator
 closes when it sees the acceptor's FIN. The TIME_WAIT state thus stays on the
 acceptor, whose listening port it does not block, and the initiator's
@@ -290,7 +290,8 @@ class Accepts:
 
 def accept_and_close(listener: socket.socket, *, peer_ip: str, max_connections: int, first_timeout_ns: int,
                      idle_timeout_ns: int, max_duration_ns: int, stop_fd: int | None = None) -> Accepts:
-    """Accept connections from ``peer_ip`` and close each at once (seed 000 test 9, the acceptor's side).
+    """Accept connections from ``peer_ip`` and close each at once (Pai, Rixner and Kim 2004, test 9, the acceptor's
+    side).
 
     Stops after ``max_connections``, after ``first_timeout_ns`` before the
     first connection or ``idle_timeout_ns`` after one without another, after
@@ -376,7 +377,7 @@ def schedule_ns(t0_ns: int, count: int, rate_per_s: float) -> np.ndarray:
 def initiate(address: tuple[str, int], *, count: int, rate_per_s: float, family: int = socket.AF_INET,
              bind_ip: str | None = None, max_inflight: int = 512, attempt_timeout_ns: int = 3_000_000_000,
              max_duration_ns: int, start_ns: int | None = None, stop_fd: int | None = None) -> Initiated:
-    """Open and close ``count`` TCP connections to ``address`` at ``rate_per_s`` (seed 000 test 10).
+    """Open and close ``count`` TCP connections to ``address`` at ``rate_per_s`` (Pai, Rixner and Kim 2004, test 10).
 
     Attempt ``i`` is due at ``t0 + i / rate`` (``t0 = start_ns``, default
     now); one already due starts at once, as long as fewer than

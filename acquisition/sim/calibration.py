@@ -1,12 +1,12 @@
-"""The simulated rig against Hughes-Jones et al. 2003 (seed 002): every configuration, measured as a lab would.
+"""The simulated rig against Hughes-Jones et al. 2003: every configuration, measured as a lab would.
 
-Each configuration the seed measured (board, bus, NIC) is simulated, decoded
+Each configuration the paper measured (board, bus, NIC) is simulated, decoded
 by nicrig's decoders and measured by nicrig's analyses (``analysis.bus``);
-the simulator's ``truth/`` tables are never read. Each figure of seed 002
+the simulator's ``truth/`` tables are never read. Each figure of Hughes-Jones et al. 2003
 sections 4-9 and figure 9.1 (``/work/shared/reference/seed_figures.json``)
-that the model covers becomes a :class:`Row`: the seed's value, the measured
+that the model covers becomes a :class:`Row`: the paper's value, the measured
 one, the relative error, and whether it is within tolerance; a figure the
-model cannot reproduce, or that the seed contradicts, carries the reason.
+model cannot reproduce, or that the paper contradicts, carries the reason.
 
 ``bench/calibration.py`` prints the table; ``tests/test_calibration.py`` runs
 a reduced one and fails when a covered row leaves its tolerance.
@@ -34,13 +34,15 @@ from nicrig.udpmon.results import open_results
 
 #: Relative tolerance of a covered row: within 5% of the paper's figure.
 TOLERANCE = 0.05
-#: Seed 002's "wire" overhead per UDP packet: 8 gap + 6 preamble + 18 Ethernet + 28 IP/UDP bytes (§3.2, note 2).
+#: The "wire" overhead per UDP packet of Hughes-Jones et al. 2003 (§3.2, note 2): 8 gap + 6 preamble + 18 Ethernet
+#: + 28 IP/UDP bytes.
 SEED_WIRE_OVERHEAD_BYTES = 60
 
 
 @dataclass(frozen=True)
 class Config:
-    """One board, bus and NIC of seed 002, as profile names; ``nic_changes``: NIC profile fields changed (a what-if
+    """One board, bus and NIC of Hughes-Jones et al. 2003, as profile names; ``nic_changes``: NIC profile fields
+    changed (a what-if
     for the whole calibration, as (field, value) pairs)."""
 
     board: str
@@ -56,10 +58,10 @@ class Config:
 
 @dataclass(frozen=True)
 class Row:
-    """One figure of the seed against the simulated rig's measurement of it.
+    """One figure of the paper against the simulated rig's measurement of it.
 
     ``note`` is empty for a covered row; otherwise it says why the row is not
-    held to the tolerance (the seed contradicts itself, or the mechanism is
+    held to the tolerance (the paper contradicts itself, or the mechanism is
     outside the model).
     """
 
@@ -116,9 +118,9 @@ class Sizes:
 
 
 REDUCED = Sizes(saturated_packets=400, wire_speed_packets=220, trace_packets=4, pause_packets=0, latency_count=2)
-#: Response sizes of the latency runs: one frame each, as the seed's fits below 1500 bytes.
+#: Response sizes of the latency runs: one frame each, as the paper's fits below 1500 bytes.
 LATENCY_SIZES = (64, 256, 512, 768, 1024, 1280, 1472)
-#: Request-response slope (us/byte) and intercept (us) the seed gives, by configuration, with sections.
+#: Request-response slope (us/byte) and intercept (us) the paper gives, by configuration, with sections.
 LATENCY = {
     "sk-370dle-32": ("§4.1.1", 0.0286, 62.0), "sk-370dle-64": ("§4.1.1", 0.023, 56.0),
     "intel-370dle-64": ("§4.2.1", 0.018, 168.0), "alteon-370dle-32": ("§4.3.1", 0.023, None),
@@ -190,7 +192,7 @@ EXPLAINED = {
 
 #: The SK-9843 intercepts: when out of tolerance, :func:`calibrate` says where the paper puts the missing time.
 SK_INTERCEPTS = ("sk-370dle-32", "sk-370dle-64", "sk-p4dp6")
-#: The Intel configuration with a seed intercept (§4.2.1) on the host of the SK-9843's 370DLE rows.
+#: The Intel configuration with an intercept in the paper (§4.2.1) on the host of the SK-9843's 370DLE rows.
 INTEL_ON_370DLE = "intel-370dle-64"
 INTEL_SEED_US = float(LATENCY[INTEL_ON_370DLE][2] or math.nan)
 #: The Intel PRO/1000's receive interrupt delay on the 370DLE (us): the e1000's default 64 units (§4.2.3) of
@@ -201,7 +203,8 @@ INTEL_RX_WAIT_US = 64 * 1.024
 
 def sk_over_intel_us(sk_rtt_us: float, intel_rtt_us: float) -> float:
     """How much longer (us) an SK-9843 round trip is than an Intel PRO/1000 one on the same host once the Intel's
-    two receive waits (:data:`INTEL_RX_WAIT_US`) are taken out (seed 002 §4.1.1, §4.2.1, §4.2.3, §8).
+    two receive waits (:data:`INTEL_RX_WAIT_US`) are taken out (Hughes-Jones et al. 2003, §4.1.1, §4.2.1, §4.2.3,
+    §8).
 
     Both run the same kernel, stack and udpmon (§4): what the host spends
     per message (stack, application, wake-up) adds to both alike and cancels,
@@ -299,7 +302,7 @@ def receive_service_period_us(activity: bus.BusActivity) -> float:
     (frames it had no room for are lost on the way), or, where the stack
     runs after the service (Linux 2.4's NET_RX softirq), to the ring's
     refill that follows the stack (``analysis.bus``'s ``refill`` clusters),
-    so this is the receiver's own pace, which the seed's throughput plateau
+    so this is the receiver's own pace, which the paper's throughput plateau
     shows (§3.2) and what the application would measure.
     """
     receives = activity.of_role("receive")
@@ -311,7 +314,8 @@ def receive_service_period_us(activity: bus.BusActivity) -> float:
 
 
 def wire_rate_mbps(payload_bytes: int, period_us: float) -> float:
-    """Seed 002's "wire" rate (§3.2): payload plus 60 overhead bytes per packet, per ``period_us``, in Mbit/s."""
+    """The "wire" rate of Hughes-Jones et al. 2003 (§3.2): payload plus 60 overhead bytes per packet, per
+    ``period_us``, in Mbit/s."""
     return (payload_bytes + SEED_WIRE_OVERHEAD_BYTES) * 8 / period_us
 
 
@@ -488,7 +492,7 @@ def _latency_rows(key: str, cfg: Config, folder: Path, sizes: Sizes) -> Iterator
         yield Row(key, quantity, _cite(section), "us", intercept, measured[1], EXPLAINED.get((key, quantity), ""))
 
 
-#: What is measured on which configuration, in the order of the seed's sections.
+#: What is measured on which configuration, in the order of the paper's sections.
 PLAN: tuple[tuple[str, Callable[[str, Config, Path, Sizes], Iterator[Row]]], ...] = (
     *((k, _throughput_rows) for k in CONFIGS),
     *((k, _latency_rows) for k in LATENCY),

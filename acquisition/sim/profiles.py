@@ -3,7 +3,7 @@
 Every timing of the model is a profile field, so a lab can describe its own
 hardware in a TOML file (pass its path instead of a name) without touching code.
 Every profile names where its numbers come from in ``source`` (for the built-in
-ones, the sections of seed 002 their values reproduce, cited as a user reads
+ones, the sections of Hughes-Jones et al. 2003 their values reproduce, cited as a user reads
 them: "Hughes-Jones et al. 2003, §4.2.3").
 """
 
@@ -172,7 +172,8 @@ class HostProfile:
     rx_handler_us: float = 0.0
     #: CPU time to wake the receiving application blocked in its receive call (scheduler wake-up and context
     #: switch), paid for a datagram when no other is waiting behind it: every request and response of a
-    #: round trip, never in a saturated stream. 0: not modelled (no sourced value for the seed's hosts).
+    #: round trip, never in a saturated stream. 0: not modelled (no sourced value for the hosts of Hughes-Jones et
+    #: al. 2003).
     wakeup_us: float = 0.0
 
     def check(self) -> None:

@@ -329,7 +329,7 @@ class _Sources:
 
 
 #: The probe's channels: the GMII at host A, and a frame-presence wire for A to B
-#: like seed 002's Gigabit Ethernet probe card (figure 4.3's bottom traces): high while A's frame
+#: like Hughes-Jones et al.'s (2003) Gigabit Ethernet probe card (figure 4.3's bottom traces): high while A's frame
 #: (preamble to FCS) is on the medium, TX_EN's copy (:meth:`GmiiRenderer.render`).
 PROBE_CHANNELS = [*gmii.CHANNELS, "LINK_ACT"]
 _LINK_ACT_CHANNEL = PROBE_CHANNELS.index("LINK_ACT")
