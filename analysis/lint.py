@@ -352,8 +352,9 @@ def _quoted(sec: Section, cite: dict[str, str]) -> bool:
 
 
 def _masked(text: str, spans: list[str]) -> str:
+    """``text`` with each span blanked where it stands whole: a quoted "5" leaves the "95" of "95%" alone."""
     for s in sorted((s for s in spans if s), key=len, reverse=True):
-        text = text.replace(s, " " * len(s))
+        text = re.sub(rf"(?<![\w.]){re.escape(s)}(?!\w|\.\d)", lambda m: " " * len(m.group()), text)
     return text
 
 

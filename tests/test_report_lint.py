@@ -109,6 +109,14 @@ def test_a_sentence_whose_number_differs_from_its_table_fails(sound) -> None:
     assert sum("without quoting a table" in p for p in said) == 2
 
 
+def test_a_quoted_number_hides_only_itself_not_a_part_of_another(sound) -> None:
+    def quoted_five(doc):  # a quoted "5" beside "95% interval": the "9" left of a blanked "5" is no number
+        doc["sections"][1]["interpretation"].append("gamma 5 jiffies; their 95% interval includes zero; 7 us.")
+        doc["sections"][1]["quotes"].append({"cites": [], "given": ["5"], "defines": []})
+    said = [p for p in _broken(sound[1], quoted_five) if "without quoting" in p]
+    assert len(said) == 1 and "states 7 without" in said[0]
+
+
 def test_an_empty_figure_fails(sound) -> None:
     def one_point(doc):
         doc["sections"][1]["figures"][0]["panels"][0] = 1
