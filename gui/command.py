@@ -107,7 +107,13 @@ def run(args: argparse.Namespace) -> int:
     window.resize(*size)
     render(window, args.screenshot, args.view, view_us, cursors_us, args.measure)
     window.close()
-    if window.errors:
-        raise UsageError("; ".join(window.errors))
+    errors = window.errors
+    # deleted now, not at the application's end: a program rendering many pictures in one process would keep
+    # every window's mapped cache files (a descriptor each) open until then
+    window.deleteLater()
+    app.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+    del window
+    if errors:
+        raise UsageError("; ".join(errors))
     print(f"wrote {args.screenshot}")
     return 0

@@ -264,8 +264,15 @@ class Document:
         self.build_lanes()
 
     def close(self) -> None:
+        """Close the file and let go of what is mapped from the cache: every mapping holds a descriptor of its
+        file open until it is dropped."""
         self.cs.close()
         self.closed = True
+        for table in self.decoded.values():
+            table.arrays = table.text = None
+        for d in self.data.values():
+            d.pyramid.release()
+        self.lanes = []
 
     def save_session(self) -> Path:
         with self.suspended() as path:

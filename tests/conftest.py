@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import signal
@@ -77,6 +78,22 @@ def sigint_left_as_found() -> Iterator[None]:
     yield
     after = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
     assert after == before, f"the test changed SIGINT's handler or the signal mask: {before} -> {after}"
+
+
+@pytest.fixture(autouse=True)
+def closed_widgets_deleted(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Widgets a test's qtbot closed are deleted when it ends. Their deleteLater waits for an event loop the
+    test does not return to, and a window keeps what it maps from its capture's cache open (a descriptor
+    each) until it is collected: a worker running hundreds of tests would pass the 1024 descriptors
+    select() takes."""
+    yield
+    if "qtbot" in request.fixturenames:
+        from PySide6 import QtCore, QtWidgets
+
+        app = QtWidgets.QApplication.instance()
+        if app is not None:
+            app.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+        gc.collect()
 
 
 @pytest.fixture(scope="session")
