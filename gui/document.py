@@ -270,8 +270,6 @@ class Document:
         self.closed = True
         for table in self.decoded.values():
             table.arrays = table.text = None
-        for d in self.data.values():
-            d.pyramid.release()
         self.lanes = []
 
     def save_session(self) -> Path:

@@ -361,10 +361,6 @@ class Pyramid:
                 mapped(self.folder / f"L{k}.{part}.npy") for part in ("t", "and", "or"))
         return found  # type: ignore[return-value]
 
-    def release(self) -> None:
-        """Drop the mapped levels (read again from the folder when next drawn)."""
-        self._levels = [None] * len(self._levels)
-
     def advance(self, bins: int, covered_ps: int) -> None:
         """The builder has written level-1 bins ``[0, bins)`` (and the levels above them): data up to
         ``covered_ps``."""

@@ -548,7 +548,7 @@ class _Reads:
         import threading
 
         from nicrig.gui.chunks import StoredChunks
-        from nicrig.gui.overview import BlockCache
+        from nicrig.gui.overview import SampleReader
 
         self.samples = self.rows = 0
         main = threading.main_thread()
@@ -567,7 +567,9 @@ class _Reads:
 
             monkeypatch.setattr(cls, name, read)
 
-        counted(BlockCache, "_get", "samples")
+        # what is read from the file, not what is taken again from the block cache
+        counted(SampleReader, "packed", "samples")
+        counted(SampleReader, "times", "samples")
         counted(StoredChunks, "rows", "rows")
         counted(StoredChunks, "fields", "rows")
 
