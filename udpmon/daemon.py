@@ -433,11 +433,12 @@ class _Session:
             except ifsettings.SettingRefused as exc:
                 outcome += f"; {exc}"
             self._end_trace()
-            self.daemon._release(self)
-            _close_session(self.conn)
+            # logged before the daemon is free: the next controller's session never comes before this one's end
             auth = P.AUTH_HMAC if self.cfg.secret else P.AUTH_LOOPBACK
             self.daemon.log(f"{P.hostport(self.peer_ip, self.peer_addr[1])} auth={auth} authenticated "
                             f"{time.monotonic() - self.opened:.1f}s tests={self.tests_run} end: {outcome}")
+            self.daemon._release(self)
+            _close_session(self.conn)
 
     def _send_error(self, code: str, message: str) -> None:
         try:
