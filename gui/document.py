@@ -264,8 +264,8 @@ class Document:
         self.build_lanes()
 
     def close(self) -> None:
-        """Close the file and let go of what is mapped from the cache: every mapping holds a descriptor of its
-        file open until it is dropped."""
+        """Close the file and let go of the decoded lanes mapped from the cache (every mapping holds a
+        descriptor of its file open until it is dropped); the pyramids stay, another document may share them."""
         self.cs.close()
         self.closed = True
         for table in self.decoded.values():
