@@ -98,7 +98,7 @@ def closed_widgets_deleted(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def linted_files() -> dict[Path, float]:
-    """Report files already checked in this session (path: modification time)."""
+    """Report files already checked in this test run (path: modification time)."""
     return {}
 
 

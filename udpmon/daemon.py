@@ -513,7 +513,7 @@ class _Session:
             raise P.RefusedError("kernel tracing is not permitted on this daemon (start it with "
                                  "'nicrig udpmon serve --allow-trace', as root)")
         if self.trace is not None:
-            raise P.BusyError("this session is already tracing; send stop_trace first")
+            raise P.BusyError("this controller is already tracing; send stop_trace first")
         names = _value(msg, "events", list(DEFAULT_EVENTS))
         if (not isinstance(names, list) or not names or len(names) > 64
                 or not all(isinstance(e, str) and e in DEFAULT_EVENTS + OPTIONAL for e in names)):
@@ -804,7 +804,7 @@ class _Session:
         return {"type": "interface", "interface": iface, "restored": restored}
 
     def _restore_settings(self) -> dict[str, ifsettings.Value]:
-        """Put back what this session changed (SettingRefused if the host refuses)."""
+        """Put back what this controller changed (SettingRefused if the host refuses)."""
         if self.tuner is None or not self.tuner.original:
             return {}
         restored = self.tuner.restore()
@@ -815,7 +815,7 @@ class _Session:
     def _start(self, role: str, function: str, params: dict[str, Any], kwargs: dict[str, Any],
                open_socket: Callable[[], socket.socket | None]) -> dict[str, Any]:
         if self.test is not None:
-            raise P.BusyError(f"a {self.test.role} test is still held on this session "
+            raise P.BusyError(f"a {self.test.role} test is still held for this controller "
                               f"({'finished' if self.test.done.is_set() else 'running'}); send stop first")
         try:
             fn = getattr(self.daemon._engine(), function)
