@@ -23,7 +23,8 @@ Receiving host
     which are which);
   * each message the call returned is a ``sock:sock_recv_length`` (socket, and the length the engine
     recorded); a UDP socket's queue is first in, first out, so the k-th datagram the socket returned is the
-    k-th queued on it (checked wherever a read found the queue empty: as many returned as queued by then);
+    k-th queued on it, checked between each two reads that found the queue empty (as many returned as
+    queued between them): a stretch that does not line up is refused alone, the next empty read starts afresh;
   * the stack delivers one buffer at a time on a CPU, from ``net:netif_receive_skb`` to the socket's
     queue and its wake-up (``sock:sk_data_ready``) with nothing between: the queued buffer is the last
     ``netif_receive_skb`` on that CPU before the wake-up, of the datagram's length, and the only one of that
@@ -257,7 +258,7 @@ class SocketQueue:
     Per wake-up (``sk_data_ready``): ``wake``; ``receive``, the ``netif_receive_skb`` of the buffer queued
     before it (-1: not one buffer); ``certain``, its place in the queue is known (no other datagram's span
     from receive to wake-up meets its own). ``returned``: the messages the recorded threads took from the
-    socket (``sock_recv_length``, length > 0); ``empty_ns``: when a read found the queue empty
+    socket (``sock_recv_length``, length > 0); ``empty``: the reads that found the queue empty
     (``sock_recv_length`` -EAGAIN)."""
 
     wake: np.ndarray
@@ -267,20 +268,46 @@ class SocketQueue:
     wake_ns: np.ndarray
     start_ns: np.ndarray
     returned_ns: np.ndarray
+    empty: np.ndarray
     empty_ns: np.ndarray
 
-    @property
-    def lined_up(self) -> bool:
-        """The k-th returned datagram is the k-th queued: each was queued before it was returned, and wherever
-        a read found the queue empty, as many had been returned as had been queued (a datagram queued before
-        the span looked at, or a lost wake-up, breaks one of the two)."""
-        n = len(self.returned)
-        if n > len(self.wake) or not (self.wake_ns[:n] <= self.returned_ns).all():
-            return False
-        taken = np.searchsorted(self.returned_ns, self.empty_ns, side="left")
-        surely = np.searchsorted(self.wake_ns, self.empty_ns, side="left")  # woken before it: queued before it
-        possibly = np.searchsorted(np.sort(self.start_ns), self.empty_ns, side="right")  # received by then
-        return bool(((surely <= taken) & (taken <= possibly)).all())
+    def wake_of_returned(self) -> np.ndarray:
+        """For each returned datagram, the index into ``wake`` of its queueing; -1 where that is not known.
+
+        A read that found the queue empty had taken every datagram queued before it, so the reads finding it
+        empty cut the socket's life into stretches that line up (or not) on their own: in each, the k-th
+        datagram returned is the k-th queued. A stretch is refused when a datagram may have been queued on
+        either side of its bounds (its receive before a read finding the queue empty, its wake-up after), or
+        when it returned a different number than was queued (a datagram queued before the span looked at, a
+        lost wake-up) or one before it was queued; the last stretch may leave datagrams unread. The first
+        stretch takes the socket to start empty."""
+        e_ns = np.sort(self.empty_ns)
+        stretches = len(e_ns) + 1
+        after = np.searchsorted(e_ns, self.start_ns, side="left")  # empty reads surely before its queueing
+        before = np.searchsorted(e_ns, self.wake_ns, side="right")  # the first surely after it
+        known = after == before
+        straddled = np.zeros(stretches + 1, np.int64)
+        np.add.at(straddled, after[~known], 1)
+        np.add.at(straddled, before[~known] + 1, -1)
+        wakes = np.flatnonzero(known)
+        wakes = wakes[np.argsort(after[wakes], kind="stable")]
+        of_wake = after[wakes]
+        of_return = np.searchsorted(np.sort(self.empty), self.returned)
+        queued = np.bincount(of_wake, minlength=stretches)
+        taken = np.bincount(of_return, minlength=stretches)
+        miscounted = taken != queued
+        miscounted[-1] = taken[-1] > queued[-1]
+        refused = (np.cumsum(straddled)[:stretches] > 0) | miscounted
+        rank = np.arange(len(of_return)) - (np.cumsum(taken) - taken)[of_return]
+        first_wake = np.cumsum(queued) - queued
+        place = np.full(len(of_return), -1, np.int64)
+        ok = ~refused[of_return]
+        place[ok] = wakes[first_wake[of_return[ok]] + rank[ok]]
+        early = np.zeros(len(of_return), bool)
+        early[ok] = self.wake_ns[place[ok]] > self.returned_ns[ok]
+        refused[of_return[early]] = True
+        place[refused[of_return]] = -1
+        return place
 
 
 def socket_queue(trace: HostTrace, sk: int, first: int, last: int) -> SocketQueue:
@@ -319,9 +346,10 @@ def socket_queue(trace: HostTrace, sk: int, first: int, last: int) -> SocketQueu
     certain = (later_start > wake_ns) & (earlier_end < start_ns)
     reads = (ev["event"] == trace.code("sock:sock_recv_length")) & (ev["sk"] == sk) & span
     returned = np.flatnonzero(reads & (ev["ret"] > 0))
+    empty = np.flatnonzero(reads & (ev["ret"] == -EAGAIN))
     return SocketQueue(wake=wakes, receive=receive, certain=certain, returned=returned, wake_ns=wake_ns,
-                       start_ns=start_ns, returned_ns=ev["time_ns"][returned],
-                       empty_ns=ev["time_ns"][reads & (ev["ret"] == -EAGAIN)])
+                       start_ns=start_ns, returned_ns=ev["time_ns"][returned], empty=empty,
+                       empty_ns=ev["time_ns"][empty])
 
 
 def socket_life(trace: HostTrace, sk: int, thread: int) -> tuple[int, int]:
@@ -373,11 +401,10 @@ def pair_received(trace: HostTrace, received: np.ndarray, thread: int) -> Pairin
         r, c, mm = row[on], call[on], m[on]
         queue = socket_queue(trace, int(sk), *socket_life(trace, int(sk), thread))
         result.unrecorded[UNRECORDED] += max(len(queue.wake) - len(r), 0)
-        if not queue.lined_up:
-            result.unpaired[QUEUE_MISMATCH] += len(r)
-            continue
-        # the socket's k-th returned datagram is its k-th queued one
-        place = np.searchsorted(queue.returned, mm)
+        place = queue.wake_of_returned()[np.searchsorted(queue.returned, mm)]
+        lined_up = place >= 0
+        result.unpaired[QUEUE_MISMATCH] += int((~lined_up).sum())
+        r, c, mm, place = r[lined_up], c[lined_up], mm[lined_up], place[lined_up]
         size = received["size_bytes"][r].astype(np.int64)
         length_ok = ev["ret"][mm] == size
         certain = queue.certain[place]

@@ -139,6 +139,51 @@ def test_a_read_finding_the_queue_empty_while_a_datagram_was_queued_is_caught():
     assert got.paired == 0 and got.unpaired[pp.QUEUE_MISMATCH] == 3
 
 
+def test_a_read_finding_the_queue_empty_starts_afresh():
+    """A datagram queued before the span looked at spoils its stretch only; after the next read that found the
+    queue empty, the k-th returned is again the k-th queued."""
+    tr = Trace()
+    tr.add("raw_syscalls:sys_enter", pid=ENGINE, syscall=7)
+    deliver(tr, 0x1000)
+    first = read(tr, 2)  # two returned, one queued in sight
+    deliver(tr, 0x2000)
+    deliver(tr, 0x2001, cpu=1)
+    second = read(tr, 2)
+    got = pp.pair_received(tr.host(), received_rows([0, 1, 2, 3], [first, first, second, second]), ENGINE)
+    assert got.unpaired[pp.QUEUE_MISMATCH] == 2 and got.paired == 2
+    assert dict(zip(got.paths["seq"].tolist(), got.paths["skbaddr"].tolist())) == {2: 0x2000, 3: 0x2001}
+
+
+def test_a_lost_wake_up_spoils_only_its_stretch():
+    tr = Trace()
+    tr.add("raw_syscalls:sys_enter", pid=ENGINE, syscall=7)
+    deliver(tr, 0x1000)
+    first = read(tr, 1)
+    tr.add("net:netif_receive_skb", cpu=0, skbaddr=0x2000, len=SIZE + 28)  # queued, its wake-up not recorded
+    deliver(tr, 0x2001)
+    second = read(tr, 2)
+    deliver(tr, 0x3000)
+    third = read(tr, 1, emptied=False)
+    got = pp.pair_received(tr.host(), received_rows([0, 1, 2, 3], [first, second, second, third]), ENGINE)
+    assert got.unpaired[pp.QUEUE_MISMATCH] == 2 and got.paired == 2
+    assert dict(zip(got.paths["seq"].tolist(), got.paths["skbaddr"].tolist())) == {0: 0x1000, 3: 0x3000}
+
+
+def test_a_datagram_queued_across_an_empty_read_refuses_both_its_stretches():
+    tr = Trace()
+    tr.add("raw_syscalls:sys_enter", pid=ENGINE, syscall=7)
+    deliver(tr, 0x1000)
+    first = read(tr, 1)
+    deliver(tr, 0x2000)
+    tr.add("net:netif_receive_skb", cpu=1, skbaddr=0x3000, len=SIZE + 28)
+    second = read(tr, 1)  # found empty between another CPU's receive and its wake-up
+    tr.add("sock:sk_data_ready", cpu=1, sk=SK)
+    deliver(tr, 0x4000)
+    third = read(tr, 2)
+    got = pp.pair_received(tr.host(), received_rows([0, 1, 2, 3], [first, second, third, third]), ENGINE)
+    assert got.unpaired[pp.QUEUE_MISMATCH] == 3 and got.paired == 1 and got.paths["skbaddr"][0] == 0x1000
+
+
 def sent_rows(seqs, t_ns) -> np.ndarray:
     s = np.zeros(len(seqs), SENT_DTYPE)
     s["seq"], s["t_ns"] = seqs, t_ns
