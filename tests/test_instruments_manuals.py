@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -235,8 +236,13 @@ def test_clients_beyond_the_limit_are_closed_and_get_no_thread():
         for s in extra:  # accepted and closed at once, no answer and no thread
             s.sendall(b"*IDN?\n")
             assert s.recv(4096) == b""
-        assert threads_serving() - before <= 3
+        assert threads_serving() - before <= 3 and srv.clients == 3
         held[0].close()
+        # the slot is free once the server has seen the close, not when the client made it
+        deadline = time.monotonic() + 10
+        while srv.clients >= 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert srv.clients == 2
         late = socket.create_connection(srv.address, timeout=10)  # room again
         late.sendall(b"*IDN?\n")
         assert late.recv(4096).startswith(srv.dialect.idn.encode())

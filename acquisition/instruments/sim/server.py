@@ -530,6 +530,12 @@ class SimServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
         host, port = self.address
         return f"TCPIP0::{host}::{port}::SOCKET"
 
+    @property
+    def clients(self) -> int:
+        """Connections being served now; one that ended counts until its thread has let it go."""
+        with self._lock:
+            return len(self._open)
+
     def run_message(self, message: str) -> list[str | bytes]:
         """Parse ``message`` whole, then run it; its answers. A parse error queues and runs nothing."""
         d = self.dialect
