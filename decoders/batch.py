@@ -543,14 +543,16 @@ def _open_update(plan: _FilePlan) -> None:
 def _write_wire(plan: _FilePlan) -> None:
     """Make the ethernet tables of the file's wire sources (in this process: frames need no cuts) and give them
     to the companion update."""
+    dtype = tables.dtype_of("ethernet")
     for name in plan.wire:
-        with CaptureSet.open(plan.result.path) as cs:
-            table, _ = wire_frames.ethernet_table(wire.WireSource(cs, name))
         _open_update(plan)
-        plan.update.write_table(f"decoded/{name}/ethernet", table, units=tables.units_of(table.dtype.names),
-                                description=f"ethernet decoder records for wire source {name}",
-                                attrs=wire_frames.table_attrs())
-        plan.result.written[name]["ethernet"] = len(table)
+        appender = plan.update.append_table(f"decoded/{name}/ethernet", dtype, units=tables.units_of(dtype.names),
+                                            description=f"ethernet decoder records for wire source {name}",
+                                            attrs=wire_frames.table_attrs())
+        with CaptureSet.open(plan.result.path) as cs:
+            for block in wire_frames.ethernet_blocks(wire.WireSource(cs, name)):
+                appender.append(block)
+        plan.result.written[name]["ethernet"] = appender.close().shape[0]
     plan.wire = []
 
 

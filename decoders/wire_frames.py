@@ -122,12 +122,12 @@ def _blocks(src: WireSource, progress: Progress | None) -> Iterator[tuple[np.nda
             progress(min(n, first + BLOCK_FRAMES), n)
 
 
-def ethernet_table(src: WireSource, progress: Progress | None = None) -> tuple[np.ndarray, dict[str, int]]:
-    """The ``ethernet`` table of a wire source, and the frames left out by reason (``{"link type 113": 12}``)."""
-    left_out: dict[str, int] = {}
+def ethernet_blocks(src: WireSource, left_out: dict[str, int] | None = None,
+                    progress: Progress | None = None) -> Iterator[np.ndarray]:
+    """The ``ethernet`` table of a wire source, block by block in frame order (memory holds a block's rows, not
+    the table's); the frames left out are counted by reason into ``left_out`` (``{"link type 113": 12}``)."""
+    left_out = {} if left_out is None else left_out
     states: dict[tuple[int, bytes], Any] = {}
-    table = np.zeros(len(src), tables.dtype_of("ethernet"))  # at most a row a frame, filled block by block
-    filled = 0
     for numbers, rows, octets in _blocks(src, progress):
         parts = []
         link = src.interfaces["link_type"][rows["interface"]] if len(src.interfaces) else np.full(len(rows), -1)
@@ -148,10 +148,15 @@ def ethernet_table(src: WireSource, progress: Progress | None = None) -> tuple[n
                     parts.append(part)
         if parts:  # a block's streams (interface, direction) interleave: in frame order again
             block = np.concatenate(parts)
-            block = block[np.argsort(block["ss"], kind="stable")]
-            table[filled:filled + len(block)] = block
-            filled += len(block)
-    return table[:filled], left_out
+            yield block[np.argsort(block["ss"], kind="stable")]
+
+
+def ethernet_table(src: WireSource, progress: Progress | None = None) -> tuple[np.ndarray, dict[str, int]]:
+    """The ``ethernet`` table of a wire source whole, and the frames left out by reason."""
+    left_out: dict[str, int] = {}
+    blocks = list(ethernet_blocks(src, left_out, progress))
+    table = np.concatenate(blocks) if blocks else np.zeros(0, tables.dtype_of("ethernet"))
+    return table, left_out
 
 
 def _decode(src: WireSource, interface: int, direction: bytes, numbers: np.ndarray, rows: np.ndarray,
