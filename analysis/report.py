@@ -520,7 +520,7 @@ BAR_CAP_PCT = 150.0
 
 def _bench_row(b: suite.Benchmark, line_rate: bool) -> list[Any]:
     """A test's row; without a line rate (loopback, veth) no maximum and no share of one."""
-    return [b.seed_test, b.title, b.figures, b.size_bytes, b.best_loss_free_offered, b.offered_unit, b.throughput,
+    return [b.paper_test, b.title, b.figures, b.size_bytes, b.best_loss_free_offered, b.offered_unit, b.throughput,
             b.unit, b.theoretical if line_rate else None, b.percent_of_theoretical if line_rate else None, b.lost,
             b.sent, b.loss_pct, b.trials, b.limited_by, b.status]
 
@@ -547,7 +547,7 @@ def _suite_chart(sec: Section, title: str, runs: Sequence[tuple[str, suite.Suite
         got = [next((b for b in r.benchmarks if b.name == n), None) for n in names]
         series[label] = np.array([b.percent_of_theoretical if b else math.nan for b in got])
         notes[label] = [f"{number(b.throughput)} of {number(b.theoretical)} {b.unit}" if b else "" for b in got]
-    categories = [f"{t.seed_test}. {t.title}" for t in (suite.TESTS_BY_NAME[n] for n in names)]
+    categories = [f"{t.paper_test}. {t.title}" for t in (suite.TESTS_BY_NAME[n] for n in names)]
     chart(sec, title, figures.grouped_bars(categories, series, "% of the theoretical maximum", notes=notes,
                                            reference=100.0, cap=BAR_CAP_PCT, unit="%"),
           f"As {PAI}, figures 5-11: each test's best throughput as a share of the most a perfect NIC could reach at "

@@ -53,7 +53,7 @@ class Benchmark:
 
     name: str
     title: str
-    seed_test: int
+    paper_test: int
     figures: str
     unit: str
     size_bytes: int
@@ -108,7 +108,7 @@ def benchmarks(tests: np.ndarray, trials: np.ndarray, flows: np.ndarray, *, link
             built.append(S.Trial(name, int(t["trial"]), int(t["point"]), float(t["offered"]), tuple(mine), test.unit))
         best = S.best(built)
         out.append(Benchmark(
-            name=name, title=test.title, seed_test=test.seed_test, figures=test.figures, unit=test.unit,
+            name=name, title=test.title, paper_test=test.paper_test, figures=test.figures, unit=test.unit,
             size_bytes=test.size_bytes, theoretical=S.theoretical(test, link_mbps, mtu), trials=len(built),
             best_point=best.point if best else -1, offered=best.offered if best else math.nan,
             offered_unit=S.offered_unit(test), throughput=best.throughput if best else math.nan,

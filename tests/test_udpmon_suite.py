@@ -345,7 +345,7 @@ def test_suite_between_three_hosts(three_served, tmp_path) -> None:
         link = rf.table_attrs("suite/tests")["link_mbps"]
     assert link == 1000.0  # seed 000's 1 Gbit/s, so that the maxima are its figures
     assert [t.decode() for t in tests["test"]] == list(S.TEST_NAMES)
-    assert list(tests["seed_test"]) == list(range(1, 11))
+    assert list(tests["paper_test"]) == list(range(1, 11))
     assert [int(v) for v in tests["theoretical"][:8]] == [957, 957, 1914, 214, 214, 428, 949, 949]
     assert (tests["trials"] >= 1).all() and (tests["throughput"] > 0).all()
     assert np.allclose(tests["percent_of_theoretical"], 100 * tests["throughput"] / tests["theoretical"])

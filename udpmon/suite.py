@@ -45,7 +45,7 @@ class Test:
 
     name: str
     title: str
-    seed_test: int
+    paper_test: int
     figures: str
     kind: str          # udp-send, udp-recv, udp-3way, tcp-send, tcp-recv, tcp-accept, tcp-initiate
     size_bytes: int    # UDP payload (TCP: the segment at MTU 1500; 0 for connections)
@@ -321,7 +321,7 @@ def _work(test: Test, peer: F.Remote, third: F.Remote | None, rate: float, opts:
 
 
 TESTS_DTYPE = np.dtype([
-    ("test", "S16"), ("title", "S40"), ("seed_test", "<i2"), ("figures", "S8"), ("unit", "S8"),
+    ("test", "S16"), ("title", "S40"), ("paper_test", "<i2"), ("figures", "S8"), ("unit", "S8"),
     ("size_bytes", "<i4"), ("theoretical", "<f8"), ("throughput", "<f8"), ("percent_of_theoretical", "<f8"),
     ("lossless", "?"), ("best_point", "<i4"), ("best_offered", "<f8"), ("trials", "<i4"), ("limited_by", "S64"),
     ("status", "S120"),
@@ -356,7 +356,7 @@ def tables(outcomes: list[Outcome]) -> dict[str, np.ndarray]:
     tests, trials, flows = [], [], []
     for o in outcomes:
         b = o.best
-        tests.append((o.test.name.encode(), o.test.title.encode(), o.test.seed_test, o.test.figures.encode(),
+        tests.append((o.test.name.encode(), o.test.title.encode(), o.test.paper_test, o.test.figures.encode(),
                       o.test.unit.encode(), o.test.size_bytes, o.theoretical, o.throughput, o.percent,
                       bool(b is not None and b.lossless), b.point if b else -1, b.offered if b else math.nan,
                       len(o.trials), o.limited_by.encode()[:64], o.status.encode()[:120]))
@@ -386,7 +386,7 @@ def throughput_columns(table: np.ndarray) -> dict[str, np.ndarray]:
 
 def summary(outcomes: list[Outcome]) -> list[dict[str, object]]:
     """One JSON-ready row per test."""
-    return [{"test": o.test.name, "title": o.test.title, "seed_test": o.test.seed_test, "figures": o.test.figures,
+    return [{"test": o.test.name, "title": o.test.title, "paper_test": o.test.paper_test, "figures": o.test.figures,
              "unit": o.test.unit, "theoretical": o.theoretical, "throughput": o.throughput,
              "percent_of_theoretical": o.percent, "lossless": bool(o.best is not None and o.best.lossless),
              "best_offered": o.best.offered if o.best else None, "trials": len(o.trials),
@@ -405,7 +405,7 @@ def format_table(outcomes: list[Outcome], *, line_rate: bool = True) -> list[str
         pct = f"{number(o.percent):>7}%" if line_rate and not math.isnan(o.percent) else f"{'—':>8}"
         theoretical = f"{number(o.theoretical):>9}" if line_rate else f"{'—':>9}"
         free = ("yes" if o.best.lossless else "no") if o.best is not None else "—"
-        lines.append(f"{o.test.seed_test:>2}  {o.test.title:<33} {o.test.figures:<5} {theoretical} {u:<7}"
+        lines.append(f"{o.test.paper_test:>2}  {o.test.title:<33} {o.test.figures:<5} {theoretical} {u:<7}"
                      f"{achieved} {pct} {len(o.trials):>6}  {free}")
         if o.status != "ok":
             lines.append(f"    {o.status}")
