@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from nicrig.analysis import bus, nic_registers
-from nicrig.analysis.quantity import K95, measured, number, places, rectangular
+from nicrig.analysis.quantity import K95, measured, number, places, rectangular, resolved
 from nicrig.gui.background import Job
 from nicrig.gui.lanes import STYLE_NAMES, Boxes, format_ns
 from nicrig.gui.sizing import fit_columns
@@ -115,6 +115,14 @@ def _spread(name: str, sp: bus.Spread, unit: str = "us", counts: bool = False, s
     return Measurement(name, f"median {median} (min {show(sp.minimum)}, max {show(sp.maximum)}; n={sp.count})")
 
 
+def _occupancy(occ: bus.Occupancy, step_us: float | None) -> str:
+    """The share of the window the bus was busy, to one clock of the window (its two ends cut a transaction
+    anywhere within a clock)."""
+    if step_us is None or not occ.window_us > 0:
+        return f"{number(occ.busy_pct)} %"
+    return _time(occ.busy_pct, 100 * step_us / occ.window_us, "%")
+
+
 def path_measurements(p: bus.FramePath, rig: Rig, way: str, periods_ns: dict[str, float] | None = None
                       ) -> list[Measurement]:
     """One frame's trip (Hughes-Jones et al. 2003, figure 4.7): CSR setup, DMA, wire, receive DMA, interrupt,
@@ -151,14 +159,19 @@ def host_measurements(trace: HostTrace, t0_ns: float, t1_ns: float, shift_ns: fl
     a, b = int(t0_ns - shift_ns), int(t1_ns - shift_ns)
     cut = dataclasses.replace(trace, events=hostprobe.within(trace.events, a, b), start_ns=a, end_ns=b)
     span = (b - a) / 1e9
+
+    def per_s(count: int) -> str:
+        """Events per second of the view, to its resolution: one event in the view's span."""
+        return f"{resolved(count / span, rectangular(1 / span))}" if span else "-"
+
     runs = hostprobe.softirq_spans(cut, hostprobe.NET_RX)
     ps = hostprobe.poll_stats(hostprobe.polls(cut))
     _, raised = hostprobe.trigger_delays(cut)
     median, p90, n = hostprobe.quantiles_us(raised)
     cpus = max(len(trace.losses), 1)
     out = [Measurement(f"host {trace.host}: kernel events", ""),
-           Measurement("  hard IRQs per s", f"{number(len(cut.of('irq:irq_handler_entry')) / span)}" if span else "-"),
-           Measurement("  NET_RX softirq runs per s", f"{number(len(runs) / span)}" if span else "-"),
+           Measurement("  hard IRQs per s", per_s(len(cut.of("irq:irq_handler_entry")))),
+           Measurement("  NET_RX softirq runs per s", per_s(len(runs))),
            Measurement("  NAPI polls, frames per poll (most)",
                        f"{ps.polls}, {number(ps.mean_frames)} ({ps.max_frames} of {ps.budget})"),
            Measurement("  CPU in NET_RX", f"{number(100 * hostprobe.busy_share(runs, a, b, cpus))} %"),
@@ -207,7 +220,7 @@ def measure_range(tables: dict[str, np.ndarray], sources: list[str], t0_ns: floa
                 _spread("  DMA burst", host.dma.burst_us, step_us=step),
                 Measurement("  STOP# (retries) on CSR / DMA",
                             f"{host.stops.csr_with_stop} ({host.stops.retries}) / {host.stops.dma_with_stop}"),
-                Measurement("  bus occupancy", f"{number(host.occupancy.busy_pct)} %")]
+                Measurement("  bus occupancy", _occupancy(host.occupancy, step))]
         it = host.interrupts
         if it is not None:
             rows += [_spread("  DMA -> interrupt (coalescence)", it.dma_to_interrupt_us, step_us=step),

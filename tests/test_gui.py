@@ -3,6 +3,7 @@ measurements, results views, sessions, screenshots, and bad files."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import os
@@ -188,6 +189,19 @@ def test_a_bus_median_carries_its_scatter_and_the_sample_clock() -> None:
     assert _spread("DMA", bus.spread([1.23456]), step_us=step).value == "1.23 ± 0.01 us"
     # too few for a distribution-free interval: the median and its range, to the clock's resolution
     assert _spread("DMA", bus.spread([1.2, 1.3]), step_us=step).value == "median 1.25 us (min 1.20, max 1.30; n=2)"
+
+
+def test_a_bus_occupancy_is_given_to_one_clock_of_the_window() -> None:
+    from nicrig.analysis import bus
+    from nicrig.gui.measurements import _occupancy, clock_step_us
+
+    step = clock_step_us({"send_pci": 15.0}, "send_pci")
+    long = bus.Occupancy(window_us=10_000.0, busy_us=4228.0, busy_pct=42.28, frames=909, busy_per_frame_us=4.65,
+                         frame_period_us=11.0)
+    assert _occupancy(long, step) == "42.2800 ± 0.0001 %"  # a clock in 10 ms
+    short = dataclasses.replace(long, window_us=1.0, busy_us=0.4228)  # a clock of 21 ns is 2 % of 1 us
+    assert _occupancy(short, step) == "42 ± 1 %"
+    assert _occupancy(short, None) == "42.28 %"  # no clock known: four significant digits
 
 
 def test_session_is_saved_with_the_file(qtbot, fresh: Path) -> None:

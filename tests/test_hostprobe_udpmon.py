@@ -251,6 +251,9 @@ def test_gui_measures_the_hosts_between_the_cursors(traced_stream):
     polls, rest = text["NAPI polls, frames per poll (most)"].split(", ", 1)
     assert int(polls) > 0 and 1 <= float(rest.split()[0]) <= 64
     assert text["CPU in NET_RX"].endswith("%")
+    span_s = (t1 - t0) / 1e9
+    for name in ("hard IRQs per s", "NET_RX softirq runs per s"):  # to one event in the span, not finer
+        assert 10.0 ** -len(text[name].partition(".")[2]) >= 0.05 / span_s, (text[name], span_s)
 
 
 @pytest.fixture(scope="module")
