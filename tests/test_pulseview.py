@@ -11,7 +11,6 @@ from __future__ import annotations
 import configparser
 import os
 import re
-import select
 import shutil
 import signal
 import stat
@@ -31,6 +30,7 @@ from nicrig.acquisition.srzip import read_sr
 
 from nicrig.cli import main
 from nicrig.decoders import catalog
+from nicrig.readiness import readable
 from tests.conftest import simulate_set
 from tests.sigrok_run import run_sigrok
 
@@ -59,8 +59,7 @@ def x_display() -> Iterator[str]:
                             pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(write_fd)
     try:
-        ready, _, _ = select.select([read_fd], [], [], 60)
-        number = os.read(read_fd, 16).decode().strip() if ready else ""
+        number = os.read(read_fd, 16).decode().strip() if readable(read_fd, 60) else ""
         if not number:
             pytest.fail("Xvfb did not report a display within 60 s")
         yield f":{number}"

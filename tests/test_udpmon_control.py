@@ -11,7 +11,6 @@ import argparse
 import importlib.util
 import os
 import re
-import select
 import selectors
 import signal
 import socket
@@ -30,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nicrig.errors import NicrigError
+from nicrig.readiness import readable
 from nicrig.udpmon import daemon as D
 from nicrig.udpmon import protocol as P
 from nicrig.udpmon.client import Controller
@@ -59,7 +59,7 @@ class FakeEngine:
         if self.ignore_stop is not None:
             self.ignore_stop.wait(30)
         else:
-            select.select([kwargs["stop_fd"]], [], [], 30)
+            readable(kwargs["stop_fd"], 30)
         self.stopped.set()
         if self.error is not None:
             raise self.error

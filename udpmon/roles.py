@@ -15,12 +15,12 @@ address (TCP listeners) or connects only to it (connector).
 
 from __future__ import annotations
 
-import select
 import socket
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from nicrig.readiness import readable
 from nicrig.udpmon import tcp
 from nicrig.udpmon.engine import monotonic_ns, receive, respond, send_paced
 
@@ -29,10 +29,6 @@ __all__ = ["acceptor", "connector", "receive", "respond", "send", "tcp_sink", "t
 #: A paced send runs in slices this long, checking the stop pipe between them.
 SLICE_NS = 20_000_000
 MAX_SLICE_PACKETS = 65536
-
-
-def _stopped(stop_fd: int) -> bool:
-    return bool(select.select([stop_fd], [], [], 0)[0])
 
 
 def slices(count: int, spacing_ns: int) -> list[tuple[int, int]]:
@@ -55,7 +51,7 @@ def send(sock: socket.socket, *, stop_fd: int, count: int, size_bytes: int, spac
     times = np.full(count, -1, dtype=np.int64)
     stopped = False
     for first, n in slices(count, spacing_ns):
-        if _stopped(stop_fd):
+        if readable(stop_fd):
             stopped = True
             break
         times[first:first + n] = send_paced(sock, count=n, size_bytes=size_bytes, spacing_ns=spacing_ns,

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from nicrig.errors import UsageError
+from nicrig.readiness import readable
 
 META_DTYPE = np.dtype([("sw_ns", "<i8"), ("hw_ns", "<i8"), ("caplen", "<i4"), ("origlen", "<i4"),
                        ("ifindex", "<i4"), ("pkttype", "u1"), ("pad", "V3")])
@@ -274,7 +275,7 @@ class WireTap:
                     self._frames += n
                     if n == 0 and stop < 0:
                         break  # stopped, and the queue is empty
-                    if n == 0 and _readable(stop):
+                    if n == 0 and readable(stop):
                         stop = -1  # drain what is queued, without waiting
         except BaseException as exc:  # noqa: BLE001 - handed to stop()
             self._error = exc
@@ -332,9 +333,3 @@ class WireTap:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-
-def _readable(fd: int) -> bool:
-    import select
-
-    return bool(select.select([fd], [], [], 0)[0])

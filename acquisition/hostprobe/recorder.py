@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import struct
 import subprocess
@@ -41,10 +40,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from nicrig.acquisition.hostprobe import tracefs
 from nicrig.errors import NicrigError, UsageError
+from nicrig.readiness import readable
 
 #: The events recorded when none are named (the host's share of a UDP exchange).
 DEFAULT_EVENTS = (
@@ -195,7 +195,7 @@ def guardian_main(argv: Sequence[str]) -> int:
             print(json.dumps({"ready": inst.name, "start_ns": start}), flush=True)
             spooled, truncated, eof = 0, "", False
             while not (eof or stop_requested):
-                if _readable(sys.stdin, 0.05):
+                if readable(sys.stdin, 0.05):
                     line = sys.stdin.readline()
                     eof = not line or line.strip() == "stop"
                 if truncated:
@@ -316,18 +316,10 @@ def _reap(proc: subprocess.Popen[str], timeout_s: float) -> None:
         proc.wait()
 
 
-def _readable(stream: IO[str], timeout_s: float) -> bool:
-    """Whether ``stream`` has something to read within ``timeout_s`` (any descriptor number: select(2) fails
-    above 1023, which a process holding many files reaches)."""
-    with selectors.DefaultSelector() as sel:
-        sel.register(stream, selectors.EVENT_READ)
-        return bool(sel.select(timeout_s))
-
-
 def _read_message(proc: subprocess.Popen[str], timeout_s: float) -> dict[str, Any]:
     """The guardian's next JSON line, or an error message when it says nothing in time."""
     assert proc.stdout is not None
-    ready = _readable(proc.stdout, timeout_s)
+    ready = readable(proc.stdout, timeout_s)
     line = proc.stdout.readline() if ready else ""
     if not line:
         return {"error": "the recorder process ended without a word" if ready else "the recorder did not answer"}
