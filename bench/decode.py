@@ -27,7 +27,8 @@ state-mode source of about N samples (the sending bus's stored chunks over and o
 continued) and decodes it once, for its peak resident memory.
 
 Goals: each source's command within 2x its floor, one worker; two workers >= 1.8x one on the whole
-file; the PCI source's command >= 30x sigrok-cli in samples per second; a 1 G-sample source in under
+file (beside it, each run's wall time over its CPU seconds spread over the machine's cores: a run at
+1.0x keeps every core busy, and no number of workers makes it faster); the PCI source's command >= 30x sigrok-cli in samples per second; a 1 G-sample source in under
 2 GB resident. ``--keep DIR`` keeps the capture for the next run (``--prepare-only`` makes it and stops).
 """
 
@@ -270,8 +271,10 @@ def _print(rows: list[dict[str, Any]], whole: dict[str, list[dict[str, float]]],
               f"{r['command_cpu']:.2f} (+{r['startup_cpu']:.2f}) | {_cpu_ratio(r):.2f} | {_gib(r['rss'])} "
               f"| {sg_rate:,.0f} | {rate:,.0f} | {rate / sg_rate:.1f} |")
     one, two = _median(whole["1"], "wall"), _median(whole["2"], "wall")
+    cpu_one, cpu_two = _median(whole["1"], "cpu"), _median(whole["2"], "cpu")
+    cores = os.cpu_count() or 1
     print(f"| whole file, 1 worker / 2 workers | | | | {one:.2f} / {two:.2f} | {one / two:.2f}x faster | "
-          f"CPU {_median(whole['1'], 'cpu'):.2f} / {_median(whole['2'], 'cpu'):.2f} | | "
+          f"CPU {cpu_one:.2f} / {cpu_two:.2f}; cores busy {cpu_one / one:.2f} / {cpu_two / two:.2f} | | "
           f"{_gib(max(r['rss'] for r in whole['1']))} / {_gib(max(r['rss'] for r in whole['2']))} | | | |")
     if giant:
         print(f"| {giant['samples']:,}-sample send_pci, 1 worker | {giant['samples']:,} | pci {giant['rows']:,} | | "
@@ -285,7 +288,8 @@ def _print(rows: list[dict[str, Any]], whole: dict[str, list[dict[str, float]]],
     worst = max((r["command"] - r["startup"]) / r["floor"] for r in rows)
     print(f"goals: command / floor, worst source {worst:.2f} (CPU seconds: "
           f"{max(_cpu_ratio(r) for r in rows):.2f}; goal <= {GOAL_FLOOR:.0f}); two workers "
-          f"{one / two:.2f}x one (goal >= {GOAL_WORKERS}); "
+          f"{one / two:.2f}x one (goal >= {GOAL_WORKERS}), their wall {two / (cpu_two / cores):.2f}x the machine's "
+          f"floor (their CPU seconds over {cores} cores), one worker's {one / (cpu_one / cores):.2f}x; "
           + "; ".join(f"{s} {r['samples'] / (r['command'] - r['startup']) / (sigrok[s]['samples'] / sigrok[s]['seconds']):.1f}"
                       f"x sigrok-cli" for s, r in ((r["source"], r) for r in rows) if s in sigrok)
           + f" (goal for PCI >= {GOAL_SIGROK:.0f}x)"
