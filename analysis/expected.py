@@ -218,7 +218,7 @@ class ExpectedRow:
         return significant(self.us_per_byte)
 
 
-def seed002_table() -> list[ExpectedRow]:
+def hughes_jones_2003_slopes() -> list[ExpectedRow]:
     """Hughes-Jones et al. 2003, §3.1's table, computed: PCI - Gigabit Ethernet - PCI, store and forward, no copies."""
     gige = ethernet(1e9)
     rows = [ExpectedRow(e.name, e.us_per_byte, False) for e in (pci(32, 33), pci(64, 33), pci(64, 66), gige)]

@@ -1569,10 +1569,10 @@ def reference_section(options: Options, sections: Sequence[Section] = ()) -> Sec
         f"Expected RTT slopes, PCI - Gigabit Ethernet - PCI ({HUGHES_JONES}, §3.1)",
         ["element or path", f"us/byte (as {HUGHES_JONES} print it)", "exact", "note"],
         [[r.label, str(r.printed), f"{r.us_per_byte.numerator}/{r.us_per_byte.denominator}", r.note]
-         for r in expected.seed002_table()],
+         for r in expected.hughes_jones_2003_slopes()],
         "computed: 1 / (bus width x clock) per PCI element, 8 ns per byte at 1 Gbit/s; paths are store and "
         "forward (PCI + Ethernet + PCI, copies excluded)"))
-    maxima = throughput.seed000_maxima()
+    maxima = throughput.pai_rixner_kim_2004_maxima()
     sec.tables.append(Table(f"Theoretical maxima at 1 Gbit/s ({PAI}, §3.3)",
                             ["test", "Mbit/s", f"as {PAI} print it (truncated)"],
                             [[k, v, math.floor(v)] for k, v in maxima.items()],

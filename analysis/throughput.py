@@ -76,7 +76,7 @@ def theoretical_max_user_mbps(payload_bytes: int, link_rate_bps: float = 1e9, *,
         payload_bytes, l4_header_bytes=l4_header_bytes, mtu=mtu)
 
 
-def seed000_maxima(link_rate_bps: float = 1e9) -> dict[str, float]:
+def pai_rixner_kim_2004_maxima(link_rate_bps: float = 1e9) -> dict[str, float]:
     """Pai, Rixner and Kim 2004, §3.3's theoretical maxima for a link of ``link_rate_bps``, computed."""
     return {
         "UDP send or receive, 1472-byte datagrams": theoretical_max_user_mbps(1472, link_rate_bps),

@@ -18,7 +18,7 @@ SEED_FIGURES = json.loads(Path("/work/shared/reference/seed_figures.json").read_
 
 
 def test_seed_002_section_3_1_table_is_reproduced_exactly():
-    rows = expected.seed002_table()
+    rows = expected.hughes_jones_2003_slopes()
     assert [str(r.printed) for r in rows] == ["0.0075", "0.00375", "0.00188", "0.008", "0.023", "0.0155", "0.0118"]
     assert [r.is_path for r in rows] == [False] * 4 + [True] * 3
     middle = rows[5]
@@ -33,7 +33,7 @@ def test_seed_002_section_3_1_table_is_reproduced_exactly():
 @pytest.mark.skipif(SEED_FIGURES is None, reason="the shared seed figures are not on this machine")
 def test_table_agrees_with_the_reference_figures():
     ref = SEED_FIGURES["expected_slopes_us_per_byte_seed002_3_1"]
-    printed = [float(r.printed) for r in expected.seed002_table()]
+    printed = [float(r.printed) for r in expected.hughes_jones_2003_slopes()]
     assert printed == [ref["pci_32bit_33MHz"], ref["pci_64bit_33MHz"], ref["pci_64bit_66MHz"],
                        ref["gigabit_ethernet"], ref["path_pci32_33_gige_pci32_33"],
                        ref["path_pci64_33_gige_pci64_33"], ref["path_pci64_66_gige_pci64_66"]]

@@ -146,7 +146,7 @@ def approx(v: float | None, ref: float) -> bool:
 # ----------------------------------------------------------------------------- suite and aggregate
 
 
-def test_suite_table_is_seed_000s_figures_5_to_11(files, everything) -> None:
+def test_suite_table_is_pai_rixner_and_kims_figures_5_to_11(files, everything) -> None:
     sec = section(everything, "NIC microbenchmarks (Pai, Rixner and Kim 2004)", "suite.h5")
     t = table(sec, "Throughput per test against the theoretical maximum")
     assert "suite/flows" in t["source"] and "suite.h5" in t["source"]

@@ -13,11 +13,12 @@ from nicrig.udpmon.results import POINT_DTYPE
 
 
 def test_seed_000_theoretical_maxima():
-    got = throughput.seed000_maxima(1e9)
+    got = throughput.pai_rixner_kim_2004_maxima(1e9)
     # the seed prints them truncated: 428.57 is its "428"
     assert [math.floor(v) for v in got.values()] == [957, 1914, 214, 428, 949]
     assert got["UDP send or receive, 1472-byte datagrams"] == pytest.approx(1472 / 1538 * 1000)
-    assert throughput.seed000_maxima(10e9)["UDP 3-way, 18-byte datagrams"] == pytest.approx(2 * 18 / 84 * 10_000)
+    ten = throughput.pai_rixner_kim_2004_maxima(10e9)
+    assert ten["UDP 3-way, 18-byte datagrams"] == pytest.approx(2 * 18 / 84 * 10_000)
 
 
 @pytest.mark.parametrize("payload, wire", [(1472, 1538), (18, 84), (1, 84), (100, 166), (1473, 1538 + 84),

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nicrig.udpmon.sequence import (
     MIN_WIRE_BYTES,
-    SEED_002_OVERHEAD_BYTES,
+    HUGHES_JONES_2003_OVERHEAD_BYTES,
     WIRE_OVERHEAD_BYTES,
     rate_bps,
     sequence_stats,
@@ -317,7 +317,7 @@ def test_spacing_every_gap_in_its_bin(gaps, bin_ns, max_ns):
 # --- rates ---------------------------------------------------------------------------------
 
 def test_overheads():
-    assert WIRE_OVERHEAD_BYTES == 66 and SEED_002_OVERHEAD_BYTES == 60 and MIN_WIRE_BYTES == 84
+    assert WIRE_OVERHEAD_BYTES == 66 and HUGHES_JONES_2003_OVERHEAD_BYTES == 60 and MIN_WIRE_BYTES == 84
 
 
 def test_back_to_back_full_frames_fill_gigabit():
@@ -334,7 +334,8 @@ def test_short_payloads_are_padded_on_the_wire():
 
 
 def test_rate_bps_seed002_and_errors():
-    assert rate_bps(1000, 10, 1e6, overhead_bytes=SEED_002_OVERHEAD_BYTES) == pytest.approx(1060 * 8 * 10 / 1e-3)
+    assert rate_bps(1000, 10, 1e6, overhead_bytes=HUGHES_JONES_2003_OVERHEAD_BYTES) == pytest.approx(
+        1060 * 8 * 10 / 1e-3)
     assert rate_bps(1000, 0, 1e6) == 0.0
     with pytest.raises(ValueError):
         rate_bps(1000, 10, 0)

@@ -53,7 +53,7 @@ ETHERNET_HEADER_FCS_BYTES = 18
 IPV4_UDP_HEADER_BYTES = 28
 WIRE_OVERHEAD_BYTES = PREAMBLE_SFD_BYTES + INTERFRAME_GAP_BYTES + ETHERNET_HEADER_FCS_BYTES + IPV4_UDP_HEADER_BYTES
 # Hughes-Jones et al. 2003 counted 60 bytes of overhead per datagram.
-SEED_002_OVERHEAD_BYTES = 60
+HUGHES_JONES_2003_OVERHEAD_BYTES = 60
 # The shortest frame (64 bytes, header to FCS) plus preamble, SFD and gap.
 MIN_WIRE_BYTES = 64 + PREAMBLE_SFD_BYTES + INTERFRAME_GAP_BYTES
 
@@ -229,7 +229,7 @@ def rate_bps(bytes_per_packet: float, packets: int, duration_ns: float, overhead
     With ``overhead_bytes=0`` and the UDP payload size this is the user data
     rate; with :data:`WIRE_OVERHEAD_BYTES` (66) it is the Ethernet wire rate
     (or use :func:`wire_rate_bps`, which also pads short frames); Hughes-Jones et al. 2003
-    used :data:`SEED_002_OVERHEAD_BYTES` (60).
+    used :data:`HUGHES_JONES_2003_OVERHEAD_BYTES` (60).
     """
     if duration_ns <= 0:
         raise ValueError(f"duration_ns must be > 0, got {duration_ns}")
