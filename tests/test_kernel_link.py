@@ -235,7 +235,7 @@ def simulated(tmp_path_factory) -> dict[str, Path]:
     nic.write_text(base.replace("rx_ring = 80", "rx_ring = 4").replace('name = "intel-pro1000"',
                                                                         'name = "intel-short-ring"'))
     out["pause stream"] = simulate_set(folder, "pause", nic=str(nic), bus="pci64-66", kind="stream",
-                                       size_bytes=1400, spacing_us=11, count=80)
+                                       size_bytes=1400, spacing_us=11, count=50)
     return out
 
 
