@@ -276,22 +276,35 @@ class SocketQueue:
 
         A read that found the queue empty had taken every datagram queued before it, so the reads finding it
         empty cut the socket's life into stretches that line up (or not) on their own: in each, the k-th
-        datagram returned is the k-th queued. A stretch is refused when a datagram may have been queued on
-        either side of its bounds (its receive before a read finding the queue empty, its wake-up after), or
-        when it returned a different number than was queued (a datagram queued before the span looked at, a
-        lost wake-up) or one before it was queued; the last stretch may leave datagrams unread. The first
+        datagram returned is the k-th queued. A datagram received before such a read and woken after it was
+        queued on one side of it: as many returned before the read as were surely queued before it puts all
+        such datagrams after it, as many as those and these together puts them before; any other count
+        leaves them unplaced, and the stretches on both sides are refused. A stretch is also refused when it
+        returned a different number than was queued (a datagram queued before the span looked at, a lost
+        wake-up) or one before it was queued; the last stretch may leave datagrams unread. The first
         stretch takes the socket to start empty."""
         e_ns = np.sort(self.empty_ns)
         stretches = len(e_ns) + 1
         after = np.searchsorted(e_ns, self.start_ns, side="left")  # empty reads surely before its queueing
         before = np.searchsorted(e_ns, self.wake_ns, side="right")  # the first surely after it
-        known = after == before
+        # at each empty read j: returned before it, surely queued before it, and queued on either side
+        at = np.arange(len(e_ns))
+        taken_by = np.searchsorted(self.returned, np.sort(self.empty))
+        surely = np.searchsorted(np.sort(before), at, side="right")
+        either = np.searchsorted(np.sort(after), at, side="right") - surely
+        one = np.flatnonzero(before == after + 1)  # on either side of one empty read, j
+        j = after[one]
+        later, earlier = np.zeros(len(after), bool), np.zeros(len(after), bool)
+        later[one] = taken_by[j] == surely[j]
+        earlier[one] = ~later[one] & (taken_by[j] == surely[j] + either[j])
+        stretch = np.where(later, after + 1, after)
+        known = (after == before) | later | earlier
         straddled = np.zeros(stretches + 1, np.int64)
         np.add.at(straddled, after[~known], 1)
         np.add.at(straddled, before[~known] + 1, -1)
         wakes = np.flatnonzero(known)
-        wakes = wakes[np.argsort(after[wakes], kind="stable")]
-        of_wake = after[wakes]
+        wakes = wakes[np.argsort(stretch[wakes], kind="stable")]
+        of_wake = stretch[wakes]
         of_return = np.searchsorted(np.sort(self.empty), self.returned)
         queued = np.bincount(of_wake, minlength=stretches)
         taken = np.bincount(of_return, minlength=stretches)
