@@ -182,9 +182,12 @@ def box_drawing(boxes: Boxes, t0_ns: float, t1_ns: float, pixels: int, shift_ns:
     keep = x1 >= t0_ns
     rows, x0, x1 = rows[keep], x0[keep], x1[keep]
     wide = (x1 - x0) >= min_px * px
+    narrow = ~wide
+    if not narrow.any():  # zoomed in: every box drawn alone
+        nothing = np.zeros(0)
+        return BoxDrawing(rows, x0, x1, boxes.style[rows], nothing, nothing, np.zeros(0, np.int8))
     # narrow boxes: each pixel column they touch takes the style of the last one there
     cols = np.full(pixels + 2, -1, dtype=np.int16)
-    narrow = ~wide
     first = np.clip(np.floor((x0[narrow] - t0_ns) / px), -1, pixels).astype(np.int64) + 1
     last = np.clip(np.floor((x1[narrow] - t0_ns) / px), -1, pixels).astype(np.int64) + 1
     style = boxes.style[rows[narrow]]
