@@ -12,6 +12,7 @@ kept in the session and can also be typed in the lanes panel.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 
 import numpy as np
@@ -458,10 +459,16 @@ class LanesItem(pg.GraphicsObject):
             item.paint_text(p)
 
 
+def over(colour: QtGui.QColor, alpha: float, background: QtGui.QColor) -> QtGui.QColor:
+    """``colour`` at opacity ``alpha`` (0 to 1) laid over ``background``, as one opaque colour."""
+    mix = [round(b + alpha * (c - b)) for c, b in zip(colour.getRgb()[:3], background.getRgb()[:3])]
+    return QtGui.QColor(*mix)
+
+
 class TimeAxis(pg.AxisItem):
     """The time axis, painted straight from pyqtgraph's tick values and strings: a line per tick level and a
     word per tick in a few painter calls (the generic axis recorded a picture of each tick and played it
-    back at every frame, more time than every lane took)."""
+    back at every frame, more time than every lane took), and its grid behind the lanes."""
 
     def paint(self, p: QtGui.QPainter, *args: object) -> None:
         view = self.linkedView()
@@ -471,6 +478,9 @@ class TimeAxis(pg.AxisItem):
             return
         left, width, top = bounds.left(), bounds.width(), bounds.top()
         grid_top = view.mapRectToItem(self, view.boundingRect()).top() if self.grid is not False else top
+        scene = self.scene()
+        background = scene.views()[0].backgroundBrush().color() if scene and scene.views() else \
+            QtGui.QColor("white")
         p.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, False)
         p.setPen(self.pen())
         p.drawLine(QtCore.QPointF(left, top), QtCore.QPointF(left + width, top))
@@ -485,10 +495,12 @@ class TimeAxis(pg.AxisItem):
             pen = QtGui.QPen(self.tickPen())
             colour = QtGui.QColor(pen.color())
             if self.grid is not False:
-                colour.setAlpha(int(self.grid / (level + 1)))
-                pen.setColor(colour)
-                p.setPen(pen)
-                draw_lines(p, x, grid_top, x, top)
+                # behind the lanes (the axis is below the view), a translucent line is its colour over the
+                # background: filled opaque, a pixel column is a fast fill where a translucent line is blended
+                # pixel by pixel
+                shade = over(colour, self.grid / (level + 1) / 255, background)
+                for xi in x.tolist():
+                    p.fillRect(QtCore.QRectF(math.floor(xi), grid_top, 1, top - grid_top), shade)
             colour.setAlpha(int(255 / (level + 1)))
             pen.setColor(colour)
             p.setPen(pen)
@@ -579,6 +591,7 @@ class Timeline(QtWidgets.QWidget):
         bottom.setLabel("time from trigger", units="s")
         bottom.setScale(1e-9)
         bottom.enableAutoSIPrefix(True)
+        bottom.setZValue(self.vb.zValue() - 1)  # its grid behind the lanes, not over their boxes and words
         for ax in ("bottom", "left"):
             pi.getAxis(ax).setTextPen("#222222")
             pi.getAxis(ax).setPen("#888888")
