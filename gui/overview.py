@@ -33,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 from nicrig.acquisition.capture import DEFAULT_CHUNK_SAMPLES, Source
+from nicrig.gui import _fold
 from nicrig.gui.chunks import StoredChunks
 
 #: Samples per level-1 bin, and bins of a level per bin of the next.
@@ -80,29 +81,18 @@ def search(a: np.ndarray, x: float, side: Literal["left", "right"]) -> int:
     return int(np.searchsorted(a, a.dtype.type(min(max(bound, info.min), info.max)), side=side))
 
 
+def folds(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The AND and the OR of every ``width`` consecutive rows of packed samples ``x`` (rows x bytes); the last
+    group may be shorter. One pass in C (:mod:`nicrig.gui._fold`), without the GIL."""
+    n, u = x.shape
+    a, o = _fold.fold(np.ascontiguousarray(x, dtype=np.uint8), u, width)
+    return np.frombuffer(a, np.uint8).reshape(-1, u), np.frombuffer(o, np.uint8).reshape(-1, u)
+
+
 def fold(x: np.ndarray, width: int, op: np.ufunc) -> np.ndarray:
     """``op`` (``np.bitwise_and`` or ``np.bitwise_or``) of every ``width`` consecutive rows of packed samples
-    ``x`` (rows x bytes), ``width`` a power of two; the last group may be shorter.
-
-    A row of 1, 2, 4 or 8 bytes is one integer, and the groups reduce along contiguous memory; wider rows
-    fold each group's halves together until one row is left: several times NumPy's ``reduceat`` over rows.
-    """
-    n, u = x.shape
-    whole = n - n % width
-    parts = []
-    if whole:
-        if u in (1, 2, 4, 8):
-            words = np.ascontiguousarray(x[:whole]).view(np.dtype(f"u{u}")).reshape(-1, width)
-            parts.append(op.reduce(words, axis=1).view(np.uint8).reshape(-1, u))
-        else:
-            folded, span = x[:whole].reshape(-1, width * u), width * u
-            while span > u:
-                span //= 2
-                folded = op(folded[:, :span], folded[:, span:2 * span])
-            parts.append(folded)
-    if whole < n:
-        parts.append(op.reduce(x[whole:], axis=0, keepdims=True))
-    return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else x[:0]
+    ``x`` (rows x bytes); the last group may be shorter."""
+    return folds(x, width)[0 if op is np.bitwise_and else 1]
 
 
 def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: float, px_ps: float,
@@ -193,8 +183,9 @@ class SampleReader:
             parts = [self.packed(s, e)]
         else:  # a chunk at a time: no copy of the block
             parts = [self.samples.rows(k)[:e - k * c] for k in range(s // c, (e - 1) // c + 1)]
-        a = np.concatenate([fold(p, BASE_BIN, np.bitwise_and) for p in parts])
-        o = np.concatenate([fold(p, BASE_BIN, np.bitwise_or) for p in parts])
+        both = [folds(p, BASE_BIN) for p in parts]
+        a = np.concatenate([f[0] for f in both])
+        o = np.concatenate([f[1] for f in both])
         return self.times(s, e, BASE_BIN), a, o
 
 
