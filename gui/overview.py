@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,6 +53,8 @@ BLOCK_BINS = FACTOR ** 5
 BLOCK_LEVELS = 6
 #: Threads that read and reduce blocks (inflating a chunk and the checksum release the GIL).
 BUILD_THREADS = 2
+#: How much lower (nice levels) the builder's threads run than the thread that starts them.
+BUILD_NICENESS = 5
 CACHE_VERSION = 2
 
 
@@ -423,6 +426,17 @@ def reduce_level(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> tuple[np.ndarra
 
 # -- building ---------------------------------------------------------------------------------------------------
 
+def yield_cores() -> None:
+    """Lower the calling thread's priority by ``BUILD_NICENESS`` (Linux: a thread's nice value is its own), so that
+    the overview's threads take the cores the view does not: the decoded lanes prepared beside them come as soon as
+    if made alone, and the window's thread answers at once when a small capture is prepared in its process."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + BUILD_NICENESS, 19))
+    except (AttributeError, OSError):  # no per-thread priority here: the threads share the cores evenly
+        pass
+
+
 def build(source: Source, folder: Path, progress: Callable[[int, int], None] | None = None,
           should_stop: Callable[[], bool] = lambda: False, threads: int = BUILD_THREADS) -> bool:
     """Write the pyramid of ``source`` into ``folder`` (``L<k>.{t,and,or}.npy``, then ``pyramid.json``), block by
@@ -437,7 +451,7 @@ def build(source: Source, folder: Path, progress: Callable[[int, int], None] | N
              for k, m in enumerate(sizes, 1)]
     reader = SampleReader(source)
     blocks = -(-n // (BLOCK_BINS * BASE_BIN))
-    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview") as pool:
+    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview", initializer=yield_cores) as pool:
         pending: deque[Future] = deque()
         queued = 0
         for b in range(blocks):
