@@ -101,10 +101,19 @@ def fold(x: np.ndarray, width: int, op: np.ufunc) -> np.ndarray:
 def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: float, px_ps: float,
                  end_ps: int, covered_ps: int) -> Columns:
     """Group consecutive items (samples or bins, sorted by time) by the pixel their start falls in."""
-    if len(t_ps) == 0:
+    n = len(t_ps)
+    if n == 0:
         return Columns(t_ps, and_, or_, end_ps, covered_ps)
-    pixel = np.floor((t_ps - t0_ps) / px_ps).astype(np.int64)
-    starts = np.flatnonzero(np.diff(pixel, prepend=pixel[0] - 1))
+    first, last = (math.floor((float(t_ps[k]) - t0_ps) / px_ps) for k in (0, -1))
+    if last - first >= n:  # no more items than pixels: each item's pixel
+        pixel = np.floor((t_ps - t0_ps) / px_ps).astype(np.int64)
+        starts = np.flatnonzero(np.diff(pixel, prepend=pixel[0] - 1))
+    else:  # many items a pixel: each pixel's first item, its left edge searched among the starts
+        edges = t0_ps + np.arange(first + 1, last + 1) * px_ps
+        if t_ps.dtype.kind in "iu":  # an integer time is at or after an edge when at or after its ceiling
+            edges = np.ceil(edges).astype(t_ps.dtype)
+        k = np.searchsorted(t_ps, edges, side="left")
+        starts = np.concatenate(([0], k[np.diff(k, prepend=0) > 0]))
     return Columns(t_ps[starts], np.bitwise_and.reduceat(and_, starts, axis=0),
                    np.bitwise_or.reduceat(or_, starts, axis=0), end_ps, covered_ps)
 
