@@ -88,6 +88,12 @@ setup(
             ["nicrig/_h5shuffle.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        # The overview pyramid's AND and OR of groups of sample rows (gui/overview.py folds).
+        Extension(
+            "nicrig.gui._fold",
+            ["gui/_fold.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         # The rig model's bus clock arithmetic (acquisition/sim/model.py BusRecord) and event loop (scheduler.py).
         Extension(
             "nicrig.acquisition.sim._clock",

@@ -122,9 +122,11 @@ class Clock:
         for _ in range(3):
             self.app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents)
 
-    def frame(self, send: Any) -> tuple[float, float]:
-        """(wall s, GUI thread CPU s) from calling ``send()`` (which sends the input) to the frame it causes."""
+    def frame(self, send: Any, after_s: float = 0.0) -> tuple[float, float]:
+        """(wall s, GUI thread CPU s) from calling ``send()`` (which sends the input) to the frame it causes, sent
+        at least ``after_s`` after the previous frame."""
         self.settle()
+        time.sleep(after_s)
         before = self.frames.count
         w0, c0 = time.perf_counter(), time.thread_time()
         send()
@@ -283,6 +285,7 @@ def _redraws(app: Any, window: Any, steps: int) -> list[dict[str, Any]]:
 def _session(app: Any, path: Path) -> dict[str, Any]:
     """Open, zoom in to one transaction, pan, search an event, jump to it, zoom out."""
     import numpy as np
+    import pyqtgraph as pg
     from nicrig.gui.events import KINDS
     from PySide6 import QtCore
     from PySide6.QtTest import QTest
@@ -303,7 +306,10 @@ def _session(app: Any, path: Path) -> dict[str, Any]:
     notches = np.log(goal / (hi - lo)) / np.log(1.02 ** (-15)) / 10  # pyqtgraph: 1.02 ** (-delta / 8) per turn
     vp = tl.plot.viewport()
     steps["zoom in (wheel)"] = [clock.frame(lambda: _wheel(vp, _x_of(window, t_target), notches)) for _ in range(10)]
-    steps["pan (drag)"] = [clock.frame(lambda k=k: _drag(vp, 160 if k % 4 < 2 else -160)) for k in range(20)]
+    # pyqtgraph takes at most mouseRateLimit moves a second and drops the others: a drag whose one move comes
+    # sooner after the last drag's would be taken for a click (a hand's drags are further apart)
+    apart = 1.0 / pg.getConfigOption("mouseRateLimit")
+    steps["pan (drag)"] = [clock.frame(lambda k=k: _drag(vp, 160 if k % 4 < 2 else -160), apart) for k in range(20)]
     events = window.events
     seq = None
     for k in range(len(events.events)):

@@ -205,9 +205,16 @@ class CursorPanel(QtWidgets.QWidget):
             shift = tl.doc.session.offset(lane.source)
             cells = [f"{lane.source}: {lane.title}", lane.value_text(data, a, shift), lane.value_text(data, b, shift)]
             for c, text in enumerate(cells):
-                item = QtWidgets.QTableWidgetItem(text)
-                item.setToolTip(text)
-                self.values.setItem(r, c, item)
+                # a cell's item is kept and only a changed text set: a new item per cell and move made the table
+                # model take every row out and in again (a frame's time for a few dozen lanes)
+                item = self.values.item(r, c)
+                if item is None:
+                    item = QtWidgets.QTableWidgetItem(text)
+                    item.setToolTip(text)
+                    self.values.setItem(r, c, item)
+                elif item.text() != text:
+                    item.setText(text)
+                    item.setToolTip(text)
 
     def refresh_markers(self) -> None:
         self.markers.clear()

@@ -182,9 +182,12 @@ def box_drawing(boxes: Boxes, t0_ns: float, t1_ns: float, pixels: int, shift_ns:
     keep = x1 >= t0_ns
     rows, x0, x1 = rows[keep], x0[keep], x1[keep]
     wide = (x1 - x0) >= min_px * px
+    narrow = ~wide
+    if not narrow.any():  # zoomed in: every box drawn alone
+        nothing = np.zeros(0)
+        return BoxDrawing(rows, x0, x1, boxes.style[rows], nothing, nothing, np.zeros(0, np.int8))
     # narrow boxes: each pixel column they touch takes the style of the last one there
     cols = np.full(pixels + 2, -1, dtype=np.int16)
-    narrow = ~wide
     first = np.clip(np.floor((x0[narrow] - t0_ns) / px), -1, pixels).astype(np.int64) + 1
     last = np.clip(np.floor((x1[narrow] - t0_ns) / px), -1, pixels).astype(np.int64) + 1
     style = boxes.style[rows[narrow]]
@@ -429,7 +432,7 @@ def lane_arrays(decoder: str, cols: dict[str, np.ndarray]) -> list[LaneArrays]:
     t, te = cols["t_ns"].astype(np.float64), cols["t_end_ns"].astype(np.float64)
     n = len(t)
     if decoder == "pci":
-        names, which = np.unique(cols["kind"], return_inverse=True)
+        names, which = distinct(cols["kind"])
         per_name = np.array([STYLE_NAMES.index(k if k in STYLES else "unknown") for k in (_s(v) for v in names)],
                             dtype=np.int8)
         style = per_name[which] if n else np.zeros(0, np.int8)
@@ -450,6 +453,18 @@ def lane_arrays(decoder: str, cols: dict[str, np.ndarray]) -> list[LaneArrays]:
         return out
     kind = {"irq": ("interrupt", "interrupt"), "linkactivity": ("activity", "activity")}[decoder]
     return [_lane(t, te, np.full(n, STYLE_NAMES.index(kind[0]), np.int8), np.full(n, kind[1].encode(), "S12"))]
+
+
+def distinct(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(words, return_inverse=True)`` of fixed-width byte strings (a decoded table's column of kinds):
+    strings of up to 8 bytes sorted as the integers their bytes make, several times faster than as strings."""
+    width = words.dtype.itemsize
+    if words.dtype.kind != "S" or width > 8:
+        return np.unique(words, return_inverse=True)
+    size = next(n for n in (1, 2, 4, 8) if n >= width)
+    keys = np.ascontiguousarray(words, dtype=f"S{size}").view(f"<u{size}")
+    found, which = np.unique(keys, return_inverse=True)
+    return found.view(f"S{size}"), which.reshape(-1)
 
 
 def pci_labels(r: np.void) -> list[str]:

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 from nicrig.acquisition.capture import DEFAULT_CHUNK_SAMPLES, Source
+from nicrig.gui import _fold
 from nicrig.gui.chunks import StoredChunks
 
 #: Samples per level-1 bin, and bins of a level per bin of the next.
@@ -51,6 +53,8 @@ BLOCK_BINS = FACTOR ** 5
 BLOCK_LEVELS = 6
 #: Threads that read and reduce blocks (inflating a chunk and the checksum release the GIL).
 BUILD_THREADS = 2
+#: How much lower (nice levels) the builder's threads run than the thread that starts them.
+BUILD_NICENESS = 5
 CACHE_VERSION = 2
 
 
@@ -80,38 +84,36 @@ def search(a: np.ndarray, x: float, side: Literal["left", "right"]) -> int:
     return int(np.searchsorted(a, a.dtype.type(min(max(bound, info.min), info.max)), side=side))
 
 
+def folds(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The AND and the OR of every ``width`` consecutive rows of packed samples ``x`` (rows x bytes); the last
+    group may be shorter. One pass in C (:mod:`nicrig.gui._fold`), without the GIL."""
+    n, u = x.shape
+    a, o = _fold.fold(np.ascontiguousarray(x, dtype=np.uint8), u, width)
+    return np.frombuffer(a, np.uint8).reshape(-1, u), np.frombuffer(o, np.uint8).reshape(-1, u)
+
+
 def fold(x: np.ndarray, width: int, op: np.ufunc) -> np.ndarray:
     """``op`` (``np.bitwise_and`` or ``np.bitwise_or``) of every ``width`` consecutive rows of packed samples
-    ``x`` (rows x bytes), ``width`` a power of two; the last group may be shorter.
-
-    A row of 1, 2, 4 or 8 bytes is one integer, and the groups reduce along contiguous memory; wider rows
-    fold each group's halves together until one row is left: several times NumPy's ``reduceat`` over rows.
-    """
-    n, u = x.shape
-    whole = n - n % width
-    parts = []
-    if whole:
-        if u in (1, 2, 4, 8):
-            words = np.ascontiguousarray(x[:whole]).view(np.dtype(f"u{u}")).reshape(-1, width)
-            parts.append(op.reduce(words, axis=1).view(np.uint8).reshape(-1, u))
-        else:
-            folded, span = x[:whole].reshape(-1, width * u), width * u
-            while span > u:
-                span //= 2
-                folded = op(folded[:, :span], folded[:, span:2 * span])
-            parts.append(folded)
-    if whole < n:
-        parts.append(op.reduce(x[whole:], axis=0, keepdims=True))
-    return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else x[:0]
+    ``x`` (rows x bytes); the last group may be shorter."""
+    return folds(x, width)[0 if op is np.bitwise_and else 1]
 
 
 def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: float, px_ps: float,
                  end_ps: int, covered_ps: int) -> Columns:
     """Group consecutive items (samples or bins, sorted by time) by the pixel their start falls in."""
-    if len(t_ps) == 0:
+    n = len(t_ps)
+    if n == 0:
         return Columns(t_ps, and_, or_, end_ps, covered_ps)
-    pixel = np.floor((t_ps - t0_ps) / px_ps).astype(np.int64)
-    starts = np.flatnonzero(np.diff(pixel, prepend=pixel[0] - 1))
+    first, last = (math.floor((float(t_ps[k]) - t0_ps) / px_ps) for k in (0, -1))
+    if last - first >= n:  # no more items than pixels: each item's pixel
+        pixel = np.floor((t_ps - t0_ps) / px_ps).astype(np.int64)
+        starts = np.flatnonzero(np.diff(pixel, prepend=pixel[0] - 1))
+    else:  # many items a pixel: each pixel's first item, its left edge searched among the starts
+        edges = t0_ps + np.arange(first + 1, last + 1) * px_ps
+        if t_ps.dtype.kind in "iu":  # an integer time is at or after an edge when at or after its ceiling
+            edges = np.ceil(edges).astype(t_ps.dtype)
+        k = np.searchsorted(t_ps, edges, side="left")
+        starts = np.concatenate(([0], k[np.diff(k, prepend=0) > 0]))
     return Columns(t_ps[starts], np.bitwise_and.reduceat(and_, starts, axis=0),
                    np.bitwise_or.reduceat(or_, starts, axis=0), end_ps, covered_ps)
 
@@ -193,8 +195,9 @@ class SampleReader:
             parts = [self.packed(s, e)]
         else:  # a chunk at a time: no copy of the block
             parts = [self.samples.rows(k)[:e - k * c] for k in range(s // c, (e - 1) // c + 1)]
-        a = np.concatenate([fold(p, BASE_BIN, np.bitwise_and) for p in parts])
-        o = np.concatenate([fold(p, BASE_BIN, np.bitwise_or) for p in parts])
+        both = [folds(p, BASE_BIN) for p in parts]
+        a = np.concatenate([f[0] for f in both])
+        o = np.concatenate([f[1] for f in both])
         return self.times(s, e, BASE_BIN), a, o
 
 
@@ -432,6 +435,17 @@ def reduce_level(t: np.ndarray, a: np.ndarray, o: np.ndarray) -> tuple[np.ndarra
 
 # -- building ---------------------------------------------------------------------------------------------------
 
+def yield_cores() -> None:
+    """Lower the calling thread's priority by ``BUILD_NICENESS`` (Linux: a thread's nice value is its own), so that
+    the overview's threads take the cores the view does not: the decoded lanes prepared beside them come as soon as
+    if made alone, and the window's thread answers at once when a small capture is prepared in its process."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + BUILD_NICENESS, 19))
+    except (AttributeError, OSError):  # no per-thread priority here: the threads share the cores evenly
+        pass
+
+
 def build(source: Source, folder: Path, progress: Callable[[int, int], None] | None = None,
           should_stop: Callable[[], bool] = lambda: False, threads: int = BUILD_THREADS) -> bool:
     """Write the pyramid of ``source`` into ``folder`` (``L<k>.{t,and,or}.npy``, then ``pyramid.json``), block by
@@ -446,7 +460,7 @@ def build(source: Source, folder: Path, progress: Callable[[int, int], None] | N
              for k, m in enumerate(sizes, 1)]
     reader = SampleReader(source)
     blocks = -(-n // (BLOCK_BINS * BASE_BIN))
-    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview") as pool:
+    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview", initializer=yield_cores) as pool:
         pending: deque[Future] = deque()
         queued = 0
         for b in range(blocks):

@@ -9,8 +9,8 @@ for a small one it runs in a thread of the window's process. Either way it
 reports what it finished as messages (one JSON object a line on standard
 output from the process): the view maps each piece as it comes.
 
-Order: the decoded lanes first (the tables' times and styles, a few columns
-of each table read from its stored chunks), then the pyramids (two threads),
+Order: the decoded lanes (the tables' times and styles, a few columns of
+each table read from its stored chunks) beside the pyramids (two threads),
 then the search index (each event's description, lower-cased, for the event
 table's search), the slowest and the last needed.
 
@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,6 +46,8 @@ from nicrig.h5file import open_any
 Message = dict[str, Any]
 #: Distinct rows whose descriptions the search index keeps at once while it is made.
 KNOWN_DESCRIPTIONS = 200_000
+#: Stored chunks of a table read by one task of the preparer's threads.
+CHUNKS_PER_TASK = 32
 #: The parts of a lane kept in the cache, by file name.
 LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest")
 #: The lanes' drawing and labels change with the code that makes them: its text is part of the cache key.
@@ -131,7 +134,9 @@ def _publish(work: Path, final: Path) -> Path:
 
 
 def _columns(chunks: StoredChunks, names: list[str], pool: ThreadPoolExecutor) -> dict[str, np.ndarray]:
-    parts = list(pool.map(lambda k: chunks.fields(k, names), range(len(chunks))))
+    # a task of many chunks: a table's chunks are small (a few hundred rows), a task per chunk costs as much
+    batches = [range(k, min(k + CHUNKS_PER_TASK, len(chunks))) for k in range(0, len(chunks), CHUNKS_PER_TASK)]
+    parts = [part for batch in pool.map(lambda ks: [chunks.fields(k, names) for k in ks], batches) for part in batch]
     if not parts:
         return {n: np.zeros(0, chunks.ds.dtype.fields[n][0]) for n in names}
     return {n: np.concatenate([p[n] for p in parts]) for n in names}
@@ -208,49 +213,71 @@ def prepare_text(cs: Any, table: str, decoder: str, folder: Path, stop: Callable
 
 def prepare(capture: Path, emit: Callable[[Message], None], should_stop: Callable[[], bool] = lambda: False,
             threads: int = overview.BUILD_THREADS) -> None:
-    """Prepare everything the view of ``capture`` lacks, reporting each piece to ``emit`` as it is done."""
+    """Prepare everything the view of ``capture`` lacks, reporting each piece to ``emit`` as it is done.
+
+    The decoded lanes are made beside the pyramids, not before them: reading a few columns of each table is
+    mostly waiting on small chunks, which the pyramids' threads fill, and the overview, the longest to make,
+    starts at once."""
     root = overview.writable_cache(capture)
     if root is None:
         raise NicrigError(f"{capture}: no folder to keep the overview in (beside it or in the user's cache)")
+    ended = threading.Event()  # the pyramids stopped or failed: the lanes beside them stop too
+    said = threading.Lock()
+
+    def say(message: Message) -> None:
+        with said:
+            emit(message)
 
     def stop() -> None:
-        if should_stop():
+        if should_stop() or ended.is_set():
             raise Stopped()
 
-    with open_any(capture) as cs, ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-prepare") as pool:
+    with open_any(capture) as cs, ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-prepare") as pool, \
+            ThreadPoolExecutor(1, thread_name_prefix="nicrig-lanes") as beside:
         tables = decoded_tables(cs.table_names())
-        folders = {}
-        for i, (table, _, decoder) in enumerate(tables):
-            emit({"progress": [i, len(tables)], "title": "loading decoded lanes"})
-            folders[table] = prepare_lanes(cs, table, decoder, root, pool)
-            emit({"lanes": table, "folder": str(folders[table])})
-            stop()
         sources = [cs.source(n) for n in getattr(cs, "source_names", [])]
         todo = [s for s in sources if s.num_samples and overview.load_cached(capture, s) is None]
-        total = sum(s.num_samples for s in todo)
-        base = 0
-        for src in todo:
-            def grew(folder: Path, bins: int, covered: int, src=src, base=base) -> None:
-                emit({"pyramid": src.name, "folder": str(folder), "bins": bins, "covered_ps": covered})
-                emit({"progress": [base + min(bins * overview.BASE_BIN, src.num_samples), total],
-                      "title": "building overview"})
 
-            folder = overview.fill(capture, src, grew, should_stop, threads)
-            stop()
-            meta = overview.finished(folder) if folder is not None else None
-            if meta is not None:
-                emit({"pyramid": src.name, "folder": str(folder), "end_ps": int(meta["end_ps"])})
-            base += src.num_samples
+        def all_lanes() -> dict[str, Path]:
+            folders = {}
+            for i, (table, _, decoder) in enumerate(tables):
+                if not todo:  # the overview's progress is shown while it builds
+                    say({"progress": [i, len(tables)], "title": "loading decoded lanes"})
+                folders[table] = prepare_lanes(cs, table, decoder, root, pool)
+                say({"lanes": table, "folder": str(folders[table])})
+                stop()
+            return folders
+
+        made = beside.submit(all_lanes)
+        try:
+            total = sum(s.num_samples for s in todo)
+            base = 0
+            for src in todo:
+                def grew(folder: Path, bins: int, covered: int, src=src, base=base) -> None:
+                    say({"pyramid": src.name, "folder": str(folder), "bins": bins, "covered_ps": covered})
+                    say({"progress": [base + min(bins * overview.BASE_BIN, src.num_samples), total],
+                         "title": "building overview"})
+
+                folder = overview.fill(capture, src, grew, should_stop, threads)
+                stop()
+                meta = overview.finished(folder) if folder is not None else None
+                if meta is not None:
+                    say({"pyramid": src.name, "folder": str(folder), "end_ps": int(meta["end_ps"])})
+                base += src.num_samples
+        except BaseException:
+            ended.set()
+            raise
+        folders = made.result()
         rows = [int(cs.table_dataset(t).shape[0]) for t, _, _ in tables]
         done = 0
         for (table, _, decoder), n in zip(tables, rows):
             def counted(k: int) -> None:
                 nonlocal done
                 done += k
-                emit({"progress": [done, sum(rows)], "title": "indexing events for search"})
+                say({"progress": [done, sum(rows)], "title": "indexing events for search"})
 
             prepare_text(cs, table, decoder, folders[table], stop, counted)
-            emit({"text": table, "folder": str(folders[table])})
+            say({"text": table, "folder": str(folders[table])})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ kept in the session and can also be typed in the lanes panel.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 
 import numpy as np
@@ -92,12 +93,27 @@ def groups(px0: np.ndarray, px1: np.ndarray, flag: np.ndarray, gap_px: float
     return a[first], np.maximum.reduceat(b, first), np.logical_and.reduceat(s, first)
 
 
+def next_starts(px: np.ndarray, of: np.ndarray, none: float) -> np.ndarray:
+    """For each of ``px`` (pixels): the first of ``of`` more than half a pixel after it, ``none`` where there is
+    none."""
+    later = np.sort(of)
+    k = np.searchsorted(later, np.asarray(px) + 0.5, side="right")
+    return np.where(k < len(later), later[np.minimum(k, len(later) - 1)], none) if len(later) else \
+        np.full(len(px), none)
+
+
 class TextWidths:
-    """A font's text widths (pixels), kept: the same labels are measured again at every redraw."""
+    """A font's texts laid out once and kept (their widths in pixels and their glyphs): the same labels are
+    measured and written again at every redraw, and laying a text out costs more than drawing it."""
 
     def __init__(self, font: QtGui.QFont):
         self._metrics = QtGui.QFontMetrics(font)
+        self.height = self._metrics.height()
+        #: no text but an empty one is narrower than this (pixels)
+        self.narrowest = min(self._metrics.horizontalAdvance(c) for c in "iIl1|.,:;'!")
         self._known: dict[str, int] = {}
+        self._laid: dict[str, QtGui.QStaticText] = {}
+        self._elided: dict[str, str] = {}
 
     def horizontalAdvance(self, text: str) -> int:  # noqa: N802 - QFontMetrics' name, which it stands in for
         width = self._known.get(text)
@@ -106,6 +122,30 @@ class TextWidths:
                 self._known.clear()
             width = self._known[text] = self._metrics.horizontalAdvance(text)
         return width
+
+    def elided(self, text: str, width: int) -> str:
+        """``text`` cut to ``width`` pixels, an ellipsis at its end when cut."""
+        key = f"{width}\0{text}"
+        short = self._elided.get(key)
+        if short is None:
+            if len(self._elided) > KEPT_LABELS:
+                self._elided.clear()
+            short = self._elided[key] = self._metrics.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, width)
+        return short
+
+    def draw(self, p: QtGui.QPainter, x: float, y: float, text: str) -> None:
+        """``text`` with its top left at (``x``, ``y``) pixels, in the painter's font (this one's)."""
+        laid = self._laid.get(text)
+        if laid is None:
+            if len(self._laid) > KEPT_LABELS:
+                self._laid.clear()
+            laid = self._laid[text] = QtGui.QStaticText(text)
+            laid.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+        p.drawStaticText(QtCore.QPointF(x, y), laid)
+
+    def draw_centred(self, p: QtGui.QPainter, rect: QtCore.QRectF, text: str) -> None:
+        """``text`` at ``rect``'s left, centred in its height (as ``drawText`` with ``AlignVCenter``)."""
+        self.draw(p, rect.left(), rect.top() + (rect.height() - self.height) / 2, text)
 
 
 _WIDTHS: dict[str, TextWidths] = {}
@@ -202,6 +242,7 @@ class LaneItem:
         self.written: list[tuple[QtCore.QRectF, str]] = []
         #: (left, right, top, bottom) pixels of every box and dense span the last paint drew
         self.extents = np.zeros((0, 4))
+        self._group_words: dict[tuple[int, int], list[str]] = {}
 
     def set_drawing(self, drawing: LogicDrawing | BoxDrawing | None, view: tuple[float, float],
                     shift_ns: float = 0.0) -> None:
@@ -236,9 +277,10 @@ class LaneItem:
         p.setFont(font)
         p.setPen(QtGui.QColor("#1d2b3a"))
         room = tr.m11() * self.view[1] + tr.dx() - x - 6
-        text = QtGui.QFontMetrics(font).elidedText(text, QtCore.Qt.TextElideMode.ElideRight, int(max(room, 0)))
-        rect = QtCore.QRectF(x, min(y0, y1), QtGui.QFontMetrics(font).horizontalAdvance(text), abs(y1 - y0))
-        p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+        fm = text_widths(font)
+        text = fm.elided(text, int(max(room, 0)))
+        rect = QtCore.QRectF(x, min(y0, y1), fm.horizontalAdvance(text), abs(y1 - y0))
+        fm.draw_centred(p, rect, text)
         self.written.append((rect, text))
         p.setTransform(tr)
 
@@ -288,10 +330,6 @@ class LaneItem:
             dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
             spans: dict[tuple[int, int], list[tuple[float, float]]] = {}  # per text height: written (left, right)
 
-            def next_start(px: float, of: np.ndarray) -> float:
-                later = of[of > px + 0.5]
-                return float(later.min()) if len(later) else view_px1
-
             def clear(key: tuple[int, int], a: float, b: float) -> bool:
                 """No text written at this height overlaps [a, b] (the texts of a height are kept sorted)."""
                 taken = spans.setdefault(key, [])
@@ -311,25 +349,31 @@ class LaneItem:
                         continue
                     if rect.right() <= right - 3 and clear(key, rect.left(), rect.right()):
                         p.setPen(colour)
-                        p.drawText(rect, QtCore.Qt.AlignmentFlag.AlignVCenter, text)
+                        fm.draw_centred(p, rect, text)
                         self.written.append((rect, text))
                         bisect.insort(spans[key], (rect.left(), rect.right()))
                         return True
                 return False
 
-            others = np.concatenate([box_px0, dense_px0])
+            # where the next box (of the same band, for callouts) starts after each box: its label stops there
+            next_box = np.full(len(box_px0), view_px1)
+            for b in np.unique(band):
+                mine = band == b
+                next_box[mine] = next_starts(box_px0[mine], box_px0[mine] if self.lane.callouts else
+                                          np.concatenate([box_px0, dense_px0]), view_px1)
+            left, right = np.maximum(box_px0, view_px0), np.minimum(np.minimum(box_px1, view_px1), next_box)
+            # a box without room for the narrowest letter is not named inside (nor are its labels made)
+            candidates = np.ones(len(box_px0), bool) if self.lane.callouts else right - left - 6 >= fm.narrowest
             named = np.zeros(len(box_px0), bool)
-            for i in np.argsort(box_px0, kind="stable"):
-                same_band = box_px0[band == band[i]] if self.lane.callouts else others
-                left, right = max(box_px0[i], view_px0), min(box_px1[i], view_px1, next_start(box_px0[i], same_band))
-                ya, yb = sorted((sy * top[i] + dy, sy * bottom[i] + dy))
+            ya_all, yb_all = np.minimum(sy * top + dy, sy * bottom + dy), np.maximum(sy * top + dy, sy * bottom + dy)
+            for i in np.flatnonzero(candidates)[np.argsort(box_px0[candidates], kind="stable")]:
+                ya, yb = float(ya_all[i]), float(yb_all[i])
                 labels = self.lane.boxes.labels(d.rows[i])
                 # a phase is better named beside its box than abbreviated inside it
                 inside = labels[:2] if self.lane.callouts else labels
-                named[i] = write(inside, left, right, ya, yb, _TEXT[STYLE_NAMES[int(d.style[i])]])
+                named[i] = write(inside, float(left[i]), float(right[i]), ya, yb, _TEXT[STYLE_NAMES[int(d.style[i])]])
                 if not named[i] and self.lane.callouts:
-                    named[i] = write(labels, right + 2, next_start(box_px0[i], same_band), ya, yb,
-                                     QtGui.QColor("#111111"))
+                    named[i] = write(labels, float(right[i]) + 2, float(next_box[i]), ya, yb, QtGui.QColor("#111111"))
             # boxes too narrow to draw alone or to name inside: a group of them (things with no room for a word
             # between them) none of which is named is named beside it, after it or else before it, by a word (a lone
             # letter beside a tick would say nothing)
@@ -338,15 +382,18 @@ class LaneItem:
             g0, g1, nameless = groups(np.concatenate([box_px0, dense_px0]), np.concatenate([box_px1, dense_px1]),
                                       np.concatenate([~named, np.ones(len(dense_px0), bool)]), shortest)
             dark = QtGui.QColor("#111111")
-            for k in np.flatnonzero(nameless):
-                after = min(float(g0[k + 1]) if k + 1 < len(g0) else view_px1, view_px1)
-                before = max(float(g1[k - 1]) if k > 0 else view_px0, view_px0)
-                if max(after - g1[k], g0[k] - before) < shortest:
-                    continue
-                # half a pixel either side: the group's edges are its boxes' times rounded to pixels
-                words = self._sliver_words((g0[k] - 0.5 - dx) / sx, (g1[k] + 0.5 - dx) / sx)
-                if words and not write(words, g1[k] + 1, after, ya, yb, dark):
-                    write(words, before, g0[k] - 1, ya, yb, dark, flush_right=True)
+            after = np.minimum(np.append(g0[1:], view_px1), view_px1)
+            before = np.maximum(np.insert(g1[:-1], 0, view_px0), view_px0)
+            ks = np.flatnonzero(nameless & (np.maximum(after - g1, g0 - before) >= shortest))
+            # the rows starting in each group, half a pixel either side (the group's edges are its boxes' times
+            # rounded to pixels)
+            starts = self.lane.boxes.t_ns
+            first = np.searchsorted(starts, (g0[ks] - 0.5 - dx) / sx - self.shift_ns, side="left")
+            end = np.searchsorted(starts, (g1[ks] + 0.5 - dx) / sx - self.shift_ns, side="right")
+            for k, a, b in zip(ks.tolist(), first.tolist(), end.tolist()):
+                words = self._sliver_words(a, b)
+                if words and not write(words, float(g1[k]) + 1, float(after[k]), ya, yb, dark):
+                    write(words, float(before[k]), float(g0[k]) - 1, ya, yb, dark, flush_right=True)
             box_y = np.sort(np.column_stack([sy * top + dy, sy * bottom + dy]), axis=1)
             dense_y = np.full((len(dense_px0), 2), (ya, yb))
             self.extents = np.concatenate([np.column_stack([box_px0, box_px1, box_y]),
@@ -354,29 +401,35 @@ class LaneItem:
         finally:
             p.restore()
 
-    def _sliver_words(self, x0: float, x1: float, most: int = 64, kinds_at_most: int = 3) -> list[str]:
-        """Names for the lane's boxes starting in ``[x0, x1]`` (view time), longest first: one box's own words; for
-        several, the word they share and their count (a batch of packets sent in one call: "sent ×6"), else each
-        kind's count ("STOP#, CSR ×4"); none for more kinds than ``kinds_at_most`` or more boxes than ``most``."""
-        boxes = self.lane.boxes
-        assert boxes is not None
-        i0, i1 = boxes.visible(x0 - self.shift_ns, x1 - self.shift_ns)
-        if i1 - i0 > most:
+    def _sliver_words(self, first: int, end: int, most: int = 64, kinds_at_most: int = 3) -> list[str]:
+        """Names for the lane's boxes ``[first, end)``, longest first: one box's own words; for several, the word
+        they share and their count (a batch of packets sent in one call: "sent ×6"), else each kind's count
+        ("STOP#, CSR ×4"); none for more kinds than ``kinds_at_most`` or more boxes than ``most``. Kept: a pan
+        names the same boxes again."""
+        if end - first > most:
             return []
-        rows = np.arange(i0, i1)
-        # the boxes starting here (one reaching in from before belongs to the group it started in)
-        start = boxes.t_ns[i0:i1] + self.shift_ns
-        inside = rows[(start >= x0) & (start <= x1)]
-        words = [w for w in ([t for t in boxes.labels(r) if len(t) > 1] for r in inside) if w]
-        if len(words) < 2:
-            return words[0] if words else []
-        shared = [w for w in words[0][1:] if all(w in other for other in words[1:])]
-        if shared:
-            return [f"{w} ×{len(words)}" for w in shared]
-        kinds = Counter(w[-1] for w in words)  # each box by its shortest word, in order of appearance
-        if len(kinds) > kinds_at_most:
-            return []
-        return [", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.items())]
+        found = self._group_words.get((first, end))
+        if found is None:
+            if len(self._group_words) > KEPT_LABELS:
+                self._group_words.clear()
+            found = self._group_words[(first, end)] = group_words(
+                [self.lane.boxes.labels(r) for r in range(first, end)], kinds_at_most)
+        return found
+
+
+def group_words(labels: list[list[str]], kinds_at_most: int) -> list[str]:
+    """Names for a group of boxes with these ``labels`` (each box's, longest first; see
+    :meth:`LaneItem._sliver_words`): lone letters say nothing beside a tick and are left out."""
+    words = [w for w in ([t for t in own if len(t) > 1] for own in labels) if w]
+    if len(words) < 2:
+        return words[0] if words else []
+    shared = [w for w in words[0][1:] if all(w in other for other in words[1:])]
+    if shared:
+        return [f"{w} ×{len(words)}" for w in shared]
+    kinds = Counter(w[-1] for w in words)  # each box by its shortest word, in order of appearance
+    if len(kinds) > kinds_at_most:
+        return []
+    return [", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.items())]
 
 
 class LanesItem(pg.GraphicsObject):
@@ -406,10 +459,16 @@ class LanesItem(pg.GraphicsObject):
             item.paint_text(p)
 
 
+def over(colour: QtGui.QColor, alpha: float, background: QtGui.QColor) -> QtGui.QColor:
+    """``colour`` at opacity ``alpha`` (0 to 1) laid over ``background``, as one opaque colour."""
+    mix = [round(b + alpha * (c - b)) for c, b in zip(colour.getRgb()[:3], background.getRgb()[:3])]
+    return QtGui.QColor(*mix)
+
+
 class TimeAxis(pg.AxisItem):
     """The time axis, painted straight from pyqtgraph's tick values and strings: a line per tick level and a
     word per tick in a few painter calls (the generic axis recorded a picture of each tick and played it
-    back at every frame, more time than every lane took)."""
+    back at every frame, more time than every lane took), and its grid behind the lanes."""
 
     def paint(self, p: QtGui.QPainter, *args: object) -> None:
         view = self.linkedView()
@@ -419,13 +478,15 @@ class TimeAxis(pg.AxisItem):
             return
         left, width, top = bounds.left(), bounds.width(), bounds.top()
         grid_top = view.mapRectToItem(self, view.boundingRect()).top() if self.grid is not False else top
+        scene = self.scene()
+        background = scene.views()[0].backgroundBrush().color() if scene and scene.views() else \
+            QtGui.QColor("white")
         p.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing, False)
         p.setPen(self.pen())
         p.drawLine(QtCore.QPointF(left, top), QtCore.QPointF(left + width, top))
         font = self.style["tickFont"] or p.font()
         p.setFont(font)
         widths = text_widths(font)
-        height = QtGui.QFontMetrics(font).height()
         taken: list[tuple[float, float]] = []  # label extents (px) drawn so far: a finer level fills between
         for level, (spacing, values) in enumerate(self.tickValues(lo, hi, width)[:2]):
             x = left + (np.asarray(values, dtype=np.float64) - lo) * (width / (hi - lo))
@@ -434,10 +495,12 @@ class TimeAxis(pg.AxisItem):
             pen = QtGui.QPen(self.tickPen())
             colour = QtGui.QColor(pen.color())
             if self.grid is not False:
-                colour.setAlpha(int(self.grid / (level + 1)))
-                pen.setColor(colour)
-                p.setPen(pen)
-                draw_lines(p, x, grid_top, x, top)
+                # behind the lanes (the axis is below the view), a translucent line is its colour over the
+                # background: filled opaque, a pixel column is a fast fill where a translucent line is blended
+                # pixel by pixel
+                shade = over(colour, self.grid / (level + 1) / 255, background)
+                for xi in x.tolist():
+                    p.fillRect(QtCore.QRectF(math.floor(xi), grid_top, 1, top - grid_top), shade)
             colour.setAlpha(int(255 / (level + 1)))
             pen.setColor(colour)
             p.setPen(pen)
@@ -452,8 +515,7 @@ class TimeAxis(pg.AxisItem):
                 if (level and any(a < t1 and t0 < b for t0, t1 in taken)) or xi + w / 2 > left + width + 2:
                     continue  # crowded, or cut by the axis' end
                 taken.append((a, b))
-                p.drawText(QtCore.QRectF(xi - w / 2 - 1, y, w + 2, height),
-                           QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignTop, text)
+                widths.draw(p, xi - w / 2, y, text)
 
 
 class TimelinePlot(pg.PlotWidget):
@@ -529,6 +591,7 @@ class Timeline(QtWidgets.QWidget):
         bottom.setLabel("time from trigger", units="s")
         bottom.setScale(1e-9)
         bottom.enableAutoSIPrefix(True)
+        bottom.setZValue(self.vb.zValue() - 1)  # its grid behind the lanes, not over their boxes and words
         for ax in ("bottom", "left"):
             pi.getAxis(ax).setTextPen("#222222")
             pi.getAxis(ax).setPen("#888888")

@@ -17,6 +17,7 @@ from nicrig._h5shuffle import shuffle
 from nicrig.acquisition.sim import _pci_render
 from nicrig.acquisition.sim._clock import Clock
 from nicrig.acquisition.sim._gmii_pack import pack
+from nicrig.gui._fold import fold
 
 #: What a C entry point may raise on bad input (BufferError: an object exporting no buffer of the kind asked).
 REFUSED = (TypeError, ValueError, OverflowError, BufferError)
@@ -88,6 +89,38 @@ def test_shuffle_refuses_or_gives_hdf5s_planes(data, size):
         return
     whole = len(data) // size * size  # no whole element (size beyond the data): the bytes as they are
     assert got == b"".join(data[j:whole:size] for j in range(size if whole else 0)) + data[whole:]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=60), arrays()), unit=INTS, width=INTS)
+def test_fold_refuses_or_gives_each_groups_and_and_or(data, unit, width):
+    """fold(data, unit, width): the AND and the OR of every width consecutive unit-byte rows of data."""
+    try:
+        a, o = fold(data, unit, width)
+    except REFUSED:
+        event("refused")
+        return
+    event("accepted")
+    raw = memoryview(data).tobytes()
+    assert 1 <= unit < 2**63 and 1 <= width < 2**63 and len(raw) % unit == 0
+    rows = [raw[k:k + unit] for k in range(0, len(raw), unit)]
+    groups = [rows[k:k + width] for k in range(0, len(rows), width)]
+    assert a == b"".join(bytes(_all(r[b] for r in g) for b in range(unit)) for g in groups)
+    assert o == b"".join(bytes(_any(r[b] for r in g) for b in range(unit)) for g in groups)
+
+
+def _all(values) -> int:
+    out = 0xFF
+    for v in values:
+        out &= v
+    return out
+
+
+def _any(values) -> int:
+    out = 0
+    for v in values:
+        out |= v
+    return out
 
 
 TIMES = st.one_of(INTS, st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["1", None, np.int64(7)]))
