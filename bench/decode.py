@@ -28,8 +28,9 @@ continued) and decodes it once, for its peak resident memory.
 
 Goals: each source's command within 2x its floor, one worker; two workers >= 1.8x one on the whole
 file (beside it, each run's wall time over its CPU seconds spread over the machine's cores: a run at
-1.0x keeps every core busy, and no number of workers makes it faster); the PCI source's command >= 30x sigrok-cli in samples per second; a 1 G-sample source in under
-2 GB resident. ``--keep DIR`` keeps the capture for the next run (``--prepare-only`` makes it and stops).
+1.0x keeps every core busy, and no number of workers makes it faster); the PCI source's command
+>= 30x sigrok-cli in samples per second; a 1 G-sample source in under 2 GB resident. ``--keep DIR``
+keeps the capture for the next run (``--prepare-only`` makes it and stops).
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def host_measurements(trace: HostTrace, t0_ns: float, t1_ns: float, shift_ns: fl
 
     def per_s(count: int) -> str:
         """Events per second of the view, to its resolution: one event in the view's span."""
-        return f"{resolved(count / span, rectangular(1 / span))}" if span else "-"
+        return resolved(count / span, rectangular(1 / span)) if span else "-"
 
     runs = hostprobe.softirq_spans(cut, hostprobe.NET_RX)
     ps = hostprobe.poll_stats(hostprobe.polls(cut))
