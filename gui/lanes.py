@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 from nicrig.analysis.hostprobe import NET_RX, RECEIVE_CALLS, SEND_CALLS
@@ -64,6 +64,20 @@ KEPT_LABELS = 20_000
 #: Rows of a lane whose descriptions the event search makes when it needs them (more wait for the preparer's).
 SEARCHED_HERE = 20_000
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def kept(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    """``cache[key]``, made by ``make()`` the first time; the cache is emptied once it holds more than
+    :data:`KEPT_LABELS` entries, so a long session's labels and layouts never grow without bound."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) > KEPT_LABELS:
+            cache.clear()
+        found = cache[key] = make()
+    return found
+
 
 @dataclass
 class Boxes:
@@ -94,12 +108,7 @@ class Boxes:
     def labels(self, i: int) -> list[str]:
         """Row ``i``'s labels, longest first (kept: a redraw asks again for the boxes in view)."""
         i = int(i)
-        found = self._labels.get(i)
-        if found is None:
-            if len(self._labels) > KEPT_LABELS:
-                self._labels.clear()
-            found = self._labels[i] = self.labeller(i)
-        return found
+        return kept(self._labels, i, lambda: self.labeller(i))
 
     def reach(self) -> np.ndarray:
         """Running maximum of the end times: rows ending after T start at or after searchsorted(reach, T)."""

@@ -87,7 +87,7 @@ def search(a: np.ndarray, x: float, side: Literal["left", "right"]) -> int:
 def folds(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The AND and the OR of every ``width`` consecutive rows of packed samples ``x`` (rows x bytes); the last
     group may be shorter. One pass in C (:mod:`nicrig.gui._fold`), without the GIL."""
-    n, u = x.shape
+    u = x.shape[1]
     a, o = _fold.fold(np.ascontiguousarray(x, dtype=np.uint8), u, width)
     return np.frombuffer(a, np.uint8).reshape(-1, u), np.frombuffer(o, np.uint8).reshape(-1, u)
 

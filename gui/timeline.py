@@ -20,7 +20,6 @@ import pyqtgraph as pg
 import shiboken6
 from nicrig.gui.document import Document
 from nicrig.gui.lanes import (
-    KEPT_LABELS,
     STYLE_NAMES,
     STYLES,
     BoxDrawing,
@@ -29,6 +28,7 @@ from nicrig.gui.lanes import (
     box_drawing,
     format_hz,
     format_ns,
+    kept,
     logic_drawings,
     vector_boxes,
     vector_changes,
@@ -113,39 +113,29 @@ class TextWidths:
         self.narrowest = min(self._metrics.horizontalAdvance(c) for c in "iIl1|.,:;'!")
         self._known: dict[str, int] = {}
         self._laid: dict[str, QtGui.QStaticText] = {}
-        self._elided: dict[str, str] = {}
+        self._elided: dict[tuple[int, str], str] = {}
 
     def horizontalAdvance(self, text: str) -> int:  # noqa: N802 - QFontMetrics' name, which it stands in for
-        width = self._known.get(text)
-        if width is None:
-            if len(self._known) > KEPT_LABELS:
-                self._known.clear()
-            width = self._known[text] = self._metrics.horizontalAdvance(text)
-        return width
+        return kept(self._known, text, lambda: self._metrics.horizontalAdvance(text))
 
     def elided(self, text: str, width: int) -> str:
         """``text`` cut to ``width`` pixels, an ellipsis at its end when cut."""
-        key = f"{width}\0{text}"
-        short = self._elided.get(key)
-        if short is None:
-            if len(self._elided) > KEPT_LABELS:
-                self._elided.clear()
-            short = self._elided[key] = self._metrics.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, width)
-        return short
+        return kept(self._elided, (width, text),
+                    lambda: self._metrics.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, width))
 
     def draw(self, p: QtGui.QPainter, x: float, y: float, text: str) -> None:
         """``text`` with its top left at (``x``, ``y``) pixels, in the painter's font (this one's)."""
-        laid = self._laid.get(text)
-        if laid is None:
-            if len(self._laid) > KEPT_LABELS:
-                self._laid.clear()
-            laid = self._laid[text] = QtGui.QStaticText(text)
-            laid.setTextFormat(QtCore.Qt.TextFormat.PlainText)
-        p.drawStaticText(QtCore.QPointF(x, y), laid)
+        p.drawStaticText(QtCore.QPointF(x, y), kept(self._laid, text, lambda: _static_text(text)))
 
     def draw_centred(self, p: QtGui.QPainter, rect: QtCore.QRectF, text: str) -> None:
         """``text`` at ``rect``'s left, centred in its height (as ``drawText`` with ``AlignVCenter``)."""
         self.draw(p, rect.left(), rect.top() + (rect.height() - self.height) / 2, text)
+
+
+def _static_text(text: str) -> QtGui.QStaticText:
+    laid = QtGui.QStaticText(text)
+    laid.setTextFormat(QtCore.Qt.TextFormat.PlainText)
+    return laid
 
 
 _WIDTHS: dict[str, TextWidths] = {}
@@ -408,13 +398,8 @@ class LaneItem:
         names the same boxes again."""
         if end - first > most:
             return []
-        found = self._group_words.get((first, end))
-        if found is None:
-            if len(self._group_words) > KEPT_LABELS:
-                self._group_words.clear()
-            found = self._group_words[(first, end)] = group_words(
-                [self.lane.boxes.labels(r) for r in range(first, end)], kinds_at_most)
-        return found
+        return kept(self._group_words, (first, end),
+                    lambda: group_words([self.lane.boxes.labels(r) for r in range(first, end)], kinds_at_most))
 
 
 def group_words(labels: list[list[str]], kinds_at_most: int) -> list[str]:
