@@ -259,7 +259,7 @@ class SocketQueue:
     before it (-1: not one buffer); ``certain``, its place in the queue is known (no other datagram's span
     from receive to wake-up meets its own). ``returned``: the messages the recorded threads took from the
     socket (``sock_recv_length``, length > 0); ``empty``: the reads that found the queue empty
-    (``sock_recv_length`` -EAGAIN)."""
+    (``sock_recv_length`` -EAGAIN). Every index array is ascending: the trace's events are in time order."""
 
     wake: np.ndarray
     receive: np.ndarray
@@ -283,13 +283,13 @@ class SocketQueue:
         returned a different number than was queued (a datagram queued before the span looked at, a lost
         wake-up) or one before it was queued; the last stretch may leave datagrams unread. The first
         stretch takes the socket to start empty."""
-        e_ns = np.sort(self.empty_ns)
+        e_ns = self.empty_ns  # in trace order, which is time order
         stretches = len(e_ns) + 1
         after = np.searchsorted(e_ns, self.start_ns, side="left")  # empty reads surely before its queueing
         before = np.searchsorted(e_ns, self.wake_ns, side="right")  # the first surely after it
         # at each empty read j: returned before it, surely queued before it, and queued on either side
         at = np.arange(len(e_ns))
-        taken_by = np.searchsorted(self.returned, np.sort(self.empty))
+        taken_by = np.searchsorted(self.returned, self.empty)
         surely = np.searchsorted(np.sort(before), at, side="right")
         either = np.searchsorted(np.sort(after), at, side="right") - surely
         one = np.flatnonzero(before == after + 1)  # on either side of one empty read, j
@@ -305,7 +305,7 @@ class SocketQueue:
         wakes = np.flatnonzero(known)
         wakes = wakes[np.argsort(stretch[wakes], kind="stable")]
         of_wake = stretch[wakes]
-        of_return = np.searchsorted(np.sort(self.empty), self.returned)
+        of_return = np.searchsorted(self.empty, self.returned)
         queued = np.bincount(of_wake, minlength=stretches)
         taken = np.bincount(of_return, minlength=stretches)
         miscounted = taken != queued
