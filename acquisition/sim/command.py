@@ -26,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bus", default="pci64-66", help="bus profile name or .toml file (default: pci64-66)")
     p.add_argument("--host", default="supermicro-370dle",
                    help="host profile name or .toml file (default: supermicro-370dle)")
+    p.add_argument("--recv-host", metavar="HOST",
+                   help="host B's profile (the stream's receiver, the latency run's responder) when it differs from "
+                        "host A's (default: --host)")
     p.add_argument("--sizes", "--size", dest="sizes", default="1400", metavar="BYTES",
                    help="UDP payloads: stream packet sizes, or latency response sizes; start:stop:step or a list, "
                         "as for 'nicrig udpmon' (default: 1400)")
@@ -141,10 +144,12 @@ def run(args: argparse.Namespace) -> int:
     bus = profiles.load("bus", args.bus)
     nic = profiles.load("nic", args.nic)
     host = profiles.load("host", args.host)
+    recv_host = profiles.load("host", args.recv_host) if args.recv_host else None
     recording = Recording(with_ad=args.with_ad, samples_per_clock=args.samples_per_clock,
                           messages=args.capture_count)
     settings = {"count": args.count, "order": args.order, "order_seed": args.order_seed, "nic": nic.name,
-                "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count}
+                "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count,
+                **({"recv_host_profile": recv_host.name} if recv_host else {})}
 
     with signals_interrupt(), Progress() as bar:
         tasks: dict[str, Any] = {}
@@ -156,13 +161,15 @@ def run(args: argparse.Namespace) -> int:
             tasks[name](done)
 
         result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
-                          argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force)
+                          argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force,
+                          recv_host=recv_host)
 
     summary = _summary(result, args.output)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"wrote {args.output}: {args.scenario} scenario, {nic.name} on {bus.name}, host {host.name}")
+    hosts = f"hosts {host.name} and {recv_host.name}" if recv_host else f"host {host.name}"
+    print(f"wrote {args.output}: {args.scenario} scenario, {nic.name} on {bus.name}, {hosts}")
     for name, s in summary["sources"].items():
         print(f"  {name:9s} {s['samples']:>11,d} samples ({s['mode']}), {s['duration_us']:.1f} us")
     print(f"  {summary['frames']} frames on the link ({summary['pause_frames']} PAUSE), "
