@@ -732,7 +732,7 @@ class Host:
     # -- receive path ---------------------------------------------------------------------
     def receive_start(self, frame: Frame, first_ps: int) -> None:
         """A frame's first byte (its preamble) reached the NIC at ``first_ps``: a NIC that cuts through
-        (``rx_cut_through``) DMAs it as it arrives when its receive DMA is idle, nothing waits in its FIFO and a
+        (``rx_cut_through_bytes``) DMAs it as it arrives when its receive DMA is idle, nothing waits in its FIFO and a
         descriptor is free; otherwise the frame is stored first (:meth:`receive_frame`)."""
         if (frame.kind == "pause" or self.rx_dma_busy or self.rx_pending or not self.rx_desc_free
                 or self.cut_frame is not None):
@@ -803,8 +803,8 @@ class Host:
             self.raise_interrupt("rx")
 
     def _cut_through(self) -> Process:
-        """Write :attr:`cut_frame` to memory as it comes off the wire: each burst of ``dma_burst_bytes`` once its
-        last byte has arrived (so on a bus faster than the wire the DMA waits for the wire, as the Tigon's
+        """Write :attr:`cut_frame` to memory as it comes off the wire: each piece of ``rx_cut_through_bytes`` once
+        its last byte has arrived (so on a bus faster than the wire the DMA waits for the wire, as the Tigon's
         receive DMA pauses on 64/66 PCI, seed 002 §4.3.3), then, after the frame's end, its descriptor."""
         env, frame = self.env, self.cut_frame
         self.rx_desc_free -= 1
@@ -812,7 +812,7 @@ class Host:
         self.rx_next_slot += 1
         buf = 0x0200_0000 + slot * 0x800
         data = frame.data[:-4]
-        burst = self.nic.dma_burst_bytes
+        burst = self.nic.rx_cut_through_bytes
         for offset in range(0, len(data), burst):
             chunk = data[offset:offset + burst]
             ready = (self.cut_first_ps + self.rx_mac_latency_ps
@@ -1065,9 +1065,9 @@ class Rig:
                       "00:60:1d:00:00:02", "198.19.0.1", HostNoise(recv_host, scenario.seed, 1))
         ab.deliver = self.b.receive_frame
         ba.deliver = self.a.receive_frame
-        if self.nics[1].rx_cut_through:
+        if self.nics[1].rx_cut_through_bytes:
             ab.first_byte = self.b.receive_start
-        if self.nics[0].rx_cut_through:
+        if self.nics[0].rx_cut_through_bytes:
             ba.first_byte = self.a.receive_start
         self.packets: dict[tuple[str, int], list[Any]] = {}
 

@@ -115,10 +115,11 @@ class NicProfile:
     #: Frames done that interrupt at once with ``int_timer = "ticks"`` (acenic's max_tx_desc, max_rx_desc; 0: no limit).
     tx_max_coal_frames: int = 0
     rx_max_coal_frames: int = 0
-    #: Receive DMA overlapping the wire: each burst of a frame starts once the wire has brought its bytes, the
-    #: descriptor is written back after the frame's end (its FCS checked). Only when the frame finds the receive
-    #: DMA idle, a descriptor free and nothing waiting in the FIFO; otherwise store and forward.
-    rx_cut_through: bool = False
+    #: Receive DMA overlapping the wire (0: store and forward): the frame is moved in pieces of this many bytes, each
+    #: once the wire has brought it, and its descriptor written back after the frame's end (its FCS checked). Only
+    #: when the frame finds the receive DMA idle, a descriptor free and nothing waiting in the FIFO; otherwise the
+    #: frame is stored first.
+    rx_cut_through_bytes: int = 0
     #: The driver's receive buffer (bytes): with the socket buffer's own overhead it is what a queued datagram
     #: charges against the receiving socket's buffer (Linux's skb truesize).
     rx_buffer_bytes: int = 2048
@@ -129,8 +130,10 @@ class NicProfile:
             raise UsageError(f"nic {self.name}: rx_refill must be 'service' or 'softirq' (got {self.rx_refill!r})")
         if self.int_timer not in ("packet", "ticks"):
             raise UsageError(f"nic {self.name}: int_timer must be 'packet' or 'ticks' (got {self.int_timer!r})")
-        if min(self.tx_max_coal_frames, self.rx_max_coal_frames) < 0 or self.rx_buffer_bytes < 64:
-            raise UsageError(f"nic {self.name}: *_max_coal_frames must not be negative and rx_buffer_bytes at least 64")
+        if min(self.tx_max_coal_frames, self.rx_max_coal_frames, self.rx_cut_through_bytes) < 0 \
+                or self.rx_buffer_bytes < 64:
+            raise UsageError(f"nic {self.name}: *_max_coal_frames and rx_cut_through_bytes must not be negative and "
+                             "rx_buffer_bytes at least 64")
         for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr, self.rx_refill_csr):
             for access in seq:
                 op, _, reg = access.partition(":")
