@@ -531,11 +531,9 @@ def _coalescence(key: str, cfg: Config, sizes: Sizes, folder: Path) -> Measureme
 
     def rows(reports: list[Report]) -> Iterator[Row]:
         intercepts = {r: _number(rep.line().get("intercept (us)")) for r, rep in zip(sizes.rxint_latency, reports)}
-        base = intercepts.get(0, math.nan)
-        for r in sizes.rxint_latency:
-            if r:
-                yield Row(key, f"round trip with RxInt {r} less with RxInt 0 (intercepts)", cite("§8, fig. 8.1"), "us",
-                          r * SEC8_UNIT_US, intercepts[r] - base)
+        for a, b in zip(sizes.rxint_latency, sizes.rxint_latency[1:]):
+            yield Row(key, f"round trip with RxInt {b} less with RxInt {a} (intercepts)", cite("§8, fig. 8.1"), "us",
+                      (b - a) * SEC8_UNIT_US, intercepts[b] - intercepts[a])
         best = {r: _number(rep.best(FULL_FRAME).get("best user rate (Mbit/s)"))
                 for r, rep in zip(sizes.rxint_stream, reports[len(lat):])}
         top = max(best.values())

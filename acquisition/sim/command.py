@@ -15,6 +15,12 @@ from typing import Any
 
 
 DEFAULT_CAPTURE_COUNT = 2000
+#: Where a simulated host loses messages, and the counter the model keeps for each (as the kernel and the NIC
+#: count them).
+LOSS_COUNTERS = {"at its full socket buffer (UDP RcvbufErrors)": "udp_rcvbuf_errors",
+                 "in its throttled backlog (softnet dropped)": "softnet_dropped",
+                 "as datagrams never reassembled": "reasm_fails",
+                 "at its NIC's full receive FIFO": "rx_fifo_overflow"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -175,6 +181,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {summary['frames']} frames on the link ({summary['pause_frames']} PAUSE), "
           f"{summary['interrupts']} interrupts recorded; {summary['packets_sent']} messages sent in the run, "
           f"{summary['packets_lost']} lost")
+    counters = result.counters
+    for side, name in (("recv", "host B"), ("send", "host A")):
+        drops = {what: counters.get(f"{side}_{key}", 0) for what, key in LOSS_COUNTERS.items()}
+        if any(drops.values()):
+            print(f"  {name} lost " + ", ".join(f"{n} {what}" for what, n in drops.items() if n))
     print(f"  results of every message in {args.output}:/results ({scenario.kind}, {len(scenario.points())} "
           f"visits): nicrig report {args.output}")
     return 0
