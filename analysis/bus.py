@@ -1059,6 +1059,9 @@ class DmaTiming:
     burst_us: Spread
     burst_bytes: Spread
     fetch_us: Spread
+    #: A fetch's frame data alone: its first word to the fetch's end (seed 002 §4.2.3: "0.25 us of DMA data
+    #: transfer" for a 64-byte request, after its CSR setup).
+    fetch_data_us: Spread
     receive_us: Spread
     fetch_rate_mbytes_per_s: Spread
     receive_rate_mbytes_per_s: Spread
@@ -1091,7 +1094,9 @@ def dma_timing(activity: BusActivity, pci: np.ndarray) -> DmaTiming:
         burst_data_rate_mbytes_per_s=float(nbytes[moved].sum() / data_time * 1000) if data_time else math.nan,
         burst_rate_mbytes_per_s=float(nbytes.sum() / duration.sum() * 1000) if duration.sum() else math.nan,
         burst_us=spread(duration / 1000), burst_bytes=spread(nbytes),
-        fetch_us=fetch, receive_us=recv, fetch_rate_mbytes_per_s=fetch_rate, receive_rate_mbytes_per_s=recv_rate,
+        fetch_us=fetch, fetch_data_us=spread([(t.end_ns - t.data_start_ns) / 1000 for t in activity.of_role("fetch")
+                                              if math.isfinite(t.data_start_ns)]),
+        receive_us=recv, fetch_rate_mbytes_per_s=fetch_rate, receive_rate_mbytes_per_s=recv_rate,
         bursts_per_fetch=fetch_n, bursts_per_receive=recv_n)
 
 
