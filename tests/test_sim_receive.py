@@ -21,9 +21,6 @@ from nicrig.acquisition.sim.model import Rig, RigRun, Scenario
 from nicrig.acquisition.sim.noise import SHAPE, HostNoise
 
 STREAM_11US = Scenario(kind="stream", size_bytes=1400, count=900, spacing_us=11.0)
-#: The e1000 of 2002 (driver 4.1.7) with Linux 2.4: the ring refilled from a tasklet after the stack, one tail
-#: (RDT) write a descriptor; the service ends with the unmask (IMS).
-E1000_TASKLET = {"rx_refill": "softirq", "isr_exit_csr": ("w:0x00d0",), "rx_refill_csr": ("w:0x2818",)}
 QUIET = dict(irq_jitter_us=0.0, wakeup_jitter_us=0.0, cache_jitter_us=0.0, tail_probability=0.0)
 
 
@@ -112,7 +109,7 @@ def test_the_receiving_cpu_load_of_a_point_is_its_busy_time_over_its_processors(
 # -- the ring's refill -----------------------------------------------------------------------------
 
 def test_refill_after_the_stack_returns_each_descriptor_with_a_tail_write():
-    run = simulate(STREAM_11US, nic_changes=E1000_TASKLET)
+    run = simulate(STREAM_11US, nic_changes=profiles.E1000_TASKLET_REFILL)
     recv = run.buses["recv_pci"]
     tail = profiles.load("nic", "intel-pro1000").bar0[0] + 0x2818
     refills = [t for t, p in zip(recv.transactions, recv.purposes) if p == "csr" and t.address == tail]

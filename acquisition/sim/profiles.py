@@ -167,6 +167,11 @@ class NicProfile:
         return op == "w", self.bar0[0] + int(reg, 0)
 
 
+#: The Intel PRO/1000's fields for the e1000 of 2002 (driver 4.1.7) under Linux 2.4: the ring refilled from a tasklet
+#: after the stack, one tail (RDT) write a descriptor, the service ending with the unmask (IMS). The built-in profile
+#: refills in the service; set these in a host's ``[nic.intel-pro1000]`` table (or a copy of the profile) to try it.
+E1000_TASKLET_REFILL = {"rx_refill": "softirq", "isr_exit_csr": ("w:0x00d0",), "rx_refill_csr": ("w:0x2818",)}
+
 #: Fields of a bus profile that describe the host bridge rather than the bus, which a host may override.
 BRIDGE_FIELDS = ("host_read_initial_wait_clocks", "host_write_initial_wait_clocks", "host_read_disconnect_bytes",
                  "host_write_disconnect_bytes", "host_retry_clocks")
