@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "or stream packets) and stop, as an analyzer's memory fills; the results hold every "
                         f"message; 0: record the whole run (default: {DEFAULT_CAPTURE_COUNT})")
     p.add_argument("--mtu", type=int, default=1500, help="link MTU; larger messages are IP-fragmented (default 1500)")
-    p.add_argument("--seed", type=int, default=1, help="random seed: payloads and clock phases (default: 1)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="random seed, a non-negative integer: payloads, clock phases, the hosts' noise (default: 1)")
     p.add_argument("--with-ad", action="store_true", help="also record AD, C/BE# and PAR (default: control lines)")
     p.add_argument("--samples-per-clock", type=int, default=None, metavar="K",
                    help="record the PCI buses in timing mode with a CLK channel, K samples per clock "
@@ -111,6 +112,10 @@ def scenario_of(args: argparse.Namespace) -> Any:
     sizes = parse_sizes(args.sizes)
     if args.count < 1:
         raise UsageError(f"--count {args.count}: at least one packet")
+    # NumPy's generators take non-negative seeds only.
+    for option, seed in (("--seed", args.seed), ("--order-seed", args.order_seed)):
+        if seed is not None and seed < 0:
+            raise UsageError(f"{option} {seed}: a seed is a non-negative integer")
     latency = args.scenario == "latency"
     spacings = [0.0] if latency else parse_spacings(args.spacing_us)
     if latency:
