@@ -17,26 +17,23 @@ import math
 import sys
 
 from nicrig.acquisition.sim.calibration import CONFIGS, LIMIT, REDUCED, TOLERANCE, Row, Sizes, calibrate, summary
+from nicrig.analysis.quantity import measured
 
 #: The share of rows that must be within :data:`TOLERANCE`.
 WITHIN_TOLERANCE_SHARE = 0.9
 
 
-def _fmt(v: float) -> str:
-    return "-" if not math.isfinite(v) else f"{v:.4g}"
-
-
 def table(rows: list[Row]) -> str:
     """The rows as a Markdown table."""
-    out = ["| configuration | quantity (source) | published | simulated | error | |",
+    out = ["| configuration | quantity (source) | published | measured ± 95% | error | |",
            "|---|---|---|---|---|---|"]
     for r in rows:
-        seed = _fmt(r.seed) if r.seed_high is None else f"{_fmt(r.seed)}-{_fmt(r.seed_high)}"
+        seed = f"{r.seed:g}" if r.seed_high is None else f"{r.seed:g}-{r.seed_high:g}"
         err = f"{r.error:+.1%}" if math.isfinite(r.error) else "-"
         verdict = ("within 5%" if r.within == TOLERANCE else "within 10%" if r.within == LIMIT
                    else r.note or "**beyond 10%**")
-        measured = _fmt(r.measured) if not math.isfinite(r.ci95) else f"{_fmt(r.measured)} ± {_fmt(r.ci95)}"
-        out.append(f"| {r.config} | {r.quantity} ({r.source}) | {seed} {r.unit} | {measured} | {err} | {verdict} |")
+        out.append(f"| {r.config} | {r.quantity} ({r.source}) | {seed} {r.unit} | {measured(r.measured, r.ci95)} "
+                   f"| {err} | {verdict} |")
     return "\n".join(out)
 
 
