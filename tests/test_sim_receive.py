@@ -43,13 +43,6 @@ def received_us(run: RigRun) -> np.ndarray:
     return np.sort([r[6] for r in run.packets if r[6] >= 0]) / 1e6
 
 
-def xoff_period_us(run: RigRun) -> float:
-    """Median time between the receiver's PAUSE frames that stop its partner (XOFF), at the probe."""
-    xoff = [clk * 8 / 1000 for clk, f in run.probe_rx if f.kind == "pause" and f.pause_quanta > 0]
-    assert len(xoff) >= 3, "too few PAUSE frames for a period"
-    return float(np.median(np.diff(xoff)))
-
-
 # -- the socket ------------------------------------------------------------------------------------
 
 def test_a_receiver_slower_than_its_sender_drops_at_its_socket_and_counts_it():
