@@ -1074,8 +1074,8 @@ class DmaTiming:
     burst_us: Spread
     burst_bytes: Spread
     fetch_us: Spread
-    #: A fetch's frame data alone: its first word to the fetch's end (seed 002 §4.2.3: "0.25 us of DMA data
-    #: transfer" for a 64-byte request, after its CSR setup).
+    #: A fetch's frame data alone: its first word to the fetch's end (Hughes-Jones et al. 2003, §4.2.3:
+    #: "0.25 us of DMA data transfer" for a 64-byte request, after its CSR setup).
     fetch_data_us: Spread
     receive_us: Spread
     fetch_rate_mbytes_per_s: Spread

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The simulated rig against Hughes-Jones et al. 2003: every figure it can produce, paper's value, measured, error.
 
-Runs every configuration of seed 002 through the commands a user runs
+Runs every configuration of Hughes-Jones et al. 2003 through the commands a user runs
 (``nicrig simulate``, ``nicrig decode``, ``nicrig report --json``), reads each
 row from the report, and prints the table docs/simulator.md holds
 (``--json`` for data; ``--reduced`` for short runs; ``--only`` for some

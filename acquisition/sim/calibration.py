@@ -1,4 +1,4 @@
-"""The simulated rig against Hughes-Jones et al. 2003 (seed 002), measured as a user measures a real rig.
+"""The simulated rig against Hughes-Jones et al. 2003, measured as a user measures a real rig.
 
 Every configuration the paper measured (board, bus, NIC) is run through the
 commands a user runs: ``nicrig simulate``, ``nicrig decode`` where the row
@@ -43,7 +43,8 @@ FULL_FRAME = 1472
 
 @dataclass(frozen=True)
 class Config:
-    """One board, bus and NIC of seed 002, as profile names (``recv_host``: host B's when it differs)."""
+    """One board, bus and NIC of Hughes-Jones et al. 2003, as profile names (``recv_host``: host B's if it
+    differs)."""
 
     board: str
     host: str
@@ -128,7 +129,8 @@ def cite(sections: str) -> str:
 
 
 def wire_rate_mbps(user_mbps: float, payload_bytes: int) -> float:
-    """A user (payload) rate as seed 002's "wire" rate (§3.2): payload plus :data:`SEED_WIRE_OVERHEAD_BYTES` a packet."""
+    """A user (payload) rate as the paper's "wire" rate (Hughes-Jones et al. 2003, §3.2): payload plus
+    :data:`SEED_WIRE_OVERHEAD_BYTES` a packet."""
     return user_mbps * (payload_bytes + SEED_WIRE_OVERHEAD_BYTES) / payload_bytes
 
 

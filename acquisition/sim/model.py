@@ -805,7 +805,8 @@ class Host:
     def _cut_through(self) -> Process:
         """Write :attr:`cut_frame` to memory as it comes off the wire: each piece of ``rx_cut_through_bytes`` once
         its last byte has arrived (so on a bus faster than the wire the DMA waits for the wire, as the Tigon's
-        receive DMA pauses on 64/66 PCI, seed 002 §4.3.3), then, after the frame's end, its descriptor."""
+        receive DMA pauses on 64/66 PCI, Hughes-Jones et al. 2003, §4.3.3), then, after the frame's end, its
+        descriptor."""
         env, frame = self.env, self.cut_frame
         self.rx_desc_free -= 1
         slot = self.rx_next_slot % self.nic.rx_ring
@@ -839,7 +840,7 @@ class Host:
         (``*_abs_int_delay_us``) runs from the first frame after the last
         interrupt, bounding the delay in a stream. Whichever expires first
         asserts INTA#; neither set means an interrupt per frame, and so does
-        an 8254x packet timer of 0 (seed 002 §8: RxInt 0). A Tigon counts the
+        an 8254x packet timer of 0 (Hughes-Jones et al. 2003, §8: RxInt 0). A Tigon counts the
         frames done too and interrupts at its ``*_max_coal_frames``.
         """
         if self.int_asserted:
@@ -954,7 +955,7 @@ class Host:
         descriptor is the NIC's again when its ``rx_refill_csr`` write reaches
         it. A host that cannot keep up with the wire therefore runs out of
         descriptors, and its NIC's FIFO fills until flow control stops the
-        sender (seed 002 §4.2.3).
+        sender (Hughes-Jones et al. 2003, §4.2.3).
         """
         while True:
             if self.backlog:
