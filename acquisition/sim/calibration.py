@@ -198,18 +198,20 @@ class Report:
         self.sections = list(data.get("sections", []))
 
     def table(self, title: str) -> list[dict[str, Any]]:
-        """The rows (column -> value) of the first table whose title starts with ``title`` ([] if none)."""
+        """The rows (column -> value) of the first table whose title starts with ``title`` ([] if none), as
+        numbers (its ``raw_rows``: ``rows`` are the figures rounded to their uncertainty, as text)."""
         for s in self.sections:
             for t in s.get("tables", []):
                 if t["title"].startswith(title):
-                    return [dict(zip(t["columns"], r)) for r in t["rows"]]
+                    return [dict(zip(t["columns"], r)) for r in t.get("raw_rows", t["rows"])]
         return []
 
     def item(self, label: str) -> Any:
         for s in self.sections:
             for it in s.get("items", []):
                 if it["label"] == label:
-                    return it["value"]
+                    raw = it.get("raw", {}).get("value")
+                    return it["value"] if raw is None else raw
         return None
 
     def bus(self, quantity: str, side: str) -> float:
