@@ -35,7 +35,8 @@ from nicrig.analysis.citations import HUGHES_JONES
 TOLERANCE = 0.05
 #: ... and no row may be beyond this unless the paper contradicts itself or physics (the row says how).
 LIMIT = 0.10
-#: Seed 002's "wire" overhead per UDP packet: 8 gap + 6 preamble + 18 Ethernet + 28 IP/UDP bytes (§3.2, note 2).
+#: The "wire" overhead per UDP packet of Hughes-Jones et al. 2003 (§3.2, note 2): 8 gap + 6 preamble + 18 Ethernet
+#: + 28 IP/UDP bytes.
 SEED_WIRE_OVERHEAD_BYTES = 60
 #: The largest UDP payload of one 1500-byte frame, the size of fig. 9.1's throughputs.
 FULL_FRAME = 1472

@@ -6,7 +6,7 @@ integer picoseconds from the start of the run. The processes run on
 :class:`~nicrig.acquisition.sim.scheduler.Engine`'s :class:`Process`: one waits
 ``d`` ps with ``yield d`` (SimPy's ``yield env.timeout(d)``, without the event). Host A sends (stream) or
 requests (latency); host B receives or responds. What each step costs is a
-profile field (``data/profiles``); the mechanisms are those of seed 002:
+profile field (``data/profiles``); the mechanisms are those of Hughes-Jones et al. 2003:
 
 * send: application + stack (``tx_sw_us`` + copy per byte), then the driver's
   CSR accesses to the NIC (``tx_csr``, host bridge as master, retried with
@@ -560,7 +560,7 @@ class Host:
 
         A NIC refuses (retries, PCI 3.0 3.3.3.2.2) a write ``csr_retries``
         times, and any access that arrives within ``csr_recovery_ns`` of the
-        end of its previous one: seed 002 §6.1.3/§6.2.3, on the faster
+        end of its previous one: Hughes-Jones et al. 2003, §6.1.3/§6.2.3, on the faster
         P4DP6 "the CPU/motherboard can present the next command to the NIC
         faster than the NIC can accept them". A read whose data takes the NIC
         ``csr_read_latency_ns`` is a delayed transaction (3.3.3.3): retried
@@ -705,7 +705,7 @@ class Host:
         """Time the NIC's own data path takes to move ``nbytes`` between its bus FIFO and its packet memory.
 
         It runs alongside the DMA, so only where it is slower than the bus
-        does it show: seed 002 §4.1.1's SK-9843 on 64/66 PCI, whose transfers
+        does it show: the SK-9843 on 64/66 PCI (Hughes-Jones et al. 2003, §4.1.1), whose transfers
         run without wait states yet whose latency grows by ~0.023 us a byte
         ("some movement of data within the hardware interface itself").
         """
