@@ -85,6 +85,22 @@ def test_a_blocked_receiver_pays_the_wake_up_twice_a_round_trip_and_never_in_a_s
     assert woken[-1] - plain[-1] < 3 * 5.0 + 0.1
 
 
+def test_a_streams_kernel_stamps_are_netif_rxs_a_service_apart_and_before_the_application_reads():
+    """The results' kernel stamps are those Linux 2.4's netif_rx gives (SO_TIMESTAMP): the frames one coalesced
+    interrupt handed to the stack carry stamps its handler's time per frame apart, each before the application
+    read its datagram; so the report's stream estimator finds the batches and gives its rate an interval."""
+    scenario = Scenario(kind="stream", size_bytes=1400, count=60, spacing_us=11.0)
+    run = simulate(scenario, host_changes=QUIET)
+    point = application.stream_points(run, scenario)[0]
+    assert len(point.seq) == 60 and np.all(point.kernel_ns < point.user_ns)
+    gaps = np.diff(np.sort(point.kernel_ns)) / 1000
+    handler = profiles.load("host", "supermicro-370dle").rx_handler_us
+    assert np.isclose(gaps.min(), handler, atol=0.01) and gaps.max() > 50
+    from nicrig.analysis.throughput import receive_rate
+    rate = receive_rate(point.kernel_ns, point.seq, 1400, link_rate_bps=1e9)
+    assert 0 < rate.user_rate_ci95_mbps < 0.05 * rate.user_rate_mbps
+
+
 def test_fragments_of_a_datagram_reach_the_application_as_one():
     run = simulate(Scenario(kind="latency", size_bytes=4000, count=3), host_changes=QUIET)
     assert len(round_trips_us(run)) == 3

@@ -80,7 +80,8 @@ def cpu_busy_pct(run: RigRun, host: str, t0_ps: int, t1_ps: int) -> float:
 
 def stream_points(run: RigRun, scenario: Scenario) -> list[StreamPoint]:
     """One :class:`StreamPoint` per point: when host A's application sent each datagram, the datagrams host B's
-    application received, in the order it got them, those B's kernel dropped (its socket buffer full, its
+    application received, in the order it got them, with the kernel's receive stamps (netif_rx's time, as
+    SO_TIMESTAMP gives it) and the application's, those B's kernel dropped (its socket buffer full, its
     backlog throttled), and how busy each host's processors were."""
     packets = np.array(run.packets, dtype=PACKET_DTYPE)
     stream = np.sort(packets[packets["kind"] == b"stream"], order="seq")
@@ -94,11 +95,15 @@ def stream_points(run: RigRun, scenario: Scenario) -> list[StreamPoint]:
         first = int(mine["seq"][0]) if mine.size else 0
         last_ps = int(max(got["t_app_recv_ps"].max(initial=-1), sent.max(initial=0)))
         first_ps = int(sent[0]) if sent.size else 0
-        kernel = _ns(got["t_app_recv_ps"])
+        # The kernel's receive stamps (netif_rx's), where the run kept them; the application's reads otherwise.
+        stamps = run.stamps.get("recv", {})
+        kernel = _ns(np.array([stamps.get(int(s), int(t)) for s, t in zip(got["seq"], got["t_app_recv_ps"])],
+                              dtype=np.int64))
         out.append(StreamPoint(
             point=k, round=point.round, position=point.position, size_bytes=point.size_bytes,
             spacing_us=point.spacing_us, count=point.count, t0_ns=int(_ns(sent[:1])[0]) if sent.size else 0,
-            sent_ns=_ns(sent), seq=(got["seq"] - first).astype(np.int64), kernel_ns=kernel, user_ns=kernel,
+            sent_ns=_ns(sent), seq=(got["seq"] - first).astype(np.int64), kernel_ns=kernel,
+            user_ns=_ns(got["t_app_recv_ps"]),
             received_size=np.full(len(got), point.size_bytes, dtype=np.int32),
             kernel_drops=int(np.isin(dropped, mine["seq"]).sum()) if run.dropped else -1,
             local_cpu_busy_pct=cpu_busy_pct(run, "send", first_ps, last_ps),

@@ -232,6 +232,9 @@ class RigRun:
     #: Per host: the sequence numbers of the messages its kernel dropped (socket buffer full, backlog throttled,
     #: a datagram never reassembled), in order.
     dropped: dict[str, list[int]] = field(default_factory=dict)
+    #: Per host: each message its socket queued, by sequence number, with the kernel's receive time stamp (ps):
+    #: when its last frame went through netif_rx, which stamps a buffer in Linux 2.4 (SO_TIMESTAMP's time).
+    stamps: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @property
     def probe_clock(self) -> Clock:
@@ -504,7 +507,7 @@ class Host:
         # Frames the interrupt service handed to the stack (Linux 2.4's per-CPU backlog, netif_rx; dropped while it
         # is throttled, from full until empty), and the descriptors it took off the ring that wait for the refill,
         # with a ``softirq`` refill.
-        self.backlog: deque[Frame] = deque()
+        self.backlog: deque[tuple[Frame, int]] = deque()
         self.backlog_kick = Signal(env)
         self.backlog_throttled = False
         self.rx_cleaned = 0
@@ -534,8 +537,10 @@ class Host:
         self.on_receive: Callable[[Frame, int], None] = lambda f, t: None
         self.counters = {"rx_fifo_overflow": 0, "pause_sent": 0, "xon_sent": 0, "interrupts": 0,
                          "udp_in_datagrams": 0, "udp_rcvbuf_errors": 0, "softnet_dropped": 0, "reasm_fails": 0}
-        #: (kind, seq) of the messages this host's socket dropped, in order.
+        #: The sequence numbers of the messages this host's kernel dropped, in order, and the receive stamps (ps) of
+        #: those its socket queued.
         self.dropped: list[tuple[str, int]] = []
+        self.stamps: dict[int, int] = {}
         env.process(self._poster())
         env.process(self._nic_tx())
         env.process(self._nic_rx_dma())
@@ -931,7 +936,7 @@ class Host:
             self.counters["softnet_dropped"] += 1
             self._lost(frame)
             return
-        self.backlog.append(frame)
+        self.backlog.append((frame, self.env.now))
 
     def _lost(self, frame: Frame) -> None:
         """Note a message the receiving host dropped (its last fragment's frame stands for it)."""
@@ -962,7 +967,7 @@ class Host:
                 with self.cpu.request(priority=SOFTIRQ) as req:
                     yield req
                     yield self.rx_stack_ps
-                self._deliver(self.backlog.popleft())
+                self._deliver(*self.backlog.popleft())
             elif self.rx_cleaned:
                 # The refill runs to its end, taking the descriptors services clean meanwhile too.
                 while self.rx_cleaned:
@@ -978,10 +983,12 @@ class Host:
             else:
                 yield self.backlog_kick
 
-    def _deliver(self, frame: Frame) -> None:
-        """UDP's receive of ``frame``: a fragment waits for the rest of its datagram (IP reassembly, RFC 791), a
-        whole datagram goes to the socket's queue if its buffer fits (Linux's sock_queue_rcv_skb: the bytes
-        queued plus its buffers under ``rcvbuf_bytes``), else it is dropped and counted as UDP RcvbufErrors."""
+    def _deliver(self, frame: Frame, stamp_ps: int) -> None:
+        """UDP's receive of ``frame``, which netif_rx stamped at ``stamp_ps``: a fragment waits for the rest of its
+        datagram (IP reassembly, RFC 791; the whole datagram keeps its last fragment's stamp, as 2.4's
+        ip_frag_reasm), a whole datagram goes to the socket's queue if its buffer fits (Linux's sock_queue_rcv_skb:
+        the bytes queued plus its buffers under ``rcvbuf_bytes``), else it is dropped and counted as UDP
+        RcvbufErrors."""
         offset = frame.ip_fragment_offset * 8
         held = self.reassembly.pop(frame.seq, [0, 0])
         if held[0] != offset:
@@ -1000,6 +1007,7 @@ class Host:
             self.dropped.append(frame.seq)
             return
         self.counters["udp_in_datagrams"] += 1
+        self.stamps[frame.seq] = stamp_ps
         self.socket.append((frame, held[0] - UDP_HEADER_BYTES, truesize))
         self.socket_bytes += truesize
         if self.app_idle:
@@ -1197,6 +1205,7 @@ class Rig:
                       for h in (self.a, self.b)},
             cpus={h.name: h.hp.cpus for h in (self.a, self.b)},
             dropped={h.name: h.dropped for h in (self.a, self.b)},
+            stamps={h.name: h.stamps for h in (self.a, self.b)},
         )
 
     def _trigger_ps(self) -> int:
