@@ -101,6 +101,21 @@ def test_a_streams_kernel_stamps_are_netif_rxs_a_service_apart_and_before_the_ap
     assert 0 < rate.user_rate_ci95_mbps < 0.05 * rate.user_rate_mbps
 
 
+def test_the_370dles_sk9843_interrupts_later_lengthening_round_trips_not_streams():
+    """The 370DLE's sk98lin settings (its ``nic`` table) delay the SK-9843's receive interrupt by 2.2 us after the
+    frame's DMA: a round trip waits for it twice; a stream that the receiver keeps up with arrives as fast."""
+    plain = {**QUIET, "nic": {}}
+    latency = Scenario(kind="latency", size_bytes=512, count=5)
+    later = round_trips_us(simulate(latency, "sk9843", host_changes=QUIET))
+    base = round_trips_us(simulate(latency, "sk9843", host_changes=plain))
+    assert np.allclose(later - base, 2 * 2.2, atol=0.05), later - base
+    stream = Scenario(kind="stream", size_bytes=1472, count=200, spacing_us=20.0)
+    runs = [simulate(stream, "sk9843", host_changes=h) for h in (QUIET, plain)]
+    assert all(r.counters["recv_udp_rcvbuf_errors"] == 0 for r in runs)
+    spans = [np.ptp(received_us(r)) for r in runs]
+    assert abs(spans[0] - spans[1]) < 1.0, spans
+
+
 def test_fragments_of_a_datagram_reach_the_application_as_one():
     run = simulate(Scenario(kind="latency", size_bytes=4000, count=3), host_changes=QUIET)
     assert len(round_trips_us(run)) == 3
