@@ -81,8 +81,8 @@ def test_report_on_a_simulated_latency_set_gives_slope_and_intercept(latency_set
     columns, rows = _table(section, "RTT = intercept + slope")
     fit = dict(zip(columns, next(r for r in rows if r[0] == "minimum")))
     # docs/simulator.md: ~0.031 us/byte on 32/33 (bus and wire both ways plus two copies), the SK-9843's intercept
-    # near the paper's 62 us (Hughes-Jones et al. 2003, §4.1.1)
-    assert 0.029 < fit["slope (us/byte)"] < 0.033 and 55 < fit["intercept (us)"] < 63
+    # near the paper's 62 us (Hughes-Jones et al. 2003, §4.1.1), within the spread of 36 round trips a size
+    assert 0.029 < fit["slope (us/byte)"] < 0.033 and 58 < fit["intercept (us)"] < 66
     # a size the host's noise puts off the line may be flagged
     flagged = fit["suspect sizes left out"]
     assert fit["sizes"] + (0 if flagged == "none" else len(flagged.split(","))) == 5 and fit["rounds"] == 3
