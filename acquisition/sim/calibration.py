@@ -30,14 +30,12 @@ from typing import Any
 
 from nicrig.acquisition.sim import profiles
 from nicrig.analysis.citations import HUGHES_JONES
+from nicrig.udpmon.sequence import HUGHES_JONES_2003_OVERHEAD_BYTES
 
 #: A row within this relative error of the paper's figure is calibrated ...
 TOLERANCE = 0.05
 #: ... and no row may be beyond this unless the paper contradicts itself or physics (the row says how).
 LIMIT = 0.10
-#: The "wire" overhead per UDP packet of Hughes-Jones et al. 2003 (§3.2, note 2): 8 gap + 6 preamble + 18 Ethernet
-#: + 28 IP/UDP bytes.
-SEED_WIRE_OVERHEAD_BYTES = 60
 #: The largest UDP payload of one 1500-byte frame, the size of fig. 9.1's throughputs.
 FULL_FRAME = 1472
 
@@ -131,8 +129,8 @@ def cite(sections: str) -> str:
 
 def wire_rate_mbps(user_mbps: float, payload_bytes: int) -> float:
     """A user (payload) rate as the paper's "wire" rate (Hughes-Jones et al. 2003, §3.2): payload plus
-    :data:`SEED_WIRE_OVERHEAD_BYTES` a packet."""
-    return user_mbps * (payload_bytes + SEED_WIRE_OVERHEAD_BYTES) / payload_bytes
+    :data:`~nicrig.udpmon.sequence.HUGHES_JONES_2003_OVERHEAD_BYTES` a packet (§3.2, note 2)."""
+    return user_mbps * (payload_bytes + HUGHES_JONES_2003_OVERHEAD_BYTES) / payload_bytes
 
 
 # -- how long the runs are ------------------------------------------------------------------------
