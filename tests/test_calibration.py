@@ -46,7 +46,9 @@ def test_the_round_trips_have_the_papers_width_and_an_interval(rows):
 
 def test_a_host_slower_than_calibrated_leaves_the_tolerance(tmp_path: Path):
     """The guard can fail: 30% more receive processing a frame on the 370DLE (a profile of one's own, by path)
-    moves the SK-9843's best throughput out of its tolerance."""
+    moves the SK-9843's best throughput out of its tolerance. Either way: below it where the application is
+    served, or above it where the stack, going first, leaves the application only its first socketful, whose
+    kernel stamps come at the wire's pace (a receive livelock, as a real one shows it)."""
     values = profiles.raw("host", "supermicro-370dle")
     values["rx_sw_us"] *= 1.3
     slow = tmp_path / "slow-370dle.toml"
@@ -56,7 +58,7 @@ def test_a_host_slower_than_calibrated_leaves_the_tolerance(tmp_path: Path):
     with calibration.tempfile.TemporaryDirectory() as tmp:
         reports = [calibration.Report(calibration.report_of(run, Path(tmp))) for run in m.runs]
     best = next(r for r in m.rows(reports) if r.quantity.startswith("max throughput"))
-    assert best.within > calibration.TOLERANCE and best.measured < best.seed
+    assert best.within > calibration.TOLERANCE
 
 
 @pytest.mark.parametrize("seed, high, measured, scale, error", [
