@@ -7,6 +7,7 @@ where they need the model's bookkeeping (which transaction moved which frame).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -130,6 +131,33 @@ def test_a_receiver_out_of_descriptors_pauses_its_partner_in_regular_gaps(intel_
     starts, _ = _spans(tx_en)
     gaps_us = np.diff(t[starts]) / US
     assert (gaps_us > 30).sum() >= len(xoff) - 1
+
+
+def test_a_receiver_on_a_slower_bus_than_the_wire_pauses_its_partner(work, capsys):
+    """A receiving NIC in a 32-bit 33 MHz slot moves a 1400-byte frame over its bus slower than the wire brings
+    the next (Hughes-Jones et al. 2003, §9: such a bus is almost fully occupied at wire speed): its FIFO passes
+    the high-water mark and it sends XOFF; the same stream into a 64-bit 66 MHz slot is not paused."""
+    from nicrig.cli import main
+
+    pauses = {}
+    for recv_bus in ("pci32-33", "pci64-66"):
+        out = work / f"recv-{recv_bus}.h5"
+        assert main(["simulate", "--scenario", "stream", "--nic", "intel-pro1000", "--bus", "pci64-66",
+                     "--recv-bus", recv_bus, "--size", "1400", "--spacing-us", "11", "--count", "300",
+                     "--rounds", "1", "--json", "-o", str(out)]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        # Paused, the 32/33 receiver keeps every datagram; the 64/66 one loses them in its socket buffer instead.
+        assert summary["packets_lost"] == summary["counters"]["recv_udp_rcvbuf_errors"]
+        assert (summary["packets_lost"] == 0) == (recv_bus == "pci32-33")
+        pauses[recv_bus] = summary["counters"]["recv_pause_sent"]
+        with CaptureSet.open(out) as cs:
+            simulation = json.loads(cs.attrs["simulation"])
+            assert simulation["bus"]["name"] == "pci64-66"
+            assert simulation.get("recv_bus", simulation["bus"])["name"] == recv_bus  # written only when it differs
+            periods = {name: int(np.median(np.diff(cs.source(name).times_ps(0, 1000))))
+                       for name in ("send_pci", "recv_pci")}
+        assert periods == {"send_pci": 15_000, "recv_pci": 15_000 if recv_bus == "pci64-66" else 30_000}
+    assert pauses["pci32-33"] >= 2 and pauses["pci64-66"] == 0
 
 
 def _occupancy(src, c0: int, c1: int) -> float:

@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stream: spaced UDP streams A->B; latency: request-response (default: stream)")
     p.add_argument("--nic", default="intel-pro1000", help="NIC profile name or .toml file (default: intel-pro1000)")
     p.add_argument("--bus", default="pci64-66", help="bus profile name or .toml file (default: pci64-66)")
+    p.add_argument("--recv-bus", metavar="BUS",
+                   help="host B's bus (the stream's receiver, the latency run's responder) when it differs from "
+                        "host A's (default: --bus)")
     p.add_argument("--host", default="supermicro-370dle",
                    help="host profile name or .toml file (default: supermicro-370dle)")
     p.add_argument("--recv-host", metavar="HOST",
@@ -156,11 +159,13 @@ def run(args: argparse.Namespace) -> int:
     nic = profiles.load("nic", args.nic)
     host = profiles.load("host", args.host)
     recv_host = profiles.load("host", args.recv_host) if args.recv_host else None
+    recv_bus = profiles.load("bus", args.recv_bus) if args.recv_bus else None
     recording = Recording(with_ad=args.with_ad, samples_per_clock=args.samples_per_clock,
                           messages=args.capture_count)
     settings = {"count": args.count, "order": args.order, "order_seed": args.order_seed, "nic": nic.name,
                 "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count,
-                **({"recv_host_profile": recv_host.name} if recv_host else {})}
+                **({"recv_host_profile": recv_host.name} if recv_host else {}),
+                **({"recv_bus": recv_bus.name} if recv_bus else {})}
 
     with signals_interrupt(), Progress() as bar:
         tasks: dict[str, Any] = {}
@@ -173,14 +178,15 @@ def run(args: argparse.Namespace) -> int:
 
         result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
                           argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force,
-                          recv_host=recv_host)
+                          recv_host=recv_host, recv_bus=recv_bus)
 
     summary = _summary(result, args.output)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
     hosts = f"hosts {host.name} and {recv_host.name}" if recv_host else f"host {host.name}"
-    print(f"wrote {args.output}: {args.scenario} scenario, {nic.name} on {bus.name}, {hosts}")
+    buses = f"{bus.name} and {recv_bus.name}" if recv_bus else bus.name
+    print(f"wrote {args.output}: {args.scenario} scenario, {nic.name} on {buses}, {hosts}")
     for name, s in summary["sources"].items():
         print(f"  {name:9s} {s['samples']:>11,d} samples ({s['mode']}), {s['duration_us']:.1f} us")
     print(f"  {summary['frames']} frames on the link ({summary['pause_frames']} PAUSE), "

@@ -1038,17 +1038,19 @@ class Rig:
     """Builds the two hosts and the link, runs the scenario, and collects a :class:`RigRun`."""
 
     def __init__(self, scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile,
-                 *, recv_host: HostProfile | None = None, link_rate_bps: float = 1e9, phy_latency_ns: float = 350.0):
+                 *, recv_host: HostProfile | None = None, recv_bus: BusProfile | None = None,
+                 link_rate_bps: float = 1e9, phy_latency_ns: float = 350.0):
         """``host`` is host A's profile and, unless ``recv_host`` is given, host B's too. Each host sets up the NIC
         (its ``nic`` settings) and drives the bus (its ``bridge``) its own way."""
         recv_host = host if recv_host is None else recv_host
-        for p in (scenario, bus, nic, host, recv_host):
+        recv_bus = bus if recv_bus is None else recv_bus
+        for p in (scenario, bus, recv_bus, nic, host, recv_host):
             p.check()
         self.scenario = scenario
         self.hosts = (host, recv_host)
         # The host bridge's wait states and disconnects are the chipset's, the NIC's settings its driver's.
         self.nics = tuple(h.nic_with_settings(nic) for h in self.hosts)
-        buses = tuple(h.bus_with_bridge(bus) for h in self.hosts)
+        buses = tuple(h.bus_with_bridge(b) for h, b in zip(self.hosts, (bus, recv_bus)))
         self.rng = np.random.default_rng(scenario.seed)
         self.link_rate_bps = link_rate_bps
         self.phy_latency_ps = round(phy_latency_ns * PS_PER_NS)

@@ -567,9 +567,9 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
              recording: Recording = Recording(), progress: Progress | None = None, *,
              settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None,
              workers: int | None = None, block_clocks: int = BLOCK_CLOCKS, overwrite: bool = True,
-             recv_host: HostProfile | None = None) -> RigRun:
-    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run. ``host`` is
-    both hosts' profile unless ``recv_host`` gives host B's.
+             recv_host: HostProfile | None = None, recv_bus: BusProfile | None = None) -> RigRun:
+    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run. ``host`` and
+    ``bus`` are both hosts' unless ``recv_host`` and ``recv_bus`` give host B's.
 
     ``settings`` (what the command line asked, beyond the scenario) and ``argv``
     go into the results' root attributes (``docs/formats.md``). ``workers``:
@@ -581,7 +581,7 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
     """
     with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}",
                            overwrite=overwrite) as cs:
-        rig = Rig(scenario, bus, nic, host, recv_host=recv_host)
+        rig = Rig(scenario, bus, nic, host, recv_host=recv_host, recv_bus=recv_bus)
         sources = partial(_Sources, nic=nic, hosts=rig.hosts, recording=recording, block_clocks=block_clocks)
         with _Renderer(rig, sources, recording, _workers(workers), progress) as renderer:
             run = rig.run(checkpoint=renderer.checkpoints, every_ps=CHECKPOINT_PS)
@@ -599,6 +599,7 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
     its driver set it up), the applications' results (``measured``)."""
     host, recv_host = rig.hosts
     nic, recv_nic = rig.nics
+    send_bus, recv_bus = run.buses["send_pci"].profile, run.buses["recv_pci"].profile
     cs.write_table("truth/packets", _packets_table(run),
                    units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                           "size_bytes": "byte"},
@@ -609,10 +610,10 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
     cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
                    description="interrupts of both hosts with the frames each service handled")
     cs.attrs["simulation"] = json.dumps({
-        "scenario": asdict(scenario), "bus": asdict(run.buses["send_pci"].profile), "nic": asdict(nic),
+        "scenario": asdict(scenario), "bus": asdict(send_bus), "nic": asdict(nic),
         "host": asdict(host), "recording": asdict(recording), "counters": run.counters,
-        **({"recv_bus": asdict(run.buses["recv_pci"].profile), "recv_nic": asdict(recv_nic),
-            "recv_host": asdict(recv_host)} if recv_host is not host else {}),
+        **({"recv_bus": asdict(recv_bus)} if recv_bus != send_bus else {}),
+        **({"recv_nic": asdict(recv_nic), "recv_host": asdict(recv_host)} if recv_host is not host else {}),
     }, sort_keys=True)
     rf = cs.nested(ResultsFile, RESULTS_GROUP, create=True,
                    notes=f"the applications' measurements of this simulated {scenario.kind} run")
@@ -620,6 +621,7 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
         rf, measured, scenario, settings=application.settings_of(scenario, **(settings or {})),
         argv=list(sys.argv if argv is None else argv),
         simulation={"nic": nic.name, "bus": bus.name, "host": host.name,
+                    **({"recv_bus": recv_bus.name} if recv_bus.name != bus.name else {}),
                     **({"recv_host": recv_host.name} if recv_host is not host else {}),
                     "timeline": {"trigger_ns": run.trigger_ps / 1000,
                                  "recorded_until_ns": recorded.end_ps / 1000}})
