@@ -75,12 +75,13 @@ demo: sysdeps $(STAMP)
 	@mkdir -p $(DEMO_OUT)
 	# Request-response, SysKonnect SK-9843 on 32-bit 33 MHz PCI, AD/C/BE# recorded, 3000-byte responses (3 frames).
 	$(NICRIG) simulate --scenario latency --nic sk9843 --bus pci32-33 --with-ad --size 3000 --count 10 --force -o $(DEMO_OUT)/latency.h5
-	# 1400-byte stream every 11 us, Intel PRO/1000 on 64-bit 66 MHz PCI: faster than the receiver, so PAUSE frames.
-	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --size 1400 --spacing-us 11 --count 2000 --rounds 1 --force -o $(DEMO_OUT)/stream.h5
+	# 1400-byte stream every 11 us, Intel PRO/1000s, the sender's on 64-bit 66 MHz PCI, the receiver's on 32-bit 33 MHz:
+	# the receiving DMA is slower than the wire, the receive FIFO fills, and the receiver sends PAUSE frames.
+	$(NICRIG) simulate --scenario stream --nic intel-pro1000 --bus pci64-66 --recv-bus pci32-33 --size 1400 --spacing-us 11 --count 2000 --rounds 1 --force -o $(DEMO_OUT)/stream.h5
 	$(NICRIG) decode $(DEMO_OUT)/latency.h5 $(DEMO_OUT)/stream.h5
 	@echo "--- the first PCI transactions of the request on the sending bus:"
 	$(NICRIG) events $(DEMO_OUT)/latency.h5 --source send_pci --decoder pci --limit 12
-	@echo "--- PAUSE and XON frames from the receiver (802.3x flow control):"
+	@echo "--- PAUSE frames from the receiver (802.3x flow control):"
 	$(NICRIG) events $(DEMO_OUT)/stream.h5 --source probe --decoder ethernet --where direction=rx --limit 6
 	$(NICRIG) export $(DEMO_OUT)/latency.h5 --source send_pci -o $(DEMO_OUT)/latency-send_pci.sr --pulseview
 	@echo "--- the probe's frames for Wireshark (nanosecond stamps: a frame's time less the set's creation second is its t_ns):"
@@ -119,7 +120,7 @@ demo: sysdeps $(STAMP)
 	  echo "no display: writing the GUI's views as pictures"; \
 	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 --screenshot $(DEMO_OUT)/gui-fig47.png --view timeline --range=-3:135 --measure; \
 	  $(NICRIG) gui $(DEMO_OUT)/fig47.h5 --screenshot $(DEMO_OUT)/gui-window.png --range=-3:135 --measure --size 1920x1080; \
-	  $(NICRIG) gui $(DEMO_OUT)/stream.h5 --screenshot $(DEMO_OUT)/gui-pause.png --view timeline --range=6000:10000; \
+	  $(NICRIG) gui $(DEMO_OUT)/stream.h5 --screenshot $(DEMO_OUT)/gui-pause.png --view timeline --range=1000:2300; \
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-latency.png --view latency --size 1200x800; \
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-latency.h5 --screenshot $(DEMO_OUT)/gui-histograms.png --view histograms --size 1200x800; \
 	  $(NICRIG) gui $(DEMO_OUT)/udpmon-stream.h5 --screenshot $(DEMO_OUT)/gui-stream.png --view stream --size 1000x900; \

@@ -62,8 +62,11 @@ How transfers are told apart
 ----------------------------
 With AD and C/BE# probed, the decoded command says read or write. Without
 them (Hughes-Jones et al. 2003's traces show control lines only) the link decides: a frame
-that has arrived and not yet been moved makes the next NIC write a
-``receive``; a frame sent and not yet written back makes a descriptor-sized
+that has begun to arrive and not yet been moved makes the next NIC write a
+``receive`` (a NIC that cuts through, as the Alteon's Tigon, moves a frame
+while it still comes in, pausing for the wire between its pieces: a receive
+waits for its frame's bytes as long as the frame is on the wire); a frame
+sent and not yet written back makes a descriptor-sized
 transaction a ``writeback``; a frame still to be sent makes a ``fetch``. A
 transfer ends when its frame's bytes (length less the FCS) have crossed the
 bus, plus the descriptor, or at a gap of more than ``dma_gap_ns`` of idle
@@ -100,6 +103,9 @@ import numpy as np
 from nicrig.analysis.nic_registers import RegisterMap
 from nicrig.analysis.quantity import quantile_interval
 
+#: A NIC that cuts through moves the last piece of a frame this long after the frame's end at the probe at most (its
+#: MAC's and PHY's latency): until then a receive still short of its frame's bytes waits for them.
+ARRIVAL_SLACK_NS = 2000.0
 #: NIC bursts of one transfer follow each other within this (the NIC's own gap plus arbitration).
 DMA_GAP_NS = 500.0
 #: A driver's register accesses in one go follow each other within this (CPU time per access).
@@ -381,6 +387,7 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
     span = pci["data_phases"].astype(np.int64) * np.where(pci["wide"], 8, 4)
     linked = frames_in is not None and frames_out is not None
     empty = np.zeros(0, dtype=np.float64)
+    in_start = frames_in["t_ns"].astype(np.float64) if frames_in is not None else empty
     in_end = frames_in["t_end_ns"].astype(np.float64) if frames_in is not None else empty
     in_len = frames_in["length"] if frames_in is not None else np.zeros(0, np.int64)
     out_start = frames_out["t_ns"].astype(np.float64) if frames_out is not None else empty
@@ -437,6 +444,14 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
     def idle_since(o: _Open, i: int) -> float:
         return t0[i] - o.end_ns - (busy[i] - busy[o.rows[-1] + 1])
 
+    def continues(o: _Open, i: int) -> bool:
+        """Whether transaction ``i`` may continue ``o`` in time: little idle bus since, or ``o`` a receive whose
+        frame is still arriving (cut through)."""
+        if idle_since(o, i) <= gap_ns:
+            return True
+        return (o.role == "receive" and o.phase == "data" and 0 <= o.frame < in_end.size
+                and t0[i] <= in_end[o.frame] + ARRIVAL_SLACK_NS)
+
     for j, i in enumerate(dma):
         args = (int(i), int(nbytes[i]), float(t1[i]), direction[i], descriptor, int(address[i]), int(span[i]))
         small = int(nbytes[i]) <= descriptor
@@ -444,9 +459,9 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         fetching = suspended is not None and suspended.role == "fetch" and suspended.phase != "done"
         next_is_data = small and not fetching and after_descriptor(j)
         ends_writeback = cur is not None and cur.role == "writeback" and next_is_data
-        if cur is not None and not ends_writeback and idle_since(cur, i) <= gap_ns and cur.take(*args):
+        if cur is not None and not ends_writeback and continues(cur, i) and cur.take(*args):
             continue
-        if suspended is not None and idle_since(suspended, i) <= gap_ns and suspended.take(*args):
+        if suspended is not None and continues(suspended, i) and suspended.take(*args):
             resumed, suspended = suspended, None
             if cur is not None:
                 suspended = set_aside(cur, suspended)
@@ -457,7 +472,7 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
             fetching = suspended is not None and suspended.role == "fetch" and suspended.phase != "done"
             next_is_data = small and not fetching and after_descriptor(j)
         if linked:
-            rx_pending = int(np.searchsorted(in_end, t0[i], "right")) > n_rx
+            rx_pending = int(np.searchsorted(in_start, t0[i], "right")) > n_rx
             wb_pending = int(np.searchsorted(out_end, t0[i], "right")) > n_wb
             # frames already on the wire without a fetch seen (before the capture) are skipped
             n_fetch = max(n_fetch, int(np.searchsorted(out_start, t0[i], "left")))
@@ -1059,6 +1074,9 @@ class DmaTiming:
     burst_us: Spread
     burst_bytes: Spread
     fetch_us: Spread
+    #: A fetch's frame data alone: its first word to the fetch's end (Hughes-Jones et al. 2003, §4.2.3:
+    #: "0.25 us of DMA data transfer" for a 64-byte request, after its CSR setup).
+    fetch_data_us: Spread
     receive_us: Spread
     fetch_rate_mbytes_per_s: Spread
     receive_rate_mbytes_per_s: Spread
@@ -1091,7 +1109,9 @@ def dma_timing(activity: BusActivity, pci: np.ndarray) -> DmaTiming:
         burst_data_rate_mbytes_per_s=float(nbytes[moved].sum() / data_time * 1000) if data_time else math.nan,
         burst_rate_mbytes_per_s=float(nbytes.sum() / duration.sum() * 1000) if duration.sum() else math.nan,
         burst_us=spread(duration / 1000), burst_bytes=spread(nbytes),
-        fetch_us=fetch, receive_us=recv, fetch_rate_mbytes_per_s=fetch_rate, receive_rate_mbytes_per_s=recv_rate,
+        fetch_us=fetch, fetch_data_us=spread([(t.end_ns - t.data_start_ns) / 1000 for t in activity.of_role("fetch")
+                                              if math.isfinite(t.data_start_ns)]),
+        receive_us=recv, fetch_rate_mbytes_per_s=fetch_rate, receive_rate_mbytes_per_s=recv_rate,
         bursts_per_fetch=fetch_n, bursts_per_receive=recv_n)
 
 

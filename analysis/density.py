@@ -183,7 +183,11 @@ def fwhm(values: np.ndarray, *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, res
         h = max(silverman_bandwidth(first / FWHM_PER_SIGMA, v.size), resolution)
         top = float(g.centres[np.argmax(f)])
         reach = 3 * first + 5 * h
-        g = grid(v, h, top - reach, top + reach)
+        near = grid(v, h, top - reach, top + reach)
+        # a peak far narrower than the first grid's bins (nearly every value on one level) can leave the grid
+        # around it with too few values to estimate or resample: the first grid then stands
+        if near.counts.sum() >= MIN_VALUES:
+            g = near
     width = _deconvolved(g, half_max_width(g.centres, g.density())[0])
     unresolved = Width(width, K95 * edges_u if resolution > 0 and math.isfinite(width) else nan, g.h, int(v.size))
     inside = int(g.counts.sum())

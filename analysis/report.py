@@ -1073,6 +1073,7 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
         _bus_rows("DMA rate over whole bursts", lambda b: b.dma.burst_rate_mbytes_per_s, buses, "MB/s"),
         _bus_rows("DMA burst, median", lambda b: b.dma.burst_us, buses, "us"),
         _bus_rows("fetch per frame (descriptor + data), median", lambda b: b.dma.fetch_us, buses, "us"),
+        _bus_rows("fetch per frame, its data alone, median", lambda b: b.dma.fetch_data_us, buses, "us"),
         _bus_rows("receive per frame (data + descriptor), median", lambda b: b.dma.receive_us, buses, "us"),
         _bus_rows("fetch rate per frame, median", lambda b: b.dma.fetch_rate_mbytes_per_s, buses, "MB/s"),
         _bus_rows("receive rate per frame, median", lambda b: b.dma.receive_rate_mbytes_per_s, buses,

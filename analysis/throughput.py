@@ -414,9 +414,11 @@ def interpret_curve(c: SizeCurve, best_table: str = BEST_TABLE, points_table: st
                                   "loss does not fall off as the spacing widens, so there is no knee to read."),
                           given=given)
     text += f"; no loss from {setting(c.knee_spacing_us)} us spacing on, loss at {_listed(lossy)}"
-    wire = q(best_table, FRAME_ON_WIRE, number(c.frame_time_on_wire_us), row)
+    # A quote is registered when it is made: only a sentence that states the wire's time makes it.
+    def wire() -> str:
+        return q(best_table, FRAME_ON_WIRE, number(c.frame_time_on_wire_us), row)
     if c.knee_spacing_us <= 1.05 * c.frame_time_on_wire_us:
-        return q.sentence(text + f", the frame's own time on the wire ({wire} us): the link is the limit.",
+        return q.sentence(text + f", the frame's own time on the wire ({wire()} us): the link is the limit.",
                           given=given)
     below = c.spacing_us < c.knee_spacing_us
     idle = c.receiver_cpu_idle_pct[below]
@@ -426,6 +428,6 @@ def interpret_curve(c: SizeCurve, best_table: str = BEST_TABLE, points_table: st
                                   f"receiving host cannot keep up ({HUGHES_JONES}, §4.1.2: losses in its IP layer)."),
                           given=given)
     if math.isfinite(c.frame_time_on_wire_us):
-        return q.sentence(text + (f"; the knee is wider than the {wire} us the wire needs: the receiving host or its "
+        return q.sentence(text + (f"; the knee is wider than the {wire()} us the wire needs: the receiving host or its "
                                   "bus is the limit."), given=given)
     return q.sentence(text + ".", given=given)

@@ -81,6 +81,9 @@ def _simulate(tmp: Path, spacing_us: float, total_samples: float, with_ad: bool,
     """Simulate a stream of about ``total_samples`` samples; (samples, wall s, CPU s, capture set, summary)."""
     count = int(total_samples / SAMPLES_PER_US / spacing_us)
     out = tmp / f"bench-{spacing_us:g}.h5"
+    # A repeat replaces the previous run's set: simulate refuses an existing name (and an older nicrig,
+    # --baseline-python's, has no --force).
+    out.unlink(missing_ok=True)
     cmd = [python, "-m", "nicrig", "simulate", "--scenario", "stream", "--nic", "intel-pro1000",
            "--bus", "pci64-66", "--size", "1400", "--spacing-us", str(spacing_us), "--count", str(count),
            "--rounds", "1", "--capture-count", "0", "-o", str(out), "--json", *(["--with-ad"] if with_ad else [])]

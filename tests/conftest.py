@@ -171,11 +171,13 @@ def read_only_folder() -> Iterator[Path]:
 
 def simulate_set(folder: Path, name: str, *, nic: str = "intel-pro1000", bus: str = "pci64-66",
                  host: str = "supermicro-370dle", recording: Recording = Recording(), workers: int | None = None,
-                 **scenario) -> Path:
-    """Simulate ``Scenario(**scenario)`` on the named (or TOML-file) profiles into ``folder/name.h5``."""
+                 recv_bus: str | None = None, **scenario) -> Path:
+    """Simulate ``Scenario(**scenario)`` on the named (or TOML-file) profiles into ``folder/name.h5``; host B on
+    ``recv_bus`` when given."""
     out = folder / f"{name}.h5"
     simulate(Scenario(**scenario), profiles.load("bus", bus), profiles.load("nic", nic),
-             profiles.load("host", host), out, recording, workers=workers)
+             profiles.load("host", host), out, recording, workers=workers,
+             recv_bus=profiles.load("bus", recv_bus) if recv_bus else None)
     return out
 
 

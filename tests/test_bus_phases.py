@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
-from nicrig.acquisition.sim.calibration import E1000_SOFTIRQ
+from nicrig.acquisition.sim.profiles import E1000_TASKLET_REFILL
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
 from nicrig.analysis import bus, nic_registers
@@ -62,12 +62,12 @@ GRID = [
 
 def _nic(name: str, folder: Path) -> profiles.NicProfile:
     if name == "intel-softirq":
-        return replace(profiles.load("nic", "intel-pro1000"), **E1000_SOFTIRQ)
+        return replace(profiles.load("nic", "intel-pro1000"), **E1000_TASKLET_REFILL)
     if name != "intel-pause":
         return profiles.load("nic", name)
     text = (Path(profiles.__file__).resolve().parents[2] / "data" / "profiles" / "nic" / "intel-pro1000.toml")
     lines = []
-    small = {"name": '"intel-pause"', "rx_ring": 16, "rx_fifo_bytes": 16384, "fc_high_water_bytes": 8192,
+    small = {"name": '"intel-pause"', "rx_ring": 8, "rx_fifo_bytes": 16384, "fc_high_water_bytes": 8192,
              "fc_low_water_bytes": 4096, "pause_quanta": 1000}
     for line in text.read_text().splitlines():
         key = line.split("=")[0].strip()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
-from nicrig.acquisition.sim.calibration import E1000_SOFTIRQ
+from nicrig.acquisition.sim.profiles import E1000_TASKLET_REFILL
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
 from nicrig.analysis import bus, nic_registers
@@ -175,7 +175,7 @@ def test_register_offsets_are_taken_modulo_the_bar():
     assert regs.offsets(np.array([0xFE002818, 0xE0023818])).tolist() == [RDT, TDT]
 
 
-SOFTIRQ_NIC = replace(profiles.load("nic", "intel-pro1000"), **E1000_SOFTIRQ)
+SOFTIRQ_NIC = replace(profiles.load("nic", "intel-pro1000"), **E1000_TASKLET_REFILL)
 
 
 @pytest.fixture(scope="module")

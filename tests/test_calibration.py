@@ -1,115 +1,77 @@
-"""The simulated rig stays calibrated to Hughes-Jones et al. 2003.
+"""The simulated rig stays calibrated to Hughes-Jones et al. 2003, measured as a user measures a real rig.
 
-A reduced calibration (short streams) simulates every configuration of seed
-002, decodes and measures it with nicrig's own pipeline, and every covered
-row must be within its tolerance; a row the model is not held to must say why.
+A few representative rows of ``bench/calibration.py`` (the whole table takes
+tens of minutes) through the same commands: ``nicrig simulate``, ``nicrig
+decode`` and ``nicrig report --json``, every number read from the report:
+the §4.1.3 trace of the SK-9843 (decoded buses), the IBM das's round trips
+(the latency estimator, the hosts' noise), and a throughput row that a host
+slower than calibrated must move out of its tolerance.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from nicrig.acquisition.sim import calibration, profiles
-from nicrig.analysis import bus
+
+SMALL = calibration.Sizes(stream_count=300, spacings_us=(14.0, 17.0, 20.0), latency_sizes="64:1472:352",
+                          latency_count=40, trace_count=4)
 
 
 @pytest.fixture(scope="module")
 def rows() -> list[calibration.Row]:
-    return calibration.calibrate(calibration.REDUCED)
+    return calibration.calibrate(SMALL, plan=(("sk-370dle-64", calibration._trace_sk),
+                                              ("intel-das", calibration._latency)))
 
 
-def test_every_covered_row_is_within_tolerance(rows):
-    bad = [f"{r.config}: {r.quantity} seed {r.seed} measured {r.measured:.4g} ({r.error:+.1%})"
-           for r in rows if not r.ok]
+def test_the_trace_and_the_round_trips_are_within_their_tolerance(rows):
+    assert {r.config for r in rows} == {"sk-370dle-64", "intel-das"}
+    for r in rows:
+        assert r.source.startswith("Hughes-Jones et al. 2003, §") and math.isfinite(r.measured), r
+    bad = [f"{r.config}: {r.quantity} paper {r.seed} measured {r.measured:.4g} ({r.error:+.1%})"
+           for r in rows if r.within > calibration.TOLERANCE]
     assert not bad, "\n".join(bad)
 
 
-def test_every_configuration_of_the_seed_has_rows_and_covered_rows_were_measured(rows):
-    assert {r.config for r in rows} == set(calibration.CONFIGS)
-    assert {calibration.CONFIGS[k].board for k in calibration.CONFIGS} == {
-        "SuperMicro 370DLE", "IBM das", "SuperMicro P4DP6", "SuperMicro P4DP8-G2"}
-    for r in rows:
-        assert r.source.startswith("Hughes-Jones et al. 2003, §")
-        if r.covered:
-            assert math.isfinite(r.measured), r
-        else:
-            assert r.note.endswith(".") and len(r.note.split()) >= 8, r.note
-    assert sum(r.covered for r in rows) >= 25
+def test_the_round_trips_have_the_papers_width_and_an_interval(rows):
+    """The hosts' noise gives the report's FWHM the paper's ~2 us (§3.1), and the line its 95% intervals."""
+    width = next(r for r in rows if r.quantity.startswith("round-trip FWHM"))
+    assert 1.5 < width.measured < 2.5
+    line = [r for r in rows if r.quantity.startswith("request-response")]
+    assert len(line) == 2 and all(0 < r.ci95 < 0.05 * abs(r.measured) for r in line)
 
 
-def test_a_host_that_processes_more_slowly_leaves_the_tolerance(monkeypatch):
-    """The guard can fail: 30% more receive processing per frame on the 370DLE moves its throughput rows."""
-    load = profiles.load
-
-    def slower(kind: str, name: str):
-        p = load(kind, name)
-        return dataclasses.replace(p, rx_sw_us=p.rx_sw_us * 1.3) if kind == "host" else p
-
-    monkeypatch.setattr(profiles, "load", slower)
-    rows = calibration.calibrate(calibration.REDUCED, only={"sk-370dle-64"})
-    assert any(r.covered and not r.ok and r.quantity.startswith("max throughput") for r in rows)
-
-
-def test_an_sk_intercept_the_model_misses_says_where_the_paper_puts_the_missing_time(rows):
-    """On the 370DLE the note differences the SK-9843 against the Intel on the same host, paper and model; on the
-    P4DP6, where the paper gives neither an Intel intercept nor trace times, it says so."""
-    measured = {r.config: r.measured for r in rows if r.quantity == "request-response intercept"}
-    for r in rows:
-        if r.config not in calibration.SK_INTERCEPTS or r.quantity != "request-response intercept" or r.covered:
-            continue
-        if r.config.startswith("sk-370dle"):
-            paper = calibration.sk_over_intel_us(r.seed, calibration.INTEL_SEED_US)
-            model = calibration.sk_over_intel_us(r.measured, measured[calibration.INTEL_ON_370DLE])
-            assert f"{paper:.1f} us shorter" in r.note and f"{model:.1f} us in the model" in r.note, r.note
-            assert paper - model > 0.05 * r.seed, "the cards' difference the model lacks is what the row misses"
-        else:
-            assert "§6.2" in r.note and "§6.1.3" in r.note, r.note
+def test_a_host_slower_than_calibrated_leaves_the_tolerance(tmp_path: Path):
+    """The guard can fail: 30% more receive processing a frame on the 370DLE (a profile of one's own, by path)
+    moves the SK-9843's best throughput out of its tolerance. Either way: below it where the application is
+    served, or above it where the stack, going first, leaves the application only its first socketful, whose
+    kernel stamps come at the wire's pace (a receive livelock, as a real one shows it)."""
+    values = profiles.raw("host", "supermicro-370dle")
+    values["rx_sw_us"] *= 1.3
+    slow = tmp_path / "slow-370dle.toml"
+    slow.write_text(profiles.to_toml(values), encoding="utf-8")
+    cfg = replace(calibration.CONFIGS["sk-370dle-64"], host=str(slow))
+    m = calibration._throughput("sk-370dle-64", cfg, SMALL)
+    with calibration.tempfile.TemporaryDirectory() as tmp:
+        reports = [calibration.Report(calibration.report_of(run, Path(tmp))) for run in m.runs]
+    best = next(r for r in m.rows(reports) if r.quantity.startswith("max throughput"))
+    assert best.within > calibration.TOLERANCE
 
 
-def test_what_the_host_spends_per_message_cancels_in_the_cards_difference():
-    """The notes' premise, simulated: a cost of the 370DLE host per message (here waking the receiver) lengthens
-    the SK-9843's and the Intel's round trips alike, leaving their difference (less the Intel's waits) as it was."""
-    def difference(wakeup_us: float) -> float:
-        with tempfile.TemporaryDirectory() as tmp:
-            fits = {k: calibration.latency_fit(k, calibration.CONFIGS[k], Path(tmp), calibration.REDUCED,
-                                               host={"wakeup_us": wakeup_us})[1]
-                    for k in ("sk-370dle-64", calibration.INTEL_ON_370DLE)}
-        return calibration.sk_over_intel_us(fits["sk-370dle-64"], fits[calibration.INTEL_ON_370DLE]), fits
-
-    plain, before = difference(0.0)
-    woken, after = difference(5.0)
-    assert all(after[k] - before[k] > 9.0 for k in before), (before, after)
-    assert woken == pytest.approx(plain, abs=0.5)
+@pytest.mark.parametrize("seed, high, measured, scale, error", [
+    (17.0, None, 17.85, None, 0.05), (20.0, 21.0, 20.5, None, 0.0), (20.0, 21.0, 22.05, None, 0.05),
+    (65.0, 100.0, 58.5, 100.0, -0.065), (0.0, None, 0.3, 100.0, 0.003), (1.0, None, math.nan, None, math.nan)])
+def test_a_rows_error_counts_from_the_papers_value_its_range_or_its_whole(seed, high, measured, scale, error):
+    r = calibration.Row("c", "q", "s", "u", seed, measured, seed_high=high, scale=scale)
+    assert (math.isnan(r.error) and math.isnan(error)) or r.error == pytest.approx(error)
 
 
-def test_an_sk_intercept_the_model_meets_is_held_to_the_tolerance(monkeypatch):
-    """With a wake-up cost on the 370DLE the SK-9843's round trip meets the seed, and the row is covered."""
-    load = profiles.load
-
-    def woken(kind: str, name: str):
-        p = load(kind, name)
-        return dataclasses.replace(p, wakeup_us=5.4) if kind == "host" and name == "supermicro-370dle" else p
-
-    monkeypatch.setattr(profiles, "load", woken)
-    rows = calibration.calibrate(calibration.REDUCED, only={"sk-370dle-64"})
-    intercept = next(r for r in rows if r.quantity == "request-response intercept")
-    assert intercept.covered and intercept.ok, intercept
-
-
-def test_the_receive_period_runs_to_the_refill_after_the_last_service():
-    # 10 frames received 10 us apart; the last service's update ends at 100 us. With the stack after the service
-    # (Linux 2.4's softirq) the ring's refill after the stack ends at 150 us: the host's work on the frames ran
-    # until then, and the period per frame is 15 us, not 10.
-    receives = tuple(bus.Transfer("receive", k, (k,), 10_000.0 * k, 10_000.0 * k + 3000, 10_000.0 * k, 1442)
-                     for k in range(10))
-    update = bus.CsrCluster("update", (10,), 99_000.0, 100_000.0, 1, 0, interrupt=0)
-    refill = bus.CsrCluster("refill", (11,), 149_000.0, 150_000.0, 1, 0)
-    interrupt = bus.Interrupt(90_000.0, 91_000.0, 93_000.0, -1, 0)
-    as_built = bus.BusActivity(15.0, receives, (update,), (interrupt,))
-    assert calibration.receive_service_period_us(as_built) == pytest.approx(10.0)
-    split = bus.BusActivity(15.0, receives, (update, refill), (interrupt,))
-    assert calibration.receive_service_period_us(split) == pytest.approx(15.0)
+def test_a_row_beyond_the_limit_is_a_fault_unless_it_gives_the_papers_own_numbers():
+    far = calibration.Row("c", "q", "s", "u", 10.0, 12.0)
+    assert far.within == math.inf and not far.ok
+    assert replace(far, note="The paper's 10 and its 12 disagree.").ok
+    s = calibration.summary([far, calibration.Row("c", "q", "s", "u", 10.0, 10.2)])
+    assert s == {"rows": 2, "within_5pct": 1, "within_10pct": 1, "beyond_explained": 0, "beyond_unexplained": 1}

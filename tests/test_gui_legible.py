@@ -34,9 +34,10 @@ def fig47(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def paused(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's stream faster than the receiver (1400 bytes every 11 us), just long enough for its first PAUSE."""
+    """The demo's stream, 1400 bytes every 11 us to a receiver on 32-bit 33 MHz PCI whose DMA falls behind the
+    wire, just long enough for its first PAUSE."""
     path = simulate_set(tmp_path_factory.mktemp("legible"), "stream", kind="stream", size_bytes=1400, spacing_us=11,
-                        count=700)
+                        count=150, recv_bus="pci32-33")
     assert main(["decode", str(path)]) == 0
     return path
 
@@ -85,9 +86,13 @@ def test_a_group_of_thin_transactions_is_named_by_what_it_holds(qtbot, fig47: Pa
             if "×" not in text:
                 continue
             k = int(np.argmin(np.minimum(abs(rect.left() - 4 - g1), abs(rect.right() + 4 - g0))))
-            a, b = (t0 + (np.array([g0[k] - 0.5, g1[k] + 0.5]) - view.left()) / view.width() * (t1 - t0))
             named = sum(int(n) if n else 1 for n in re.findall(r"(?:^|, )[^,×]+?(?: ×(\d+))?(?=,|$)", text))
-            assert named == int(((starts >= a) & (starts <= b)).sum()), text
+            # the view's pixels mapped back to time here agree with the painter's to a fraction of a pixel: a
+            # transaction starting within half a pixel of the group's edges is counted, one a pixel out is not
+            within = [int(((starts >= a) & (starts <= b)).sum()) for a, b in
+                      (t0 + (np.array([g0[k] - d, g1[k] + d]) - view.left()) / view.width() * (t1 - t0)
+                       for d in (0.0, 1.0))]
+            assert within[0] <= named <= within[1], (text, within)
             checked += 1
     assert checked >= 2
 

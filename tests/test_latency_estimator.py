@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from nicrig.analysis import density, latency, rounds
 
@@ -205,6 +205,22 @@ def test_fwhm_is_not_a_multiple_of_a_bin() -> None:
     rng = np.random.default_rng(12)
     widths = {round(density.fwhm(rng.normal(0, 0.6, 1000), draws=0).fwhm, 3) for _ in range(5)}
     assert not all(w == int(w) for w in widths)
+
+
+#: The round trips of a noiseless simulated host that once made the bootstrap draw from an empty grid (us, count).
+SPIKE_WITH_STRAGGLERS = [(244.118, 2), (244.119, 1), (244.121, 2), (244.124, 1), (244.126, 1), (244.128, 1),
+                         (244.13, 180), (244.52, 6), (244.94, 6)]
+
+
+@given(st.lists(st.tuples(st.floats(1, 1e4, allow_nan=False), st.integers(1, 200)), min_size=1, max_size=8))
+@example(SPIKE_WITH_STRAGGLERS)
+@settings(max_examples=80, deadline=None)
+def test_fwhm_of_values_on_a_few_levels_never_fails(levels: list[tuple[float, int]]) -> None:
+    """Nearly every value on one level and a few on others a hair or far apart (a host without noise) leave the
+    grid around the peak nearly empty: a width or NaN, never an exception."""
+    w = density.fwhm(np.concatenate([np.full(n, x) for x, n in levels]))
+    assert np.isnan(w.fwhm) or w.fwhm >= 0
+    assert np.isnan(w.ci95) or w.ci95 >= 0
 
 
 # -- modes -----------------------------------------------------------------------------------------

@@ -80,9 +80,10 @@ def test_report_on_a_simulated_latency_set_gives_slope_and_intercept(latency_set
     assert section["title"].startswith("Request-response latency") and "simulated rig" in section["simulated"]
     columns, rows = _table(section, "RTT = intercept + slope")
     fit = dict(zip(columns, next(r for r in rows if r[0] == "minimum")))
-    # docs/simulator.md: ~0.031 us/byte on 32/33 (bus and wire both ways plus two copies), SK-9843 intercept 49-56 us
-    assert 0.029 < fit["slope (us/byte)"] < 0.033 and 49 < fit["intercept (us)"] < 57
-    # a size off the line by a bus clock or so may be flagged: the model has no host noise to hide it in
+    # docs/simulator.md: ~0.031 us/byte on 32/33 (bus and wire both ways plus two copies), the SK-9843's intercept
+    # near the paper's 62 us (Hughes-Jones et al. 2003, §4.1.1), within the spread of 36 round trips a size
+    assert 0.029 < fit["slope (us/byte)"] < 0.033 and 58 < fit["intercept (us)"] < 66
+    # a size the host's noise puts off the line may be flagged
     flagged = fit["suspect sizes left out"]
     assert fit["sizes"] + (0 if flagged == "none" else len(flagged.split(","))) == 5 and fit["rounds"] == 3
 
@@ -113,16 +114,20 @@ def test_report_on_a_simulated_stream_set_gives_throughput(tmp_path: Path) -> No
     with open_results(out) as rf:
         points = rf.read_table("stream/points")
         assert rf.simulation is not None and rf.run_kind == "stream"
-    assert len(points) == 4 and (points["received"] == 40).all()
+    assert len(points) == 4
+    # 20 us apart the receiver (an interrupt per frame) keeps pace; back to back it is the slower: what it loses it
+    # loses at its socket, and counts (UDP RcvbufErrors)
+    paced, flat_out = points[points["spacing_us"] == 20.0], points[points["spacing_us"] == 0.0]
+    assert (paced["received"] == 40).all() and (paced["kernel_drops"] == 0).all()
+    assert (flat_out["lost"] > 0).all() and (flat_out["kernel_drops"] == flat_out["lost"]).all()
     doc = _report(out, tmp_path)
     section = doc["sections"][0]
     assert section["title"].startswith("Throughput against transmit spacing") and section["simulated"]
     columns, rows = _table(section, "Every size and spacing")
     by_spacing = {r[columns.index("spacing (us)")]: dict(zip(columns, r)) for r in rows}
-    # 20 us apart: the receiver (an interrupt per frame) keeps pace, 1472 x 8 bits every 20 us; back to back: below
-    # the line, never above
+    # 20 us apart: 1472 x 8 bits every 20 us; back to back: what the receiver took, never above the line
     assert by_spacing[20.0]["user (Mbit/s)"] == pytest.approx(1472 * 8 / 20, rel=0.01)
-    assert 500 < by_spacing[0.0]["user (Mbit/s)"] <= 957.1
+    assert 0 < by_spacing[0.0]["user (Mbit/s)"] <= 957.1 and by_spacing[0.0]["lost"] > 0
 
 
 def test_bad_schedule_options_are_one_clear_line(tmp_path: Path) -> None:

@@ -77,14 +77,14 @@ NIC_CHANGES = {
 #: Counters (``RigRun.counters``) a case must show at least twice to cover what it is there for.
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
-    "intel-stream-11us": "d9aef4429c8e8d063cdcda49c1e2d66c6a63b4615d7e52bcb79b4fc857a667f6",
-    "sk-latency-ad-32": "239ec3759f8d316579606ee5096ea5c1699687d8cb11a0c0e8769fe095d13181",
-    "alteon-stream-timing": "8a5542b27cb71a8f3c5a8709fb53d615a58106ab3c4a4fc146d764b89a2082e9",
-    "intel-p4dp6-latency": "e2557c21ab6ec0914597c2a6b9c1139f2080bab8abe26fccea11bf3619df701f",
-    "intel-stream-pause": "b79aaaa1138ed13d182a4c1d9ea836b8e82c25b7d7b84f905635fe9119991faf",
-    "sk-stream-64-retries": "f8d15b7b338c306d0bb19e8be0b507cbbbc1297a0404107add16f45c90b5be72",
-    "intel-p4dp6-stream": "63d0ad4987985d462547b655a208b97b246b6b94c6c7ae8d3dc601ff48efd735",
-    "generic-pcix-schedule": "0e7828ada39afa52a5e3f321464c05e2a1cf918836c99cb397f46a7b71a1cb4d",
+    "intel-stream-11us": "befb9770297fa5d846ab41716dd687776ca4e38b18e403c2037fb3047c1fa26b",
+    "sk-latency-ad-32": "41746727e728a42e8b8dc3251cea1a919a17e477fbb742c74156d648d6512ca0",
+    "alteon-stream-timing": "d2a4cc34bdff761c4df01481b00a3f3ade03bcc788dc4585ea17bd1600ea3cad",
+    "intel-p4dp6-latency": "9dc436750c4823bed89a6be0ff339921eb0e1e95765b57405da7a99b4d29301a",
+    "intel-stream-pause": "49e2867159feeb2ea71bb2ac5886d07721061cf58097dcd0385eee13f9b7e563",
+    "sk-stream-64-retries": "bda65cdcfce085120062c19f823ed9793e6f1a0354d28687986e54a6e1735b4b",
+    "intel-p4dp6-stream": "289513eb1def66739ce2edf1e52d89084116bde06f81a566eb49da3c296f67b1",
+    "generic-pcix-schedule": "8cf035af44b6acbb4243f10ce697e9d180baba4e6ebe93621e65525fa11b4e85",
 }
 
 

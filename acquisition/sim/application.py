@@ -17,6 +17,7 @@ common timeline of the capture set is the same clock less
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,11 +68,24 @@ def latency_visits(run: RigRun, scenario: Scenario) -> list[LatencyVisit]:
     return visits
 
 
+def cpu_busy_pct(run: RigRun, host: str, t0_ps: int, t1_ps: int) -> float:
+    """How busy ``host``'s processors were in ``[t0_ps, t1_ps]`` (%): its CPU's busy time over the interval and
+    the processors its kernel counts, as /proc/stat's jiffies give it (NaN: no interval, or no record)."""
+    busy = run.cpu_busy.get(host)
+    if busy is None or t1_ps <= t0_ps:
+        return math.nan
+    overlap = np.clip(np.minimum(busy[:, 1], t1_ps) - np.maximum(busy[:, 0], t0_ps), 0, None).sum()
+    return 100.0 * float(overlap) / (t1_ps - t0_ps) / run.cpus.get(host, 1)
+
+
 def stream_points(run: RigRun, scenario: Scenario) -> list[StreamPoint]:
-    """One :class:`StreamPoint` per point: when host A's application sent each datagram, and the datagrams
-    host B's application received, in the order it got them."""
+    """One :class:`StreamPoint` per point: when host A's application sent each datagram, the datagrams host B's
+    application received, in the order it got them, with the kernel's receive stamps (netif_rx's time, as
+    SO_TIMESTAMP gives it) and the application's, those B's kernel dropped (its socket buffer full, its
+    backlog throttled), and how busy each host's processors were."""
     packets = np.array(run.packets, dtype=PACKET_DTYPE)
     stream = np.sort(packets[packets["kind"] == b"stream"], order="seq")
+    dropped = np.asarray(run.dropped.get("recv", []), dtype=np.int64)
     out = []
     for k, point in enumerate(scenario.points()):
         mine = stream[stream["point"] == k]
@@ -81,12 +95,19 @@ def stream_points(run: RigRun, scenario: Scenario) -> list[StreamPoint]:
         first = int(mine["seq"][0]) if mine.size else 0
         last_ps = int(max(got["t_app_recv_ps"].max(initial=-1), sent.max(initial=0)))
         first_ps = int(sent[0]) if sent.size else 0
-        kernel = _ns(got["t_app_recv_ps"])
+        # The kernel's receive stamps (netif_rx's), where the run kept them; the application's reads otherwise.
+        stamps = run.stamps.get("recv", {})
+        kernel = _ns(np.array([stamps.get(int(s), int(t)) for s, t in zip(got["seq"], got["t_app_recv_ps"])],
+                              dtype=np.int64))
         out.append(StreamPoint(
             point=k, round=point.round, position=point.position, size_bytes=point.size_bytes,
             spacing_us=point.spacing_us, count=point.count, t0_ns=int(_ns(sent[:1])[0]) if sent.size else 0,
-            sent_ns=_ns(sent), seq=(got["seq"] - first).astype(np.int64), kernel_ns=kernel, user_ns=kernel,
+            sent_ns=_ns(sent), seq=(got["seq"] - first).astype(np.int64), kernel_ns=kernel,
+            user_ns=_ns(got["t_app_recv_ps"]),
             received_size=np.full(len(got), point.size_bytes, dtype=np.int32),
+            kernel_drops=int(np.isin(dropped, mine["seq"]).sum()) if run.dropped else -1,
+            local_cpu_busy_pct=cpu_busy_pct(run, "send", first_ps, last_ps),
+            remote_cpu_busy_pct=cpu_busy_pct(run, "recv", first_ps, last_ps),
             local_interrupts=_interrupts(run, b"send", first_ps, last_ps),
             remote_interrupts=_interrupts(run, b"recv", first_ps, last_ps)))
     return out

@@ -15,6 +15,12 @@ from typing import Any
 
 
 DEFAULT_CAPTURE_COUNT = 2000
+#: Where a simulated host loses messages, and the counter the model keeps for each (as the kernel and the NIC
+#: count them).
+LOSS_COUNTERS = {"at its full socket buffer (UDP RcvbufErrors)": "udp_rcvbuf_errors",
+                 "in its throttled backlog (softnet dropped)": "softnet_dropped",
+                 "as datagrams never reassembled": "reasm_fails",
+                 "at its NIC's full receive FIFO": "rx_fifo_overflow"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,8 +30,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stream: spaced UDP streams A->B; latency: request-response (default: stream)")
     p.add_argument("--nic", default="intel-pro1000", help="NIC profile name or .toml file (default: intel-pro1000)")
     p.add_argument("--bus", default="pci64-66", help="bus profile name or .toml file (default: pci64-66)")
+    p.add_argument("--recv-bus", metavar="BUS",
+                   help="host B's bus (the stream's receiver, the latency run's responder) when it differs from "
+                        "host A's (default: --bus)")
     p.add_argument("--host", default="supermicro-370dle",
                    help="host profile name or .toml file (default: supermicro-370dle)")
+    p.add_argument("--recv-host", metavar="HOST",
+                   help="host B's profile (the stream's receiver, the latency run's responder) when it differs from "
+                        "host A's (default: --host)")
     p.add_argument("--sizes", "--size", dest="sizes", default="1400", metavar="BYTES",
                    help="UDP payloads: stream packet sizes, or latency response sizes; start:stop:step or a list, "
                         "as for 'nicrig udpmon' (default: 1400)")
@@ -45,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "or stream packets) and stop, as an analyzer's memory fills; the results hold every "
                         f"message; 0: record the whole run (default: {DEFAULT_CAPTURE_COUNT})")
     p.add_argument("--mtu", type=int, default=1500, help="link MTU; larger messages are IP-fragmented (default 1500)")
-    p.add_argument("--seed", type=int, default=1, help="random seed: payloads and clock phases (default: 1)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="random seed, a non-negative integer: payloads, clock phases, the hosts' noise (default: 1)")
     p.add_argument("--with-ad", action="store_true", help="also record AD, C/BE# and PAR (default: control lines)")
     p.add_argument("--samples-per-clock", type=int, default=None, metavar="K",
                    help="record the PCI buses in timing mode with a CLK channel, K samples per clock "
@@ -102,6 +115,10 @@ def scenario_of(args: argparse.Namespace) -> Any:
     sizes = parse_sizes(args.sizes)
     if args.count < 1:
         raise UsageError(f"--count {args.count}: at least one packet")
+    # NumPy's generators take non-negative seeds only.
+    for option, seed in (("--seed", args.seed), ("--order-seed", args.order_seed)):
+        if seed is not None and seed < 0:
+            raise UsageError(f"{option} {seed}: a seed is a non-negative integer")
     latency = args.scenario == "latency"
     spacings = [0.0] if latency else parse_spacings(args.spacing_us)
     if latency:
@@ -141,10 +158,14 @@ def run(args: argparse.Namespace) -> int:
     bus = profiles.load("bus", args.bus)
     nic = profiles.load("nic", args.nic)
     host = profiles.load("host", args.host)
+    recv_host = profiles.load("host", args.recv_host) if args.recv_host else None
+    recv_bus = profiles.load("bus", args.recv_bus) if args.recv_bus else None
     recording = Recording(with_ad=args.with_ad, samples_per_clock=args.samples_per_clock,
                           messages=args.capture_count)
     settings = {"count": args.count, "order": args.order, "order_seed": args.order_seed, "nic": nic.name,
-                "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count}
+                "bus": bus.name, "host_profile": host.name, "capture_count": args.capture_count,
+                **({"recv_host_profile": recv_host.name} if recv_host else {}),
+                **({"recv_bus": recv_bus.name} if recv_bus else {})}
 
     with signals_interrupt(), Progress() as bar:
         tasks: dict[str, Any] = {}
@@ -156,18 +177,26 @@ def run(args: argparse.Namespace) -> int:
             tasks[name](done)
 
         result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
-                          argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force)
+                          argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force,
+                          recv_host=recv_host, recv_bus=recv_bus)
 
     summary = _summary(result, args.output)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
-    print(f"wrote {args.output}: {args.scenario} scenario, {nic.name} on {bus.name}, host {host.name}")
+    hosts = f"hosts {host.name} and {recv_host.name}" if recv_host else f"host {host.name}"
+    buses = f"{bus.name} and {recv_bus.name}" if recv_bus else bus.name
+    print(f"wrote {args.output}: {args.scenario} scenario, {nic.name} on {buses}, {hosts}")
     for name, s in summary["sources"].items():
         print(f"  {name:9s} {s['samples']:>11,d} samples ({s['mode']}), {s['duration_us']:.1f} us")
     print(f"  {summary['frames']} frames on the link ({summary['pause_frames']} PAUSE), "
           f"{summary['interrupts']} interrupts recorded; {summary['packets_sent']} messages sent in the run, "
           f"{summary['packets_lost']} lost")
+    counters = result.counters
+    for side, name in (("recv", "host B"), ("send", "host A")):
+        drops = {what: counters.get(f"{side}_{key}", 0) for what, key in LOSS_COUNTERS.items()}
+        if any(drops.values()):
+            print(f"  {name} lost " + ", ".join(f"{n} {what}" for what, n in drops.items() if n))
     print(f"  results of every message in {args.output}:/results ({scenario.kind}, {len(scenario.points())} "
           f"visits): nicrig report {args.output}")
     return 0

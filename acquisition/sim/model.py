@@ -58,6 +58,7 @@ from nicrig.acquisition.sim.pci_bus import (
     PciTransaction,
     busy_clocks,
 )
+from nicrig.acquisition.sim.noise import HostNoise
 from nicrig.acquisition.sim.profiles import BusProfile, HostProfile, NicProfile
 from nicrig.acquisition.sim.scheduler import Cpu, Engine, Later, Signal, after_timeout
 from nicrig.acquisition.sim.scheduler import Process as SimProcess  # this module's Process is a generator's type
@@ -67,6 +68,18 @@ from nicrig.errors import UsageError
 
 PS_PER_NS = 1000
 PS_PER_US = 1_000_000
+#: A host's CPU serves its interrupt service first, then the NET_RX softirq, then the applications (Linux's order;
+#: the model's CPU does not preempt: each waits for the piece of work in hand).
+INTERRUPT, SOFTIRQ, APPLICATION = 0, 1, 2
+#: What a socket buffer charges beyond the data buffer (Linux 2.4's sizeof(struct sk_buff) on i386, rounded).
+SKB_OVERHEAD_BYTES = 160
+#: Preamble and start-of-frame delimiter before a frame's first byte on the wire (IEEE 802.3 clause 4).
+PREAMBLE_SFD_BYTES = 8
+#: Where a frame's IPv4 Total Length field is (untagged: the model's frames carry no VLAN tag), the IPv4 header's
+#: length (no options) and the UDP header's.
+IP_TOTAL_LENGTH_AT = 14 + 2
+IPV4_HEADER_BYTES = 20
+UDP_HEADER_BYTES = 8
 MAX_UDP_PAYLOAD = 65507
 CMD_MEMORY_READ, CMD_MEMORY_WRITE, CMD_MEMORY_READ_MULTIPLE = 0x6, 0x7, 0xC
 #: Latency: the requester waits this long after a response before its next request (us).
@@ -212,6 +225,16 @@ class RigRun:
     counters: dict[str, int]
     trigger_ps: int
     end_ps: int
+    #: Per host (``send``, ``recv``): its CPU's busy intervals (ps, shape (n, 2)), and how many processors its
+    #: kernel counts (a load is the busy time over all of them).
+    cpu_busy: dict[str, np.ndarray] = field(default_factory=dict)
+    cpus: dict[str, int] = field(default_factory=dict)
+    #: Per host: the sequence numbers of the messages its kernel dropped (socket buffer full, backlog throttled,
+    #: a datagram never reassembled), in order.
+    dropped: dict[str, list[int]] = field(default_factory=dict)
+    #: Per host: each message its socket queued, by sequence number, with the kernel's receive time stamp (ps):
+    #: when its last frame went through netif_rx, which stamps a buffer in Linux 2.4 (SO_TIMESTAMP's time).
+    stamps: dict[str, dict[int, int]] = field(default_factory=dict)
 
     @property
     def probe_clock(self) -> Clock:
@@ -363,6 +386,9 @@ class Link:
         self.paused_until = 0
         self.pause_changed = Signal(env)
         self.deliver: Callable[[Frame], None] = lambda f: None
+        #: Told when a frame's first byte reaches the far NIC (its preamble's start, ps), for a NIC that cuts
+        #: through; None: nobody listens.
+        self.first_byte: Callable[[Frame, int], None] | None = None
         env.process(self._run())
 
     def send_control(self, frame: Frame) -> None:
@@ -391,6 +417,10 @@ class Link:
             clk = self.rig.probe_clock.at_or_after(max(env.now, self.free_ps))
             start = self.rig.probe_clock.time_of(clk)
             self.probe.append((clk, frame))
+            if self.first_byte is not None:
+                at_ps = start + self.rig.phy_latency_ps
+                after_timeout(env, lambda at_ps=at_ps: at_ps - env.now,
+                              lambda frame=frame, at_ps=at_ps: self.first_byte(frame, at_ps))
             on_wire_ps = self.rig.ps(frame_time_on_wire_ns(len(frame.data), self.rig.link_rate_bps))
             self.free_ps = start + self.rig.ps(wire_time_ns(len(frame.data), self.rig.link_rate_bps))
             yield start + on_wire_ps - env.now
@@ -404,10 +434,11 @@ class Host:
     """One host: CPU, driver, NIC (DMA engines, FIFOs, interrupt logic) on its bus."""
 
     def __init__(self, env: Engine, rig: Rig, name: str, bus: BusRecord,
-                 nic: NicProfile, host: HostProfile, tx_link: Link, mac: str, ip: str):
+                 nic: NicProfile, host: HostProfile, tx_link: Link, mac: str, ip: str, noise: HostNoise):
         self.env, self.rig, self.name, self.bus = env, rig, name, bus
         self.nic, self.hp, self.tx_link = nic, host, tx_link
         self.mac, self.ip = mac, ip
+        self.noise = noise
         self.cpu = Cpu(env)
         self.posted: deque[tuple[str, Callable[[], None] | None]] = deque()
         self.posted_kick = Signal(env)
@@ -428,7 +459,11 @@ class Host:
         self.tx_fetch_latency_ps = round(nic.tx_fetch_latency_ns * PS_PER_NS)
         self.tx_mac_latency_ps = round(nic.tx_mac_latency_ns * PS_PER_NS)
         self.rx_mac_latency_ps = round(nic.rx_mac_latency_ns * PS_PER_NS)
-        self.wakeup_ps_blocked = round(host.wakeup_us * PS_PER_US)
+        self.wakeup_ps = round(host.wakeup_us * PS_PER_US)
+        self.tx_sw_ps = round(host.tx_sw_us * PS_PER_US)
+        self.rx_stack_ps = round((host.rx_sw_us - host.rx_handler_us - host.rx_app_us) * PS_PER_US)
+        self.rx_app_ps = round(host.rx_app_us * PS_PER_US)
+        self.copy_ps_per_byte = host.copy_ns_per_byte * PS_PER_NS
         # What shapes this host's DMA (:func:`dma_plan`'s keywords), reads and writes; and the plans of its DMAs
         # by (write, length, address past the host bridge's boundary): a handful, asked for per frame.
         self.dma_shapes = {write: dict(
@@ -438,10 +473,17 @@ class Host:
             initial_wait=p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks,
             master_wait_every=nic.rx_dma_master_wait_every) for write in (False, True)}
         self.dma_plans: dict[tuple[bool, int, int], tuple[DmaBurst, ...]] = {}
-        # Per cause, the packet and the absolute coalescence timers (ps; None: that timer is off).
-        self.int_delays_ps = {cause: tuple(round(us * PS_PER_US) if us else None for us in delays) for cause, delays in
-                              (("tx", (nic.tx_int_delay_us, nic.tx_abs_int_delay_us)),
-                               ("rx", (nic.rx_int_delay_us, nic.rx_abs_int_delay_us)))}
+        # Per cause, the packet and the absolute coalescence timers (ps; None: that timer is off), and how many frames
+        # interrupt at once (0: no limit). An 8254x packet timer of 0 interrupts at once, its absolute timer unused; a
+        # Tigon has no packet timer, only its coalescing ticks.
+        ticks = nic.int_timer == "ticks"
+        self.int_delays_ps = {cause: (None if ticks else round(packet * PS_PER_US) if packet else None,
+                                      round(absolute * PS_PER_US) if absolute and (ticks or packet) else None)
+                              for cause, packet, absolute in (("tx", nic.tx_int_delay_us, nic.tx_abs_int_delay_us),
+                                                              ("rx", nic.rx_int_delay_us, nic.rx_abs_int_delay_us))}
+        self.int_max_frames = {"tx": nic.tx_max_coal_frames if ticks else 0,
+                               "rx": nic.rx_max_coal_frames if ticks else 0}
+        self.int_frames = {"tx": 0, "rx": 0}
         # transmit side
         self.tx_slots = nic.tx_ring
         self.tx_slot_freed = Signal(env)
@@ -462,11 +504,29 @@ class Host:
         self.rx_done: deque[Frame] = deque()
         self.rx_next_slot = 0
         self.xoff_until = -1
-        # Frames the interrupt service handed to the stack (Linux 2.4's per-CPU backlog, netif_rx), and the
-        # descriptors it took off the ring that wait for the refill, with a ``softirq`` refill.
-        self.backlog: deque[Frame] = deque()
+        # Frames the interrupt service handed to the stack (Linux 2.4's per-CPU backlog, netif_rx; dropped while it
+        # is throttled, from full until empty), and the descriptors it took off the ring that wait for the refill,
+        # with a ``softirq`` refill.
+        self.backlog: deque[tuple[Frame, int]] = deque()
         self.backlog_kick = Signal(env)
+        self.backlog_throttled = False
         self.rx_cleaned = 0
+        # Receive cut-through: the frame whose DMA follows the wire (None: none), when its first byte came, whether
+        # its end has; whether the receive DMA is moving a frame.
+        self.cut_frame: Frame | None = None
+        self.cut_first_ps = 0
+        self.cut_ended = False
+        self.cut_end = Signal(env)
+        self.rx_dma_busy = False
+        self.wire_ps_per_byte = 8e12 / rig.link_rate_bps
+        # IP reassembly (per IP id: payload bytes so far, fragments) and the receiving socket: datagrams (the last
+        # fragment's frame, payload bytes, buffer charged), the bytes they charge against the socket's buffer.
+        self.reassembly: dict[int, list[int]] = {}
+        self.socket: deque[tuple[Frame, int, int]] = deque()
+        self.socket_bytes = 0
+        self.socket_ready = Signal(env)
+        self.app_idle = True
+        self.rx_truesize = nic.rx_buffer_bytes + SKB_OVERHEAD_BYTES
         # interrupts
         self.int_asserted = False
         self.int_timer_due: int | None = None
@@ -475,13 +535,18 @@ class Host:
         self.int_event = Signal(env)
         self._row = -1
         self.on_receive: Callable[[Frame, int], None] = lambda f, t: None
-        self.counters = {"rx_fifo_overflow": 0, "pause_sent": 0, "xon_sent": 0, "interrupts": 0}
+        self.counters = {"rx_fifo_overflow": 0, "pause_sent": 0, "xon_sent": 0, "interrupts": 0,
+                         "udp_in_datagrams": 0, "udp_rcvbuf_errors": 0, "softnet_dropped": 0, "reasm_fails": 0}
+        #: The sequence numbers of the messages this host's kernel dropped, in order, and the receive stamps (ps) of
+        #: those its socket queued.
+        self.dropped: list[tuple[str, int]] = []
+        self.stamps: dict[int, int] = {}
         env.process(self._poster())
         env.process(self._nic_tx())
         env.process(self._nic_rx_dma())
         env.process(self._isr_loop())
-        if nic.rx_refill == "softirq":
-            env.process(self._softirq())
+        env.process(self._softirq())
+        env.process(self._application())
 
     def settled(self) -> bool:
         """Nothing in flight: no register write posted, every frame sent and received, its descriptors returned
@@ -489,6 +554,7 @@ class Host:
         return (not self.posted and not self.tx_doorbell and self.tx_fifo_used == 0
                 and self.tx_slots == self.nic.tx_ring and not self.rx_pending and not self.rx_done
                 and self.rx_desc_free == self.nic.rx_ring and not self.backlog and not self.rx_cleaned
+                and not self.socket and self.app_idle and self.cut_frame is None
                 and not self.int_asserted and self.int_timer_due is None
                 and self.cpu.count == 0 and not self.tx_link.data and not self.tx_link.control
                 and self.tx_link.free_ps <= self.env.now)
@@ -604,16 +670,15 @@ class Host:
         """Application sends one UDP message: software, then per frame a ring slot and the CSR setup."""
         frames = udp_frames(payload, src_mac=self.mac, dst_mac=dst.mac, src_ip=self.ip, dst_ip=dst.ip,
                             sport=5001, dport=5001, ip_id=ip_id, mtu=self.rig.scenario.mtu)
-        with self.cpu.request(priority=1) as req:
+        with self.cpu.request(priority=APPLICATION) as req:
             yield req
-            sw_us = self.hp.tx_sw_us + self.hp.copy_ns_per_byte * len(payload) / 1000
-            yield round(sw_us * PS_PER_US)
+            yield max(0, self.tx_sw_ps + round(self.copy_ps_per_byte * len(payload)) + self.noise.cache())
         for frame in frames:
             # Ring full: the driver stops the queue and the sender blocks, off the CPU.
             while self.tx_slots == 0:
                 yield self.tx_slot_freed
             self.tx_slots -= 1
-            with self.cpu.request(priority=1) as req:
+            with self.cpu.request(priority=APPLICATION) as req:
                 yield req
                 yield from self.csr_sequence(self.nic.tx_csr)
             self.tx_doorbell.append(frame)
@@ -670,10 +735,26 @@ class Host:
         self.raise_interrupt("tx")
 
     # -- receive path ---------------------------------------------------------------------
+    def receive_start(self, frame: Frame, first_ps: int) -> None:
+        """A frame's first byte (its preamble) reached the NIC at ``first_ps``: a NIC that cuts through
+        (``rx_cut_through_bytes``) DMAs it as it arrives when its receive DMA is idle, nothing waits in its FIFO and a
+        descriptor is free; otherwise the frame is stored first (:meth:`receive_frame`)."""
+        if (frame.kind == "pause" or self.rx_dma_busy or self.rx_pending or not self.rx_desc_free
+                or self.cut_frame is not None):
+            return
+        self.cut_frame = frame
+        self.cut_first_ps = first_ps
+        self.cut_ended = False
+        self.rx_kick.notify()
+
     def receive_frame(self, frame: Frame) -> None:
-        """A frame has fully arrived at the NIC (store and forward)."""
+        """A frame has fully arrived at the NIC (store and forward; cut through: its FCS is in)."""
         if frame.kind == "pause":
             self.tx_link.pause(frame.pause_quanta)
+            return
+        if frame is self.cut_frame:
+            self.cut_ended = True
+            self.cut_end.notify()
             return
         size = len(frame.data)
         if self.rx_fifo_used + size > self.nic.rx_fifo_bytes:
@@ -692,9 +773,15 @@ class Host:
     def _nic_rx_dma(self) -> Process:
         env = self.env
         while True:
+            if self.cut_frame is not None:
+                self.rx_dma_busy = True
+                yield from self._cut_through()
+                self.rx_dma_busy = False
+                continue
             if not self.rx_pending:
                 yield self.rx_kick
                 continue
+            self.rx_dma_busy = True
             while self.rx_desc_free == 0:
                 yield self.rx_desc_freed
             frame = self.rx_pending.popleft()
@@ -710,6 +797,7 @@ class Host:
                 yield moved_by - env.now
             yield self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
                            "rx_desc_writeback")
+            self.rx_dma_busy = False
             self.rx_fifo_used -= len(frame.data)
             if (self.nic.flow_control and self.nic.send_xon and self.xoff_until >= 0
                     and self.rx_fifo_used <= self.nic.fc_low_water_bytes):
@@ -718,6 +806,33 @@ class Host:
                 self.tx_link.send_control(pause_frame(self.mac, 0))
             self.rx_done.append(frame)
             self.raise_interrupt("rx")
+
+    def _cut_through(self) -> Process:
+        """Write :attr:`cut_frame` to memory as it comes off the wire: each piece of ``rx_cut_through_bytes`` once
+        its last byte has arrived (so on a bus faster than the wire the DMA waits for the wire, as the Tigon's
+        receive DMA pauses on 64/66 PCI, Hughes-Jones et al. 2003, §4.3.3), then, after the frame's end, its
+        descriptor."""
+        env, frame = self.env, self.cut_frame
+        self.rx_desc_free -= 1
+        slot = self.rx_next_slot % self.nic.rx_ring
+        self.rx_next_slot += 1
+        buf = 0x0200_0000 + slot * 0x800
+        data = frame.data[:-4]
+        burst = self.nic.rx_cut_through_bytes
+        for offset in range(0, len(data), burst):
+            chunk = data[offset:offset + burst]
+            ready = (self.cut_first_ps + self.rx_mac_latency_ps
+                     + round((PREAMBLE_SFD_BYTES + offset + len(chunk)) * self.wire_ps_per_byte))
+            if ready > env.now:
+                yield ready - env.now
+            yield self.dma(True, buf + offset, chunk, "rx_data")
+        while not self.cut_ended:
+            yield self.cut_end
+        yield self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
+                       "rx_desc_writeback")
+        self.cut_frame = None
+        self.rx_done.append(frame)
+        self.raise_interrupt("rx")
 
     # -- interrupts -----------------------------------------------------------------------
     def raise_interrupt(self, cause: Literal["tx", "rx"]) -> None:
@@ -729,7 +844,9 @@ class Host:
         that long after its last frame; the absolute timer
         (``*_abs_int_delay_us``) runs from the first frame after the last
         interrupt, bounding the delay in a stream. Whichever expires first
-        asserts INTA#; neither set means an interrupt per frame.
+        asserts INTA#; neither set means an interrupt per frame, and so does
+        an 8254x packet timer of 0 (Hughes-Jones et al. 2003, §8: RxInt 0). A Tigon counts the
+        frames done too and interrupts at its ``*_max_coal_frames``.
         """
         if self.int_asserted:
             return
@@ -740,8 +857,10 @@ class Host:
             timers[0] = now + packet_ps
         if absolute_ps is not None and timers[1] is None:
             timers[1] = now + absolute_ps
-        due = now if packet_ps is None and absolute_ps is None else min(
-            t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None)
+        self.int_frames[cause] += 1
+        limit = self.int_max_frames[cause]
+        at_once = (packet_ps is None and absolute_ps is None) or (limit and self.int_frames[cause] >= limit)
+        due = now if at_once else min(t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None)
         # A restarted packet timer may move the interrupt later; otherwise only an earlier one matters.
         if self.int_timer_due is not None and (self.int_timer_due == due if packet_ps is not None
                                                else self.int_timer_due <= due):
@@ -754,6 +873,7 @@ class Host:
             return
         self.int_timer_due = None
         self.int_timers = {"tx": [None, None], "rx": [None, None]}
+        self.int_frames = {"tx": 0, "rx": 0}
         self.int_asserted = True
         self.counters["interrupts"] += 1
         self.bus.interrupts.append([self.bus.clock_at_or_after(self.env.now), -1])
@@ -767,12 +887,15 @@ class Host:
         self.rig.interrupt_rows[self._row][2] = self.env.now
 
     def _isr_loop(self) -> Process:
-        env = self.env
+        """The interrupt service (Linux 2.4's non-NAPI drivers): read the cause (INTA# deasserts), clean the sent
+        descriptors, hand each received frame to the stack (``rx_handler_us``: unmap, a new buffer, netif_rx into
+        the NET_RX backlog), update the NIC's registers and, with ``rx_refill = "service"``, give it the cleaned
+        receive descriptors back."""
         while True:
             if not self.int_asserted:
                 yield self.int_event
-            yield self.irq_latency_ps
-            with self.cpu.request(priority=0) as req:
+            yield max(0, self.irq_latency_ps + self.noise.irq())
+            with self.cpu.request(priority=INTERRUPT) as req:
                 yield req
                 yield from self.csr_sequence(self.nic.isr_entry_csr, on_first=self._deassert)
                 yield self.isr_ps
@@ -786,72 +909,70 @@ class Host:
                 rx = len(self.rx_done)
                 if self.nic.rx_service_limit:
                     rx = min(rx, self.nic.rx_service_limit)
-                deferred = self.nic.rx_refill == "softirq"
                 for _ in range(rx):
-                    frame = self.rx_done.popleft()
-                    if deferred:
-                        yield self.rx_handler_ps
-                        self.backlog.append(frame)
-                        continue
-                    yield self.rx_stack_ps(frame, self.hp.rx_sw_us) + self.wakeup_ps()
-                    self.on_receive(frame, env.now)
+                    yield self.rx_handler_ps
+                    self._netif_rx(self.rx_done.popleft())
                 row = self.rig.interrupt_rows[self._row]
                 row[3], row[4] = rx, freed
                 yield from self.csr_sequence(self.nic.isr_exit_csr)
-                if rx and deferred:
+                if rx and self.nic.rx_refill == "softirq":
                     self.rx_cleaned += rx
-                    self.backlog_kick.notify()
                 elif rx:
                     self.rx_desc_free += rx
                     self.rx_desc_freed.notify()
+            if rx:
+                self.backlog_kick.notify()
             if self.rx_done and self.nic.rx_service_limit:
                 # Frames left for the next service: the NIC's receive cause is still pending.
                 self.raise_interrupt("rx")
 
-    def rx_stack_ps(self, frame: Frame, sw_us: float) -> int:
-        """CPU time (ps) of ``sw_us`` of receive software and the copy of ``frame``'s user data to the application."""
-        payload_len = max(0, len(frame.data) - 46)
-        return round((sw_us + self.hp.copy_ns_per_byte * payload_len / 1000) * PS_PER_US)
+    def _netif_rx(self, frame: Frame) -> None:
+        """Queue ``frame`` for the NET_RX softirq, as Linux 2.4's netif_rx: past ``netdev_max_backlog`` frames the
+        queue throttles and drops every frame until it has emptied (softnet_stat's dropped)."""
+        if self.backlog_throttled and not self.backlog:
+            self.backlog_throttled = False
+        if self.backlog_throttled or len(self.backlog) >= self.hp.netdev_max_backlog:
+            self.backlog_throttled = True
+            self.counters["softnet_dropped"] += 1
+            self._lost(frame)
+            return
+        self.backlog.append((frame, self.env.now))
 
-    def wakeup_ps(self) -> int:
-        """CPU time (ps) to wake the receiving application for the datagram in hand: ``wakeup_us`` when no other
-        frame waits behind it (the application will have blocked in its receive call), else nothing (it reads
-        on without sleeping, as a saturated stream's receiver does)."""
-        if not self.hp.wakeup_us or self.rx_done or self.backlog:
-            return 0
-        return self.wakeup_ps_blocked
+    def _lost(self, frame: Frame) -> None:
+        """Note a message the receiving host dropped (its last fragment's frame stands for it)."""
+        self.reassembly.pop(frame.seq, None)
+        self.dropped.append(frame.seq)
 
     def _return_descriptor(self) -> None:
         self.rx_desc_free += 1
         self.rx_desc_freed.notify()
 
     def _softirq(self) -> Process:
-        """The stack after the interrupt service (Linux 2.4's NET_RX softirq), then the ring's refill.
+        """The stack after the interrupt service (Linux 2.4's NET_RX softirq), then, with ``rx_refill =
+        "softirq"``, the ring's refill.
 
-        Each frame the service queued costs the rest of ``rx_sw_us`` and the
-        copy, one frame at a time below the service's priority (a service
-        waits for the frame in hand: the model's CPU is not preemptive), and
-        reaches the application. Only when the backlog is empty does the
-        refill run (the e1000 of 2002 refills from a tasklet, which 2.4's
-        do_softirq runs after NET_RX): a descriptor is the NIC's again when
-        its ``rx_refill_csr`` write reaches it. A host that cannot keep up
-        with the wire therefore runs out of descriptors, and its NIC's FIFO
-        fills until flow control stops the sender (Hughes-Jones et al. 2003, §4.2.3).
+        Each frame in the backlog costs the stack's share of ``rx_sw_us`` (IP
+        and UDP), one frame at a time below the service's priority and above
+        the applications' (the model's CPU is not preemptive: a service waits
+        for the frame in hand), and goes to its socket (:meth:`_deliver`).
+        Only when the backlog is empty does the refill run (the e1000 of 2002
+        refills from a tasklet, which 2.4's do_softirq runs after NET_RX): a
+        descriptor is the NIC's again when its ``rx_refill_csr`` write reaches
+        it. A host that cannot keep up with the wire therefore runs out of
+        descriptors, and its NIC's FIFO fills until flow control stops the
+        sender (Hughes-Jones et al. 2003, §4.2.3).
         """
-        env = self.env
         while True:
             if self.backlog:
-                frame = self.backlog.popleft()
-                with self.cpu.request(priority=1) as req:
+                with self.cpu.request(priority=SOFTIRQ) as req:
                     yield req
-                    yield (self.rx_stack_ps(frame, self.hp.rx_sw_us - self.hp.rx_handler_us)
-                           + self.wakeup_ps())
-                self.on_receive(frame, env.now)
+                    yield self.rx_stack_ps
+                self._deliver(*self.backlog.popleft())
             elif self.rx_cleaned:
                 # The refill runs to its end, taking the descriptors services clean meanwhile too.
                 while self.rx_cleaned:
                     self.rx_cleaned -= 1
-                    with self.cpu.request(priority=1) as req:
+                    with self.cpu.request(priority=SOFTIRQ) as req:
                         yield req
                         yield self.csr_interval_ps
                         for k, access in enumerate(self.nic.rx_refill_csr):
@@ -862,19 +983,74 @@ class Host:
             else:
                 yield self.backlog_kick
 
+    def _deliver(self, frame: Frame, stamp_ps: int) -> None:
+        """UDP's receive of ``frame``, which netif_rx stamped at ``stamp_ps``: a fragment waits for the rest of its
+        datagram (IP reassembly, RFC 791; the whole datagram keeps its last fragment's stamp, as 2.4's
+        ip_frag_reasm), a whole datagram goes to the socket's queue if its buffer fits (Linux's sock_queue_rcv_skb:
+        the bytes queued plus its buffers under ``rcvbuf_bytes``), else it is dropped and counted as UDP
+        RcvbufErrors."""
+        offset = frame.ip_fragment_offset * 8
+        held = self.reassembly.pop(frame.seq, [0, 0])
+        if held[0] != offset:
+            # A fragment before it was lost: the datagram can never be whole (the kernel's reassembly times out).
+            self.counters["reasm_fails"] += 1
+            self.dropped.append(frame.seq)
+            return
+        held[0] += int.from_bytes(frame.data[IP_TOTAL_LENGTH_AT:IP_TOTAL_LENGTH_AT + 2], "big") - IPV4_HEADER_BYTES
+        held[1] += 1
+        if frame.ip_more_fragments:
+            self.reassembly[frame.seq] = held
+            return
+        truesize = held[1] * self.rx_truesize
+        if self.socket_bytes + truesize >= self.hp.rcvbuf_bytes:
+            self.counters["udp_rcvbuf_errors"] += 1
+            self.dropped.append(frame.seq)
+            return
+        self.counters["udp_in_datagrams"] += 1
+        self.stamps[frame.seq] = stamp_ps
+        self.socket.append((frame, held[0] - UDP_HEADER_BYTES, truesize))
+        self.socket_bytes += truesize
+        if self.app_idle:
+            self.socket_ready.notify()
+
+    def _application(self) -> Process:
+        """The receiving application (udpmon): one datagram a receive call, ``rx_app_us`` and the copy of its
+        payload to user space, then the datagram is the application's (``on_receive``). With nothing queued it
+        blocks in the call, and waking it (the scheduler, a context switch) costs ``wakeup_us`` when a datagram
+        comes: twice in every round trip, never in a stream it cannot keep up with."""
+        while True:
+            woken = 0
+            if not self.socket:
+                self.app_idle = True
+                yield self.socket_ready
+                woken = max(0, self.wakeup_ps + self.noise.wakeup())
+            self.app_idle = False
+            frame, payload, truesize = self.socket[0]
+            with self.cpu.request(priority=APPLICATION) as req:
+                yield req
+                yield max(0, woken + self.rx_app_ps + round(self.copy_ps_per_byte * payload) + self.noise.cache())
+            self.socket.popleft()
+            self.socket_bytes -= truesize
+            self.on_receive(frame, self.env.now)
+
 
 class Rig:
     """Builds the two hosts and the link, runs the scenario, and collects a :class:`RigRun`."""
 
     def __init__(self, scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile,
-                 *, link_rate_bps: float = 1e9, phy_latency_ns: float = 350.0):
-        scenario.check()
-        bus.check()
-        nic.check()
-        host.check()
-        # The host bridge's wait states and disconnects are the chipset's: the host profile may set them.
-        bus = host.bus_with_bridge(bus)
-        self.scenario, self.nic = scenario, nic
+                 *, recv_host: HostProfile | None = None, recv_bus: BusProfile | None = None,
+                 link_rate_bps: float = 1e9, phy_latency_ns: float = 350.0):
+        """``host`` is host A's profile and, unless ``recv_host`` is given, host B's too. Each host sets up the NIC
+        (its ``nic`` settings) and drives the bus (its ``bridge``) its own way."""
+        recv_host = host if recv_host is None else recv_host
+        recv_bus = bus if recv_bus is None else recv_bus
+        for p in (scenario, bus, recv_bus, nic, host, recv_host):
+            p.check()
+        self.scenario = scenario
+        self.hosts = (host, recv_host)
+        # The host bridge's wait states and disconnects are the chipset's, the NIC's settings its driver's.
+        self.nics = tuple(h.nic_with_settings(nic) for h in self.hosts)
+        buses = tuple(h.bus_with_bridge(b) for h, b in zip(self.hosts, (bus, recv_bus)))
         self.rng = np.random.default_rng(scenario.seed)
         self.link_rate_bps = link_rate_bps
         self.phy_latency_ps = round(phy_latency_ns * PS_PER_NS)
@@ -886,20 +1062,24 @@ class Rig:
         self.payload_fill = UniformBytes(self.rng)
         self.env = Engine()
         self.buses = {
-            "send_pci": BusRecord(bus, int(phases[0] % round(bus.period_ps))),
-            "recv_pci": BusRecord(bus, int(phases[1] % round(bus.period_ps))),
+            "send_pci": BusRecord(buses[0], int(phases[0] % round(buses[0].period_ps))),
+            "recv_pci": BusRecord(buses[1], int(phases[1] % round(buses[1].period_ps))),
         }
         self.probe_tx: list[tuple[int, Frame]] = []
         self.probe_rx: list[tuple[int, Frame]] = []
         self.interrupt_rows: list[list[Any]] = []
         ab = Link(self.env, self, "a->b", self.probe_tx)
         ba = Link(self.env, self, "b->a", self.probe_rx)
-        self.a = Host(self.env, self, "send", self.buses["send_pci"], nic, host, ab,
-                      "00:60:1d:00:00:01", "198.18.0.1")
-        self.b = Host(self.env, self, "recv", self.buses["recv_pci"], nic, host, ba,
-                      "00:60:1d:00:00:02", "198.19.0.1")
+        self.a = Host(self.env, self, "send", self.buses["send_pci"], self.nics[0], host, ab,
+                      "00:60:1d:00:00:01", "198.18.0.1", HostNoise(host, scenario.seed, 0))
+        self.b = Host(self.env, self, "recv", self.buses["recv_pci"], self.nics[1], recv_host, ba,
+                      "00:60:1d:00:00:02", "198.19.0.1", HostNoise(recv_host, scenario.seed, 1))
         ab.deliver = self.b.receive_frame
         ba.deliver = self.a.receive_frame
+        if self.nics[1].rx_cut_through_bytes:
+            ab.first_byte = self.b.receive_start
+        if self.nics[0].rx_cut_through_bytes:
+            ba.first_byte = self.a.receive_start
         self.packets: dict[tuple[str, int], list[Any]] = {}
 
     @staticmethod
@@ -1023,6 +1203,11 @@ class Rig:
             packets=[tuple(r) for r in sorted(self.packets.values(), key=lambda r: (r[4], r[1]))],
             interrupts=[tuple(r) for r in self.interrupt_rows],
             counters=counters, trigger_ps=self._trigger_ps(), end_ps=end,
+            cpu_busy={h.name: np.array(h.cpu.busy[:len(h.cpu.busy) // 2 * 2], dtype=np.int64).reshape(-1, 2)
+                      for h in (self.a, self.b)},
+            cpus={h.name: h.hp.cpus for h in (self.a, self.b)},
+            dropped={h.name: h.dropped for h in (self.a, self.b)},
+            stamps={h.name: h.stamps for h in (self.a, self.b)},
         )
 
     def _trigger_ps(self) -> int:

@@ -9,6 +9,7 @@ them: "Hughes-Jones et al. 2003, §4.2.3").
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import MISSING, dataclass, field, fields, replace
 from importlib import resources
@@ -104,11 +105,35 @@ class NicProfile:
     rx_refill: str = "service"
     #: The register accesses returning one receive descriptor in a ``softirq`` refill (e1000: the tail, RDT).
     rx_refill_csr: tuple[str, ...] = ()
+    #: How the interrupt timers work. ``packet`` (Intel 8254x): ``*_int_delay_us`` is a packet timer restarted by
+    #: every frame and ``*_abs_int_delay_us`` an absolute timer started by the first frame after an interrupt; a
+    #: packet timer of 0 interrupts at once (the absolute timer is used only with a packet timer, 8254x Software
+    #: Developer's Manual, RADV/TADV). ``ticks`` (Alteon Tigon II): no packet timer; ``*_abs_int_delay_us`` are the
+    #: coalescing ticks from the first frame after an interrupt (0: at once), ``*_max_coal_frames`` the frames that
+    #: interrupt before the ticks have run.
+    int_timer: str = "packet"
+    #: Frames done that interrupt at once with ``int_timer = "ticks"`` (acenic's max_tx_desc, max_rx_desc; 0: no limit).
+    tx_max_coal_frames: int = 0
+    rx_max_coal_frames: int = 0
+    #: Receive DMA overlapping the wire (0: store and forward): the frame is moved in pieces of this many bytes, each
+    #: once the wire has brought it, and its descriptor written back after the frame's end (its FCS checked). Only
+    #: when the frame finds the receive DMA idle, a descriptor free and nothing waiting in the FIFO; otherwise the
+    #: frame is stored first.
+    rx_cut_through_bytes: int = 0
+    #: The driver's receive buffer (bytes): with the socket buffer's own overhead it is what a queued datagram
+    #: charges against the receiving socket's buffer (Linux's skb truesize).
+    rx_buffer_bytes: int = 2048
 
     def check(self) -> None:
         _check_source(self.name, self.source)
         if self.rx_refill not in ("service", "softirq"):
             raise UsageError(f"nic {self.name}: rx_refill must be 'service' or 'softirq' (got {self.rx_refill!r})")
+        if self.int_timer not in ("packet", "ticks"):
+            raise UsageError(f"nic {self.name}: int_timer must be 'packet' or 'ticks' (got {self.int_timer!r})")
+        if min(self.tx_max_coal_frames, self.rx_max_coal_frames, self.rx_cut_through_bytes) < 0 \
+                or self.rx_buffer_bytes < 64:
+            raise UsageError(f"nic {self.name}: *_max_coal_frames and rx_cut_through_bytes must not be negative and "
+                             "rx_buffer_bytes at least 64")
         for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr, self.rx_refill_csr):
             for access in seq:
                 op, _, reg = access.partition(":")
@@ -141,6 +166,11 @@ class NicProfile:
         op, _, reg = access.partition(":")
         return op == "w", self.bar0[0] + int(reg, 0)
 
+
+#: The Intel PRO/1000's fields for the e1000 of 2002 (driver 4.1.7) under Linux 2.4: the ring refilled from a tasklet
+#: after the stack, one tail (RDT) write a descriptor, the service ending with the unmask (IMS). The built-in profile
+#: refills in the service; set these in a host's ``[nic.intel-pro1000]`` table (or a copy of the profile) to try it.
+E1000_TASKLET_REFILL = {"rx_refill": "softirq", "isr_exit_csr": ("w:0x00d0",), "rx_refill_csr": ("w:0x2818",)}
 
 #: Fields of a bus profile that describe the host bridge rather than the bus, which a host may override.
 BRIDGE_FIELDS = ("host_read_initial_wait_clocks", "host_write_initial_wait_clocks", "host_read_disconnect_bytes",
@@ -175,6 +205,32 @@ class HostProfile:
     #: round trip, never in a saturated stream. 0: not modelled (no sourced value for the hosts of Hughes-Jones et
     #: al. 2003).
     wakeup_us: float = 0.0
+    #: Of ``rx_sw_us``, the receiving application's part per datagram (its receive call and udpmon's work); the
+    #: copy to user space comes on top. What is left of ``rx_sw_us`` after ``rx_handler_us`` and this is the
+    #: stack's (IP and UDP in the NET_RX softirq).
+    rx_app_us: float = 0.0
+    #: The receiving socket's buffer (bytes; Linux 2.4's net.core.rmem_default). A datagram whose buffer
+    #: (:attr:`NicProfile.rx_buffer_bytes` + the socket buffer's overhead) does not fit is dropped and counted as
+    #: UDP RcvbufErrors (InErrors in 2.4).
+    rcvbuf_bytes: int = 65535
+    #: Frames the NET_RX backlog holds (net.core.netdev_max_backlog); beyond it the kernel drops until it empties.
+    netdev_max_backlog: int = 300
+    #: Processors the kernel counts (logical CPUs): the model runs the network work on one, and a CPU load is the
+    #: busy time over all of them, as /proc/stat's.
+    cpus: int = 1
+    #: Host noise per message, in standard deviations (us) of zero-mean gamma variates of shape
+    #: :data:`~nicrig.acquisition.sim.noise.SHAPE` (late more than early): the interrupt entry, the scheduler's
+    #: wake-up of the receiving application, and the cache state of each message's software (send and receive).
+    irq_jitter_us: float = 0.0
+    wakeup_jitter_us: float = 0.0
+    cache_jitter_us: float = 0.0
+    #: Now and then something else runs first (another process, a timer): per wake-up, this probability of an
+    #: exponential delay of mean ``tail_us``: the round trips' tail.
+    tail_probability: float = 0.0
+    tail_us: float = 0.0
+    #: A NIC driver's settings on this host (fig. 9.1's coalescence times, the driver version's behaviour): NIC
+    #: profile name -> fields that replace the NIC profile's when that NIC is in this host.
+    nic: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def check(self) -> None:
         _check_source(self.name, self.source)
@@ -182,13 +238,34 @@ class HostProfile:
             v = getattr(self, f.name)
             if isinstance(v, float) and v < 0:
                 raise UsageError(f"host {self.name}: {f.name} must not be negative")
-        if self.rx_handler_us > self.rx_sw_us:
-            raise UsageError(f"host {self.name}: rx_handler_us is part of rx_sw_us and cannot exceed it")
+        if self.rx_handler_us + self.rx_app_us > self.rx_sw_us:
+            raise UsageError(f"host {self.name}: rx_handler_us and rx_app_us are parts of rx_sw_us and cannot exceed "
+                             "it together")
+        if self.rcvbuf_bytes < 1 or self.netdev_max_backlog < 1 or self.cpus < 1:
+            raise UsageError(f"host {self.name}: rcvbuf_bytes, netdev_max_backlog and cpus must be positive")
+        if self.tail_probability > 1:
+            raise UsageError(f"host {self.name}: tail_probability is a probability (0 to 1)")
+        nic_fields = {f.name for f in fields(NicProfile)}
+        for nic_name, values in self.nic.items():
+            if not isinstance(values, dict):
+                raise UsageError(f"host {self.name}: nic.{nic_name} must be a table of NIC profile fields")
+            unknown = sorted(set(values) - set(nic_fields) | set(values) & {"name", "description", "source"})
+            if unknown:
+                raise UsageError(f"host {self.name}: nic.{nic_name} sets unknown or fixed field(s) {unknown}")
         for bus_name, values in self.bridge.items():
             unknown = sorted(set(values) - set(BRIDGE_FIELDS))
             if unknown or not all(isinstance(v, int) and v >= 0 for v in values.values()):
                 raise UsageError(f"host {self.name}: bridge.{bus_name} may only set non-negative integers "
                                  f"{', '.join(BRIDGE_FIELDS)} (got {unknown or values})")
+
+    def nic_with_settings(self, nic: NicProfile) -> NicProfile:
+        """``nic`` as this host's driver sets it up: its ``nic`` values for that NIC, if any, replace the NIC's."""
+        values = self.nic.get(nic.name)
+        if not values:
+            return nic
+        out = replace(nic, **_coerced_values(NicProfile, values))
+        out.check()
+        return out
 
     def bus_with_bridge(self, bus: BusProfile) -> BusProfile:
         """``bus`` as this host's bridge drives it: its ``bridge`` values for that bus, if any, replace the bus's."""
@@ -213,6 +290,34 @@ def _profile_dir(kind: str) -> Path:
     return Path(str(resources.files("nicrig.data").joinpath("profiles", kind)))
 
 
+def raw(kind: str, name: str) -> dict[str, Any]:
+    """The TOML values of built-in profile ``name`` of ``kind``, as the file has them."""
+    return tomllib.loads((_profile_dir(kind) / f"{name}.toml").read_text(encoding="utf-8"))
+
+
+def to_toml(values: dict[str, Any]) -> str:
+    """``values`` (a profile's fields: strings, numbers, booleans, lists of them, and tables of tables of them,
+    as ``bridge`` and ``nic``) as TOML that :func:`load` reads back to the same values."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        raise TypeError(f"no TOML for {v!r}")
+
+    lines = [f"{k} = {value(v)}" for k, v in values.items() if not isinstance(v, dict)]
+    for k, table in values.items():
+        if isinstance(table, dict):
+            for name, fields_ in table.items():
+                lines += ["", f"[{k}.{json.dumps(name) if not name.replace('-', '').isalnum() else name}]"]
+                lines += [f"{f} = {value(v)}" for f, v in fields_.items()]
+    return "\n".join(lines) + "\n"
+
+
 def available(kind: str) -> list[str]:
     """Names of the built-in profiles of ``kind`` (``bus``, ``nic``, ``host``)."""
     return sorted(p.stem for p in _profile_dir(kind).glob("*.toml"))
@@ -230,17 +335,20 @@ def _coerce(cls: type, raw: dict[str, Any], origin: str) -> Any:
         if missing:
             parts.append(f"missing field(s) {missing}")
         raise UsageError(f"{origin}: {'; '.join(parts)}")
+    return cls(**_coerced_values(cls, raw))
+
+
+def _coerced_values(cls: type, raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` TOML values as ``cls``'s fields hold them: ints where floats are declared as floats, lists as tuples."""
+    names = {f.name: f for f in fields(cls)}
     values = {}
-    for name, f in names.items():
-        if name not in raw:
-            continue
-        v = raw[name]
-        if f.type in ("float",) and isinstance(v, int) and not isinstance(v, bool):
+    for name, v in raw.items():
+        if names[name].type in ("float",) and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
         if isinstance(v, list):
             v = tuple(v)
         values[name] = v
-    return cls(**values)
+    return values
 
 
 def load(kind: str, name_or_path: str) -> Any:

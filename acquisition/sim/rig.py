@@ -193,7 +193,8 @@ class _Sources:
 
     run: RigRun
     nic: NicProfile
-    host: HostProfile
+    #: Host A's and host B's profiles (send_pci is A's bus, recv_pci B's).
+    hosts: tuple[HostProfile, HostProfile]
     recording: Recording
     block_clocks: int = BLOCK_CLOCKS
 
@@ -243,7 +244,7 @@ class _Sources:
             "msi_window": MSI_WINDOW,
             "device": self.nic.vendor_device,
             "nic": self.nic.name,
-            "host": self.host.name,
+            "host": self.hosts[name != "send_pci"].name,
         }
         trig_clk = bus.clock_at_or_after(run.trigger_ps)
         offset = bus.time_of(trig_clk) - run.trigger_ps
@@ -565,8 +566,10 @@ def _packets_table(run: RigRun) -> np.ndarray:
 def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostProfile, out: str | os.PathLike[str],
              recording: Recording = Recording(), progress: Progress | None = None, *,
              settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None,
-             workers: int | None = None, block_clocks: int = BLOCK_CLOCKS, overwrite: bool = True) -> RigRun:
-    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run.
+             workers: int | None = None, block_clocks: int = BLOCK_CLOCKS, overwrite: bool = True,
+             recv_host: HostProfile | None = None, recv_bus: BusProfile | None = None) -> RigRun:
+    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run. ``host`` and
+    ``bus`` are both hosts' unless ``recv_host`` and ``recv_bus`` give host B's.
 
     ``settings`` (what the command line asked, beyond the scenario) and ``argv``
     go into the results' root attributes (``docs/formats.md``). ``workers``:
@@ -578,23 +581,25 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
     """
     with CaptureSet.create(out, notes=f"simulated {scenario.kind} scenario, {nic.name} on {bus.name}",
                            overwrite=overwrite) as cs:
-        rig = Rig(scenario, bus, nic, host)
-        sources = partial(_Sources, nic=nic, host=host, recording=recording, block_clocks=block_clocks)
+        rig = Rig(scenario, bus, nic, host, recv_host=recv_host, recv_bus=recv_bus)
+        sources = partial(_Sources, nic=nic, hosts=rig.hosts, recording=recording, block_clocks=block_clocks)
         with _Renderer(rig, sources, recording, _workers(workers), progress) as renderer:
             run = rig.run(checkpoint=renderer.checkpoints, every_ps=CHECKPOINT_PS)
             recorded = recorded_part(run, recording.messages)
             renderer.finish(recorded, {_MEASURED: partial(application.measure, run, scenario)})
             renderer.store(cs)
-            _write_run(cs, run, recorded, renderer.job(_MEASURED), scenario, bus, nic, host, recording, settings,
-                       argv)
+            _write_run(cs, run, recorded, renderer.job(_MEASURED), scenario, bus, rig, recording, settings, argv)
     return run
 
 
 def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: application.Measured, scenario: Scenario,
-               bus: BusProfile, nic: NicProfile, host: HostProfile, recording: Recording,
-               settings: Mapping[str, Any] | None, argv: Sequence[str] | None) -> None:
-    """The run's tables beside the sources': messages, interrupts, the simulation's settings, the applications'
-    results (``measured``)."""
+               bus: BusProfile, rig: Rig, recording: Recording, settings: Mapping[str, Any] | None,
+               argv: Sequence[str] | None) -> None:
+    """The run's tables beside the sources': messages, interrupts, the simulation's settings (each host's NIC as
+    its driver set it up), the applications' results (``measured``)."""
+    host, recv_host = rig.hosts
+    nic, recv_nic = rig.nics
+    send_bus, recv_bus = run.buses["send_pci"].profile, run.buses["recv_pci"].profile
     cs.write_table("truth/packets", _packets_table(run),
                    units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                           "size_bytes": "byte"},
@@ -605,9 +610,10 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
     cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
                    description="interrupts of both hosts with the frames each service handled")
     cs.attrs["simulation"] = json.dumps({
-        "scenario": asdict(scenario), "bus": asdict(run.buses["send_pci"].profile), "nic": asdict(nic),
-        "host": asdict(host),
-        "recording": asdict(recording), "counters": run.counters,
+        "scenario": asdict(scenario), "bus": asdict(send_bus), "nic": asdict(nic),
+        "host": asdict(host), "recording": asdict(recording), "counters": run.counters,
+        **({"recv_bus": asdict(recv_bus)} if recv_bus != send_bus else {}),
+        **({"recv_nic": asdict(recv_nic), "recv_host": asdict(recv_host)} if recv_host is not host else {}),
     }, sort_keys=True)
     rf = cs.nested(ResultsFile, RESULTS_GROUP, create=True,
                    notes=f"the applications' measurements of this simulated {scenario.kind} run")
@@ -615,5 +621,7 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
         rf, measured, scenario, settings=application.settings_of(scenario, **(settings or {})),
         argv=list(sys.argv if argv is None else argv),
         simulation={"nic": nic.name, "bus": bus.name, "host": host.name,
+                    **({"recv_bus": recv_bus.name} if recv_bus.name != bus.name else {}),
+                    **({"recv_host": recv_host.name} if recv_host is not host else {}),
                     "timeline": {"trigger_ns": run.trigger_ps / 1000,
                                  "recorded_until_ns": recorded.end_ps / 1000}})

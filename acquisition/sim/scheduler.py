@@ -237,6 +237,8 @@ class Cpu:
     def __init__(self, env: Engine):
         self.env = env
         self.user: CpuRequest | None = None
+        #: When the CPU was granted and released, in turn (ps): its busy intervals, for a host's CPU load.
+        self.busy: list[int] = []
         #: Requests not yet granted: a heap of (priority, order of request, request).
         self.waiting: list[tuple[int, int, CpuRequest]] = []
         self._order = count()
@@ -265,6 +267,7 @@ class Cpu:
         req._ok = True
         req._value = None
         env = self.env
+        self.busy.append(env._now)
         _push(env._queue, (env._now, NORMAL, next(env._eid), req))
 
     def _grant_next(self) -> None:
@@ -297,9 +300,10 @@ class CpuRequest(simpy.Event):
             heapify(cpu.waiting)
         if exc_type is GeneratorExit:
             return
+        env = self.env
         if cpu.user is self:
             cpu.user = None
-        env = self.env
+            cpu.busy.append(env._now)
         _push(env._queue, (env._now, NORMAL, next(env._eid), cpu._release_call))
 
 
