@@ -477,7 +477,11 @@ def unresolved(fit: LineFit | None, est: LatencyEstimate, table: str = FITS_TABL
     if not fit.slope_resolved:
         where = ("its 95% interval " + interval(fit.slope_us_per_byte, fit.slope_ci95) + " includes zero"
                  if fit.slope_us_per_byte + fit.slope_ci95 >= 0 else "it is negative, which no path can be")
-        return q.sentence(f"the slope on the {fit.statistic}, {slope}, is not resolved: {where}")
+        # this may be the first the report says of the main mode (a sweep's step), so the sentence defines it
+        on = (f"the {fit.statistic} (the mode holding the most round trips)" if fit.statistic == "main mode"
+              else f"the {fit.statistic}")
+        return q.sentence(f"the slope on {on}, {slope}, is not resolved: {where}",
+                          defines=["main mode"] if fit.statistic == "main mode" else ())
     if not fit.explains:
         r2 = (f"R² {q(table, R_SQUARED, number(fit.r_squared, decimals=3), row)}" if fit.r_squared >= 0
               else "R² below zero: it fits them worse than their mean")

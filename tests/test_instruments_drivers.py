@@ -78,11 +78,13 @@ def test_the_gmii_probe_on_four_flexchannels_decodes_to_the_frames_on_the_wire(t
     assert r.returncode == 0, r.stderr
     with CaptureSet.open(out) as cs:
         frames = cs.read_table("decoded/probe/ethernet")
-    # the stream's messages, one frame each, 15 us apart, from the first (the trigger) on, intact
+    # the stream's messages, one frame each, on its 15 us schedule (each off it by the sending host's noise, under
+    # a microsecond), from the first (the trigger) on, intact
     tx = frames[frames["direction"] == b"tx"]
     assert len(tx) >= 4 and tx["fcs_ok"].all()
     assert list(tx["seq"]) == list(range(len(tx)))
-    assert abs(np.median(np.diff(tx["t_ns"])) - 15_000) < 20
+    off_schedule = tx["t_ns"] - 15_000 * np.arange(len(tx))
+    assert np.median(abs(off_schedule - np.median(off_schedule))) < 1_000
 
 
 def test_the_pci_decoder_finds_the_simulator_s_transactions_in_a_fetched_record(tmp_path):

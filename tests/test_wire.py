@@ -74,8 +74,8 @@ def probe_set(tmp_path_factory):
     """A decoded simulated stream whose receiver sends PAUSE frames: both directions on the probe."""
     folder = tmp_path_factory.mktemp("probe")
     path = folder / "stream.h5"
-    assert nicrig("simulate", "--scenario", "stream", "--nic", "intel-pro1000", "--bus", "pci64-66", "--size", "1400",
-                  "--spacing-us", "11", "--count", "1000", "--rounds", "1", "-o", path) == 0
+    assert nicrig("simulate", "--scenario", "stream", "--nic", "intel-pro1000", "--bus", "pci64-66", "--recv-bus",
+                  "pci32-33", "--size", "1400", "--spacing-us", "11", "--count", "1000", "--rounds", "1", "-o", path) == 0
     assert nicrig("decode", path, "--source", "probe") == 0
     return path
 

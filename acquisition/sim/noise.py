@@ -28,7 +28,7 @@ SHAPE = 4.0
 #: Draws made at a time per kind.
 BLOCK = 2048
 PS_PER_US = 1_000_000
-#: Spawn key of the noise generators under the run's seed (the payloads' generator is the seed's own).
+#: Spawn key of the noise generators under the run's random seed (the payloads' generator is that seed's own).
 STREAM = 0x6E6F
 
 
