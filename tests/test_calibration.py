@@ -44,6 +44,16 @@ def test_the_round_trips_have_the_papers_width_and_an_interval(rows):
     assert len(line) == 2 and all(0 < r.ci95 < 0.05 * abs(r.measured) for r in line)
 
 
+def test_the_p4dp6_widths_are_measured_at_the_papers_sizes_on_a_run_of_their_own():
+    """§6.2's histograms are of 64, 512, 1024 and 1400 bytes: their widths come from those sizes exactly, from a
+    run long enough (``fwhm_count`` round trips a size) for a width known to a few per cent."""
+    m = calibration._latency("intel-p4dp6", calibration.CONFIGS["intel-p4dp6"], calibration.Sizes())
+    line, widths = (dict(zip(run.args[::2], run.args[1::2])) for run in m.runs)
+    assert widths["--sizes"] == "64,512,1024,1400" and widths["--count"] == str(calibration.Sizes().fwhm_count)
+    assert line["--sizes"] == calibration.Sizes().latency_sizes
+    assert len(calibration._latency("intel-das", calibration.CONFIGS["intel-das"], SMALL).runs) == 1
+
+
 def test_a_host_slower_than_calibrated_leaves_the_tolerance(tmp_path: Path):
     """The guard can fail: 30% more receive processing a frame on the 370DLE (a profile of one's own, by path)
     moves the SK-9843's best throughput out of its tolerance. Either way: below it where the application is
