@@ -49,7 +49,7 @@ KNOWN_DESCRIPTIONS = 200_000
 #: Stored chunks of a table read by one task of the preparer's threads.
 CHUNKS_PER_TASK = 32
 #: The parts of a lane kept in the cache, by file name.
-LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest")
+LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest", "starts")
 #: The lanes' drawing and labels change with the code that makes them: its text is part of the cache key.
 _LANES_CODE = hashlib.sha256(Path(lanes.__file__).read_bytes()).hexdigest()[:16]
 
