@@ -48,6 +48,9 @@ Message = dict[str, Any]
 KNOWN_DESCRIPTIONS = 200_000
 #: Stored chunks of a table read by one task of the preparer's threads.
 CHUNKS_PER_TASK = 32
+#: Progress messages of the search index at most: one per stored chunk was 7,000 at 1 G samples, each read,
+#: parsed and shown by the window (1.6 s of its CPU) for a bar a few hundred pixels long.
+PROGRESS_STEPS = 200
 #: The parts of a lane kept in the cache, by file name.
 LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest", "starts")
 #: The lanes' drawing and labels change with the code that makes them: its text is part of the cache key.
@@ -269,12 +272,14 @@ def prepare(capture: Path, emit: Callable[[Message], None], should_stop: Callabl
             raise
         folders = made.result()
         rows = [int(cs.table_dataset(t).shape[0]) for t, _, _ in tables]
-        done = 0
+        done = shown = 0
         for (table, _, decoder), n in zip(tables, rows):
             def counted(k: int) -> None:
-                nonlocal done
+                nonlocal done, shown
                 done += k
-                say({"progress": [done, sum(rows)], "title": "indexing events for search"})
+                if (done - shown) * PROGRESS_STEPS >= sum(rows) or done == sum(rows):
+                    shown = done
+                    say({"progress": [done, sum(rows)], "title": "indexing events for search"})
 
             prepare_text(cs, table, decoder, folders[table], stop, counted)
             say({"text": table, "folder": str(folders[table])})
