@@ -248,7 +248,7 @@ def _dense_runs(cols: np.ndarray, t0_ns: float, px: float) -> tuple[np.ndarray, 
     change[0] = True
     np.not_equal(cols[1:], cols[:-1], out=change[1:])
     starts = np.flatnonzero(change)
-    ends = np.append(starts[1:] - 1, len(cols) - 1)
+    ends = np.concatenate((starts[1:] - 1, [len(cols) - 1]))
     style = cols[starts]
     drawn = style >= 0
     return t0_ns + (starts[drawn] - 1) * px, t0_ns + ends[drawn] * px, style[drawn].astype(np.int8)

@@ -93,6 +93,12 @@ def groups(px0: np.ndarray, px1: np.ndarray, flag: np.ndarray, gap_px: float
     return a[first], np.maximum.reduceat(b, first), np.logical_and.reduceat(s, first)
 
 
+def styles_in(style: np.ndarray) -> list[int]:
+    """The styles (indices into ``STYLE_NAMES``) present in ``style``, in order (a count per style: ``np.unique``
+    sorts, and imports at every call)."""
+    return np.flatnonzero(np.bincount(style.astype(np.intp), minlength=len(STYLE_NAMES))).tolist()
+
+
 def next_starts(px: np.ndarray, of: np.ndarray, none: float) -> np.ndarray:
     """For each of ``px`` (pixels): the first of ``of`` more than half a pixel after it, ``none`` where there is
     none."""
@@ -306,13 +312,13 @@ class LaneItem:
     def _boxes(self, batch: Batch, d: BoxDrawing) -> None:
         top, bottom = self._bands(d)
         y0, y1 = self.y0 + 0.12 * self.h, self.y0 + 0.88 * self.h
-        for k in np.unique(d.dense_style):
+        for k in styles_in(d.dense_style):
             sel = d.dense_style == k
-            batch.add(f"dense:{STYLE_NAMES[int(k)]}", d.dense_x0[sel], y0, d.dense_x1[sel], y1)
+            batch.add(f"dense:{STYLE_NAMES[k]}", d.dense_x0[sel], y0, d.dense_x1[sel], y1)
         # wide boxes over the dense spans they may share pixels with
-        for k in np.unique(d.style):
+        for k in styles_in(d.style):
             sel = d.style == k
-            batch.add(f"wide:{STYLE_NAMES[int(k)]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
+            batch.add(f"wide:{STYLE_NAMES[k]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
     def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray) -> None:
         """Each box's longest label that fits: inside it, up to where the next box starts; a measured phase's,
