@@ -426,18 +426,20 @@ def test_collections_pass_start_up_by_but_not_what_a_window_makes(qtbot, fresh: 
 
 
 
-def test_the_search_index_reports_its_progress_in_few_steps(fresh: Path, monkeypatch) -> None:
-    """The preparer's search index says how far it is a bounded number of times (once per stored chunk flooded
-    the window with thousands of messages), ending at every row."""
+def test_the_preparer_reports_its_progress_in_few_steps(fresh: Path, monkeypatch) -> None:
+    """The preparer says how far the overview and the search index are a bounded number of times (once per
+    growth or stored chunk flooded the window with thousands of messages), each ending at its total."""
     from nicrig.gui import prepare
 
     monkeypatch.setattr(prepare, "PROGRESS_STEPS", 2)
     said: list[dict] = []
     prepare.prepare(fresh, said.append, threads=1)
-    steps = [m["progress"] for m in said if m.get("title") == "indexing events for search"]
     tables = [m["text"] for m in said if "text" in m]
-    assert len(tables) >= 4 and 2 <= len(steps) <= 3
-    assert steps[-1][0] == steps[-1][1] and [d for d, _ in steps] == sorted(d for d, _ in steps)
+    assert len(tables) >= 4 and sum(1 for m in said if "end_ps" in m) == 3
+    for title in ("building overview", "indexing events for search"):
+        steps = [m["progress"] for m in said if m.get("title") == title]
+        assert 2 <= len(steps) <= 3
+        assert steps[-1][0] == steps[-1][1] and [d for d, _ in steps] == sorted(d for d, _ in steps)
 
 
 # -- lanes drawn whole before, during and after the overview is built ------------------------------------------
