@@ -154,7 +154,7 @@ def _publish(work: Path, final: Path) -> Path:
 def _columns(chunks: StoredChunks, names: list[str], pool: ThreadPoolExecutor) -> dict[str, np.ndarray]:
     # a task of many chunks: a table's chunks are small (a few hundred rows), a task per chunk costs as much
     batches = [range(k, min(k + CHUNKS_PER_TASK, len(chunks))) for k in range(0, len(chunks), CHUNKS_PER_TASK)]
-    parts = [part for batch in pool.map(lambda ks: [chunks.fields(k, names) for k in ks], batches) for part in batch]
+    parts = list(pool.map(lambda ks: chunks.fields_of(ks, names), batches))
     if not parts:
         return {n: np.zeros(0, chunks.ds.dtype.fields[n][0]) for n in names}
     return {n: np.concatenate([p[n] for p in parts]) for n in names}

@@ -270,11 +270,11 @@ def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: 
     from nicrig.gui.chunks import StoredChunks
 
     path = _capture(tmp_path / "k.h5", _random_bits(10000, 11, 5), state=True)
-    table = np.zeros(1000, [("t_ns", "<i8"), ("t_end_ns", "<i8"), ("kind", "S8"), ("vec", "<i2", (3,))])
-    table["t_ns"] = np.arange(1000) * 7
+    table = np.zeros(1010, [("t_ns", "<i8"), ("t_end_ns", "<i8"), ("kind", "S8"), ("vec", "<i2", (3,))])
+    table["t_ns"] = np.arange(1010) * 7
     table["t_end_ns"] = table["t_ns"] + 5
-    table["kind"] = np.where(np.arange(1000) % 3, b"dma", b"csr")
-    table["vec"] = np.arange(3000).reshape(1000, 3)
+    table["kind"] = np.where(np.arange(1010) % 3, b"dma", b"csr")
+    table["vec"] = np.arange(3030).reshape(1010, 3)
     with CaptureSet.open(path) as cs, cs.derived_update() as update:
         update.write_table("decoded/s/x", table)
     with CaptureSet.open(path) as cs:
@@ -291,6 +291,11 @@ def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: 
         cols = [chunks.fields(k, ["t_end_ns", "kind", "vec"]) for k in range(len(chunks))]
         for name in ("t_end_ns", "kind", "vec"):
             np.testing.assert_array_equal(np.concatenate([c[name] for c in cols]), table[name])
+        # several chunks at once, the last one short
+        assert len(table) % chunks.chunk_rows
+        joined = chunks.fields_of(range(1, len(chunks)), ["t_end_ns", "vec"])
+        for name in ("t_end_ns", "vec"):
+            np.testing.assert_array_equal(joined[name], table[name][chunks.chunk_rows:])
         offset = stamps.id.get_chunk_info(1).byte_offset
     data = bytearray(path.read_bytes())
     data[offset + 50] ^= 0xFF
