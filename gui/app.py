@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nicrig.decoders.batch import decode_file
-from nicrig.gui import prepare
+from nicrig.gui import heap, prepare
 from nicrig.gui.background import Job, ProcessJob, error_text
 from nicrig.gui.document import Document
 from nicrig.gui.events import FILTERED_HERE, EventList, EventPanel
@@ -755,3 +755,7 @@ def export_widget(widget: QtWidgets.QWidget, path: Path) -> Path:
         elif not widget.grab().save(str(tmp), "PNG"):
             raise UsageError(f"{path}: cannot write the image")
     return path
+
+
+# what the process holds once the window's modules are imported lives as long as it: frozen, never walked
+heap.freeze_start_up()

@@ -87,7 +87,7 @@ class DecodedTable:
             return False
         self.arrays = arrays if not self.shift_ns else [
             LaneArrays(a.t_ns + self.shift_ns, a.t_end_ns + self.shift_ns, a.style, a.category, a.rows,
-                       a.reach + self.shift_ns, a.widest) for a in arrays]
+                       a.reach + self.shift_ns, a.widest, a.starts) for a in arrays]
         self.text = prepare.load_text(folder)
         return True
 

@@ -59,6 +59,9 @@ LaneKind = Literal["header", "logic", "vector", "decoded"]
 WIDE_BLOCK = 256
 #: Rows in view per pixel beyond which a decoded lane is drawn from searches, not from every row in view.
 CROWDED_ROWS_PER_PIXEL = 2
+#: Buckets of a lane's start index (``Boxes.starts_index``) per pixel at least, for a view to use it (a pixel's edge
+#: is then placed within 1/32 of a pixel of its time).
+BUCKETS_PER_PIXEL = 16
 #: Labels (and their widths) kept between redraws, per lane and per font.
 KEPT_LABELS = 20_000
 #: Rows of a lane whose descriptions the event search makes when it needs them (more wait for the preparer's).
@@ -90,6 +93,7 @@ class Boxes:
     category: np.ndarray = field(default_factory=lambda: np.zeros(0, "S12"))  # event table kind of each row
     _reach: np.ndarray | None = None
     _widest: np.ndarray | None = None
+    _starts: np.ndarray | None = None
     #: each row's description (its longest label), lower-cased, for the event search (None: not made yet)
     text: np.ndarray | None = None
     _labels: dict[int, list[str]] = field(default_factory=dict)
@@ -110,17 +114,36 @@ class Boxes:
         i = int(i)
         return kept(self._labels, i, lambda: self.labeller(i))
 
+    def _index(self) -> None:
+        self._reach, self._widest, self._starts = box_index(self.t_ns, self.t_end_ns)
+
     def reach(self) -> np.ndarray:
         """Running maximum of the end times: rows ending after T start at or after searchsorted(reach, T)."""
         if self._reach is None:
-            self._reach, self._widest = box_index(self.t_ns, self.t_end_ns)
+            self._index()
         return self._reach
 
     def widest(self) -> np.ndarray:
         """The longest box (ns) of each ``WIDE_BLOCK`` rows: where boxes wide enough to draw alone may be."""
         if self._widest is None:
-            self._reach, self._widest = box_index(self.t_ns, self.t_end_ns)
+            self._index()
         return self._widest
+
+    def starts_index(self) -> np.ndarray:
+        """The first row starting at or after each bucket edge (:func:`starts_index`)."""
+        if self._starts is None:
+            self._index()
+        return self._starts
+
+    def first_at(self, times: np.ndarray, px: float) -> np.ndarray:
+        """The first row starting at or after each of ``times`` (ns, sorted, ``px`` apart): looked up in the
+        start index when its buckets are at most 1/``BUCKETS_PER_PIXEL`` of ``px`` (each time taken to its nearest
+        bucket edge), else searched among the starts (a search costs ~20 reads of the starts, far apart)."""
+        index = self.starts_index()
+        if not len(self) or index[0] * BUCKETS_PER_PIXEL > px:
+            return np.searchsorted(self.t_ns, times, side="left")
+        j = np.rint((times - self.t_ns[0]) / float(index[0]))
+        return index[1:][np.clip(j, 0, len(index) - 2).astype(np.int64)]
 
     def visible(self, t0_ns: float, t1_ns: float) -> tuple[int, int]:
         """Row range that may overlap ``[t0_ns, t1_ns]``."""
@@ -138,14 +161,28 @@ class Boxes:
         return None
 
 
-def box_index(t_ns: np.ndarray, t_end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A lane's search arrays: the running maximum of its end times, and its longest box per ``WIDE_BLOCK``
-    rows (ns)."""
+def box_index(t_ns: np.ndarray, t_end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A lane's search arrays: the running maximum of its end times, its longest box per ``WIDE_BLOCK`` rows (ns)
+    and its start index (:func:`starts_index`)."""
     if not len(t_ns):
-        return np.asarray(t_end_ns, np.float64), np.zeros(0)
+        return np.asarray(t_end_ns, np.float64), np.zeros(0), starts_index(t_ns)
     reach = np.maximum.accumulate(t_end_ns)
     widest = np.maximum.reduceat(np.asarray(t_end_ns) - np.asarray(t_ns), np.arange(0, len(t_ns), WIDE_BLOCK))
-    return reach, widest
+    return reach, widest, starts_index(t_ns)
+
+
+def starts_index(t_ns: np.ndarray) -> np.ndarray:
+    """A lane's start index: its bucket width B (ns, the power of two making about as many buckets as rows),
+    then the first row starting at or after ``t_ns[0] + j * B`` for every j up to the first edge past the last
+    start (so the last entry is the number of rows). A wide view's pixel edges are looked up here instead of
+    searched among the starts (:meth:`Boxes.first_at`)."""
+    n = len(t_ns)
+    if not n:
+        return np.ones(1, np.int64)
+    span = float(t_ns[-1]) - float(t_ns[0])
+    bucket = int(2 ** np.ceil(np.log2(max(span / n, 1.0))))
+    edges = float(t_ns[0]) + bucket * np.arange(int(span // bucket) + 2, dtype=np.float64)
+    return np.concatenate(([bucket], np.searchsorted(t_ns, edges, side="left")))
 
 
 @dataclass
@@ -207,18 +244,21 @@ def box_drawing(boxes: Boxes, t0_ns: float, t1_ns: float, pixels: int, shift_ns:
 
 def _dense_runs(cols: np.ndarray, t0_ns: float, px: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Runs of pixel columns of one style (``cols[1 + c]`` for pixel ``c``, -1 none) as dense spans (ns)."""
-    starts = np.flatnonzero(np.diff(cols, prepend=-1) != 0)
-    starts = starts[cols[starts] >= 0]
-    ends = np.append(np.flatnonzero(np.diff(cols) != 0), len(cols) - 1)
-    ends = ends[np.searchsorted(ends, starts)]
-    return t0_ns + (starts - 1) * px, t0_ns + ends * px, cols[starts].astype(np.int8)
+    change = np.empty(len(cols), bool)
+    change[0] = True
+    np.not_equal(cols[1:], cols[:-1], out=change[1:])
+    starts = np.flatnonzero(change)
+    ends = np.concatenate((starts[1:] - 1, [len(cols) - 1]))
+    style = cols[starts]
+    drawn = style >= 0
+    return t0_ns + (starts[drawn] - 1) * px, t0_ns + ends[drawn] * px, style[drawn].astype(np.int8)
 
 
 def _crowded_drawing(boxes: Boxes, i0: int, i1: int, t0_ns: float, px: float, pixels: int, shift_ns: float,
                      min_px: float) -> BoxDrawing:
     """:func:`box_drawing` of a lane with many rows per pixel in view."""
     edges = (t0_ns - shift_ns) + np.arange(-1, pixels + 2) * px  # file time; pixel c spans edges[c + 1 : c + 2]
-    k = np.searchsorted(boxes.t_ns, edges, side="left")
+    k = boxes.first_at(edges, px)
     last = k[1:] - 1  # the last row starting before each edge's next
     starts_in = k[1:] > k[:-1]
     before = np.maximum(k[:-1] - 1, 0)  # the last row starting before a column: it may reach into it
@@ -426,6 +466,7 @@ class LaneArrays:
     rows: np.ndarray | None
     reach: np.ndarray
     widest: np.ndarray
+    starts: np.ndarray
 
 
 def _lane(t: np.ndarray, te: np.ndarray, style: np.ndarray, category: np.ndarray,
@@ -534,7 +575,7 @@ def decoded_lane(source: str, decoder: str, k: int, arrays: LaneArrays | None,
         labels, rows = ROW_LABELS[decoder], arrays.rows
         labeller = (lambda i: labels(row(i))) if rows is None else (lambda i: labels(row(int(rows[i]))))
         boxes = Boxes(arrays.t_ns, arrays.t_end_ns, arrays.style, labeller, arrays.category, arrays.reach,
-                      arrays.widest)
+                      arrays.widest, arrays.starts)
     return Lane(f"{source}/decoded/{suffix}", source, title, "decoded", boxes=boxes, height=height, group=source)
 
 

@@ -48,10 +48,28 @@ Message = dict[str, Any]
 KNOWN_DESCRIPTIONS = 200_000
 #: Stored chunks of a table read by one task of the preparer's threads.
 CHUNKS_PER_TASK = 32
+#: Progress messages of a phase at most: one per stored chunk (the search index) was 7,000 at 1 G samples and
+#: one per growth of the overview 480, each read, parsed and shown by the window (a progress bar repaints at
+#: once, ~1 ms; 2 s of the window's CPU in all, beside the preparer on two cores) for a bar a few hundred
+#: pixels long.
+PROGRESS_STEPS = 200
 #: The parts of a lane kept in the cache, by file name.
-LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest")
+LANE_PARTS = ("t_ns", "t_end_ns", "style", "category", "rows", "reach", "widest", "starts")
 #: The lanes' drawing and labels change with the code that makes them: its text is part of the cache key.
 _LANES_CODE = hashlib.sha256(Path(lanes.__file__).read_bytes()).hexdigest()[:16]
+
+
+def stepped(say: Callable[[Message], None], title: str, total: int) -> Callable[[int], None]:
+    """A progress reporter of ``done`` out of ``total`` that says so (``{"progress": [done, total], "title":
+    title}``) when it has moved by 1/``PROGRESS_STEPS`` of ``total`` since it last did, and at the end."""
+    shown = [-total]
+
+    def at(done: int) -> None:
+        if (done - shown[0]) * PROGRESS_STEPS >= total or done >= total:
+            shown[0] = done
+            say({"progress": [done, total], "title": title})
+
+    return at
 
 
 class Stopped(Exception):
@@ -136,7 +154,7 @@ def _publish(work: Path, final: Path) -> Path:
 def _columns(chunks: StoredChunks, names: list[str], pool: ThreadPoolExecutor) -> dict[str, np.ndarray]:
     # a task of many chunks: a table's chunks are small (a few hundred rows), a task per chunk costs as much
     batches = [range(k, min(k + CHUNKS_PER_TASK, len(chunks))) for k in range(0, len(chunks), CHUNKS_PER_TASK)]
-    parts = [part for batch in pool.map(lambda ks: [chunks.fields(k, names) for k in ks], batches) for part in batch]
+    parts = list(pool.map(lambda ks: chunks.fields_of(ks, names), batches))
     if not parts:
         return {n: np.zeros(0, chunks.ds.dtype.fields[n][0]) for n in names}
     return {n: np.concatenate([p[n] for p in parts]) for n in names}
@@ -250,13 +268,12 @@ def prepare(capture: Path, emit: Callable[[Message], None], should_stop: Callabl
 
         made = beside.submit(all_lanes)
         try:
-            total = sum(s.num_samples for s in todo)
+            building = stepped(say, "building overview", sum(s.num_samples for s in todo))
             base = 0
             for src in todo:
                 def grew(folder: Path, bins: int, covered: int, src=src, base=base) -> None:
                     say({"pyramid": src.name, "folder": str(folder), "bins": bins, "covered_ps": covered})
-                    say({"progress": [base + min(bins * overview.BASE_BIN, src.num_samples), total],
-                         "title": "building overview"})
+                    building(base + min(bins * overview.BASE_BIN, src.num_samples))
 
                 folder = overview.fill(capture, src, grew, should_stop, threads)
                 stop()
@@ -268,13 +285,14 @@ def prepare(capture: Path, emit: Callable[[Message], None], should_stop: Callabl
             ended.set()
             raise
         folders = made.result()
-        rows = [int(cs.table_dataset(t).shape[0]) for t, _, _ in tables]
+        indexing = stepped(say, "indexing events for search", sum(int(cs.table_dataset(t).shape[0])
+                                                                   for t, _, _ in tables))
         done = 0
-        for (table, _, decoder), n in zip(tables, rows):
+        for table, _, decoder in tables:
             def counted(k: int) -> None:
                 nonlocal done
                 done += k
-                say({"progress": [done, sum(rows)], "title": "indexing events for search"})
+                indexing(done)
 
             prepare_text(cs, table, decoder, folders[table], stop, counted)
             say({"text": table, "folder": str(folders[table])})

@@ -93,6 +93,12 @@ def groups(px0: np.ndarray, px1: np.ndarray, flag: np.ndarray, gap_px: float
     return a[first], np.maximum.reduceat(b, first), np.logical_and.reduceat(s, first)
 
 
+def styles_in(style: np.ndarray) -> list[int]:
+    """The styles (indices into ``STYLE_NAMES``) present in ``style``, in order (a count per style: ``np.unique``
+    sorts, and imports at every call)."""
+    return np.flatnonzero(np.bincount(style.astype(np.intp), minlength=len(STYLE_NAMES))).tolist()
+
+
 def next_starts(px: np.ndarray, of: np.ndarray, none: float) -> np.ndarray:
     """For each of ``px`` (pixels): the first of ``of`` more than half a pixel after it, ``none`` where there is
     none."""
@@ -116,7 +122,8 @@ class TextWidths:
         self._elided: dict[tuple[int, str], str] = {}
 
     def horizontalAdvance(self, text: str) -> int:  # noqa: N802 - QFontMetrics' name, which it stands in for
-        return kept(self._known, text, lambda: self._metrics.horizontalAdvance(text))
+        found = self._known.get(text)  # asked for every label tried at every redraw: the hit without a call
+        return found if found is not None else kept(self._known, text, lambda: self._metrics.horizontalAdvance(text))
 
     def elided(self, text: str, width: int) -> str:
         """``text`` cut to ``width`` pixels, an ellipsis at its end when cut."""
@@ -230,9 +237,19 @@ class LaneItem:
         self.shift_ns = 0.0
         #: the texts the last paint wrote, each with its rectangle (pixels of the view): what a reader sees
         self.written: list[tuple[QtCore.QRectF, str]] = []
-        #: (left, right, top, bottom) pixels of every box and dense span the last paint drew
-        self.extents = np.zeros((0, 4))
+        self._drawn: tuple[np.ndarray, ...] = ()  # what :attr:`extents` is made of, kept as the paint had it
         self._group_words: dict[tuple[int, int], list[str]] = {}
+
+    @property
+    def extents(self) -> np.ndarray:
+        """(left, right, top, bottom) pixels of every box and dense span the last paint drew (made when asked:
+        only readers of the picture ask)."""
+        if not self._drawn:
+            return np.zeros((0, 4))
+        box_px0, box_px1, box_ya, box_yb, dense_px0, dense_px1, ya, yb = self._drawn
+        return np.concatenate([np.column_stack([box_px0, box_px1, box_ya, box_yb]),
+                               np.column_stack([dense_px0, dense_px1, np.full(len(dense_px0), ya),
+                                                np.full(len(dense_px0), yb)])])
 
     def set_drawing(self, drawing: LogicDrawing | BoxDrawing | None, view: tuple[float, float],
                     shift_ns: float = 0.0) -> None:
@@ -251,7 +268,7 @@ class LaneItem:
 
     def paint_text(self, p: QtGui.QPainter) -> None:
         """The lane's words: a header's, or the labels of boxes wide enough."""
-        self.written, self.extents = [], np.zeros((0, 4))
+        self.written, self._drawn = [], ()
         if self.lane.kind == "header":
             self._text_at_left(p, self.header)
         elif isinstance(self.drawing, BoxDrawing):
@@ -295,13 +312,13 @@ class LaneItem:
     def _boxes(self, batch: Batch, d: BoxDrawing) -> None:
         top, bottom = self._bands(d)
         y0, y1 = self.y0 + 0.12 * self.h, self.y0 + 0.88 * self.h
-        for k in np.unique(d.dense_style):
+        for k in styles_in(d.dense_style):
             sel = d.dense_style == k
-            batch.add(f"dense:{STYLE_NAMES[int(k)]}", d.dense_x0[sel], y0, d.dense_x1[sel], y1)
+            batch.add(f"dense:{STYLE_NAMES[k]}", d.dense_x0[sel], y0, d.dense_x1[sel], y1)
         # wide boxes over the dense spans they may share pixels with
-        for k in np.unique(d.style):
+        for k in styles_in(d.style):
             sel = d.style == k
-            batch.add(f"wide:{STYLE_NAMES[int(k)]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
+            batch.add(f"wide:{STYLE_NAMES[k]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
     def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray) -> None:
         """Each box's longest label that fits: inside it, up to where the next box starts; a measured phase's,
@@ -315,7 +332,6 @@ class LaneItem:
         p.resetTransform()
         try:
             fm = text_widths(p.font())
-            band = d.rows % 2 if self.lane.callouts else np.zeros(len(d.rows), np.int64)
             box_px0, box_px1 = sx * d.x0 + dx, sx * d.x1 + dx
             dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
             spans: dict[tuple[int, int], list[tuple[float, float]]] = {}  # per text height: written (left, right)
@@ -326,6 +342,8 @@ class LaneItem:
                 k = bisect.bisect(taken, (a, b))
                 return (k == 0 or taken[k - 1][1] < a) and (k == len(taken) or taken[k][0] > b)
 
+            pen: list[QtGui.QColor | None] = [None]
+
             def write(labels: list[str], left: float, right: float, ya: float, yb: float, colour: QtGui.QColor,
                       flush_right: bool = False) -> bool:
                 """The longest of ``labels`` that fits between ``left`` and ``right`` (against ``right`` when
@@ -334,36 +352,45 @@ class LaneItem:
                 key = (round(ya), round(yb))
                 for text in labels:
                     width = fm.horizontalAdvance(text)
-                    rect = QtCore.QRectF(right - 3 - width if flush_right else left + 3, ya, width, yb - ya)
-                    if rect.left() < left + 3:
+                    x0 = right - 3 - width if flush_right else left + 3
+                    if x0 < left + 3:
                         continue
-                    if rect.right() <= right - 3 and clear(key, rect.left(), rect.right()):
-                        p.setPen(colour)
-                        fm.draw_centred(p, rect, text)
-                        self.written.append((rect, text))
-                        bisect.insort(spans[key], (rect.left(), rect.right()))
+                    if x0 + width <= right - 3 and clear(key, x0, x0 + width):
+                        if pen[0] is not colour:
+                            p.setPen(colour)
+                            pen[0] = colour
+                        fm.draw(p, x0, ya + (yb - ya - fm.height) / 2, text)
+                        self.written.append((QtCore.QRectF(x0, ya, width, yb - ya), text))
+                        bisect.insort(spans[key], (x0, x0 + width))
                         return True
                 return False
 
             # where the next box (of the same band, for callouts) starts after each box: its label stops there
-            next_box = np.full(len(box_px0), view_px1)
-            for b in np.unique(band):
-                mine = band == b
-                next_box[mine] = next_starts(box_px0[mine], box_px0[mine] if self.lane.callouts else
-                                          np.concatenate([box_px0, dense_px0]), view_px1)
+            if self.lane.callouts:
+                band = d.rows % 2
+                next_box = np.full(len(box_px0), view_px1)
+                for b in (0, 1):
+                    mine = band == b
+                    next_box[mine] = next_starts(box_px0[mine], box_px0[mine], view_px1)
+            else:
+                next_box = next_starts(box_px0, np.concatenate([box_px0, dense_px0]), view_px1)
             left, right = np.maximum(box_px0, view_px0), np.minimum(np.minimum(box_px1, view_px1), next_box)
             # a box without room for the narrowest letter is not named inside (nor are its labels made)
             candidates = np.ones(len(box_px0), bool) if self.lane.callouts else right - left - 6 >= fm.narrowest
             named = np.zeros(len(box_px0), bool)
             ya_all, yb_all = np.minimum(sy * top + dy, sy * bottom + dy), np.maximum(sy * top + dy, sy * bottom + dy)
-            for i in np.flatnonzero(candidates)[np.argsort(box_px0[candidates], kind="stable")]:
-                ya, yb = float(ya_all[i]), float(yb_all[i])
-                labels = self.lane.boxes.labels(d.rows[i])
+            order = np.flatnonzero(candidates)[np.argsort(box_px0[candidates], kind="stable")]
+            # the candidates' numbers as Python's (a NumPy scalar read costs several times a list's)
+            picked = (a[order].tolist() for a in (ya_all, yb_all, d.rows, d.style, left, right, next_box))
+            colours = [_TEXT[name] for name in STYLE_NAMES]
+            dark = QtGui.QColor("#111111")
+            for i, ya, yb, row, style, a, b, after_box in zip(order.tolist(), *picked):
+                labels = self.lane.boxes.labels(row)
                 # a phase is better named beside its box than abbreviated inside it
                 inside = labels[:2] if self.lane.callouts else labels
-                named[i] = write(inside, float(left[i]), float(right[i]), ya, yb, _TEXT[STYLE_NAMES[int(d.style[i])]])
-                if not named[i] and self.lane.callouts:
-                    named[i] = write(labels, float(right[i]) + 2, float(next_box[i]), ya, yb, QtGui.QColor("#111111"))
+                named[i] = done = write(inside, a, b, ya, yb, colours[style])
+                if not done and self.lane.callouts:
+                    named[i] = write(labels, b + 2, after_box, ya, yb, dark)
             # boxes too narrow to draw alone or to name inside: a group of them (things with no room for a word
             # between them) none of which is named is named beside it, after it or else before it, by a word (a lone
             # letter beside a tick would say nothing)
@@ -371,9 +398,8 @@ class LaneItem:
             shortest = fm.horizontalAdvance("IRQ") + 6
             g0, g1, nameless = groups(np.concatenate([box_px0, dense_px0]), np.concatenate([box_px1, dense_px1]),
                                       np.concatenate([~named, np.ones(len(dense_px0), bool)]), shortest)
-            dark = QtGui.QColor("#111111")
-            after = np.minimum(np.append(g0[1:], view_px1), view_px1)
-            before = np.maximum(np.insert(g1[:-1], 0, view_px0), view_px0)
+            after = np.minimum(np.concatenate((g0[1:], [view_px1])), view_px1)
+            before = np.maximum(np.concatenate(([view_px0], g1[:-1])), view_px0)
             ks = np.flatnonzero(nameless & (np.maximum(after - g1, g0 - before) >= shortest))
             # the rows starting in each group, half a pixel either side (the group's edges are its boxes' times
             # rounded to pixels)
@@ -384,10 +410,7 @@ class LaneItem:
                 words = self._sliver_words(a, b)
                 if words and not write(words, float(g1[k]) + 1, float(after[k]), ya, yb, dark):
                     write(words, float(before[k]), float(g0[k]) - 1, ya, yb, dark, flush_right=True)
-            box_y = np.sort(np.column_stack([sy * top + dy, sy * bottom + dy]), axis=1)
-            dense_y = np.full((len(dense_px0), 2), (ya, yb))
-            self.extents = np.concatenate([np.column_stack([box_px0, box_px1, box_y]),
-                                           np.column_stack([dense_px0, dense_px1, dense_y])])
+            self._drawn = (box_px0, box_px1, ya_all, yb_all, dense_px0, dense_px1, ya, yb)
         finally:
             p.restore()
 

@@ -399,6 +399,49 @@ def test_painting_keeps_python_alive(window: MainWindow) -> None:
     assert sys.getrefcount(None) - before > -500
 
 
+
+def test_collections_pass_start_up_by_but_not_what_a_window_makes(qtbot, fresh: Path, monkeypatch) -> None:
+    """The start-up objects are frozen once the window's modules are imported, so a full collection walks the
+    windows' own objects only; nothing a window makes is frozen, the window included (a closed one is freed)."""
+    import gc
+
+    from nicrig.gui import heap
+
+    assert heap._frozen  # by nicrig.gui.app's import
+    gc.unfreeze()  # as the import left the process (the simulator in this one's fixtures thaws too)
+    monkeypatch.setattr(heap, "_frozen", False)
+    try:
+        heap.freeze_start_up()
+        heap.freeze_start_up()  # once per process
+        w = MainWindow([fresh])
+        qtbot.addWidget(w)
+        w.show()
+        w.wait_jobs()
+        walked = {id(o) for o in gc.get_objects()}
+        assert gc.get_freeze_count() > 10_000 and id(MainWindow) not in walked and id(np.ndarray) not in walked
+        made = [w, w.doc, w.timeline, *w.doc.lanes, *(ln.boxes for ln in w.doc.lanes if ln.boxes)]
+        assert all(id(o) in walked for o in made)
+    finally:
+        gc.unfreeze()  # the other tests' windows, frozen here, are freed when they close
+
+
+
+def test_the_preparer_reports_its_progress_in_few_steps(fresh: Path, monkeypatch) -> None:
+    """The preparer says how far the overview and the search index are a bounded number of times (once per
+    growth or stored chunk flooded the window with thousands of messages), each ending at its total."""
+    from nicrig.gui import prepare
+
+    monkeypatch.setattr(prepare, "PROGRESS_STEPS", 2)
+    said: list[dict] = []
+    prepare.prepare(fresh, said.append, threads=1)
+    tables = [m["text"] for m in said if "text" in m]
+    assert len(tables) >= 4 and sum(1 for m in said if "end_ps" in m) == 3
+    for title in ("building overview", "indexing events for search"):
+        steps = [m["progress"] for m in said if m.get("title") == title]
+        assert 2 <= len(steps) <= 3
+        assert steps[-1][0] == steps[-1][1] and [d for d, _ in steps] == sorted(d for d, _ in steps)
+
+
 # -- lanes drawn whole before, during and after the overview is built ------------------------------------------
 PROBE_LANES = ("probe/TX_EN", "probe/RX_DV", "probe/LINK_ACT")
 PENDING_RGB = (0xbb, 0xbb, 0xbb)  # the hatch of a stretch whose overview is still being built

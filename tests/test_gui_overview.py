@@ -158,6 +158,32 @@ def test_boxes_crowding_into_pixels_become_one_block_per_run(tmp_path: Path) -> 
     assert d.x0[0] == 50.0
 
 
+
+def test_a_wide_view_finds_its_pixel_edges_in_the_start_index() -> None:
+    """A crowded lane's pixel edges are looked up in its start index (buckets of a power of two ns, about one
+    row each): each edge lands on the first row after it but for rows within half a bucket of it; a narrow view
+    (buckets wider than 1/16 pixel) searches the starts exactly."""
+    from nicrig.gui.lanes import BUCKETS_PER_PIXEL
+
+    rng = np.random.default_rng(5)
+    t = np.sort(rng.uniform(-3e6, 7e6, 50_000)) + 0.25
+    boxes = Boxes(t, t + 40, np.zeros(len(t), np.int8), lambda i: [])
+    index = boxes.starts_index()
+    bucket = float(index[0])
+    assert bucket == 256 and index[-1] == len(t) and np.all(np.diff(index[1:]) >= 0)
+    edges = np.linspace(-4e6, 8e6, 1603)
+    px = edges[1] - edges[0]
+    assert px >= BUCKETS_PER_PIXEL * bucket
+    k = boxes.first_at(edges, px)
+    exact = np.searchsorted(t, edges)
+    near = (np.abs(t[:, None] - edges[None, :]) <= bucket / 2).sum(axis=0)
+    assert np.all(np.abs(k - exact) <= near) and np.array_equal(k[near == 0], exact[near == 0])
+    # finer than the buckets: searched
+    fine = np.linspace(0, 1600 * bucket, 1603)
+    assert np.array_equal(boxes.first_at(fine, fine[1] - fine[0]), np.searchsorted(t, fine))
+    assert list(Boxes(t[:0], t[:0], np.zeros(0, np.int8), lambda i: []).first_at(edges, px)) == [0] * len(edges)
+
+
 def test_session_round_trip_in_the_file(tmp_path: Path) -> None:
     path = _capture(tmp_path / "sess.h5", _random_bits(100, 1, 0), state=True)
     s = session.Session(offsets_ns={"s": 12.5}, markers=[("CSR setup", 100.0)], hidden=["s/C0"], order=["s/"],
@@ -244,11 +270,11 @@ def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: 
     from nicrig.gui.chunks import StoredChunks
 
     path = _capture(tmp_path / "k.h5", _random_bits(10000, 11, 5), state=True)
-    table = np.zeros(1000, [("t_ns", "<i8"), ("t_end_ns", "<i8"), ("kind", "S8"), ("vec", "<i2", (3,))])
-    table["t_ns"] = np.arange(1000) * 7
+    table = np.zeros(1010, [("t_ns", "<i8"), ("t_end_ns", "<i8"), ("kind", "S8"), ("vec", "<i2", (3,))])
+    table["t_ns"] = np.arange(1010) * 7
     table["t_end_ns"] = table["t_ns"] + 5
-    table["kind"] = np.where(np.arange(1000) % 3, b"dma", b"csr")
-    table["vec"] = np.arange(3000).reshape(1000, 3)
+    table["kind"] = np.where(np.arange(1010) % 3, b"dma", b"csr")
+    table["vec"] = np.arange(3030).reshape(1010, 3)
     with CaptureSet.open(path) as cs, cs.derived_update() as update:
         update.write_table("decoded/s/x", table)
     with CaptureSet.open(path) as cs:
@@ -265,6 +291,11 @@ def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: 
         cols = [chunks.fields(k, ["t_end_ns", "kind", "vec"]) for k in range(len(chunks))]
         for name in ("t_end_ns", "kind", "vec"):
             np.testing.assert_array_equal(np.concatenate([c[name] for c in cols]), table[name])
+        # several chunks at once, the last one short
+        assert len(table) % chunks.chunk_rows
+        joined = chunks.fields_of(range(1, len(chunks)), ["t_end_ns", "vec"])
+        for name in ("t_end_ns", "vec"):
+            np.testing.assert_array_equal(joined[name], table[name][chunks.chunk_rows:])
         offset = stamps.id.get_chunk_info(1).byte_offset
     data = bytearray(path.read_bytes())
     data[offset + 50] ^= 0xFF
