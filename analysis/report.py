@@ -1038,6 +1038,9 @@ def _bus_rows(label: str, pick: Any, buses: list[bus.HostBus | None], unit: str)
 BUS_TABLE, LINK_TABLE = "Bus measurements", "Data frames on the link"
 #: The bus table's rows the sentences quote.
 TIMER_ROW = "first DMA after the previous interrupt -> INTA# (the coalescence timer), median"
+#: The time from one interrupt to the next: what a count of interrupts over a stream measures (Hughes-Jones et al.
+#: 2003, §4.2.1: "one interrupt for approximately every 33 (~400 us) packets sent").
+INTERVAL_ROW = "INTA# to the next INTA#, median"
 BUSY_ROW, BUSY_PER_FRAME_ROW, PERIOD_ROW = "bus busy", "bus busy per frame", "frame period, mean"
 
 
@@ -1091,6 +1094,7 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
                   + b.stops.disconnects_without_data, buses, ""),
         _bus_rows("interrupts", lambda b: b.interrupts.interrupts, buses, ""),
         _bus_rows("frames per interrupt", lambda b: b.interrupts.frames_per_interrupt, buses, ""),
+        _bus_rows(INTERVAL_ROW, lambda b: b.interrupts.interval_us, buses, "us"),
         _bus_rows(TIMER_ROW, lambda b: b.interrupts.dma_to_interrupt_us, buses, "us"),
         _bus_rows("INTA# -> first CSR access, median", lambda b: b.interrupts.interrupt_to_csr_us, buses,
                   "us"),

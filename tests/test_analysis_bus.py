@@ -140,6 +140,9 @@ def test_interrupts_and_frames_per_interrupt_match_truth(stream):
         assert it.interrupts == len(mine)
         handled = (mine["rx_frames"] + mine["tx_frames"]).sum()
         assert it.frames_per_interrupt == pytest.approx(handled / len(mine), rel=0.05)
+        # the interval a count of interrupts over the stream gives, to a clock of the bus
+        period_us = np.median(np.diff(np.sort(mine["t_assert_ps"]))) / 1e6
+        assert it.interval_us.count == len(mine) - 1 and abs(it.interval_us.median - period_us) < 0.05
 
 
 def test_pause_quanta_and_pause_time_are_the_configured_ones(stream):
