@@ -20,6 +20,7 @@ from nicrig.decoders.tables import address_known
 from nicrig.gui.overview import (
     RAW_SAMPLES_PER_PIXEL,
     RAW_SAMPLES_WHILE_BUILDING,
+    READ_AHEAD_SAMPLES_PER_PIXEL,
     BlockCache,
     Columns,
     Pyramid,
@@ -363,6 +364,8 @@ class SourceData:
         else:
             # still building and too wide for raw samples: its columns stop at covered_ps, the rest is pending
             cols = p.columns(t0_ps, t1_ps, pixels)
+            if n <= READ_AHEAD_SAMPLES_PER_PIXEL * max(pixels, 1):
+                self.cache.read_ahead(t0_ps, t1_ps)
         self._last = (key, cols)
         return cols
 

@@ -117,6 +117,54 @@ def test_raw_columns_are_exact_when_samples_are_wider_than_pixels(tmp_path: Path
         np.testing.assert_array_equal(states, bits[99:301, 0])
 
 
+def test_a_view_about_to_be_read_raw_has_its_samples_read_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """A view drawn from the pyramid with at most ``READ_AHEAD_SAMPLES_PER_PIXEL`` samples a pixel has its blocks
+    read on the read-ahead thread: zoomed in to raw samples, the window's thread reads nothing from the file and
+    draws what a fresh cache reads. Once stopped (the file about to close) nothing more is read ahead."""
+    import threading
+
+    from nicrig.gui.lanes import SourceData
+    from nicrig.gui.overview import RAW_SAMPLES_PER_PIXEL, READ_AHEAD_SAMPLES_PER_PIXEL, SampleReader
+
+    bits = _random_bits(300_000, 2, 9)
+    path = _capture(tmp_path / "a.h5", bits, state=True)
+    main = threading.main_thread()
+    read_here = []
+    for name in ("packed", "times"):
+        original = getattr(SampleReader, name)
+
+        def counted(reader, s, e, *args, original=original):
+            if threading.current_thread() is main:
+                read_here.append((s, e))
+            return original(reader, s, e, *args)
+
+        monkeypatch.setattr(SampleReader, name, counted)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        data = SourceData(src, _pyramid(path, src))
+        pixels = 100
+        times = src.times_ps(0, src.num_samples)
+        wide = (int(times[150_000]), int(times[150_000 + READ_AHEAD_SAMPLES_PER_PIXEL * pixels // 2]))
+        assert data.estimated_samples(*wide) > RAW_SAMPLES_PER_PIXEL * pixels
+        read_here.clear()
+        data.columns(*wide, pixels)  # from the pyramid; its samples read ahead
+        assert read_here == [] and data.cache._ahead is not None
+        data.cache._ahead.result()
+        narrow = (wide[0] + (wide[1] - wide[0]) // 3, wide[0] + (wide[1] - wide[0]) // 3 + (wide[1] - wide[0]) // 10)
+        assert data.estimated_samples(*narrow) <= RAW_SAMPLES_PER_PIXEL * pixels
+        cols = data.columns(*narrow, pixels)
+        assert read_here == []  # taken from memory
+        fresh = BlockCache(src).columns(*narrow, pixels)
+        np.testing.assert_array_equal(cols.t_ps, fresh.t_ps)
+        np.testing.assert_array_equal(channel_states(cols, 1), channel_states(fresh, 1))
+        data.cache.stop_reading_ahead()
+        far = (int(times[20_000]), int(times[20_000 + READ_AHEAD_SAMPLES_PER_PIXEL * pixels // 2]))
+        done = data.cache._ahead
+        data.columns(*far, pixels)
+        assert data.cache._ahead is done
+
+
 def test_cached_pyramid_is_used_and_stale_one_ignored(tmp_path: Path) -> None:
     path = _capture(tmp_path / "c.h5", _random_bits(9000, 2, 3), state=True)
     with CaptureSet.open(path) as cs:
