@@ -387,6 +387,8 @@ class Pyramid:
         self.sizes = level_sizes(-(-self.total // BASE_BIN))
         self.folder: Path | None = None
         self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []  # (t_ps, and, or), mapped
+        #: the levels of a finished pyramid being mapped on the read-ahead thread (None: none)
+        self.mapping: Future | None = None
         self.end_ps = 0
         self._covered = -(1 << 62)
 
@@ -401,12 +403,21 @@ class Pyramid:
 
     def attach(self, folder: Path, finished: bool = False) -> None:
         """Read the levels from the files in ``folder``: mapped at once while the builder writes them (it moves
-        the folder when done), else each when first drawn."""
+        the folder when done), else the first at once and the others on the read-ahead thread (or when first
+        drawn, if sooner): mapping a level's three files takes ~1 ms, paid by the first view otherwise, or by a
+        zoom's first visit to each level."""
         self._levels = [None] * len(self.sizes)
         self.folder = folder
         for k in range(1, (len(self.sizes) if finished else min(len(self.sizes), BLOCK_LEVELS)) + 1):
             if not finished or k == 1:
                 self.level(k)
+        self.mapping = _read_ahead_thread().submit(self._map_levels, self._levels) if finished else None
+
+    def _map_levels(self, levels: list) -> None:
+        for k in range(2, len(levels) + 1):
+            if levels is not self._levels:  # attached again meanwhile: its own mapping follows
+                return
+            self.level(k)
 
     def level(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Level ``k`` (1-based): bin start times (ps), AND and OR of the packed samples in each bin."""

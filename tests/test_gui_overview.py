@@ -165,6 +165,23 @@ def test_a_view_about_to_be_read_raw_has_its_samples_read_ahead(tmp_path: Path, 
         assert data.cache._ahead is done
 
 
+def test_a_cached_pyramid_maps_its_first_level_at_once_and_the_others_on_the_read_ahead_thread(
+        tmp_path: Path) -> None:
+    """Loaded from the cache, a pyramid maps level 1 (which the first view and every search read) at once and its
+    coarser levels on the read-ahead thread, each the same as mapped when first drawn."""
+    path = _capture(tmp_path / "m.h5", _random_bits(300_000, 2, 4), state=True)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        assert overview.fill(path, src) is not None
+        p = overview.load_cached(path, src)
+        assert p is not None and len(p.sizes) >= 3 and p.mapping is not None
+        p.mapping.result()
+        assert all(level is not None for level in p._levels)
+        for k in range(1, len(p.sizes) + 1):
+            for part, got in zip(("t", "and", "or"), p.level(k)):
+                np.testing.assert_array_equal(got, np.load(p.folder / f"L{k}.{part}.npy"))
+
+
 def test_cached_pyramid_is_used_and_stale_one_ignored(tmp_path: Path) -> None:
     path = _capture(tmp_path / "c.h5", _random_bits(9000, 2, 3), state=True)
     with CaptureSet.open(path) as cs:
