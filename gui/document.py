@@ -237,6 +237,8 @@ class Document:
     def detach(self) -> None:
         """Close the file so that a writer may open it; the readers stay as they were until :meth:`reattach`."""
         self._kept = {n: d.pyramid for n, d in self.data.items()}
+        for d in self.data.values():
+            d.cache.stop_reading_ahead()
         self.cs.close()
 
     def reattach(self) -> None:
@@ -266,6 +268,8 @@ class Document:
     def close(self) -> None:
         """Close the file and let go of the decoded lanes mapped from the cache (every mapping holds a
         descriptor of its file open until it is dropped); the pyramids stay, another document may share them."""
+        for d in self.data.values():
+            d.cache.stop_reading_ahead()
         self.cs.close()
         self.closed = True
         for table in self.decoded.values():

@@ -20,6 +20,7 @@ from nicrig.decoders.tables import address_known
 from nicrig.gui.overview import (
     RAW_SAMPLES_PER_PIXEL,
     RAW_SAMPLES_WHILE_BUILDING,
+    READ_AHEAD_SAMPLES_PER_PIXEL,
     BlockCache,
     Columns,
     Pyramid,
@@ -62,6 +63,9 @@ CROWDED_ROWS_PER_PIXEL = 2
 #: Buckets of a lane's start index (``Boxes.starts_index``) per pixel at least, for a view to use it (a pixel's edge
 #: is then placed within 1/32 of a pixel of its time).
 BUCKETS_PER_PIXEL = 16
+#: Edges of a level of a lane's start index at most, for it to be made and kept (``edge_level``): a view's
+#: ~1,600 pixel edges cost as much to gather from the lane's rows as ~50,000 edges to make.
+KEPT_LEVEL_EDGES = 1 << 16
 #: Labels (and their widths) kept between redraws, per lane and per font.
 KEPT_LABELS = 20_000
 #: Rows of a lane whose descriptions the event search makes when it needs them (more wait for the preparer's).
@@ -94,6 +98,7 @@ class Boxes:
     _reach: np.ndarray | None = None
     _widest: np.ndarray | None = None
     _starts: np.ndarray | None = None
+    _levels: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     #: each row's description (its longest label), lower-cased, for the event search (None: not made yet)
     text: np.ndarray | None = None
     _labels: dict[int, list[str]] = field(default_factory=dict)
@@ -135,15 +140,35 @@ class Boxes:
             self._index()
         return self._starts
 
-    def first_at(self, times: np.ndarray, px: float) -> np.ndarray:
-        """The first row starting at or after each of ``times`` (ns, sorted, ``px`` apart): looked up in the
-        start index when its buckets are at most 1/``BUCKETS_PER_PIXEL`` of ``px`` (each time taken to its nearest
-        bucket edge), else searched among the starts (a search costs ~20 reads of the starts, far apart)."""
+    def edge_rows(self, times: np.ndarray, px: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each of ``times`` (ns, sorted, ``px`` apart): the first row starting at or after it, and the style
+        and end time (ns) of the row before that one (row 0's where there is none).
+
+        Looked up in the start index when its buckets are at most 1/``BUCKETS_PER_PIXEL`` of ``px`` (each time
+        taken to its nearest bucket edge, of the coarsest such level), else searched among the starts (a search
+        costs ~20 reads of the starts, far apart)."""
         index = self.starts_index()
-        if not len(self) or index[0] * BUCKETS_PER_PIXEL > px:
-            return np.searchsorted(self.t_ns, times, side="left")
-        j = np.rint((times - self.t_ns[0]) / float(index[0]))
-        return index[1:][np.clip(j, 0, len(index) - 2).astype(np.int64)]
+        base = float(index[0])
+        if not len(self) or base * BUCKETS_PER_PIXEL > px:
+            k = np.searchsorted(self.t_ns, times, side="left")
+            if not len(self):
+                return k, np.zeros(len(k), np.int8), np.full(len(k), -np.inf)
+            before = np.maximum(k - 1, 0)
+            return k, self.style[before], self.t_end_ns[before]
+        level = int(np.floor(np.log2(px / (base * BUCKETS_PER_PIXEL))))
+        bucket = base * (1 << level)
+        kept_level = self._levels.get(level)
+        if kept_level is None and -(-len(index) >> level) <= KEPT_LEVEL_EDGES:
+            kept_level = self._levels[level] = edge_level(index, level, self.style, self.t_end_ns)
+        j = np.rint((times - self.t_ns[0]) / bucket)
+        if kept_level is not None:
+            k_at, style_at, end_at = kept_level
+            j = np.clip(j, 0, len(k_at) - 1).astype(np.int64)
+            return k_at[j], style_at[j], end_at[j]
+        # a level too large to make at a first visit (it would cost more than the gathers it saves)
+        k = index[1:][np.clip(j * (1 << level), 0, len(index) - 2).astype(np.int64)]
+        before = np.maximum(k - 1, 0)
+        return k, self.style[before], self.t_end_ns[before]
 
     def visible(self, t0_ns: float, t1_ns: float) -> tuple[int, int]:
         """Row range that may overlap ``[t0_ns, t1_ns]``."""
@@ -175,7 +200,7 @@ def starts_index(t_ns: np.ndarray) -> np.ndarray:
     """A lane's start index: its bucket width B (ns, the power of two making about as many buckets as rows),
     then the first row starting at or after ``t_ns[0] + j * B`` for every j up to the first edge past the last
     start (so the last entry is the number of rows). A wide view's pixel edges are looked up here instead of
-    searched among the starts (:meth:`Boxes.first_at`)."""
+    searched among the starts (:meth:`Boxes.edge_rows`)."""
     n = len(t_ns)
     if not n:
         return np.ones(1, np.int64)
@@ -183,6 +208,18 @@ def starts_index(t_ns: np.ndarray) -> np.ndarray:
     bucket = int(2 ** np.ceil(np.log2(max(span / n, 1.0))))
     edges = float(t_ns[0]) + bucket * np.arange(int(span // bucket) + 2, dtype=np.float64)
     return np.concatenate(([bucket], np.searchsorted(t_ns, edges, side="left")))
+
+
+def edge_level(index: np.ndarray, level: int, style: np.ndarray, t_end_ns: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Level ``level`` of a lane's start index (:func:`starts_index`: buckets 2**level times as wide): the first
+    row at or after each bucket edge, and the style and end time (ns) of the row before each (row 0's where there
+    is none), side by side: a wide view reads ~``BUCKETS_PER_PIXEL`` entries a pixel of these instead of gathering
+    from the lane's every row."""
+    n = int(index[-1])
+    k = np.concatenate((index[1::1 << level], [n]))
+    before = np.maximum(k - 1, 0)
+    return k, style[before], np.asarray(t_end_ns[before], np.float64)
 
 
 @dataclass
@@ -258,13 +295,12 @@ def _crowded_drawing(boxes: Boxes, i0: int, i1: int, t0_ns: float, px: float, pi
                      min_px: float) -> BoxDrawing:
     """:func:`box_drawing` of a lane with many rows per pixel in view."""
     edges = (t0_ns - shift_ns) + np.arange(-1, pixels + 2) * px  # file time; pixel c spans edges[c + 1 : c + 2]
-    k = boxes.first_at(edges, px)
-    last = k[1:] - 1  # the last row starting before each edge's next
-    starts_in = k[1:] > k[:-1]
-    before = np.maximum(k[:-1] - 1, 0)  # the last row starting before a column: it may reach into it
-    reaches = ~starts_in & (k[:-1] > 0) & (boxes.t_end_ns[before] >= edges[:-1])
-    cols = np.where(starts_in, boxes.style[np.maximum(last, 0)], -1).astype(np.int16)
-    cols[reaches] = boxes.style[before[reaches]]
+    k, style_before, end_before = boxes.edge_rows(edges, px)
+    starts_in = k[1:] > k[:-1]  # a column takes the style of the last row starting in it
+    # else of the last row starting before it, when that one reaches into it
+    reaches = ~starts_in & (k[:-1] > 0) & (end_before[:-1] >= edges[:-1])
+    cols = np.where(starts_in, style_before[1:], -1).astype(np.int16)
+    cols[reaches] = style_before[:-1][reaches]
     cols[0] = cols[-1] = -1  # the column before the view and the one after it are not drawn
     threshold = min_px * px
     blocks = np.flatnonzero(boxes.widest()[i0 // WIDE_BLOCK:(i1 - 1) // WIDE_BLOCK + 1] >= threshold)
@@ -328,6 +364,8 @@ class SourceData:
         else:
             # still building and too wide for raw samples: its columns stop at covered_ps, the rest is pending
             cols = p.columns(t0_ps, t1_ps, pixels)
+            if n <= READ_AHEAD_SAMPLES_PER_PIXEL * max(pixels, 1):
+                self.cache.read_ahead(t0_ps, t1_ps)
         self._last = (key, cols)
         return cols
 
@@ -519,18 +557,22 @@ def distinct(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def pci_labels(r: np.void) -> list[str]:
     """A PCI transaction's labels, longest first."""
-    kind = (_s(r["kind"]) or "unknown").upper()
-    term = _s(r["termination"])
-    cmd = _s(r["command"])
-    addr = f" {int(r['address']):#x}" if address_known(r) else ""
-    nbytes = f" {int(r['bytes'])} B" if r["bytes"] >= 0 else ""
-    dur = format_ns(float(r["t_end_ns"] - r["t_ns"]))
+    # the row's fields as Python's, read at once: a zoom in names hundreds of rows, and each read of a field of a
+    # NumPy record costs several times a dict's
+    v = dict(zip(r.dtype.names, r.item()))
+    kind = (_s(v["kind"]) or "unknown").upper()
+    term = _s(v["termination"])
+    cmd = _s(v["command"])
+    addr = f" {int(v['address']):#x}" if address_known(r) else ""
+    nbytes = f" {int(v['bytes'])} B" if v["bytes"] >= 0 else ""
+    dur = format_ns(float(v["t_end_ns"] - v["t_ns"]))
     flag = {"retry": "STOP# retry", "disconnect_with_data": "disconnect"}.get(term, term)
     flag = "" if term == "normal" else f" ({flag})"
-    parity = " PARITY ERROR" if r["parity_error"] == 1 else ""
-    full = f"{kind}{(' ' + cmd) if cmd else ''}{addr}{nbytes}, {int(r['data_phases'])} data phases, {dur}{flag}{parity}"
+    parity = " PARITY ERROR" if v["parity_error"] == 1 else ""
+    phases = int(v["data_phases"])
+    full = f"{kind}{(' ' + cmd) if cmd else ''}{addr}{nbytes}, {phases} data phases, {dur}{flag}{parity}"
     short = "STOP#" if term == "retry" else kind
-    return [full, f"{kind} {int(r['data_phases'])}ph{flag}", short, short[0]]
+    return [full, f"{kind} {phases}ph{flag}", short, short[0]]
 
 
 def ethernet_labels(r: np.void) -> list[str]:

@@ -42,6 +42,9 @@ BASE_BIN = 64
 FACTOR = 8
 #: Read raw samples while a window holds at most this many samples per pixel.
 RAW_SAMPLES_PER_PIXEL = BASE_BIN
+#: A window drawn from the pyramid with at most this many samples per pixel has its samples read ahead: zoomed in
+#: up to 8 times (a wheel turn of a few notches) it is drawn from raw samples already in memory.
+READ_AHEAD_SAMPLES_PER_PIXEL = 8 * RAW_SAMPLES_PER_PIXEL
 #: Until the pyramid covers a window, read raw samples for it when it holds up to this many samples (the block
 #: cache holds them), so lanes are drawn whole while it builds; only wider windows wait for it.
 RAW_SAMPLES_WHILE_BUILDING = 1 << 19
@@ -201,9 +204,21 @@ class SampleReader:
         return self.times(s, e, BASE_BIN), a, o
 
 
+_READ_AHEAD: list[ThreadPoolExecutor] = []
+
+
+def _read_ahead_thread() -> ThreadPoolExecutor:
+    """The one thread that reads blocks ahead for every source's cache, at the builder's lower priority: the
+    window's thread comes first."""
+    if not _READ_AHEAD:
+        _READ_AHEAD.append(ThreadPoolExecutor(1, thread_name_prefix="nicrig-read-ahead", initializer=yield_cores))
+    return _READ_AHEAD[0]
+
+
 class BlockCache:
     """Packed samples and common-timeline times of a source, read in 64 Ki-sample blocks and kept (LRU, times
-    apart: a search reads times only)."""
+    apart: a search reads times only); the blocks of a view about to be read from raw samples are read ahead on a
+    thread of their own (:meth:`read_ahead`)."""
 
     def __init__(self, source: Source, blocks: int = CACHE_BLOCKS):
         self.source = source
@@ -214,15 +229,21 @@ class BlockCache:
         self._times: OrderedDict[int, np.ndarray] = OrderedDict()
         #: times (ps) of every BASE_BIN-th sample as far as the pyramid has them: narrows searches at once
         self.coarse: np.ndarray | None = None
+        self._lock = threading.Lock()  # the kept blocks, shared with the thread reading ahead
+        self._ahead: Future | None = None
+        self._stopping = False
 
     def _get(self, kept: OrderedDict[int, np.ndarray], b: int, read: Callable[[int, int], np.ndarray]) -> np.ndarray:
-        hit = kept.get(b)
-        if hit is not None:
-            kept.move_to_end(b)
-            return hit
-        got = kept[b] = read(b * self.block, min((b + 1) * self.block, self.source.num_samples))
-        while len(kept) > self._keep:
-            kept.popitem(last=False)
+        with self._lock:
+            hit = kept.get(b)
+            if hit is not None:
+                kept.move_to_end(b)
+                return hit
+        got = read(b * self.block, min((b + 1) * self.block, self.source.num_samples))
+        with self._lock:
+            kept[b] = got
+            while len(kept) > self._keep:
+                kept.popitem(last=False)
         return got
 
     def _span(self, kept: OrderedDict[int, np.ndarray], read: Callable[[int, int], np.ndarray], start: int,
@@ -231,6 +252,38 @@ class BlockCache:
         first = (start // self.block) * self.block
         joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
         return joined[start - first:stop - first]
+
+    def read_ahead(self, t0_ps: float, t1_ps: float) -> None:
+        """Read the blocks holding ``[t0_ps, t1_ps]`` (found in :attr:`coarse`) into the cache on the read-ahead
+        thread, unless a read ahead is still running or they would crowd out half the cache: a view zoomed in
+        from this one reads its raw samples from memory instead of inflating them in the window's thread."""
+        coarse = self.coarse
+        if coarse is None or not len(coarse) or t1_ps > coarse[-1] or self._stopping or (
+                self._ahead is not None and not self._ahead.done()):
+            return
+        s = max(0, (search(coarse, t0_ps, "left") - 1) * BASE_BIN)
+        e = min(self.source.num_samples, (search(coarse, t1_ps, "right") + 1) * BASE_BIN)
+        blocks = range(s // self.block, max(e - 1, s) // self.block + 1)
+        with self._lock:
+            missing = [b for b in blocks if b not in self._packed or b not in self._times]
+        if missing and len(blocks) <= self._keep // 2:
+            self._ahead = _read_ahead_thread().submit(self._fill, missing)
+
+    def _fill(self, blocks: list[int]) -> None:
+        for b in blocks:
+            if self._stopping:
+                return
+            self._get(self._packed, b, self.reader.packed)
+            self._get(self._times, b, self.reader.times)
+
+    def stop_reading_ahead(self) -> None:
+        """Stop reading ahead (before the file is closed): wait for the block being read, read no more."""
+        self._stopping = True
+        if self._ahead is not None:
+            try:
+                self._ahead.result()
+            except Exception:  # noqa: BLE001 - the window's own reads meet a damaged block and say so
+                pass
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Packed samples and times (ps) of samples ``[start, stop)``."""
@@ -334,6 +387,8 @@ class Pyramid:
         self.sizes = level_sizes(-(-self.total // BASE_BIN))
         self.folder: Path | None = None
         self._levels: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []  # (t_ps, and, or), mapped
+        #: the levels of a finished pyramid being mapped on the read-ahead thread (None: none)
+        self.mapping: Future | None = None
         self.end_ps = 0
         self._covered = -(1 << 62)
 
@@ -348,12 +403,21 @@ class Pyramid:
 
     def attach(self, folder: Path, finished: bool = False) -> None:
         """Read the levels from the files in ``folder``: mapped at once while the builder writes them (it moves
-        the folder when done), else each when first drawn."""
+        the folder when done), else the first at once and the others on the read-ahead thread (or when first
+        drawn, if sooner): mapping a level's three files takes ~1 ms, paid by the first view otherwise, or by a
+        zoom's first visit to each level."""
         self._levels = [None] * len(self.sizes)
         self.folder = folder
         for k in range(1, (len(self.sizes) if finished else min(len(self.sizes), BLOCK_LEVELS)) + 1):
             if not finished or k == 1:
                 self.level(k)
+        self.mapping = _read_ahead_thread().submit(self._map_levels, self._levels) if finished else None
+
+    def _map_levels(self, levels: list) -> None:
+        for k in range(2, len(levels) + 1):
+            if levels is not self._levels:  # attached again meanwhile: its own mapping follows
+                return
+            self.level(k)
 
     def level(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Level ``k`` (1-based): bin start times (ps), AND and OR of the packed samples in each bin."""

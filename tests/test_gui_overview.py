@@ -117,6 +117,71 @@ def test_raw_columns_are_exact_when_samples_are_wider_than_pixels(tmp_path: Path
         np.testing.assert_array_equal(states, bits[99:301, 0])
 
 
+def test_a_view_about_to_be_read_raw_has_its_samples_read_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """A view drawn from the pyramid with at most ``READ_AHEAD_SAMPLES_PER_PIXEL`` samples a pixel has its blocks
+    read on the read-ahead thread: zoomed in to raw samples, the window's thread reads nothing from the file and
+    draws what a fresh cache reads. Once stopped (the file about to close) nothing more is read ahead."""
+    import threading
+
+    from nicrig.gui.lanes import SourceData
+    from nicrig.gui.overview import RAW_SAMPLES_PER_PIXEL, READ_AHEAD_SAMPLES_PER_PIXEL, SampleReader
+
+    bits = _random_bits(300_000, 2, 9)
+    path = _capture(tmp_path / "a.h5", bits, state=True)
+    main = threading.main_thread()
+    read_here = []
+    for name in ("packed", "times"):
+        original = getattr(SampleReader, name)
+
+        def counted(reader, s, e, *args, original=original):
+            if threading.current_thread() is main:
+                read_here.append((s, e))
+            return original(reader, s, e, *args)
+
+        monkeypatch.setattr(SampleReader, name, counted)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        data = SourceData(src, _pyramid(path, src))
+        pixels = 100
+        times = src.times_ps(0, src.num_samples)
+        wide = (int(times[150_000]), int(times[150_000 + READ_AHEAD_SAMPLES_PER_PIXEL * pixels // 2]))
+        assert data.estimated_samples(*wide) > RAW_SAMPLES_PER_PIXEL * pixels
+        read_here.clear()
+        data.columns(*wide, pixels)  # from the pyramid; its samples read ahead
+        assert read_here == [] and data.cache._ahead is not None
+        data.cache._ahead.result()
+        narrow = (wide[0] + (wide[1] - wide[0]) // 3, wide[0] + (wide[1] - wide[0]) // 3 + (wide[1] - wide[0]) // 10)
+        assert data.estimated_samples(*narrow) <= RAW_SAMPLES_PER_PIXEL * pixels
+        cols = data.columns(*narrow, pixels)
+        assert read_here == []  # taken from memory
+        fresh = BlockCache(src).columns(*narrow, pixels)
+        np.testing.assert_array_equal(cols.t_ps, fresh.t_ps)
+        np.testing.assert_array_equal(channel_states(cols, 1), channel_states(fresh, 1))
+        data.cache.stop_reading_ahead()
+        far = (int(times[20_000]), int(times[20_000 + READ_AHEAD_SAMPLES_PER_PIXEL * pixels // 2]))
+        done = data.cache._ahead
+        data.columns(*far, pixels)
+        assert data.cache._ahead is done
+
+
+def test_a_cached_pyramid_maps_its_first_level_at_once_and_the_others_on_the_read_ahead_thread(
+        tmp_path: Path) -> None:
+    """Loaded from the cache, a pyramid maps level 1 (which the first view and every search read) at once and its
+    coarser levels on the read-ahead thread, each the same as mapped when first drawn."""
+    path = _capture(tmp_path / "m.h5", _random_bits(300_000, 2, 4), state=True)
+    with CaptureSet.open(path) as cs:
+        src = cs.source("s")
+        assert overview.fill(path, src) is not None
+        p = overview.load_cached(path, src)
+        assert p is not None and len(p.sizes) >= 3 and p.mapping is not None
+        p.mapping.result()
+        assert all(level is not None for level in p._levels)
+        for k in range(1, len(p.sizes) + 1):
+            for part, got in zip(("t", "and", "or"), p.level(k)):
+                np.testing.assert_array_equal(got, np.load(p.folder / f"L{k}.{part}.npy"))
+
+
 def test_cached_pyramid_is_used_and_stale_one_ignored(tmp_path: Path) -> None:
     path = _capture(tmp_path / "c.h5", _random_bits(9000, 2, 3), state=True)
     with CaptureSet.open(path) as cs:
@@ -159,29 +224,65 @@ def test_boxes_crowding_into_pixels_become_one_block_per_run(tmp_path: Path) -> 
 
 
 
-def test_a_wide_view_finds_its_pixel_edges_in_the_start_index() -> None:
+def test_a_wide_view_finds_its_pixel_edges_in_the_start_index(monkeypatch: pytest.MonkeyPatch) -> None:
     """A crowded lane's pixel edges are looked up in its start index (buckets of a power of two ns, about one
-    row each): each edge lands on the first row after it but for rows within half a bucket of it; a narrow view
-    (buckets wider than 1/16 pixel) searches the starts exactly."""
-    from nicrig.gui.lanes import BUCKETS_PER_PIXEL
+    row each), at the coarsest level with at least 16 buckets a pixel (kept when small, else read from the
+    finest): each edge lands on the first row after it but for rows within half a bucket of it, with the style
+    and end of the row before that one; a narrow view (buckets wider than 1/16 pixel) searches the starts."""
+    from nicrig.gui import lanes
 
     rng = np.random.default_rng(5)
     t = np.sort(rng.uniform(-3e6, 7e6, 50_000)) + 0.25
-    boxes = Boxes(t, t + 40, np.zeros(len(t), np.int8), lambda i: [])
+    style = rng.integers(0, 5, len(t)).astype(np.int8)
+    end = t + rng.uniform(1, 400, len(t))
+    boxes = Boxes(t, end, style, lambda i: [])
     index = boxes.starts_index()
     bucket = float(index[0])
     assert bucket == 256 and index[-1] == len(t) and np.all(np.diff(index[1:]) >= 0)
-    edges = np.linspace(-4e6, 8e6, 1603)
-    px = edges[1] - edges[0]
-    assert px >= BUCKETS_PER_PIXEL * bucket
-    k = boxes.first_at(edges, px)
-    exact = np.searchsorted(t, edges)
-    near = (np.abs(t[:, None] - edges[None, :]) <= bucket / 2).sum(axis=0)
-    assert np.all(np.abs(k - exact) <= near) and np.array_equal(k[near == 0], exact[near == 0])
+    monkeypatch.setattr(lanes, "KEPT_LEVEL_EDGES", 10_000)  # levels 0 and 1 are read, not kept
+    for lo, hi, level in ((-4e6, 12e6, 1), (-4e6, 76e6, 3), (0.0, 1602 * 16 * bucket, 0), (-4e6, 12e6, 1)):
+        edges = np.linspace(lo, hi, 1603)
+        px = edges[1] - edges[0]
+        assert px / (lanes.BUCKETS_PER_PIXEL * bucket * 2 ** level) // 1 == 1  # 16 to 32 buckets a pixel
+        k, style_before, end_before = boxes.edge_rows(edges, px)
+        exact = np.searchsorted(t, edges)
+        near = (np.abs(t[:, None] - edges[None, :]) <= bucket * 2 ** level / 2).sum(axis=0)
+        assert np.all(np.abs(k - exact) <= near) and np.array_equal(k[near == 0], exact[near == 0])
+        before = np.maximum(k - 1, 0)
+        assert np.array_equal(style_before, style[before]) and np.array_equal(end_before, end[before])
+    assert sorted(boxes._levels) == [3]
     # finer than the buckets: searched
     fine = np.linspace(0, 1600 * bucket, 1603)
-    assert np.array_equal(boxes.first_at(fine, fine[1] - fine[0]), np.searchsorted(t, fine))
-    assert list(Boxes(t[:0], t[:0], np.zeros(0, np.int8), lambda i: []).first_at(edges, px)) == [0] * len(edges)
+    k, style_before, end_before = boxes.edge_rows(fine, fine[1] - fine[0])
+    assert np.array_equal(k, np.searchsorted(t, fine))
+    assert np.array_equal(style_before, style[np.maximum(k - 1, 0)])
+    empty = Boxes(t[:0], t[:0], np.zeros(0, np.int8), lambda i: [])
+    assert list(empty.edge_rows(edges, px)[0]) == [0] * len(edges)
+
+
+def test_a_crowded_lane_is_drawn_as_its_rows_would_be_one_by_one() -> None:
+    """The dense spans of a crowded view (pixel edges looked up in the start index) cover the same pixel
+    columns, in the same styles, as the rows in view taken one by one, but for columns within 1/32 pixel of a
+    row's start or end."""
+    rng = np.random.default_rng(11)
+    t = np.sort(rng.uniform(0, 1e7, 200_000))
+    end = t + rng.uniform(1, 30, len(t))
+    style = rng.integers(0, 4, len(t)).astype(np.int8)
+    boxes = Boxes(t, end, style, lambda i: [])
+    pixels, t0, t1 = 1000, 2e6, 6e6
+    px = (t1 - t0) / pixels
+    d = box_drawing(boxes, t0, t1, pixels, 0.0)
+    assert len(d.rows) == 0 and len(d.dense_x0)
+    drawn = np.full(pixels, -1)
+    for a, b, s in zip(d.dense_x0, d.dense_x1, d.dense_style):
+        drawn[int(round((a - t0) / px)):int(round((b - t0) / px)) + 1] = s
+    left = t0 + np.arange(pixels) * px  # each column's left edge
+    last = np.searchsorted(t, left + px) - 1  # the last row starting before its right edge
+    before = np.maximum(np.searchsorted(t, left) - 1, 0)  # the last row starting before its left edge
+    want = np.where(t[last] >= left, style[last], np.where(end[before] >= left, style[before], -1))
+    near = np.abs(t[np.minimum(before + 1, len(t) - 1)] - left) < px / 32
+    edge_near = near | np.roll(near, -1)
+    assert np.mean((drawn == want) | edge_near) > 0.99
 
 
 def test_session_round_trip_in_the_file(tmp_path: Path) -> None:
