@@ -30,6 +30,7 @@ from typing import Any
 
 from nicrig.acquisition.sim import profiles
 from nicrig.analysis.citations import HUGHES_JONES
+from nicrig.analysis.report import INTERVAL_ROW, TIMER_ROW
 from nicrig.udpmon.sequence import HUGHES_JONES_2003_OVERHEAD_BYTES
 
 #: A row within this relative error of the paper's figure is calibrated ...
@@ -350,8 +351,8 @@ CONTRADICTED = {
         "(~120 us, §4.2.1) returns descriptors long before the driver's 80 (its least) are used, and the receive bus "
         "moves a frame in ~3.25 us of the 11 (§4.2.3), so the receive FIFO cannot fill to XOFF; a transmit interrupt "
         "every ~33 frames (~400 us, §4.2.1) frees the sender's ring long before it fills. And the order seen, the "
-        "sending bus stopping first (§4.2.3), is not that of a PAUSE from a receiver out of descriptors, whose own DMA "
-        "stops first.",
+        "sending bus stopping first (§4.2.3), is not that of a PAUSE from a receiver out of descriptors, whose own "
+        "DMA stops first.",
     ("alteon-370dle-64", "request-response intercept"):
         "The paper's ~230 us intercept (§4.3.1) is less than the two ~120 us receive coalescence waits its own "
         "interrupt counts give a round trip (one interrupt per ~10 packets received, ~120 us, §4.3.1): 240 us before "
@@ -459,7 +460,7 @@ def _request_intel(key: str, cfg: Config, sizes: Sizes) -> Measurement:
                   rep.bus("fetch per frame, its data alone, median", "send_pci"))
         for side, name in (("send", "send_pci"), ("receive", "recv_pci")):
             yield Row(key, f"PCI transfer to CSR update, {side} side", sec, "us", 70.0,
-                      rep.bus(TIMER, name) + rep.bus("INTA# -> CSR update, median", name))
+                      rep.bus(TIMER_ROW, name) + rep.bus("INTA# -> CSR update, median", name))
     return Measurement((recorded_latency(key, cfg, "request", 1400, sizes.trace_count),), rows)
 
 
@@ -514,11 +515,6 @@ def _wire_speed(key: str, cfg: Config, sizes: Sizes) -> Measurement:
     return Measurement(tuple(runs), rows)
 
 
-#: The coalescence timer, and the interval between interrupts, as the report's bus table names them.
-TIMER = "first DMA after the previous interrupt -> INTA# (the coalescence timer), median"
-INTERVAL = "INTA# to the next INTA#, median"
-
-
 def _interrupts(key: str, cfg: Config, sizes: Sizes) -> Measurement:
     """"one interrupt for approximately every 33 (~400 us) packets sent and one interrupt for every 10 packets
     received (~120 us)" (§4.2.1, §4.3.1): the throughput tests' full frames, at the wire's pace. The times are
@@ -530,10 +526,11 @@ def _interrupts(key: str, cfg: Config, sizes: Sizes) -> Measurement:
         rep = reports[0]
         yield Row(key, "frames sent per interrupt, 1472 B at wire speed", cite(sec), "frames", 33.0,
                   rep.bus("frames per interrupt", "send_pci"))
-        yield Row(key, "interval between transmit interrupts", cite(sec), "us", 400.0, rep.bus(INTERVAL, "send_pci"))
+        yield Row(key, "interval between transmit interrupts", cite(sec), "us", 400.0,
+                  rep.bus(INTERVAL_ROW, "send_pci"))
         yield Row(key, "frames received per interrupt, 1472 B at wire speed", cite(sec), "frames", 10.0,
                   rep.bus("frames per interrupt", "recv_pci"))
-        yield Row(key, "interval between receive interrupts", cite(sec), "us", 120.0, rep.bus(INTERVAL, "recv_pci"))
+        yield Row(key, "interval between receive interrupts", cite(sec), "us", 120.0, rep.bus(INTERVAL_ROW, "recv_pci"))
     return Measurement((recorded_stream(key, cfg, "interrupts", FULL_FRAME, 12.0, sizes.wire_speed_count // 3),), rows)
 
 
