@@ -86,6 +86,8 @@ def stream_points(run: RigRun, scenario: Scenario) -> list[StreamPoint]:
     packets = np.array(run.packets, dtype=PACKET_DTYPE)
     stream = np.sort(packets[packets["kind"] == b"stream"], order="seq")
     dropped = np.asarray(run.dropped.get("recv", []), dtype=np.int64)
+    # The kernel's receive stamps (netif_rx's), where the run kept them; the application's reads otherwise.
+    stamps = run.stamps.get("recv", {})
     out = []
     for k, point in enumerate(scenario.points()):
         mine = stream[stream["point"] == k]
@@ -95,8 +97,6 @@ def stream_points(run: RigRun, scenario: Scenario) -> list[StreamPoint]:
         first = int(mine["seq"][0]) if mine.size else 0
         last_ps = int(max(got["t_app_recv_ps"].max(initial=-1), sent.max(initial=0)))
         first_ps = int(sent[0]) if sent.size else 0
-        # The kernel's receive stamps (netif_rx's), where the run kept them; the application's reads otherwise.
-        stamps = run.stamps.get("recv", {})
         kernel = _ns(np.array([stamps.get(int(s), int(t)) for s, t in zip(got["seq"], got["t_app_recv_ps"])],
                               dtype=np.int64))
         out.append(StreamPoint(

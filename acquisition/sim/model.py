@@ -539,7 +539,7 @@ class Host:
                          "udp_in_datagrams": 0, "udp_rcvbuf_errors": 0, "softnet_dropped": 0, "reasm_fails": 0}
         #: The sequence numbers of the messages this host's kernel dropped, in order, and the receive stamps (ps) of
         #: those its socket queued.
-        self.dropped: list[tuple[str, int]] = []
+        self.dropped: list[int] = []
         self.stamps: dict[int, int] = {}
         env.process(self._poster())
         env.process(self._nic_tx())
@@ -994,7 +994,7 @@ class Host:
         if held[0] != offset:
             # A fragment before it was lost: the datagram can never be whole (the kernel's reassembly times out).
             self.counters["reasm_fails"] += 1
-            self.dropped.append(frame.seq)
+            self._lost(frame)
             return
         held[0] += int.from_bytes(frame.data[IP_TOTAL_LENGTH_AT:IP_TOTAL_LENGTH_AT + 2], "big") - IPV4_HEADER_BYTES
         held[1] += 1
@@ -1004,7 +1004,7 @@ class Host:
         truesize = held[1] * self.rx_truesize
         if self.socket_bytes + truesize >= self.hp.rcvbuf_bytes:
             self.counters["udp_rcvbuf_errors"] += 1
-            self.dropped.append(frame.seq)
+            self._lost(frame)
             return
         self.counters["udp_in_datagrams"] += 1
         self.stamps[frame.seq] = stamp_ps

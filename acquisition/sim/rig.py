@@ -588,13 +588,12 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
             recorded = recorded_part(run, recording.messages)
             renderer.finish(recorded, {_MEASURED: partial(application.measure, run, scenario)})
             renderer.store(cs)
-            _write_run(cs, run, recorded, renderer.job(_MEASURED), scenario, bus, rig, recording, settings, argv)
+            _write_run(cs, run, recorded, renderer.job(_MEASURED), scenario, rig, recording, settings, argv)
     return run
 
 
 def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: application.Measured, scenario: Scenario,
-               bus: BusProfile, rig: Rig, recording: Recording, settings: Mapping[str, Any] | None,
-               argv: Sequence[str] | None) -> None:
+               rig: Rig, recording: Recording, settings: Mapping[str, Any] | None, argv: Sequence[str] | None) -> None:
     """The run's tables beside the sources': messages, interrupts, the simulation's settings (each host's NIC as
     its driver set it up), the applications' results (``measured``)."""
     host, recv_host = rig.hosts
@@ -620,8 +619,8 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
     application.write_results(
         rf, measured, scenario, settings=application.settings_of(scenario, **(settings or {})),
         argv=list(sys.argv if argv is None else argv),
-        simulation={"nic": nic.name, "bus": bus.name, "host": host.name,
-                    **({"recv_bus": recv_bus.name} if recv_bus.name != bus.name else {}),
+        simulation={"nic": nic.name, "bus": send_bus.name, "host": host.name,
+                    **({"recv_bus": recv_bus.name} if recv_bus.name != send_bus.name else {}),
                     **({"recv_host": recv_host.name} if recv_host is not host else {}),
                     "timeline": {"trigger_ns": run.trigger_ps / 1000,
                                  "recorded_until_ns": recorded.end_ps / 1000}})
