@@ -87,14 +87,16 @@ class StoredChunks:
         """Columns ``names`` of the consecutive chunks ``ks`` of a table, joined: each chunk inflated into one
         buffer and each column gathered from all their planes at once (a chunk of a table holds a few hundred rows:
         NumPy's calls per chunk and column cost more than the inflating, and hold the interpreter)."""
-        if not (self.direct and self.row_items == 1 and len(ks)):
+        def chunk_by_chunk() -> dict[str, np.ndarray]:
             parts = [self.fields(k, names) for k in ks]
             return {n: np.concatenate([p[n] for p in parts]) for n in names}
+
+        if not (self.direct and self.row_items == 1 and len(ks)):
+            return chunk_by_chunk()
         buf = np.empty((len(ks), self.chunk_rows * self.itemsize), np.uint8)
         for i, k in enumerate(ks):
             if self._inflated(k, buf[i]) is None:  # stored otherwise or damaged: HDF5 reads it or says why
-                parts = [self.fields(k, names) for k in ks]
-                return {n: np.concatenate([p[n] for p in parts]) for n in names}
+                return chunk_by_chunk()
         planes = buf.reshape(len(ks), self.itemsize, self.chunk_rows)
         rows = self.span(ks[-1])[1] - self.span(ks[0])[0]
         out = {}

@@ -153,8 +153,7 @@ class Boxes:
             k = np.searchsorted(self.t_ns, times, side="left")
             if not len(self):
                 return k, np.zeros(len(k), np.int8), np.full(len(k), -np.inf)
-            before = np.maximum(k - 1, 0)
-            return k, self.style[before], self.t_end_ns[before]
+            return with_rows_before(k, self.style, self.t_end_ns)
         level = int(np.floor(np.log2(px / (base * BUCKETS_PER_PIXEL))))
         bucket = base * (1 << level)
         kept_level = self._levels.get(level)
@@ -166,9 +165,8 @@ class Boxes:
             j = np.clip(j, 0, len(k_at) - 1).astype(np.int64)
             return k_at[j], style_at[j], end_at[j]
         # a level too large to make at a first visit (it would cost more than the gathers it saves)
-        k = index[1:][np.clip(j * (1 << level), 0, len(index) - 2).astype(np.int64)]
-        before = np.maximum(k - 1, 0)
-        return k, self.style[before], self.t_end_ns[before]
+        return with_rows_before(index[1:][np.clip(j * (1 << level), 0, len(index) - 2).astype(np.int64)],
+                                self.style, self.t_end_ns)
 
     def visible(self, t0_ns: float, t1_ns: float) -> tuple[int, int]:
         """Row range that may overlap ``[t0_ns, t1_ns]``."""
@@ -216,8 +214,13 @@ def edge_level(index: np.ndarray, level: int, style: np.ndarray, t_end_ns: np.nd
     row at or after each bucket edge, and the style and end time (ns) of the row before each (row 0's where there
     is none), side by side: a wide view reads ~``BUCKETS_PER_PIXEL`` entries a pixel of these instead of gathering
     from the lane's every row."""
-    n = int(index[-1])
-    k = np.concatenate((index[1::1 << level], [n]))
+    return with_rows_before(np.concatenate((index[1::1 << level], [int(index[-1])])), style, t_end_ns)
+
+
+def with_rows_before(k: np.ndarray, style: np.ndarray, t_end_ns: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``k`` of a lane, and the style and end time (ns) of the row before each (row 0's where there is
+    none)."""
     before = np.maximum(k - 1, 0)
     return k, style[before], np.asarray(t_end_ns[before], np.float64)
 
