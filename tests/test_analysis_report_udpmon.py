@@ -34,28 +34,16 @@ from nicrig.udpmon import suite as S
 from nicrig.udpmon.results import LOAD_DTYPE, ResultsFile
 from nicrig.udpmon.sweep import curves as udpmon_curves
 from test_udpmon_suite import SECRET, serve
-from test_udpmon_sweep import FAKE_ETHTOOL
+from test_udpmon_sweep import install_fake_ethtool
 
 SUITE_TESTS = "udp-send-1472,udp-recv-1472,udp-3way-18,tcp-send,tcp-accept"
-
-
-def _fake_ethtool(folder: Path) -> dict[str, str]:
-    real = shutil.which("ethtool")
-    if real is None:
-        return dict(os.environ)
-    (folder / "bin").mkdir()
-    (folder / "state").mkdir()
-    tool = folder / "bin" / "ethtool"
-    tool.write_text(FAKE_ETHTOOL.format(python=sys.executable, real=real))
-    tool.chmod(0o755)
-    return {**os.environ, "PATH": f"{folder / 'bin'}:{os.environ['PATH']}", "FAKE_ETHTOOL_STATE": str(folder / "state")}
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path | str]:
     """Unswept suite and aggregate files always; swept ones when the hosts are namespaces (else ``why``)."""
     folder = tmp_path_factory.mktemp("udpmon-report")
-    env = _fake_ethtool(folder)
+    env = install_fake_ethtool(folder) or dict(os.environ)
     secret = folder / "secret"
     secret.write_text(SECRET + "\n")
     secret.chmod(0o600)

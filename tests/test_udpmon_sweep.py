@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -32,22 +33,27 @@ from test_udpmon_suite import SECRET, serve
 
 from nicrig.errors import UsageError
 
-FAKE_ETHTOOL = '''#!{python}
-"""A NIC driver's coalescing settings for interfaces that have none (veth): state in $FAKE_ETHTOOL_STATE."""
+# Every query but coalescing goes straight to the real ethtool: a snapshot between two
+# test points runs five of them, and a Python start-up for each made the sweeps slow.
+FAKE_ETHTOOL_FRONT = '''#!/bin/sh
+case "$1" in
+  -c|-C) [ $# -ge 2 ] && exec {python} -S {coalesce} "$@" ;;
+esac
+exec {real} "$@"
+'''
+
+FAKE_ETHTOOL_COALESCE = '''"""A NIC driver's coalescing settings for interfaces that have none (veth): state in $FAKE_ETHTOOL_STATE."""
 import json, os, sys
-REAL = {real!r}
 args = sys.argv[1:]
-if len(args) < 2 or args[0] not in ("-c", "-C"):
-    os.execv(REAL, [REAL, *args])
 iface = args[1]
 path = os.path.join(os.environ["FAKE_ETHTOOL_STATE"], iface + ".json")
-state = json.load(open(path)) if os.path.exists(path) else {{"rx-usecs": 3, "rx-frames": 0, "tx-usecs": 0,
-                                                              "tx-frames": 0, "adaptive-rx": False}}
+state = json.load(open(path)) if os.path.exists(path) else {"rx-usecs": 3, "rx-frames": 0, "tx-usecs": 0,
+                                                              "tx-frames": 0, "adaptive-rx": False}
 if args[0] == "-c":
-    print(f"Coalesce parameters for {{iface}}:")
-    print(f"Adaptive RX: {{'on' if state['adaptive-rx'] else 'off'}}  TX: n/a")
+    print(f"Coalesce parameters for {iface}:")
+    print(f"Adaptive RX: {'on' if state['adaptive-rx'] else 'off'}  TX: n/a")
     for k in ("rx-usecs", "rx-frames", "tx-usecs", "tx-frames"):
-        print(f"{{k}}: {{state[k]}}")
+        print(f"{k}: {state[k]}")
     print("rx-usecs-irq: n/a")
     sys.exit(0)
 pairs = args[2:]
@@ -135,19 +141,32 @@ def mtu(host) -> int:
     return int(json.loads(host.run(["ip", "-j", "link", "show", "dev", host.interface]).stdout)[0]["mtu"])
 
 
+def install_fake_ethtool(folder: Path) -> dict[str, str] | None:
+    """An environment whose PATH starts with the stand-in ethtool (files and state in ``folder``).
+
+    None when the real ethtool, which the stand-in passes every other query to, is not installed.
+    """
+    real = shutil.which("ethtool")
+    if real is None:
+        return None
+    (folder / "bin").mkdir()
+    (folder / "state").mkdir()
+    coalesce = folder / "coalesce.py"
+    coalesce.write_text(FAKE_ETHTOOL_COALESCE)
+    tool = folder / "bin" / "ethtool"
+    tool.write_text(FAKE_ETHTOOL_FRONT.format(python=shlex.quote(sys.executable), real=shlex.quote(real),
+                                              coalesce=shlex.quote(str(coalesce))))
+    tool.chmod(0o755)
+    return {**os.environ, "PATH": f"{folder / 'bin'}:{os.environ['PATH']}", "FAKE_ETHTOOL_STATE": str(folder / "state")}
+
+
 @pytest.fixture
 def fake_ethtool(tmp_path: Path) -> dict[str, str]:
     """An environment whose PATH starts with the stand-in ethtool, and its state folder."""
-    real = shutil.which("ethtool")
-    if real is None:
+    env = install_fake_ethtool(tmp_path)
+    if env is None:
         pytest.skip(reason="ethtool is not installed")
-    folder = tmp_path / "fakebin"
-    folder.mkdir()
-    (tmp_path / "state").mkdir()
-    tool = folder / "ethtool"
-    tool.write_text(FAKE_ETHTOOL.format(python=sys.executable, real=real))
-    tool.chmod(0o755)
-    return {**os.environ, "PATH": f"{folder}:{os.environ['PATH']}", "FAKE_ETHTOOL_STATE": str(tmp_path / "state")}
+    return env
 
 
 @pytest.fixture
