@@ -334,8 +334,9 @@ def test_killed_acquire_keeps_what_was_captured(tmp_path):
 
     out = tmp_path / "cut.h5"
     kept: list[int] = []
-    with sim_process("--model", "rigol-mso5000", "--fault", "slow=30@5") as (resource, _):
-        for wait_for in (1000, 2000):
+    for wait_for in (1000, 2000):
+        # a server of its own for each run: the one block that hangs counts the server's blocks, not the run's
+        with sim_process("--model", "rigol-mso5000", "--fault", "slow=30@5") as (resource, _):
             out.unlink(missing_ok=True)
             proc = subprocess.Popen([sys.executable, "-m", "nicrig", "acquire", resource, "--probe-map",
                                      "pci-control", "--source", "send_pci", "--sample-rate", "266.67MHz",
