@@ -97,32 +97,35 @@ WRITE_PHASE_TRIES = 30
 
 def _kill_points(argv: Sequence[str | Path], partial_glob: tuple[Path, str], reset: Callable[[], None],
                  check: Callable[[int | None], None]) -> int:
-    """Kill ``argv`` at every delay of START_DELAYS and WRITE_DELAYS (after a file matching
-    ``partial_glob`` appears), calling ``reset()`` before and ``check(status)`` after each; returns how
-    many runs were killed inside their write phase: with their temporary file still there, the rename
-    that completes the output not yet done. That is at least one: the run is started again (at most
-    WRITE_PHASE_TRIES times) until one is caught there, or the test fails saying so."""
+    """Kill ``argv`` at the delays of START_DELAYS, then at those of WRITE_DELAYS after its temporary file
+    (one matching ``partial_glob`` that was not there before the run: killed runs leave theirs) appears,
+    calling ``reset()`` before and ``check(status)`` after each. Each list stops at the first run that
+    finished before its kill: a longer delay would only repeat it. Returns how many runs were killed inside
+    their write phase: with their temporary file still there, the rename that completes the output not yet
+    done. That is at least one: the run is started again (at most WRITE_PHASE_TRIES times) until one is
+    caught there, or the test fails saying so."""
     folder, pattern = partial_glob
 
-    def partial() -> bool:
-        return any(folder.glob(pattern))
+    def run(*, after_s: float | None = None, then_s: float = 0.0) -> tuple[int | None, bool]:
+        reset()
+        before = set(folder.glob(pattern))
+        written = None if after_s is not None else lambda: any(p not in before for p in folder.glob(pattern))
+        status, held = _kill(argv, after_s=after_s, when=written, then_s=then_s)
+        check(status)
+        return status, held
 
     for after in START_DELAYS:
-        reset()
-        status, _ = _kill(argv, after_s=after)
-        check(status)
+        if run(after_s=after)[0] is not None:
+            break
     inside = 0
     for then in WRITE_DELAYS:
-        reset()
-        status, held = _kill(argv, when=partial, then_s=then)
-        check(status)
+        status, held = run(then_s=then)
         inside += held
+        if status is not None:
+            break
     tries = 0
     while not inside and tries < WRITE_PHASE_TRIES:
-        reset()
-        status, held = _kill(argv, when=partial)
-        check(status)
-        inside += held
+        inside += run()[1]
         tries += 1
     assert inside, f"nicrig {' '.join(map(str, argv))}: no run of {len(WRITE_DELAYS) + tries} killed inside its " \
                    f"write phase ({pattern} gone before each run could be stopped)"
