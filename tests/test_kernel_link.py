@@ -215,7 +215,7 @@ def test_kernel_equals_sigrok_cli(lanes, tmp_path):
 
 SIMULATIONS = {
     "sk stream": dict(nic="sk9843", bus="pci32-33", kind="stream", size_bytes=1000, spacing_us=15, count=20),
-    "intel latency, timing": dict(nic="intel-pro1000", bus="pci64-66", kind="latency", size_bytes=3000, count=3,
+    "intel latency, timing": dict(nic="intel-pro1000", bus="pci64-66", kind="latency", size_bytes=3000, count=1,
                                   recording=Recording(samples_per_clock=4)),
     "alteon stream": dict(nic="alteon-acenic", bus="pcix64-133", kind="stream", size_bytes=8000, spacing_us=30,
                           count=6, mtu=9000),
@@ -229,13 +229,19 @@ def simulated(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("kernel-sim")
     out = {name: simulate_set(folder, name.replace(" ", "-").replace(",", ""), **kw)
            for name, kw in SIMULATIONS.items()}
-    # Flow control: a short receive ring makes the receiver send PAUSE frames within the first millisecond.
-    base = (Path(profiles.__file__).parents[2] / "data" / "profiles" / "nic" / "intel-pro1000.toml").read_text()
+    # Flow control: a short receive ring and a small receive FIFO (the 82544's packet buffer split
+    # differently) make the receiver send PAUSE frames within its first ten frames.
+    text = (Path(profiles.__file__).parents[2] / "data" / "profiles" / "nic" / "intel-pro1000.toml").read_text()
+    for line, short in (("rx_ring = 80", "rx_ring = 4"), ("rx_fifo_bytes = 49152", "rx_fifo_bytes = 8192"),
+                        ("fc_high_water_bytes = 32768", "fc_high_water_bytes = 4096"),
+                        ("fc_low_water_bytes = 16384", "fc_low_water_bytes = 2048"),
+                        ('name = "intel-pro1000"', 'name = "intel-short-ring"')):
+        assert line in text, line
+        text = text.replace(line, short)
     nic = folder / "intel-short-ring.toml"
-    nic.write_text(base.replace("rx_ring = 80", "rx_ring = 4").replace('name = "intel-pro1000"',
-                                                                        'name = "intel-short-ring"'))
+    nic.write_text(text)
     out["pause stream"] = simulate_set(folder, "pause", nic=str(nic), bus="pci64-66", kind="stream",
-                                       size_bytes=1400, spacing_us=11, count=50)
+                                       size_bytes=1400, spacing_us=11, count=12)
     return out
 
 
