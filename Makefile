@@ -69,7 +69,8 @@ $(STAMP): setup.py pyproject.toml $(EXT_SOURCES)
 venv: $(STAMP)
 
 test: sysdeps $(STAMP)
-	$(PY) -m pytest -n 2 -q
+	# One worker per module: a module's fixtures (namespace hosts, simulations) are made once, not in both.
+	$(PY) -m pytest -n 2 --dist loadscope -q
 
 demo: sysdeps $(STAMP)
 	@mkdir -p $(DEMO_OUT)
