@@ -99,6 +99,27 @@ def styles_in(style: np.ndarray) -> list[int]:
     return np.flatnonzero(np.bincount(style.astype(np.intp), minlength=len(STYLE_NAMES))).tolist()
 
 
+def abutting(on: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stretches of consecutive runs for which ``on`` holds (``joined[k]``: run k + 1 starts where run k ends):
+    the first and the last run of each."""
+    k = np.flatnonzero(on)
+    if not len(k):
+        return k, k
+    starts = np.ones(len(k), bool)
+    starts[1:] = (k[1:] != k[:-1] + 1) | ~joined[k[:-1]]
+    first = np.flatnonzero(starts)
+    return k[first], k[np.concatenate((first[1:] - 1, [len(k) - 1]))]
+
+
+def room_between(px0: np.ndarray, px1: np.ndarray, left: float, right: float, room: float) -> bool:
+    """Whether a gap of at least ``room`` pixels is left between things drawn at ``[px0, px1]`` (pixels, in order,
+    not overlapping: a lane's dense spans), or between them and the view's ``left`` and ``right``."""
+    if not len(px0):
+        return right - left >= room
+    return bool(px0[0] - left >= room or right - px1[-1] >= room or
+                (len(px0) > 1 and float(np.max(px0[1:] - px1[:-1])) >= room))
+
+
 def next_starts(px: np.ndarray, of: np.ndarray, none: float) -> np.ndarray:
     """For each of ``px`` (pixels): the first of ``of`` more than half a pixel after it, ``none`` where there is
     none."""
@@ -184,15 +205,18 @@ class Batch:
         busy = ~held
         b0, b1, bh, bl = x0[busy], x1[busy], hi[busy], lo[busy]
         self.add("busy", b0, bh, b1, bl)  # filled without a pen: its outline is drawn with the lines
-        y = np.where(state == 1, hi, lo)[held]
-        self.add("line", x0[held], y, x1[held], y)
-        # a vertical mark wherever the level changes between held runs of one lane
+        # a lane's runs follow one another without gaps: the high level and the changing stretches' tops are one
+        # line as long as they follow one another, the low level and their bottoms another (a crowded lane is a
+        # few long lines and its changes' edges, not four lines a change)
         same = np.ones(len(x0), bool)
-        same[np.cumsum(counts)[:-1] - 1] = False
+        same[np.cumsum(counts)[:-1] - 1] = False  # run k and run k + 1 are of one lane
+        for level, y in ((1, hi), (0, lo)):
+            first, last = abutting(state != 1 - level, same)
+            self.add("line", x0[first], y[first], x1[last], y[first])
+        # a vertical mark wherever the level changes between held runs of one lane, and a changing stretch's sides
         change = np.flatnonzero(same[:-1] & held[:-1] & held[1:] & (state[:-1] != state[1:]))
-        self.add("line", x1[change], hi[change], x1[change], lo[change])
-        self.add("line", np.concatenate([b0, b0, b0, b1]), np.concatenate([bh, bl, bh, bh]),
-                 np.concatenate([b1, b1, b0, b1]), np.concatenate([bh, bl, bl, bl]))
+        self.add("line", np.concatenate([x1[change], b0, b1]), np.concatenate([hi[change], bh, bh]),
+                 np.concatenate([x1[change], b0, b1]), np.concatenate([lo[change], bl, bl]))
 
     def draw(self, p: QtGui.QPainter) -> None:
         """Backgrounds, changing stretches, lines, dense spans, wide boxes, then what is still loading."""
@@ -334,6 +358,13 @@ class LaneItem:
             fm = text_widths(p.font())
             box_px0, box_px1 = sx * d.x0 + dx, sx * d.x1 + dx
             dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
+            ya, yb = sorted((sy * (self.y0 + 0.12 * self.h) + dy, sy * (self.y0 + 0.88 * self.h) + dy))
+            shortest = fm.horizontalAdvance("IRQ") + 6
+            if not len(box_px0) and not room_between(dense_px0, dense_px1, view_px0, view_px1, shortest):
+                # dense spans only, none with room for a word beside it (a wide view's usual crowded lane): the
+                # pass below would name nothing
+                self._drawn = (box_px0, box_px1, box_px0, box_px1, dense_px0, dense_px1, ya, yb)
+                return
             spans: dict[tuple[int, int], list[tuple[float, float]]] = {}  # per text height: written (left, right)
 
             def clear(key: tuple[int, int], a: float, b: float) -> bool:
@@ -394,8 +425,6 @@ class LaneItem:
             # boxes too narrow to draw alone or to name inside: a group of them (things with no room for a word
             # between them) none of which is named is named beside it, after it or else before it, by a word (a lone
             # letter beside a tick would say nothing)
-            ya, yb = sorted((sy * (self.y0 + 0.12 * self.h) + dy, sy * (self.y0 + 0.88 * self.h) + dy))
-            shortest = fm.horizontalAdvance("IRQ") + 6
             g0, g1, nameless = groups(np.concatenate([box_px0, dense_px0]), np.concatenate([box_px1, dense_px1]),
                                       np.concatenate([~named, np.ones(len(dense_px0), bool)]), shortest)
             after = np.minimum(np.concatenate((g0[1:], [view_px1])), view_px1)
