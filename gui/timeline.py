@@ -111,6 +111,12 @@ def abutting(on: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return k[first], k[np.concatenate((first[1:] - 1, [len(k) - 1]))]
 
 
+def around(t0: float, t1: float, margin: float = 0.25) -> tuple[float, float]:
+    """The view (ns) that shows ``[t0, t1]`` with ``margin`` of its length (10 ns at least) either side."""
+    span = max(t1 - t0, 10.0)
+    return t0 - margin * span, t1 + margin * span
+
+
 def room_between(px0: np.ndarray, px1: np.ndarray, left: float, right: float, room: float) -> bool:
     """Whether a gap of at least ``room`` pixels is left between things drawn at ``[px0, px1]`` (pixels, in order,
     not overlapping: a lane's dense spans), or between them and the view's ``left`` and ``right``."""
@@ -134,6 +140,7 @@ class TextWidths:
     measured and written again at every redraw, and laying a text out costs more than drawing it."""
 
     def __init__(self, font: QtGui.QFont):
+        self._font = QtGui.QFont(font)
         self._metrics = QtGui.QFontMetrics(font)
         self.height = self._metrics.height()
         #: no text but an empty one is narrower than this (pixels)
@@ -150,6 +157,10 @@ class TextWidths:
         """``text`` cut to ``width`` pixels, an ellipsis at its end when cut."""
         return kept(self._elided, (width, text),
                     lambda: self._metrics.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, width))
+
+    def lay_out(self, text: str) -> None:
+        """Lay ``text`` out now, as an unscaled painter in this font draws it (:meth:`draw` then only paints it)."""
+        kept(self._laid, text, lambda: _static_text(text)).prepare(QtGui.QTransform(), self._font)
 
     def draw(self, p: QtGui.QPainter, x: float, y: float, text: str) -> None:
         """``text`` with its top left at (``x``, ``y``) pixels, in the painter's font (this one's)."""
@@ -824,8 +835,31 @@ class Timeline(QtWidgets.QWidget):
 
     # -- view --------------------------------------------------------------------------------
     def zoom_to(self, t0: float, t1: float, margin: float = 0.25) -> None:
-        span = max(t1 - t0, 10.0)
-        self.vb.setXRange(t0 - margin * span, t1 + margin * span, padding=0)
+        self.vb.setXRange(*around(t0, t1, margin), padding=0)
+
+    def warm(self, t0: float, t1: float) -> None:
+        """Make what the decoded lanes write in a view of ``[t0, t1]`` (ns): their boxes' labels read from the
+        tables, measured and laid out, so that a jump there (an event chosen in the table) paints at once instead of
+        reading and laying out its words within the frame."""
+        if not self.isEnabled() or t1 <= t0:
+            return
+        fm = text_widths(self.plot.viewport().font())
+        px_per_ns = self.vb.width() / (t1 - t0)
+        for item in self.items:
+            lane = item.lane
+            if lane.kind != "decoded" or lane.boxes is None:
+                continue
+            d = self._drawing(item, t0, t1, self.pixels())
+            if not isinstance(d, BoxDrawing):
+                continue
+            # a box's room inside it (the painter's, but for a next box that may start within it)
+            room = (np.minimum(d.x1, t1) - np.maximum(d.x0, t0)) * px_per_ns - 6
+            for row, inside in zip(d.rows.tolist(), room.tolist()):
+                if inside < fm.narrowest:
+                    continue
+                fits = [text for text in lane.boxes.labels(row) if fm.horizontalAdvance(text) <= inside]
+                if fits:
+                    fm.lay_out(fits[0])
 
     def zoom_all(self) -> None:
         lo, hi = self.doc.extent_ns()

@@ -783,3 +783,34 @@ def test_lanes_reordered_and_a_searched_event_jumped_to(window: MainWindow, qtbo
     qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
     v0, v1 = tl.view_range()
     assert v0 < events.events.t_ns[frame] and events.events.t_end_ns[frame] < v1
+
+
+def test_a_search_finding_few_events_has_their_views_words_ready_before_the_click(window: MainWindow, qtbot) -> None:
+    """While the user reads a search's few results the window reads and lays out the labels their views show: the
+    click then jumps to a view whose words are all made (no table read, no label made in its frame)."""
+    from PySide6.QtTest import QTest
+
+    events, tl = window.events, window.timeline
+    frame = next(i for i in range(len(events.events)) if events.events.text(i).startswith("UDP"))
+    words = " ".join(events.events.text(frame).split()[:4])
+    lanes = [item.lane for item in tl.items if item.lane.kind == "decoded" and item.lane.boxes is not None]
+    for lane in lanes:  # as after a long session: the kept labels were dropped
+        lane.boxes._labels.clear()
+    events.search.setFocus()
+    QTest.keyClicks(events.search, words)
+    QTest.keyClick(events.search, QtCore.Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not events.waiting and 1 <= len(events.model.rows))
+    assert len(events.model.rows) <= 4
+    QtWidgets.QApplication.processEvents()  # the window's next turns: the views of the events found are made
+    QtWidgets.QApplication.processEvents()
+    made: list[int] = []
+    for lane in lanes:
+        labeller = lane.boxes.labeller
+        lane.boxes.labeller = lambda i, f=labeller: made.append(i) or f(i)
+    k = events.model.rows.tolist().index(frame)
+    rect = events.view.visualRect(events.model.index(k, 5))
+    qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    tl.plot.grab()  # the frame the click asked for
+    written = [text for item in tl.items for _, text in item.written]
+    assert events.events.text(frame) in written or any(text.startswith(words) for text in written)
+    assert made == []
