@@ -596,7 +596,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.events.refilter()
 
     def _overview_progress(self) -> None:
-        if self.timeline is not None:
+        # a view drawn from raw samples (the first view, a narrow one) is the same picture whatever the overview
+        # holds: redrawn at every step it took the preparer's cores for nothing
+        if self.timeline is not None and self.timeline.growing:
             self.timeline.redraw()
 
     def _lanes_arrived(self) -> None:

@@ -651,6 +651,8 @@ class Timeline(QtWidgets.QWidget):
         layout.addWidget(self.readout)
         layout.addWidget(self.plot, 1)
         self.items: list[LaneItem] = []
+        #: the view was drawn from an overview still being built: it shows more as the overview grows
+        self.growing = False
         self.lanes_item = LanesItem()
         self.vb.addItem(self.lanes_item, ignoreBounds=True)
         # the names in a band of their own below the lanes, A's left of its line and B's right of its: close
@@ -750,6 +752,8 @@ class Timeline(QtWidgets.QWidget):
             cols = self.doc.data[source].columns((t0 - shift) * 1000.0, (t1 - shift) * 1000.0, px)
             for item, drawing in zip(items, logic_drawings(cols, [it.lane.bit for it in items], shift)):
                 item.set_drawing(drawing, (t0, t1))
+        self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
+                               if item.lane.kind in ("logic", "vector"))
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
         # the view's transform now, not when the frame is painted: moved there, the items it carries would
         # be found changed after the frame and painted again in a second one

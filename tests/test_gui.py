@@ -538,6 +538,47 @@ def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtb
         assert len(ink_after) and np.abs(ink_during[:, None] - ink_after[None, :]).min(axis=1).max() <= 1, lane
 
 
+
+def test_the_overview_growing_redraws_a_view_drawn_from_it_only(qtbot, fresh: Path, monkeypatch) -> None:
+    """While the overview is built, each of its steps redraws a view drawn from it (which shows more at each), not
+    one drawn from raw samples (the same picture whatever the overview holds, so the preparer keeps the cores)."""
+    import shutil
+
+    from nicrig.gui import lanes as lanes_module
+    from nicrig.gui import overview
+
+    for folder in overview.cache_paths(fresh):
+        shutil.rmtree(folder, ignore_errors=True)
+    monkeypatch.setattr(MainWindow, "prepare_view", lambda self: None)  # nothing built: the overview is empty
+    w = MainWindow([fresh])
+    qtbot.addWidget(w)
+    w.resize(1300, 900)
+    w.show()
+    QtWidgets.QApplication.processEvents()
+    tl = w.timeline
+    assert not any(d.pyramid.complete for d in w.doc.data.values())
+    redraws: list[tuple[float, float]] = []
+    redraw = tl.redraw
+    tl.redraw = lambda: redraws.append(tl.view_range()) or redraw()
+    # every view drawn from the overview: wider than raw samples draw, even while it is built
+    raw_per_pixel = lanes_module.RAW_SAMPLES_PER_PIXEL
+    monkeypatch.setattr(lanes_module, "RAW_SAMPLES_PER_PIXEL", 0)
+    monkeypatch.setattr(lanes_module, "RAW_SAMPLES_WHILE_BUILDING", 0)
+    tl.zoom_all()
+    tl.redraw()
+    assert tl.growing
+    redraws.clear()
+    w._overview_progress()
+    assert len(redraws) == 1
+    monkeypatch.setattr(lanes_module, "RAW_SAMPLES_PER_PIXEL", raw_per_pixel)
+    lo, _ = w.doc.extent_ns()
+    tl.vb.setXRange(lo, lo + 1000.0, padding=0)  # a microsecond: raw samples
+    tl.redraw()
+    assert not tl.growing
+    redraws.clear()
+    w._overview_progress()
+    assert redraws == []
+
 # -- keyboard ---------------------------------------------------------------------------------------------------
 def test_keyboard_zooms_pans_and_fits_as_in_pulseview(window: MainWindow, qtbot) -> None:
     from PySide6.QtTest import QTest
