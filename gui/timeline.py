@@ -140,7 +140,7 @@ class TextWidths:
     measured and written again at every redraw, and laying a text out costs more than drawing it."""
 
     def __init__(self, font: QtGui.QFont):
-        self._font = QtGui.QFont(font)
+        self.font = QtGui.QFont(font)
         self._metrics = QtGui.QFontMetrics(font)
         self.height = self._metrics.height()
         #: no text but an empty one is narrower than this (pixels)
@@ -160,7 +160,7 @@ class TextWidths:
 
     def lay_out(self, text: str) -> None:
         """Lay ``text`` out now, as an unscaled painter in this font draws it (:meth:`draw` then only paints it)."""
-        kept(self._laid, text, lambda: _static_text(text)).prepare(QtGui.QTransform(), self._font)
+        kept(self._laid, text, lambda: _static_text(text)).prepare(QtGui.QTransform(), self.font)
 
     def draw(self, p: QtGui.QPainter, x: float, y: float, text: str) -> None:
         """``text`` with its top left at (``x``, ``y``) pixels, in the painter's font (this one's)."""
@@ -186,6 +186,13 @@ def text_widths(font: QtGui.QFont) -> TextWidths:
     if key not in _WIDTHS:
         _WIDTHS[key] = TextWidths(font)
     return _WIDTHS[key]
+
+
+def lane_words(font: QtGui.QFont) -> TextWidths:
+    """The kept widths of the lanes' words (headers and labels alike): ``font`` in bold."""
+    bold = QtGui.QFont(font)
+    bold.setBold(True)
+    return text_widths(bold)
 
 
 class Batch:
@@ -301,25 +308,21 @@ class LaneItem:
         elif self.lane.kind == "decoded":  # its boxes are still being prepared
             self._pending(batch, self.view[0])
 
-    def paint_text(self, p: QtGui.QPainter) -> None:
-        """The lane's words: a header's, or the labels of boxes wide enough."""
+    def paint_text(self, p: QtGui.QPainter, fm: TextWidths) -> None:
+        """The lane's words, in the painter's font (``fm``'s): a header's, or the labels of boxes wide enough."""
         self.written, self._drawn = [], ()
         if self.lane.kind == "header":
-            self._text_at_left(p, self.header)
+            self._text_at_left(p, self.header, fm)
         elif isinstance(self.drawing, BoxDrawing):
-            self._paint_labels(p, self.drawing, *self._bands(self.drawing))
+            self._paint_labels(p, self.drawing, *self._bands(self.drawing), fm)
 
-    def _text_at_left(self, p: QtGui.QPainter, text: str) -> None:
+    def _text_at_left(self, p: QtGui.QPainter, text: str, fm: TextWidths) -> None:
         tr = p.transform()
         x = tr.m11() * self.view[0] + tr.dx() + 6
         y0, y1 = tr.m22() * self.y0 + tr.dy(), tr.m22() * (self.y0 + self.h) + tr.dy()
         p.resetTransform()
-        font = p.font()
-        font.setBold(True)
-        p.setFont(font)
         p.setPen(QtGui.QColor("#1d2b3a"))
         room = tr.m11() * self.view[1] + tr.dx() - x - 6
-        fm = text_widths(font)
         text = fm.elided(text, int(max(room, 0)))
         rect = QtCore.QRectF(x, min(y0, y1), fm.horizontalAdvance(text), abs(y1 - y0))
         fm.draw_centred(p, rect, text)
@@ -355,7 +358,8 @@ class LaneItem:
             sel = d.style == k
             batch.add(f"wide:{STYLE_NAMES[k]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
-    def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray) -> None:
+    def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray,
+                      fm: TextWidths) -> None:
         """Each box's longest label that fits: inside it, up to where the next box starts; a measured phase's,
         or a box too narrow to draw alone but with room after it, beside it. No label runs into another."""
         if self.lane.boxes is None or not (len(d.rows) or len(d.dense_x0)):
@@ -366,7 +370,6 @@ class LaneItem:
         p.save()  # restored whatever happens: a painter left without its transform takes Qt down
         p.resetTransform()
         try:
-            fm = text_widths(p.font())
             box_px0, box_px1 = sx * d.x0 + dx, sx * d.x1 + dx
             dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
             ya, yb = sorted((sy * (self.y0 + 0.12 * self.h) + dy, sy * (self.y0 + 0.88 * self.h) + dy))
@@ -503,8 +506,10 @@ class LanesItem(pg.GraphicsObject):
         for item in self.items:
             item.collect(batch)
         batch.draw(p)
+        words = lane_words(p.font())
+        p.setFont(words.font)
         for item in self.items:
-            item.paint_text(p)
+            item.paint_text(p, words)
 
 
 def over(colour: QtGui.QColor, alpha: float, background: QtGui.QColor) -> QtGui.QColor:
@@ -847,7 +852,7 @@ class Timeline(QtWidgets.QWidget):
         reading and laying out its words within the frame."""
         if not self.isEnabled() or t1 <= t0:
             return
-        fm = text_widths(self.plot.viewport().font())
+        fm = lane_words(self.plot.viewport().font())
         px_per_ns = self.vb.width() / (t1 - t0)
         for item in self.items:
             lane = item.lane
