@@ -211,8 +211,9 @@ class Batch:
             self.layers.setdefault(layer, []).append((x0, y0 if np.ndim(y0) else np.full(n, y0), x1,
                                                       y1 if np.ndim(y1) else np.full(n, y1)))
 
-    def _logic(self) -> None:
-        """The logic lanes' runs as lines (a level held) and filled rectangles (changing), all lanes at once."""
+    def _logic(self, to_px: QtGui.QTransform) -> None:
+        """The logic lanes' runs as lines (a level held) and filled rectangles (changing), all lanes at once
+        (``to_px``: the painter's transform, from the runs' times to pixels)."""
         if not self.runs:
             return
         x0, x1, state = (np.concatenate([r[k] for r in self.runs]) for k in range(3))
@@ -222,7 +223,11 @@ class Batch:
         held = state != 2
         busy = ~held
         b0, b1, bh, bl = x0[busy], x1[busy], hi[busy], lo[busy]
-        self.add("busy", b0, bh, b1, bl)  # filled without a pen: its outline is drawn with the lines
+        # filled without a pen: its outline is drawn with the lines. Those are a pixel column each, which a fill
+        # spanning two columns at most does not show beside (a crowded view's usual stretch): it is left out
+        px0, px1 = (np.floor(to_px.m11() * b + to_px.dx()) for b in (b0, b1))
+        shows = np.abs(px1 - px0) > 1
+        self.add("busy", b0[shows], bh[shows], b1[shows], bl[shows])
         # a lane's runs follow one another without gaps: the high level and the changing stretches' tops are one
         # line as long as they follow one another, the low level and their bottoms another (a crowded lane is a
         # few long lines and its changes' edges, not four lines a change)
@@ -238,7 +243,7 @@ class Batch:
 
     def draw(self, p: QtGui.QPainter) -> None:
         """Backgrounds, changing stretches, lines, dense spans, wide boxes, then what is still loading."""
-        self._logic()
+        self._logic(p.transform())
         order = ["header", "busy", "line"] + [f"dense:{n}" for n in STYLE_NAMES] + \
             [f"wide:{n}" for n in STYLE_NAMES] + ["pending"]
         for layer in order:
