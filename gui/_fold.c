@@ -1,5 +1,5 @@
-/* The overview pyramid's reduction (gui/overview.py fold): the AND and the OR of every `width`
- * consecutive rows of packed samples, rows of `unit` bytes. NumPy folds a group's halves together
+/* The overview pyramid's reduction (gui/overview.py fold): the AND and the OR (or one of them) of
+ * every `width` consecutive rows of packed samples, rows of `unit` bytes. NumPy folds a group's halves together
  * one array operation at a time, a row of a few bytes per inner loop: for the 3-byte rows of a GMII
  * probe that was a third of the time a deep capture's overview took to build. Here one pass over
  * the rows gives both, without the GIL (the builder's threads fold in parallel).
@@ -14,14 +14,23 @@
 #define BLOCK_ROWS 8
 /* The widest row the fast path takes (bytes): 256 channels. */
 #define MAX_UNIT 32
+/* What a fold keeps: the AND, the OR or both (a coarser level of the pyramid needs one of each of its
+ * parts, and folding the other too would double its work). */
+#define KEEP_AND 1
+#define KEEP_OR 2
 
-/* a, o (unit bytes) = the AND and the OR of the `rows` rows at src. */
-static void
-fold_group(const unsigned char *src, Py_ssize_t rows, Py_ssize_t unit, unsigned char *a, unsigned char *o)
+/* a, o (unit bytes) = the AND and the OR of the `rows` rows at src, each where `keep` asks for it. Inlined
+ * with a constant unit and keep for the common rows (a bus's 2 bytes, a GMII probe's 3), the compiler
+ * unrolls the loops over a row's words: with a unit known only at run time each word costs a loop step. */
+static inline void
+fold_group(const unsigned char *src, Py_ssize_t rows, Py_ssize_t unit, int keep, unsigned char *a,
+           unsigned char *o)
 {
     Py_ssize_t blocks = unit <= MAX_UNIT ? rows / BLOCK_ROWS : 0;
-    memset(a, 0xff, (size_t)unit);
-    memset(o, 0, (size_t)unit);
+    if (keep & KEEP_AND)
+        memset(a, 0xff, (size_t)unit);
+    if (keep & KEEP_OR)
+        memset(o, 0, (size_t)unit);
     if (blocks) {
         uint64_t aw[MAX_UNIT], ow[MAX_UNIT];
         for (Py_ssize_t k = 0; k < unit; k++) {
@@ -33,50 +42,89 @@ fold_group(const unsigned char *src, Py_ssize_t rows, Py_ssize_t unit, unsigned 
             for (Py_ssize_t k = 0; k < unit; k++) {
                 uint64_t v;
                 memcpy(&v, words + 8 * k, 8);
-                aw[k] &= v;
-                ow[k] |= v;
+                if (keep & KEEP_AND)
+                    aw[k] &= v;
+                if (keep & KEEP_OR)
+                    ow[k] |= v;
             }
         }
+        /* byte w * unit + b of the words is byte b of a row */
         const unsigned char *ab = (const unsigned char *)aw, *ob = (const unsigned char *)ow;
-        for (Py_ssize_t j = 0; j < BLOCK_ROWS * unit; j++) {
-            a[j % unit] &= ab[j];
-            o[j % unit] |= ob[j];
-        }
+        for (Py_ssize_t w = 0; w < BLOCK_ROWS; w++)
+            for (Py_ssize_t b = 0; b < unit; b++) {
+                if (keep & KEEP_AND)
+                    a[b] &= ab[w * unit + b];
+                if (keep & KEEP_OR)
+                    o[b] |= ob[w * unit + b];
+            }
     }
     for (Py_ssize_t r = blocks * BLOCK_ROWS; r < rows; r++) {
         const unsigned char *row = src + r * unit;
         for (Py_ssize_t b = 0; b < unit; b++) {
-            a[b] &= row[b];
-            o[b] |= row[b];
+            if (keep & KEEP_AND)
+                a[b] &= row[b];
+            if (keep & KEEP_OR)
+                o[b] |= row[b];
         }
     }
 }
 
-/* and_/or_ (groups * unit bytes each) of the n rows of src; the last group may hold fewer rows. */
-static void
-fold_rows(const unsigned char *src, Py_ssize_t n, Py_ssize_t unit, Py_ssize_t width, unsigned char *and_,
-          unsigned char *or_)
+/* and_/or_ (groups * unit bytes each, where `keep` asks for it) of the n rows of src; the last group may hold
+ * fewer rows. */
+static inline void
+fold_rows_as(const unsigned char *src, Py_ssize_t n, Py_ssize_t unit, Py_ssize_t width, int keep,
+             unsigned char *and_, unsigned char *or_)
 {
     for (Py_ssize_t start = 0, g = 0; start < n; start += width, g++)
-        fold_group(src + start * unit, n - start < width ? n - start : width, unit, and_ + g * unit,
+        fold_group(src + start * unit, n - start < width ? n - start : width, unit, keep, and_ + g * unit,
                    or_ + g * unit);
 }
 
+#define FOLD_KEEPING(u)                                                                                     \
+    do {                                                                                                    \
+        if (keep == KEEP_AND)                                                                               \
+            fold_rows_as(src, n, (u), width, KEEP_AND, and_, or_);                                          \
+        else if (keep == KEEP_OR)                                                                           \
+            fold_rows_as(src, n, (u), width, KEEP_OR, and_, or_);                                           \
+        else                                                                                                \
+            fold_rows_as(src, n, (u), width, KEEP_AND | KEEP_OR, and_, or_);                                \
+    } while (0)
+
+static void
+fold_rows(const unsigned char *src, Py_ssize_t n, Py_ssize_t unit, Py_ssize_t width, int keep,
+          unsigned char *and_, unsigned char *or_)
+{
+    switch (unit) {
+    case 1: FOLD_KEEPING(1); break;
+    case 2: FOLD_KEEPING(2); break;
+    case 3: FOLD_KEEPING(3); break;
+    case 4: FOLD_KEEPING(4); break;
+    default: FOLD_KEEPING(unit); break;
+    }
+}
+
 PyDoc_STRVAR(fold_doc,
-"fold(data, unit, width) -> (and_, or_)\n\n"
+"fold(data, unit, width, keep=3) -> (and_, or_)\n\n"
 "The AND and the OR (bytes, unit bytes a group) of every width consecutive unit-byte rows of data\n"
-"(any C-contiguous bytes-like object holding whole rows); the last group may hold fewer rows.");
+"(any C-contiguous bytes-like object holding whole rows); the last group may hold fewer rows.\n"
+"keep: 1 the AND only, 2 the OR only (the other is then None), 3 both.");
 
 static PyObject *
 fold(PyObject *Py_UNUSED(module), PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t unit, width;
-    if (!PyArg_ParseTuple(args, "y*nn:fold", &view, &unit, &width))
+    int keep = KEEP_AND | KEEP_OR;
+    if (!PyArg_ParseTuple(args, "y*nn|i:fold", &view, &unit, &width, &keep))
         return NULL;
     if (unit < 1 || width < 1) {
         PyBuffer_Release(&view);
         PyErr_Format(PyExc_ValueError, "fold: rows of %zd bytes in groups of %zd, not at least 1 each", unit, width);
+        return NULL;
+    }
+    if (keep < KEEP_AND || keep > (KEEP_AND | KEEP_OR)) {
+        PyBuffer_Release(&view);
+        PyErr_Format(PyExc_ValueError, "fold: keep is 1 (AND), 2 (OR) or 3 (both), not %d", keep);
         return NULL;
     }
     if (view.len % unit) {
@@ -86,18 +134,20 @@ fold(PyObject *Py_UNUSED(module), PyObject *args)
     }
     Py_ssize_t n = view.len / unit;
     Py_ssize_t groups = n / width + (n % width != 0);
-    PyObject *and_ = PyBytes_FromStringAndSize(NULL, groups * unit);
-    PyObject *or_ = PyBytes_FromStringAndSize(NULL, groups * unit);
+    PyObject *and_ = keep & KEEP_AND ? PyBytes_FromStringAndSize(NULL, groups * unit) : Py_NewRef(Py_None);
+    PyObject *or_ = keep & KEEP_OR ? PyBytes_FromStringAndSize(NULL, groups * unit) : Py_NewRef(Py_None);
     if (and_ == NULL || or_ == NULL) {
         Py_XDECREF(and_);
         Py_XDECREF(or_);
         PyBuffer_Release(&view);
         return NULL;
     }
+    /* A part not kept is never written: its pointer is the other's, so that it stays within an object. */
+    unsigned char *a = (unsigned char *)PyBytes_AS_STRING(keep & KEEP_AND ? and_ : or_);
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(keep & KEEP_OR ? or_ : and_);
     /* The view holds data's export; the outputs are no one else's yet. */
     Py_BEGIN_ALLOW_THREADS
-    fold_rows(view.buf, n, unit, width, (unsigned char *)PyBytes_AS_STRING(and_),
-              (unsigned char *)PyBytes_AS_STRING(or_));
+    fold_rows(view.buf, n, unit, width, keep, a, o);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *out = PyTuple_Pack(2, and_, or_);

@@ -21,7 +21,7 @@ from nicrig.gui.lanes import Lane, format_ns
 from nicrig.gui.measurements import Measurement, MeasurementsPanel, phase_boxes
 from nicrig.gui.results_view import ResultsView
 from nicrig.gui.sizing import fit_columns
-from nicrig.gui.timeline import Timeline
+from nicrig.gui.timeline import Timeline, around
 from nicrig.udpmon.results import RESULTS_GROUP
 from PySide6 import QtCore, QtGui, QtSvg, QtWidgets
 
@@ -436,6 +436,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.tabs.setCurrentIndex(0)
         self.events = EventPanel(EventList.from_lanes([], {}), background=self._in_background)
         self.events.activated.connect(self.show_event)
+        self.events.found.connect(self._warm_found)
         self.lanes_panel = LanesPanel(self.timeline)
         self.cursor_panel = CursorPanel(self.timeline)
         self.measurements = MeasurementsPanel(self)
@@ -595,7 +596,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.events.refilter()
 
     def _overview_progress(self) -> None:
-        if self.timeline is not None:
+        # a view drawn from raw samples (the first view, a narrow one) is the same picture whatever the overview
+        # holds: redrawn at every step it took the preparer's cores for nothing
+        if self.timeline is not None and self.timeline.growing:
             self.timeline.redraw()
 
     def _lanes_arrived(self) -> None:
@@ -677,6 +680,12 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.timeline is not None:
             self.timeline.zoom_to(t0, t1)
             self.timeline.set_cursors(t0, t1)
+
+    def _warm_found(self, spans: list[tuple[float, float]]) -> None:
+        """The views a click on each of a search's few events shows, made ready one at a time after the list is
+        shown (each a few ms of the window's thread, while the user reads the list)."""
+        for t0, t1 in spans:
+            QtCore.QTimer.singleShot(0, self, lambda a=t0, b=t1: self._timeline_do(lambda tl: tl.warm(*around(a, b))))
 
     def _timeline_do(self, what: Callable[[Timeline], None]) -> None:
         if self.timeline is not None:

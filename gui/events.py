@@ -22,6 +22,9 @@ KINDS = ("transaction", "frame", "PAUSE", "interrupt")
 SEARCH_SLICE = 1 << 18
 #: Events the panel filters in the window's thread; a longer list is filtered in the background.
 FILTERED_HERE = 200_000
+#: A search finding at most this many events announces them (``found``): the window makes their views' words
+#: while the user reads the list.
+FEW_FOUND = 4
 COLUMNS = ("time", "duration", "source", "lane", "kind", "event")
 
 
@@ -146,6 +149,8 @@ class EventPanel(QtWidgets.QWidget):
     window's thread and hands ``done`` its result."""
 
     activated = QtCore.Signal(float, float)
+    #: a search found a few events: their (start, end) ns, in the list's order
+    found = QtCore.Signal(object)
 
     def __init__(self, events: EventList, parent: QtWidgets.QWidget | None = None,
                  background: Callable[[str, Callable[[], Any], Callable[[Any], None]], None] | None = None):
@@ -216,6 +221,8 @@ class EventPanel(QtWidgets.QWidget):
         self.model.set_rows(rows)
         self._t_rows = events.t_ns[rows]
         self.count.setText(f"{len(rows):,} of {len(events):,}")
+        if self.search.text().strip() and 0 < len(rows) <= FEW_FOUND:
+            self.found.emit([(float(events.t_ns[i]), float(events.t_end_ns[i])) for i in rows.tolist()])
 
     def _clicked(self, index: QtCore.QModelIndex) -> None:
         i = int(self.model.rows[index.row()])

@@ -372,6 +372,14 @@ class SourceData:
         self._last = (key, cols)
         return cols
 
+    def settled(self) -> bool:
+        """Whether the columns last given are the ones the view keeps: read from raw samples, or from a pyramid
+        that covers their window (one still being built gives more of a window it does not cover as it grows)."""
+        if self._last is None:
+            return True
+        (_, t1_ps, _, bins, complete), cols = self._last
+        return bins == -1 or complete or cols.covered_ps >= t1_ps
+
     def estimated_samples(self, t0_ps: float, t1_ps: float) -> int:
         """Samples in a window: exact in timing mode, from the source's mean rate in state mode."""
         src = self.source

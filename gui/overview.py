@@ -97,8 +97,11 @@ def folds(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
 
 def fold(x: np.ndarray, width: int, op: np.ufunc) -> np.ndarray:
     """``op`` (``np.bitwise_and`` or ``np.bitwise_or``) of every ``width`` consecutive rows of packed samples
-    ``x`` (rows x bytes); the last group may be shorter."""
-    return folds(x, width)[0 if op is np.bitwise_and else 1]
+    ``x`` (rows x bytes); the last group may be shorter. Only that one is folded."""
+    u = x.shape[1]
+    keep = 1 if op is np.bitwise_and else 2
+    return np.frombuffer(_fold.fold(np.ascontiguousarray(x, dtype=np.uint8), u, width, keep)[keep - 1],
+                         np.uint8).reshape(-1, u)
 
 
 def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: float, px_ps: float,

@@ -99,6 +99,33 @@ def styles_in(style: np.ndarray) -> list[int]:
     return np.flatnonzero(np.bincount(style.astype(np.intp), minlength=len(STYLE_NAMES))).tolist()
 
 
+def abutting(on: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stretches of consecutive runs for which ``on`` holds (``joined[k]``: run k + 1 starts where run k ends):
+    the first and the last run of each."""
+    k = np.flatnonzero(on)
+    if not len(k):
+        return k, k
+    starts = np.ones(len(k), bool)
+    starts[1:] = (k[1:] != k[:-1] + 1) | ~joined[k[:-1]]
+    first = np.flatnonzero(starts)
+    return k[first], k[np.concatenate((first[1:] - 1, [len(k) - 1]))]
+
+
+def around(t0: float, t1: float, margin: float = 0.25) -> tuple[float, float]:
+    """The view (ns) that shows ``[t0, t1]`` with ``margin`` of its length (10 ns at least) either side."""
+    span = max(t1 - t0, 10.0)
+    return t0 - margin * span, t1 + margin * span
+
+
+def room_between(px0: np.ndarray, px1: np.ndarray, left: float, right: float, room: float) -> bool:
+    """Whether a gap of at least ``room`` pixels is left between things drawn at ``[px0, px1]`` (pixels, in order,
+    not overlapping: a lane's dense spans), or between them and the view's ``left`` and ``right``."""
+    if not len(px0):
+        return right - left >= room
+    return bool(px0[0] - left >= room or right - px1[-1] >= room or
+                (len(px0) > 1 and float(np.max(px0[1:] - px1[:-1])) >= room))
+
+
 def next_starts(px: np.ndarray, of: np.ndarray, none: float) -> np.ndarray:
     """For each of ``px`` (pixels): the first of ``of`` more than half a pixel after it, ``none`` where there is
     none."""
@@ -113,6 +140,7 @@ class TextWidths:
     measured and written again at every redraw, and laying a text out costs more than drawing it."""
 
     def __init__(self, font: QtGui.QFont):
+        self.font = QtGui.QFont(font)
         self._metrics = QtGui.QFontMetrics(font)
         self.height = self._metrics.height()
         #: no text but an empty one is narrower than this (pixels)
@@ -129,6 +157,10 @@ class TextWidths:
         """``text`` cut to ``width`` pixels, an ellipsis at its end when cut."""
         return kept(self._elided, (width, text),
                     lambda: self._metrics.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, width))
+
+    def lay_out(self, text: str) -> None:
+        """Lay ``text`` out now, as an unscaled painter in this font draws it (:meth:`draw` then only paints it)."""
+        kept(self._laid, text, lambda: _static_text(text)).prepare(QtGui.QTransform(), self.font)
 
     def draw(self, p: QtGui.QPainter, x: float, y: float, text: str) -> None:
         """``text`` with its top left at (``x``, ``y``) pixels, in the painter's font (this one's)."""
@@ -156,6 +188,13 @@ def text_widths(font: QtGui.QFont) -> TextWidths:
     return _WIDTHS[key]
 
 
+def lane_words(font: QtGui.QFont) -> TextWidths:
+    """The kept widths of the lanes' words (headers and labels alike): ``font`` in bold."""
+    bold = QtGui.QFont(font)
+    bold.setBold(True)
+    return text_widths(bold)
+
+
 class Batch:
     """Primitives of every lane, gathered per layer (a pen and a brush) so that each layer is one painter call."""
 
@@ -172,8 +211,9 @@ class Batch:
             self.layers.setdefault(layer, []).append((x0, y0 if np.ndim(y0) else np.full(n, y0), x1,
                                                       y1 if np.ndim(y1) else np.full(n, y1)))
 
-    def _logic(self) -> None:
-        """The logic lanes' runs as lines (a level held) and filled rectangles (changing), all lanes at once."""
+    def _logic(self, to_px: QtGui.QTransform) -> None:
+        """The logic lanes' runs as lines (a level held) and filled rectangles (changing), all lanes at once
+        (``to_px``: the painter's transform, from the runs' times to pixels)."""
         if not self.runs:
             return
         x0, x1, state = (np.concatenate([r[k] for r in self.runs]) for k in range(3))
@@ -183,20 +223,27 @@ class Batch:
         held = state != 2
         busy = ~held
         b0, b1, bh, bl = x0[busy], x1[busy], hi[busy], lo[busy]
-        self.add("busy", b0, bh, b1, bl)  # filled without a pen: its outline is drawn with the lines
-        y = np.where(state == 1, hi, lo)[held]
-        self.add("line", x0[held], y, x1[held], y)
-        # a vertical mark wherever the level changes between held runs of one lane
+        # filled without a pen: its outline is drawn with the lines. Those are a pixel column each, which a fill
+        # spanning two columns at most does not show beside (a crowded view's usual stretch): it is left out
+        px0, px1 = (np.floor(to_px.m11() * b + to_px.dx()) for b in (b0, b1))
+        shows = np.abs(px1 - px0) > 1
+        self.add("busy", b0[shows], bh[shows], b1[shows], bl[shows])
+        # a lane's runs follow one another without gaps: the high level and the changing stretches' tops are one
+        # line as long as they follow one another, the low level and their bottoms another (a crowded lane is a
+        # few long lines and its changes' edges, not four lines a change)
         same = np.ones(len(x0), bool)
-        same[np.cumsum(counts)[:-1] - 1] = False
+        same[np.cumsum(counts)[:-1] - 1] = False  # run k and run k + 1 are of one lane
+        for level, y in ((1, hi), (0, lo)):
+            first, last = abutting(state != 1 - level, same)
+            self.add("line", x0[first], y[first], x1[last], y[first])
+        # a vertical mark wherever the level changes between held runs of one lane, and a changing stretch's sides
         change = np.flatnonzero(same[:-1] & held[:-1] & held[1:] & (state[:-1] != state[1:]))
-        self.add("line", x1[change], hi[change], x1[change], lo[change])
-        self.add("line", np.concatenate([b0, b0, b0, b1]), np.concatenate([bh, bl, bh, bh]),
-                 np.concatenate([b1, b1, b0, b1]), np.concatenate([bh, bl, bl, bl]))
+        self.add("line", np.concatenate([x1[change], b0, b1]), np.concatenate([hi[change], bh, bh]),
+                 np.concatenate([x1[change], b0, b1]), np.concatenate([lo[change], bl, bl]))
 
     def draw(self, p: QtGui.QPainter) -> None:
         """Backgrounds, changing stretches, lines, dense spans, wide boxes, then what is still loading."""
-        self._logic()
+        self._logic(p.transform())
         order = ["header", "busy", "line"] + [f"dense:{n}" for n in STYLE_NAMES] + \
             [f"wide:{n}" for n in STYLE_NAMES] + ["pending"]
         for layer in order:
@@ -266,25 +313,21 @@ class LaneItem:
         elif self.lane.kind == "decoded":  # its boxes are still being prepared
             self._pending(batch, self.view[0])
 
-    def paint_text(self, p: QtGui.QPainter) -> None:
-        """The lane's words: a header's, or the labels of boxes wide enough."""
+    def paint_text(self, p: QtGui.QPainter, fm: TextWidths) -> None:
+        """The lane's words, in the painter's font (``fm``'s): a header's, or the labels of boxes wide enough."""
         self.written, self._drawn = [], ()
         if self.lane.kind == "header":
-            self._text_at_left(p, self.header)
+            self._text_at_left(p, self.header, fm)
         elif isinstance(self.drawing, BoxDrawing):
-            self._paint_labels(p, self.drawing, *self._bands(self.drawing))
+            self._paint_labels(p, self.drawing, *self._bands(self.drawing), fm)
 
-    def _text_at_left(self, p: QtGui.QPainter, text: str) -> None:
+    def _text_at_left(self, p: QtGui.QPainter, text: str, fm: TextWidths) -> None:
         tr = p.transform()
         x = tr.m11() * self.view[0] + tr.dx() + 6
         y0, y1 = tr.m22() * self.y0 + tr.dy(), tr.m22() * (self.y0 + self.h) + tr.dy()
         p.resetTransform()
-        font = p.font()
-        font.setBold(True)
-        p.setFont(font)
         p.setPen(QtGui.QColor("#1d2b3a"))
         room = tr.m11() * self.view[1] + tr.dx() - x - 6
-        fm = text_widths(font)
         text = fm.elided(text, int(max(room, 0)))
         rect = QtCore.QRectF(x, min(y0, y1), fm.horizontalAdvance(text), abs(y1 - y0))
         fm.draw_centred(p, rect, text)
@@ -320,7 +363,8 @@ class LaneItem:
             sel = d.style == k
             batch.add(f"wide:{STYLE_NAMES[k]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
-    def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray) -> None:
+    def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray,
+                      fm: TextWidths) -> None:
         """Each box's longest label that fits: inside it, up to where the next box starts; a measured phase's,
         or a box too narrow to draw alone but with room after it, beside it. No label runs into another."""
         if self.lane.boxes is None or not (len(d.rows) or len(d.dense_x0)):
@@ -331,9 +375,15 @@ class LaneItem:
         p.save()  # restored whatever happens: a painter left without its transform takes Qt down
         p.resetTransform()
         try:
-            fm = text_widths(p.font())
             box_px0, box_px1 = sx * d.x0 + dx, sx * d.x1 + dx
             dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
+            ya, yb = sorted((sy * (self.y0 + 0.12 * self.h) + dy, sy * (self.y0 + 0.88 * self.h) + dy))
+            shortest = fm.horizontalAdvance("IRQ") + 6
+            if not len(box_px0) and not room_between(dense_px0, dense_px1, view_px0, view_px1, shortest):
+                # dense spans only, none with room for a word beside it (a wide view's usual crowded lane): the
+                # pass below would name nothing
+                self._drawn = (box_px0, box_px1, box_px0, box_px1, dense_px0, dense_px1, ya, yb)
+                return
             spans: dict[tuple[int, int], list[tuple[float, float]]] = {}  # per text height: written (left, right)
 
             def clear(key: tuple[int, int], a: float, b: float) -> bool:
@@ -394,8 +444,6 @@ class LaneItem:
             # boxes too narrow to draw alone or to name inside: a group of them (things with no room for a word
             # between them) none of which is named is named beside it, after it or else before it, by a word (a lone
             # letter beside a tick would say nothing)
-            ya, yb = sorted((sy * (self.y0 + 0.12 * self.h) + dy, sy * (self.y0 + 0.88 * self.h) + dy))
-            shortest = fm.horizontalAdvance("IRQ") + 6
             g0, g1, nameless = groups(np.concatenate([box_px0, dense_px0]), np.concatenate([box_px1, dense_px1]),
                                       np.concatenate([~named, np.ones(len(dense_px0), bool)]), shortest)
             after = np.minimum(np.concatenate((g0[1:], [view_px1])), view_px1)
@@ -463,8 +511,10 @@ class LanesItem(pg.GraphicsObject):
         for item in self.items:
             item.collect(batch)
         batch.draw(p)
+        words = lane_words(p.font())
+        p.setFont(words.font)
         for item in self.items:
-            item.paint_text(p)
+            item.paint_text(p, words)
 
 
 def over(colour: QtGui.QColor, alpha: float, background: QtGui.QColor) -> QtGui.QColor:
@@ -611,6 +661,8 @@ class Timeline(QtWidgets.QWidget):
         layout.addWidget(self.readout)
         layout.addWidget(self.plot, 1)
         self.items: list[LaneItem] = []
+        #: the view was drawn from an overview still being built: it shows more as the overview grows
+        self.growing = False
         self.lanes_item = LanesItem()
         self.vb.addItem(self.lanes_item, ignoreBounds=True)
         # the names in a band of their own below the lanes, A's left of its line and B's right of its: close
@@ -710,6 +762,8 @@ class Timeline(QtWidgets.QWidget):
             cols = self.doc.data[source].columns((t0 - shift) * 1000.0, (t1 - shift) * 1000.0, px)
             for item, drawing in zip(items, logic_drawings(cols, [it.lane.bit for it in items], shift)):
                 item.set_drawing(drawing, (t0, t1))
+        self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
+                               if item.lane.kind in ("logic", "vector"))
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
         # the view's transform now, not when the frame is painted: moved there, the items it carries would
         # be found changed after the frame and painted again in a second one
@@ -795,8 +849,31 @@ class Timeline(QtWidgets.QWidget):
 
     # -- view --------------------------------------------------------------------------------
     def zoom_to(self, t0: float, t1: float, margin: float = 0.25) -> None:
-        span = max(t1 - t0, 10.0)
-        self.vb.setXRange(t0 - margin * span, t1 + margin * span, padding=0)
+        self.vb.setXRange(*around(t0, t1, margin), padding=0)
+
+    def warm(self, t0: float, t1: float) -> None:
+        """Make what the decoded lanes write in a view of ``[t0, t1]`` (ns): their boxes' labels read from the
+        tables, measured and laid out, so that a jump there (an event chosen in the table) paints at once instead of
+        reading and laying out its words within the frame."""
+        if not self.isEnabled() or t1 <= t0:
+            return
+        fm = lane_words(self.plot.viewport().font())
+        px_per_ns = self.vb.width() / (t1 - t0)
+        for item in self.items:
+            lane = item.lane
+            if lane.kind != "decoded" or lane.boxes is None:
+                continue
+            d = self._drawing(item, t0, t1, self.pixels())
+            if not isinstance(d, BoxDrawing):
+                continue
+            # a box's room inside it (the painter's, but for a next box that may start within it)
+            room = (np.minimum(d.x1, t1) - np.maximum(d.x0, t0)) * px_per_ns - 6
+            for row, inside in zip(d.rows.tolist(), room.tolist()):
+                if inside < fm.narrowest:
+                    continue
+                fits = [text for text in lane.boxes.labels(row) if fm.horizontalAdvance(text) <= inside]
+                if fits:
+                    fm.lay_out(fits[0])
 
     def zoom_all(self) -> None:
         lo, hi = self.doc.extent_ns()

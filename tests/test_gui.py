@@ -538,6 +538,47 @@ def test_lanes_are_drawn_whole_before_during_and_after_the_overview_is_built(qtb
         assert len(ink_after) and np.abs(ink_during[:, None] - ink_after[None, :]).min(axis=1).max() <= 1, lane
 
 
+
+def test_the_overview_growing_redraws_a_view_drawn_from_it_only(qtbot, fresh: Path, monkeypatch) -> None:
+    """While the overview is built, each of its steps redraws a view drawn from it (which shows more at each), not
+    one drawn from raw samples (the same picture whatever the overview holds, so the preparer keeps the cores)."""
+    import shutil
+
+    from nicrig.gui import lanes as lanes_module
+    from nicrig.gui import overview
+
+    for folder in overview.cache_paths(fresh):
+        shutil.rmtree(folder, ignore_errors=True)
+    monkeypatch.setattr(MainWindow, "prepare_view", lambda self: None)  # nothing built: the overview is empty
+    w = MainWindow([fresh])
+    qtbot.addWidget(w)
+    w.resize(1300, 900)
+    w.show()
+    QtWidgets.QApplication.processEvents()
+    tl = w.timeline
+    assert not any(d.pyramid.complete for d in w.doc.data.values())
+    redraws: list[tuple[float, float]] = []
+    redraw = tl.redraw
+    tl.redraw = lambda: redraws.append(tl.view_range()) or redraw()
+    # every view drawn from the overview: wider than raw samples draw, even while it is built
+    raw_per_pixel = lanes_module.RAW_SAMPLES_PER_PIXEL
+    monkeypatch.setattr(lanes_module, "RAW_SAMPLES_PER_PIXEL", 0)
+    monkeypatch.setattr(lanes_module, "RAW_SAMPLES_WHILE_BUILDING", 0)
+    tl.zoom_all()
+    tl.redraw()
+    assert tl.growing
+    redraws.clear()
+    w._overview_progress()
+    assert len(redraws) == 1
+    monkeypatch.setattr(lanes_module, "RAW_SAMPLES_PER_PIXEL", raw_per_pixel)
+    lo, _ = w.doc.extent_ns()
+    tl.vb.setXRange(lo, lo + 1000.0, padding=0)  # a microsecond: raw samples
+    tl.redraw()
+    assert not tl.growing
+    redraws.clear()
+    w._overview_progress()
+    assert redraws == []
+
 # -- keyboard ---------------------------------------------------------------------------------------------------
 def test_keyboard_zooms_pans_and_fits_as_in_pulseview(window: MainWindow, qtbot) -> None:
     from PySide6.QtTest import QTest
@@ -783,3 +824,37 @@ def test_lanes_reordered_and_a_searched_event_jumped_to(window: MainWindow, qtbo
     qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
     v0, v1 = tl.view_range()
     assert v0 < events.events.t_ns[frame] and events.events.t_end_ns[frame] < v1
+
+
+def test_a_search_finding_few_events_has_their_views_words_ready_before_the_click(window: MainWindow, qtbot) -> None:
+    """While the user reads a search's few results the window reads and lays out the labels their views show: the
+    click then jumps to a view whose words are all made (no table read, no label made or measured in its frame)."""
+    from nicrig.gui.timeline import lane_words
+    from PySide6.QtTest import QTest
+
+    events, tl = window.events, window.timeline
+    frame = next(i for i in range(len(events.events)) if events.events.text(i).startswith("UDP"))
+    words = " ".join(events.events.text(frame).split()[:4])
+    lanes = [item.lane for item in tl.items if item.lane.kind == "decoded" and item.lane.boxes is not None]
+    for lane in lanes:  # as after a long session: the kept labels were dropped
+        lane.boxes._labels.clear()
+    events.search.setFocus()
+    QTest.keyClicks(events.search, words)
+    QTest.keyClick(events.search, QtCore.Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not events.waiting and 1 <= len(events.model.rows))
+    assert len(events.model.rows) <= 4
+    QtWidgets.QApplication.processEvents()  # the window's next turns: the views of the events found are made
+    QtWidgets.QApplication.processEvents()
+    made: list[int] = []
+    for lane in lanes:
+        labeller = lane.boxes.labeller
+        lane.boxes.labeller = lambda i, f=labeller: made.append(i) or f(i)
+    measured = set(lane_words(tl.plot.viewport().font())._known)
+    k = events.model.rows.tolist().index(frame)
+    rect = events.view.visualRect(events.model.index(k, 5))
+    qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    tl.plot.grab()  # the frame the click asked for
+    labels = [text for item in tl.items if item.lane in lanes for _, text in item.written]
+    assert events.events.text(frame) in labels or any(text.startswith(words) for text in labels)
+    assert made == []
+    assert set(labels) <= measured  # measured in the font the lanes are written in

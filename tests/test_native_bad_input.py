@@ -92,21 +92,26 @@ def test_shuffle_refuses_or_gives_hdf5s_planes(data, size):
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.one_of(st.binary(max_size=60), arrays()), unit=INTS, width=INTS)
-def test_fold_refuses_or_gives_each_groups_and_and_or(data, unit, width):
-    """fold(data, unit, width): the AND and the OR of every width consecutive unit-byte rows of data."""
+@given(data=st.one_of(st.binary(max_size=60), arrays()), unit=INTS, width=INTS,
+       keep=st.one_of(st.none(), st.integers(-2, 5), st.sampled_from([2**31, -(2**31) - 1])))
+def test_fold_refuses_or_gives_each_groups_and_and_or(data, unit, width, keep):
+    """fold(data, unit, width[, keep]): the AND and the OR of every width consecutive unit-byte rows of data,
+    the one not kept (keep 1: the AND, 2: the OR, 3 or none given: both) None."""
     try:
-        a, o = fold(data, unit, width)
+        a, o = fold(data, unit, width) if keep is None else fold(data, unit, width, keep)
     except REFUSED:
         event("refused")
         return
     event("accepted")
     raw = memoryview(data).tobytes()
     assert 1 <= unit < 2**63 and 1 <= width < 2**63 and len(raw) % unit == 0
+    assert keep in (None, 1, 2, 3)
     rows = [raw[k:k + unit] for k in range(0, len(raw), unit)]
     groups = [rows[k:k + width] for k in range(0, len(rows), width)]
-    assert a == b"".join(bytes(_all(r[b] for r in g) for b in range(unit)) for g in groups)
-    assert o == b"".join(bytes(_any(r[b] for r in g) for b in range(unit)) for g in groups)
+    ands = b"".join(bytes(_all(r[b] for r in g) for b in range(unit)) for g in groups)
+    ors = b"".join(bytes(_any(r[b] for r in g) for b in range(unit)) for g in groups)
+    assert a == (ands if keep in (None, 1, 3) else None)
+    assert o == (ors if keep in (None, 2, 3) else None)
 
 
 def _all(values) -> int:

@@ -1,0 +1,108 @@
+"""The timeline's painter: what it draws in fewer calls is the picture its parts drawn one by one make, and what
+it skips would have drawn nothing."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pytestqt", reason="pytest-qt is not installed")
+from nicrig.gui.timeline import Batch, LaneItem, draw_lines, draw_rects, groups, room_between
+from PySide6 import QtCore, QtGui
+
+SIZE = (700, 160)
+
+
+def _runs(rng: np.random.Generator, t0: float, span: float, px: float) -> list[tuple]:
+    """Logic lanes' runs as the overview gives them: one after another without gaps, no two equal states in a row,
+    their edges at pixel columns or anywhere, some starting before the view or ending after it."""
+    lanes = []
+    for lane in range(int(rng.integers(1, 5))):
+        n = int(rng.integers(1, 80))
+        edges = np.sort(rng.uniform(t0 - 0.1 * span, t0 + 1.1 * span, n + 1))
+        if rng.random() < 0.5:
+            edges = t0 + np.round((edges - t0) / px) * px
+        state = rng.integers(0, 3, n).astype(np.int8)
+        new = np.concatenate(([True], state[1:] != state[:-1]))
+        starts = edges[:-1][new]
+        lanes.append((starts, np.concatenate((starts[1:], edges[-1:])), state[new], lane + 0.2, lane + 0.8))
+    return lanes
+
+
+def _one_by_one(p: QtGui.QPainter, lanes: list[tuple]) -> None:
+    """Each run on its own: a held level's line; a changing stretch filled, then its four sides; a mark where a held
+    level changes to the other."""
+    p.setPen(QtCore.Qt.PenStyle.NoPen)
+    p.setBrush(LaneItem.BUSY)
+    for x0, x1, state, hi, lo in lanes:
+        busy = state == 2
+        draw_rects(p, x0[busy], x1[busy], hi, lo)
+    p.setPen(LaneItem.LINE)
+    for x0, x1, state, hi, lo in lanes:
+        for k in range(len(x0)):
+            a, b = np.array([x0[k]]), np.array([x1[k]])
+            if state[k] == 2:
+                for ya, bb, yb, aa in ((hi, b, hi, a), (lo, b, lo, a), (hi, a, lo, a), (hi, b, lo, b)):
+                    draw_lines(p, aa, ya, bb, yb)
+            else:
+                y = hi if state[k] == 1 else lo
+                draw_lines(p, a, y, b, y)
+                if k + 1 < len(x0) and state[k + 1] != 2 and state[k + 1] != state[k]:
+                    draw_lines(p, b, hi, b, lo)
+
+
+def _picture(paint, transform: QtGui.QTransform) -> np.ndarray:
+    img = QtGui.QImage(*SIZE, QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+    img.fill(QtGui.QColor("white"))
+    p = QtGui.QPainter(img)
+    p.setTransform(transform)
+    paint(p)
+    p.end()
+    return np.frombuffer(img.constBits(), np.uint32).reshape(SIZE[1], SIZE[0]).copy()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_logic_lanes_joined_lines_draw_the_runs_one_by_one_picture(qapp, seed: int) -> None:
+    """The batch draws a lane's high level and its changing stretches' tops as one line where they follow one
+    another (and the low level and their bottoms): the same pixels as every run's lines drawn alone, at views
+    from a few ns to a second wide, the view's edges anywhere in a pixel."""
+    rng = np.random.default_rng(seed)
+    pixels = int(rng.integers(200, SIZE[0] - 60))
+    t0, span = rng.uniform(-1e9, 1e9), 10 ** rng.uniform(1, 9)
+    px = span / pixels
+    sx = (pixels + rng.uniform(0, 1)) / span
+    transform = QtGui.QTransform(sx, 0, 0, rng.uniform(20, 35), 30 + rng.uniform(0, 1) - t0 * sx, rng.uniform(0, 2))
+    lanes = _runs(rng, t0, span, px)
+
+    def batched(p: QtGui.QPainter) -> None:
+        batch = Batch()
+        batch.runs = lanes
+        batch.draw(p)
+
+    one_by_one = _picture(lambda p: _one_by_one(p, lanes), transform)
+    assert (one_by_one != one_by_one[0, 0]).any()  # something is drawn
+    np.testing.assert_array_equal(_picture(batched, transform), one_by_one)
+
+
+@settings(max_examples=200, deadline=None)
+@given(gaps=st.lists(st.floats(0, 60), min_size=1, max_size=30), widths=st.lists(st.floats(0, 30), min_size=30,
+                                                                                   max_size=30),
+       right=st.floats(0, 80), room=st.floats(1, 40))
+def test_no_room_between_dense_spans_leaves_no_group_to_name(gaps: list[float], widths: list[float], right: float,
+                                                             room: float) -> None:
+    """Where :func:`room_between` finds no gap of ``room`` pixels, the label pass's groups (things less than
+    ``room`` apart) have no ``room`` beside any of them: skipping the pass loses no word."""
+    px0 = np.cumsum(np.array(gaps)) + np.concatenate(([0.0], np.cumsum(widths[:len(gaps) - 1])))
+    px1 = px0 + np.array(widths[:len(gaps)])
+    left, right_edge = 0.0, float(px1[-1]) + right
+    g0, g1, _ = groups(px0, px1, np.ones(len(px0), bool), room)
+    after = np.minimum(np.concatenate((g0[1:], [right_edge])), right_edge)
+    before = np.maximum(np.concatenate(([left], g1[:-1])), left)
+    nameable = bool((np.maximum(after - g1, g0 - before) >= room).any())
+    assert room_between(px0, px1, left, right_edge, room) or not nameable
