@@ -847,12 +847,20 @@ class Host:
         asserts INTA#; neither set means an interrupt per frame, and so does
         an 8254x packet timer of 0 (Hughes-Jones et al. 2003, §8: RxInt 0). A Tigon counts the
         frames done too and interrupts at its ``*_max_coal_frames``.
+
+        The interrupt is "asserted" from a timer's expiry until the service's first register access: a frame
+        done in between is one after the last interrupt, and starts the absolute timer (the NIC's timers do not
+        wait for the host), which is armed once the service has deasserted INTA#.
         """
-        if self.int_asserted:
-            return
         packet_ps, absolute_ps = self.int_delays_ps[cause]
         now = self.env.now
         timers = self.int_timers[cause]
+        if self.int_asserted:
+            if absolute_ps is not None:
+                if timers[1] is None:
+                    timers[1] = now + absolute_ps
+                self.int_frames[cause] += 1
+            return
         if packet_ps is not None:
             timers[0] = now + packet_ps
         if absolute_ps is not None and timers[1] is None:
@@ -865,6 +873,9 @@ class Host:
         if self.int_timer_due is not None and (self.int_timer_due == due if packet_ps is not None
                                                else self.int_timer_due <= due):
             return
+        self._arm(due)
+
+    def _arm(self, due: int) -> None:
         self.int_timer_due = due
         after_timeout(self.env, lambda: due - self.env.now, lambda: self._int_timer_expired(due))
 
@@ -885,6 +896,9 @@ class Host:
         self.int_asserted = False
         self.bus.interrupts[-1][1] = self.bus.clock_at_or_after(self.env.now)
         self.rig.interrupt_rows[self._row][2] = self.env.now
+        started = [t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None]
+        if started:
+            self._arm(max(self.env.now, min(started)))
 
     def _isr_loop(self) -> Process:
         """The interrupt service (Linux 2.4's non-NAPI drivers): read the cause (INTA# deasserts), clean the sent
