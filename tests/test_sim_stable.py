@@ -78,11 +78,11 @@ NIC_CHANGES = {
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
     "intel-stream-11us": "befb9770297fa5d846ab41716dd687776ca4e38b18e403c2037fb3047c1fa26b",
-    "sk-latency-ad-32": "41746727e728a42e8b8dc3251cea1a919a17e477fbb742c74156d648d6512ca0",
-    "alteon-stream-timing": "0faccc333065ea607c83d8d455e41fda991f32fa8c44e3bc7b62dc7ca52aaf29",
+    "sk-latency-ad-32": "fad9bb10590311123cd6f494d17cfab9ae50a62ba2fb83cc27258b541ae70527",
+    "alteon-stream-timing": "00c06aef1a656e438d1e6f325a656d8e3d0630ed6d9c97d52b2d9a93f9dfcc17",
     "intel-p4dp6-latency": "9dc436750c4823bed89a6be0ff339921eb0e1e95765b57405da7a99b4d29301a",
     "intel-stream-pause": "d8651533e104feaa6dffdb017fc0c31d5894a11440e9ed64b39fbe520b00d672",
-    "sk-stream-64-retries": "bda65cdcfce085120062c19f823ed9793e6f1a0354d28687986e54a6e1735b4b",
+    "sk-stream-64-retries": "2da4f29cb275641c213e590420f144a0ec124cbab2ba4e6e29ddff32f3801bdd",
     "intel-p4dp6-stream": "9fe60b12466b2a93be850f8153644af9bae2e8caaf12d610c8cc9b0d01e9f0b8",
     "generic-pcix-schedule": "8cf035af44b6acbb4243f10ce697e9d180baba4e6ebe93621e65525fa11b4e85",
 }
