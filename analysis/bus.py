@@ -116,6 +116,8 @@ DOORBELL_NS = 3000.0
 SERVICE_GAP_PERCENTILE = 90
 #: Transactions up to this size can be descriptors (legacy e1000 16 bytes; others 32).
 DESCRIPTOR_MAX_BYTES = 32
+#: An interrupt asserted within this many bus clocks of a DMA's end is the NIC's interrupt at once for it.
+AT_ONCE_CLOCKS = 2
 #: Ethernet MAC control (802.3 Annex 31A), the EtherType of PAUSE frames.
 MAC_CONTROL_ETHERTYPE = 0x8808
 #: Preamble and SFD, in bytes: on the wire before the destination address.
@@ -966,14 +968,11 @@ def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:
     clusters.sort(key=lambda c: c.start_ns)
     service = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "interrupt"}
     update = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "update" and c.interrupt >= 0}
-    cause_ends = np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")])
-    interrupts = []
-    previous_deassert = -math.inf
-    for n_irq, (a, d) in enumerate(zip(lay.irq["t_ns"].astype(float), lay.irq["t_end_ns"].astype(float))):
-        window = (cause_ends > previous_deassert) & (cause_ends <= a)
-        interrupts.append(Interrupt(a, d, float(cause_ends[window][0]) if window.any() else math.nan,
-                                    service.get(n_irq, -1), update.get(n_irq, -1)))
-        previous_deassert = d
+    asserts, deasserts = lay.irq["t_ns"].astype(float), lay.irq["t_end_ns"].astype(float)
+    causes = first_causes(np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")]), asserts,
+                          deasserts, AT_ONCE_CLOCKS * clock_period_ns(pci))
+    interrupts = [Interrupt(a, d, c, service.get(n_irq, -1), update.get(n_irq, -1))
+                  for n_irq, (a, d, c) in enumerate(zip(asserts, deasserts, causes))]
     return BusActivity(clock_period_ns(pci), tuple(transfers), tuple(clusters), tuple(interrupts))
 
 
@@ -997,6 +996,26 @@ def bus_activity(pci: np.ndarray, irq: np.ndarray | None = None, frames_in: np.n
     return _labelled(lay, seqs) if seqs is not None else _activity(lay, _majority(lay.sends_seen), doorbell_ns)
 
 
+def first_causes(cause_ends_ns: np.ndarray, asserts_ns: np.ndarray, deasserts_ns: np.ndarray,
+                 at_once_ns: float) -> list[float]:
+    """For each INTA# low interval (``asserts_ns``, ``deasserts_ns``, in order), the end of the first DMA that gave
+    the NIC a reason to raise it (a received frame, a sent frame's writeback: ``cause_ends_ns``), NaN if none.
+
+    An interrupt asserted within ``at_once_ns`` of a DMA's end is a NIC's interrupt at once: a frame done while the
+    interrupt before was still asserted was that one's (its service read the cause), so its reason is the first
+    DMA after the interrupt before was cleared. One asserted later is a coalescence timer's, and a frame done after
+    the interrupt before was raised, before its service read the cause, has started it (Intel 8254x RADV/TADV, the
+    Tigon's ticks: the NIC's timers do not wait for the host).
+    """
+    ends = np.sort(cause_ends_ns)
+    hi = np.searchsorted(ends, asserts_ns, side="right")
+    at_once = np.array([j > 0 and a - ends[j - 1] <= at_once_ns for a, j in zip(asserts_ns, hi)], dtype=bool)
+    since = np.where(at_once, np.concatenate([[-math.inf], deasserts_ns[:-1]]),
+                     np.concatenate([[-math.inf], asserts_ns[:-1]]))
+    lo = np.searchsorted(ends, since, side="right")
+    return [float(ends[i]) if i < j else math.nan for i, j in zip(lo, hi)]
+
+
 def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: float) -> BusActivity:
     """Label a bus's register runs, given the driver's send sequence (if known) and the interrupts."""
     pci, irq, transfers, clearing, keys = lay.pci, lay.irq, lay.transfers, lay.clearing, lay.keys
@@ -1010,16 +1029,15 @@ def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: floa
     ends = np.array([r[2] for r in runs])
     retry = pci["termination"] == b"retry"
 
-    cause_ends = np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")])
+    asserts, deasserts = irq["t_ns"].astype(float), irq["t_end_ns"].astype(float)
+    causes = first_causes(np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")]), asserts,
+                          deasserts, AT_ONCE_CLOCKS * clock_period_ns(pci))
     interrupts: list[Interrupt] = []
-    previous_deassert = -math.inf
-    for n, (a, d) in enumerate(zip(irq["t_ns"].astype(float), irq["t_end_ns"].astype(float))):
+    for n, (a, d, c) in enumerate(zip(asserts, deasserts, causes)):
         k = int(np.searchsorted(starts, clearing[n])) if np.isfinite(clearing[n]) else -1
         if k >= 0:
             roles[k], linked_interrupt[k] = "interrupt", n
-        window = (cause_ends > previous_deassert) & (cause_ends <= a)
-        interrupts.append(Interrupt(a, d, float(cause_ends[window][0]) if window.any() else math.nan, k, -1))
-        previous_deassert = d
+        interrupts.append(Interrupt(a, d, c, k, -1))
     fetches = [n for n, t in enumerate(transfers) if t.role == "fetch"]
     if signature is None:
         # A doorbell the NIC answered at once: the last cluster just before the fetch.
@@ -1157,7 +1175,7 @@ class InterruptTiming:
 
     ``dma_to_interrupt_us`` is the coalescence delay: from the end of the first
     DMA that gave the NIC a reason to interrupt (a received frame, a sent
-    frame's writeback) after the previous interrupt was cleared, to INTA#.
+    frame's writeback) after the previous interrupt was raised, to INTA#.
     ``dma_to_csr_us`` runs to the service's first register access (Hughes-Jones et al. 2003
     4.2.3: "~70 us delay between the PCI transfer and the update of the CSRs").
     """

@@ -261,6 +261,18 @@ def test_frame_path_matches_truth(stream, latency):
         assert paths[0].wire_start_ns == pytest.approx(first["t_wire_start_ps"][0] / 1000, abs=1)
 
 
+def test_a_frame_done_while_an_interrupt_is_asserted_belongs_to_the_next_only_behind_a_timer():
+    """An interrupt at once for its frame covers a frame done while it is asserted (the service reads both
+    causes); a coalescence timer's interrupt is raised by a timer that such a frame started."""
+    def causes(ends, asserts, deasserts):
+        return bus.first_causes(np.array(ends, float), np.array(asserts, float), np.array(deasserts, float), 0.1)
+    # at once: INTA# at 5 and 30 with their frames; the frame at 6 was the first interrupt's
+    assert causes([5, 6, 30], [5, 30], [7, 32]) == [5, 30]
+    # timers: the frame at 26, done while the first interrupt was asserted (25-27), started the second's timer
+    assert causes([5, 12, 26, 33], [25, 46], [27, 48]) == [5, 26]
+    assert np.isnan(causes([5], [25, 46], [27, 48])[1])
+
+
 def test_no_coalescence_on_a_per_frame_nic(latency):
     for side in ("send", "recv"):
         it = latency.host(side).interrupts

@@ -77,13 +77,13 @@ NIC_CHANGES = {
 #: Counters (``RigRun.counters``) a case must show at least twice to cover what it is there for.
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
-    "intel-stream-11us": "c813248975e4933695549b6cbf2449676f8fd1079b9ad789f849922d76aa6fd4",
-    "sk-latency-ad-32": "41746727e728a42e8b8dc3251cea1a919a17e477fbb742c74156d648d6512ca0",
-    "alteon-stream-timing": "d2a4cc34bdff761c4df01481b00a3f3ade03bcc788dc4585ea17bd1600ea3cad",
+    "intel-stream-11us": "befb9770297fa5d846ab41716dd687776ca4e38b18e403c2037fb3047c1fa26b",
+    "sk-latency-ad-32": "fad9bb10590311123cd6f494d17cfab9ae50a62ba2fb83cc27258b541ae70527",
+    "alteon-stream-timing": "00c06aef1a656e438d1e6f325a656d8e3d0630ed6d9c97d52b2d9a93f9dfcc17",
     "intel-p4dp6-latency": "9dc436750c4823bed89a6be0ff339921eb0e1e95765b57405da7a99b4d29301a",
-    "intel-stream-pause": "6646930316fd27044ee7b7c0fbde08e4948750091fef8dda1a0f40a2e6b4b707",
-    "sk-stream-64-retries": "bda65cdcfce085120062c19f823ed9793e6f1a0354d28687986e54a6e1735b4b",
-    "intel-p4dp6-stream": "289513eb1def66739ce2edf1e52d89084116bde06f81a566eb49da3c296f67b1",
+    "intel-stream-pause": "d8651533e104feaa6dffdb017fc0c31d5894a11440e9ed64b39fbe520b00d672",
+    "sk-stream-64-retries": "2da4f29cb275641c213e590420f144a0ec124cbab2ba4e6e29ddff32f3801bdd",
+    "intel-p4dp6-stream": "9fe60b12466b2a93be850f8153644af9bae2e8caaf12d610c8cc9b0d01e9f0b8",
     "generic-pcix-schedule": "8cf035af44b6acbb4243f10ce697e9d180baba4e6ebe93621e65525fa11b4e85",
 }
 

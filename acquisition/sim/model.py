@@ -82,6 +82,8 @@ IPV4_HEADER_BYTES = 20
 UDP_HEADER_BYTES = 8
 MAX_UDP_PAYLOAD = 65507
 CMD_MEMORY_READ, CMD_MEMORY_WRITE, CMD_MEMORY_READ_MULTIPLE = 0x6, 0x7, 0xC
+#: Host addresses of the transmit and the receive descriptor rings.
+TX_RING_ADDRESS, RX_RING_ADDRESS = 0x0080_0000, 0x0090_0000
 #: Latency: the requester waits this long after a response before its next request (us).
 LATENCY_GAP_US = 10.0
 #: Between two points of a schedule the rig settles (every queue empty, every interrupt served), then waits
@@ -660,6 +662,11 @@ class Host:
         # (equal times by creation) is kept, with no event or generator a burst.
         return _bus.bursts(self.env, self.bus, plan, address, data, purpose, self.dma_burst_gap_ps, self.bus_wide)
 
+    def descriptor_address(self, ring: int, slot: int) -> int:
+        """Where descriptor ``slot`` of the ring at ``ring`` lies: the ring is an array of the NIC's descriptors, so a
+        32-byte descriptor (SK-9843, Tigon) never straddles a host bridge's 128-byte prefetch or posting boundary."""
+        return ring + slot * self.nic.descriptor_bytes
+
     def descriptor(self, buffer_addr: int, length: int, status: int) -> bytes:
         """A legacy-layout descriptor: buffer address, length, command/status (e1000 style)."""
         body = struct.pack("<QHBBBBH", buffer_addr, length, 0, 0x0B, status, 0, 0)
@@ -698,8 +705,8 @@ class Host:
             slot = self.tx_next_slot % self.nic.tx_ring
             self.tx_next_slot += 1
             buf = 0x0100_0000 + slot * 0x800
-            yield self.dma(False, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 0),
-                           "tx_desc_fetch")
+            yield self.dma(False, self.descriptor_address(TX_RING_ADDRESS, slot),
+                           self.descriptor(buf, len(frame.data) - 4, 0), "tx_desc_fetch")
             self.tx_fifo_used += len(frame.data)
             moved_by = env.now + self.internal_move_ps(len(frame.data) - 4)
             yield self.dma(False, buf, frame.data[:-4], "tx_data")
@@ -729,8 +736,8 @@ class Host:
         yield sent
         self.tx_fifo_used -= len(frame.data)
         self.tx_fifo_freed.notify()
-        yield self.dma(True, 0x0080_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
-                       "tx_desc_writeback")
+        yield self.dma(True, self.descriptor_address(TX_RING_ADDRESS, slot),
+                       self.descriptor(buf, len(frame.data) - 4, 1), "tx_desc_writeback")
         self.tx_completed += 1
         self.raise_interrupt("tx")
 
@@ -795,8 +802,8 @@ class Host:
             if moved_by > env.now:
                 # The NIC's data path still moving the frame: its descriptor is written back after.
                 yield moved_by - env.now
-            yield self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
-                           "rx_desc_writeback")
+            yield self.dma(True, self.descriptor_address(RX_RING_ADDRESS, slot),
+                           self.descriptor(buf, len(frame.data) - 4, 1), "rx_desc_writeback")
             self.rx_dma_busy = False
             self.rx_fifo_used -= len(frame.data)
             if (self.nic.flow_control and self.nic.send_xon and self.xoff_until >= 0
@@ -828,8 +835,8 @@ class Host:
             yield self.dma(True, buf + offset, chunk, "rx_data")
         while not self.cut_ended:
             yield self.cut_end
-        yield self.dma(True, 0x0090_0000 + slot * 16, self.descriptor(buf, len(frame.data) - 4, 1),
-                       "rx_desc_writeback")
+        yield self.dma(True, self.descriptor_address(RX_RING_ADDRESS, slot),
+                       self.descriptor(buf, len(frame.data) - 4, 1), "rx_desc_writeback")
         self.cut_frame = None
         self.rx_done.append(frame)
         self.raise_interrupt("rx")
@@ -847,12 +854,20 @@ class Host:
         asserts INTA#; neither set means an interrupt per frame, and so does
         an 8254x packet timer of 0 (Hughes-Jones et al. 2003, §8: RxInt 0). A Tigon counts the
         frames done too and interrupts at its ``*_max_coal_frames``.
+
+        The interrupt is "asserted" from a timer's expiry until the service's first register access: a frame
+        done in between is one after the last interrupt, and starts the absolute timer (the NIC's timers do not
+        wait for the host), which is armed once the service has deasserted INTA#.
         """
-        if self.int_asserted:
-            return
         packet_ps, absolute_ps = self.int_delays_ps[cause]
         now = self.env.now
         timers = self.int_timers[cause]
+        if self.int_asserted:
+            if absolute_ps is not None:
+                if timers[1] is None:
+                    timers[1] = now + absolute_ps
+                self.int_frames[cause] += 1
+            return
         if packet_ps is not None:
             timers[0] = now + packet_ps
         if absolute_ps is not None and timers[1] is None:
@@ -865,6 +880,9 @@ class Host:
         if self.int_timer_due is not None and (self.int_timer_due == due if packet_ps is not None
                                                else self.int_timer_due <= due):
             return
+        self._arm(due)
+
+    def _arm(self, due: int) -> None:
         self.int_timer_due = due
         after_timeout(self.env, lambda: due - self.env.now, lambda: self._int_timer_expired(due))
 
@@ -885,6 +903,9 @@ class Host:
         self.int_asserted = False
         self.bus.interrupts[-1][1] = self.bus.clock_at_or_after(self.env.now)
         self.rig.interrupt_rows[self._row][2] = self.env.now
+        started = [t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None]
+        if started:
+            self._arm(max(self.env.now, min(started)))
 
     def _isr_loop(self) -> Process:
         """The interrupt service (Linux 2.4's non-NAPI drivers): read the cause (INTA# deasserts), clean the sent
