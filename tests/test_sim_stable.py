@@ -83,8 +83,8 @@ DIGESTS = {
     "intel-p4dp6-latency": "9dc436750c4823bed89a6be0ff339921eb0e1e95765b57405da7a99b4d29301a",
     "intel-stream-pause": "6646930316fd27044ee7b7c0fbde08e4948750091fef8dda1a0f40a2e6b4b707",
     "sk-stream-64-retries": "bda65cdcfce085120062c19f823ed9793e6f1a0354d28687986e54a6e1735b4b",
-    "intel-p4dp6-stream": "289513eb1def66739ce2edf1e52d89084116bde06f81a566eb49da3c296f67b1",
-    "generic-pcix-schedule": "8cf035af44b6acbb4243f10ce697e9d180baba4e6ebe93621e65525fa11b4e85",
+    "intel-p4dp6-stream": "ea7b8d9a4c3052e96f7d504b95fd61573abea4f94d585fa9beb01415f7ee5309",
+    "generic-pcix-schedule": "8527311083109855511397e0165c6c13932081fbcf1e09a90ab98542fae2ae7b",
 }
 
 
