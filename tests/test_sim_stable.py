@@ -78,13 +78,13 @@ NIC_CHANGES = {
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
     "intel-stream-11us": "c813248975e4933695549b6cbf2449676f8fd1079b9ad789f849922d76aa6fd4",
-    "sk-latency-ad-32": "41746727e728a42e8b8dc3251cea1a919a17e477fbb742c74156d648d6512ca0",
+    "sk-latency-ad-32": "92b505b7e7e98eb30f2cd39d31c5f91f568b37a91d23234bc5ca09383d4871c8",
     "alteon-stream-timing": "d2a4cc34bdff761c4df01481b00a3f3ade03bcc788dc4585ea17bd1600ea3cad",
     "intel-p4dp6-latency": "9dc436750c4823bed89a6be0ff339921eb0e1e95765b57405da7a99b4d29301a",
     "intel-stream-pause": "6646930316fd27044ee7b7c0fbde08e4948750091fef8dda1a0f40a2e6b4b707",
-    "sk-stream-64-retries": "bda65cdcfce085120062c19f823ed9793e6f1a0354d28687986e54a6e1735b4b",
-    "intel-p4dp6-stream": "ea7b8d9a4c3052e96f7d504b95fd61573abea4f94d585fa9beb01415f7ee5309",
-    "generic-pcix-schedule": "8527311083109855511397e0165c6c13932081fbcf1e09a90ab98542fae2ae7b",
+    "sk-stream-64-retries": "37d17d6efad9c6a56df88fe9b29600cc4378a5d22cd329a3d15ffc5b4774c71e",
+    "intel-p4dp6-stream": "5f8dc4cf7d3afa30c68daa07fb29388ec34b8d4802fa8d7100b728b9c30111f9",
+    "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
 }
 
 

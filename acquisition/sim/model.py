@@ -441,14 +441,13 @@ class Host:
         self.noise = noise
         self.cpu = Cpu(env)
         # Linux 2.4 SMP: the NIC's interrupt and the NET_RX softirq it raises run on the processor the interrupt
-        # goes to, and the scheduler runs the application on another one that is idle.
+        # goes to, and the scheduler runs the woken receiving application on another one that is idle. The send
+        # call stays on the first: all of a host's register accesses come from one processor, in turn (two
+        # processors' would interleave on the bus, which the bus analysis does not tell apart).
         self.app_cpu = Cpu(env) if host.cpus > 1 else self.cpu
         self.posted: deque[tuple[str, Callable[[], None] | None]] = deque()
         self.posted_kick = Signal(env)
         self.posted_idle = Signal(env)
-        # A register read waits for the posted writes ahead of it, one waiter a signal: the application's
-        # processor, where it has one, reads with a signal of its own.
-        self.app_posted_idle = Signal(env) if self.app_cpu is not self.cpu else self.posted_idle
         self.csr_ready_ps = 0
         self._csr_shapes: dict[str, CsrAccess] = {}
         # The profiles' durations in model time, worked out once (each is asked for per frame or per burst).
@@ -569,8 +568,8 @@ class Host:
                 and self.rx_desc_free == self.nic.rx_ring and not self.backlog and not self.rx_cleaned
                 and not self.socket and self.app_idle and self.cut_frame is None
                 and not self.int_asserted and self.int_timer_due is None
-                and self.cpu.count == 0 and self.app_cpu.count == 0 and not self.tx_link.data and not self.tx_link.control
-                and self.tx_link.free_ps <= self.env.now)
+                and self.cpu.count == 0 and self.app_cpu.count == 0
+                and not self.tx_link.data and not self.tx_link.control and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
     def _csr_transaction(self, access: str) -> Process:
@@ -617,8 +616,6 @@ class Host:
         while True:
             if not self.posted:
                 self.posted_idle.notify()
-                if self.app_posted_idle is not self.posted_idle:
-                    self.app_posted_idle.notify()
                 yield self.posted_kick
                 continue
             access, done = self.posted[0]
@@ -627,9 +624,8 @@ class Host:
             if done is not None:
                 done()
 
-    def csr(self, access: str, done: Callable[[], None] | None = None, idle: Signal | None = None) -> Process:
-        """A driver access to a NIC register; ``done`` runs when it has completed on the bus; ``idle``: the
-        signal a read on this processor waits on for the posted writes (the network's processor's by default).
+    def csr(self, access: str, done: Callable[[], None] | None = None) -> Process:
+        """A driver access to a NIC register; ``done`` runs when it has completed on the bus.
 
         Memory writes are posted (PCI 3.0 section 3.3.3.3): the CPU continues at once.
         A read waits for the posted writes ahead of it, then for its own data.
@@ -639,19 +635,17 @@ class Host:
             self.posted_kick.notify()
             return
         while self.posted:
-            yield idle or self.posted_idle
+            yield self.posted_idle
         yield from self._csr_transaction(access)
         if done is not None:
             done()
 
-    def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None,
-                     idle: Signal | None = None) -> Process:
-        """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes; ``idle``
-        as :meth:`csr`'s."""
+    def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None) -> Process:
+        """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes."""
         for i, access in enumerate(accesses):
             if i:
                 yield self.csr_interval_ps
-            yield from self.csr(access, on_first if i == 0 else None, idle)
+            yield from self.csr(access, on_first if i == 0 else None)
 
     def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Later:
         """NIC-mastered memory transfer, host bridge as target, started now: its end, which the calling process
@@ -688,7 +682,7 @@ class Host:
         """Application sends one UDP message: software, then per frame a ring slot and the CSR setup."""
         frames = udp_frames(payload, src_mac=self.mac, dst_mac=dst.mac, src_ip=self.ip, dst_ip=dst.ip,
                             sport=5001, dport=5001, ip_id=ip_id, mtu=self.rig.scenario.mtu)
-        with self.app_cpu.request(priority=APPLICATION) as req:
+        with self.cpu.request(priority=APPLICATION) as req:
             yield req
             yield max(0, self.tx_sw_ps + round(self.copy_ps_per_byte * len(payload)) + self.noise.cache())
         for frame in frames:
@@ -696,9 +690,9 @@ class Host:
             while self.tx_slots == 0:
                 yield self.tx_slot_freed
             self.tx_slots -= 1
-            with self.app_cpu.request(priority=APPLICATION) as req:
+            with self.cpu.request(priority=APPLICATION) as req:
                 yield req
-                yield from self.csr_sequence(self.nic.tx_csr, idle=self.app_posted_idle)
+                yield from self.csr_sequence(self.nic.tx_csr)
             self.tx_doorbell.append(frame)
             self.tx_kick.notify()
         return frames

@@ -215,10 +215,10 @@ class HostProfile:
     rcvbuf_bytes: int = 65535
     #: Frames the NET_RX backlog holds (net.core.netdev_max_backlog); beyond it the kernel drops until it empties.
     netdev_max_backlog: int = 300
-    #: Processors the kernel counts (logical CPUs): the model runs the network work (interrupts, softirq) on one
-    #: and, with more than one, the application on another (Linux 2.4 SMP: the softirq runs where its interrupt
-    #: did, the scheduler puts the woken task on an idle processor); a CPU load is the busy time over all of them,
-    #: as /proc/stat's.
+    #: Processors the kernel counts (logical CPUs): the model runs the network work (interrupts, softirq, the send
+    #: call) on one and, with more than one, the receiving application on another (Linux 2.4 SMP: the softirq runs
+    #: where its interrupt did, the scheduler puts the woken task on an idle processor); a CPU load is the busy
+    #: time over all of them, as /proc/stat's.
     cpus: int = 1
     #: Of ``wakeup_us``, with the application on a processor of its own (``cpus`` > 1), the time that processor
     #: takes to leave its idle loop (the waker's inter-processor interrupt, the halt's exit) before it switches to
