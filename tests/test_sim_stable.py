@@ -78,13 +78,13 @@ NIC_CHANGES = {
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
     "intel-stream-11us": "befb9770297fa5d846ab41716dd687776ca4e38b18e403c2037fb3047c1fa26b",
-    "sk-latency-ad-32": "fad9bb10590311123cd6f494d17cfab9ae50a62ba2fb83cc27258b541ae70527",
+    "sk-latency-ad-32": "05ba4602ef8b41b8ee7070bc396b8fae71283511b8b08d69eba4d3d3fe51e726",
     "alteon-stream-timing": "00c06aef1a656e438d1e6f325a656d8e3d0630ed6d9c97d52b2d9a93f9dfcc17",
     "intel-p4dp6-latency": "9dc436750c4823bed89a6be0ff339921eb0e1e95765b57405da7a99b4d29301a",
     "intel-stream-pause": "d8651533e104feaa6dffdb017fc0c31d5894a11440e9ed64b39fbe520b00d672",
-    "sk-stream-64-retries": "2da4f29cb275641c213e590420f144a0ec124cbab2ba4e6e29ddff32f3801bdd",
-    "intel-p4dp6-stream": "9fe60b12466b2a93be850f8153644af9bae2e8caaf12d610c8cc9b0d01e9f0b8",
-    "generic-pcix-schedule": "8cf035af44b6acbb4243f10ce697e9d180baba4e6ebe93621e65525fa11b4e85",
+    "sk-stream-64-retries": "fd3095feaa25a952148ab8c832bd06ad689213b58715eea16d151e5d6754e671",
+    "intel-p4dp6-stream": "6135722ae49648c7a42e403e5a8bcb261fab359d06a57089d997cb8a1236a697",
+    "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
 }
 
 

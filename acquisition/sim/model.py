@@ -442,6 +442,11 @@ class Host:
         self.mac, self.ip = mac, ip
         self.noise = noise
         self.cpu = Cpu(env)
+        # Linux 2.4 SMP: the NIC's interrupt and the NET_RX softirq it raises run on the processor the interrupt
+        # goes to, and the scheduler runs the woken receiving application on another one that is idle. The send
+        # call stays on the first: all of a host's register accesses come from one processor, in turn (two
+        # processors' would interleave on the bus, which the bus analysis does not tell apart).
+        self.app_cpu = Cpu(env) if host.cpus > 1 else self.cpu
         self.posted: deque[tuple[str, Callable[[], None] | None]] = deque()
         self.posted_kick = Signal(env)
         self.posted_idle = Signal(env)
@@ -462,6 +467,7 @@ class Host:
         self.tx_mac_latency_ps = round(nic.tx_mac_latency_ns * PS_PER_NS)
         self.rx_mac_latency_ps = round(nic.rx_mac_latency_ns * PS_PER_NS)
         self.wakeup_ps = round(host.wakeup_us * PS_PER_US)
+        self.wakeup_idle_ps = round(host.wakeup_idle_us * PS_PER_US) if self.app_cpu is not self.cpu else 0
         self.tx_sw_ps = round(host.tx_sw_us * PS_PER_US)
         self.rx_stack_ps = round((host.rx_sw_us - host.rx_handler_us - host.rx_app_us) * PS_PER_US)
         self.rx_app_ps = round(host.rx_app_us * PS_PER_US)
@@ -550,6 +556,12 @@ class Host:
         env.process(self._softirq())
         env.process(self._application())
 
+    def busy_intervals(self) -> np.ndarray:
+        """When this host's processors were busy (ps, shape (n, 2)): the network's, then the application's if it
+        has one of its own (a load sums them, as /proc/stat's jiffies)."""
+        cpus = (self.cpu,) if self.app_cpu is self.cpu else (self.cpu, self.app_cpu)
+        return np.concatenate([np.array(c.busy[:len(c.busy) // 2 * 2], dtype=np.int64).reshape(-1, 2) for c in cpus])
+
     def settled(self) -> bool:
         """Nothing in flight: no register write posted, every frame sent and received, its descriptors returned
         and its interrupt served, the CPU free."""
@@ -558,8 +570,8 @@ class Host:
                 and self.rx_desc_free == self.nic.rx_ring and not self.backlog and not self.rx_cleaned
                 and not self.socket and self.app_idle and self.cut_frame is None
                 and not self.int_asserted and self.int_timer_due is None
-                and self.cpu.count == 0 and not self.tx_link.data and not self.tx_link.control
-                and self.tx_link.free_ps <= self.env.now)
+                and self.cpu.count == 0 and self.app_cpu.count == 0
+                and not self.tx_link.data and not self.tx_link.control and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
     def _csr_transaction(self, access: str) -> Process:
@@ -1038,16 +1050,21 @@ class Host:
         """The receiving application (udpmon): one datagram a receive call, ``rx_app_us`` and the copy of its
         payload to user space, then the datagram is the application's (``on_receive``). With nothing queued it
         blocks in the call, and waking it (the scheduler, a context switch) costs ``wakeup_us`` when a datagram
-        comes: twice in every round trip, never in a stream it cannot keep up with."""
+        comes: twice in every round trip, never in a stream it cannot keep up with. On a processor of its own, the
+        first ``wakeup_idle_us`` of that is the processor leaving its idle loop: a wait, not work."""
         while True:
             woken = 0
             if not self.socket:
                 self.app_idle = True
                 yield self.socket_ready
                 woken = max(0, self.wakeup_ps + self.noise.wakeup())
+                idle = min(woken, self.wakeup_idle_ps)
+                if idle:
+                    yield idle
+                    woken -= idle
             self.app_idle = False
             frame, payload, truesize = self.socket[0]
-            with self.cpu.request(priority=APPLICATION) as req:
+            with self.app_cpu.request(priority=APPLICATION) as req:
                 yield req
                 yield max(0, woken + self.rx_app_ps + round(self.copy_ps_per_byte * payload) + self.noise.cache())
             self.socket.popleft()
@@ -1224,8 +1241,7 @@ class Rig:
             packets=[tuple(r) for r in sorted(self.packets.values(), key=lambda r: (r[4], r[1]))],
             interrupts=[tuple(r) for r in self.interrupt_rows],
             counters=counters, trigger_ps=self._trigger_ps(), end_ps=end,
-            cpu_busy={h.name: np.array(h.cpu.busy[:len(h.cpu.busy) // 2 * 2], dtype=np.int64).reshape(-1, 2)
-                      for h in (self.a, self.b)},
+            cpu_busy={h.name: h.busy_intervals() for h in (self.a, self.b)},
             cpus={h.name: h.hp.cpus for h in (self.a, self.b)},
             dropped={h.name: h.dropped for h in (self.a, self.b)},
             stamps={h.name: h.stamps for h in (self.a, self.b)},

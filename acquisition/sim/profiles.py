@@ -215,9 +215,15 @@ class HostProfile:
     rcvbuf_bytes: int = 65535
     #: Frames the NET_RX backlog holds (net.core.netdev_max_backlog); beyond it the kernel drops until it empties.
     netdev_max_backlog: int = 300
-    #: Processors the kernel counts (logical CPUs): the model runs the network work on one, and a CPU load is the
-    #: busy time over all of them, as /proc/stat's.
+    #: Processors the kernel counts (logical CPUs): the model runs the network work (interrupts, softirq, the send
+    #: call) on one and, with more than one, the receiving application on another (Linux 2.4 SMP: the softirq runs
+    #: where its interrupt did, the scheduler puts the woken task on an idle processor); a CPU load is the busy
+    #: time over all of them, as /proc/stat's.
     cpus: int = 1
+    #: Of ``wakeup_us``, with the application on a processor of its own (``cpus`` > 1), the time that processor
+    #: takes to leave its idle loop (the waker's inter-processor interrupt, the halt's exit) before it switches to
+    #: the application: a delay that /proc/stat counts as idle. Unused on a uniprocessor, whose waker switches.
+    wakeup_idle_us: float = 0.0
     #: Host noise per message, in standard deviations (us) of zero-mean gamma variates of shape
     #: :data:`~nicrig.acquisition.sim.noise.SHAPE` (late more than early): the interrupt entry, the scheduler's
     #: wake-up of the receiving application, and the cache state of each message's software (send and receive).
@@ -241,6 +247,8 @@ class HostProfile:
         if self.rx_handler_us + self.rx_app_us > self.rx_sw_us:
             raise UsageError(f"host {self.name}: rx_handler_us and rx_app_us are parts of rx_sw_us and cannot exceed "
                              "it together")
+        if self.wakeup_idle_us > self.wakeup_us:
+            raise UsageError(f"host {self.name}: wakeup_idle_us is a part of wakeup_us and cannot exceed it")
         if self.rcvbuf_bytes < 1 or self.netdev_max_backlog < 1 or self.cpus < 1:
             raise UsageError(f"host {self.name}: rcvbuf_bytes, netdev_max_backlog and cpus must be positive")
         if self.tail_probability > 1:
