@@ -13,6 +13,7 @@ host profile carries its drivers' settings and its noise.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -124,13 +125,43 @@ def test_fragments_of_a_datagram_reach_the_application_as_one():
 
 
 def test_the_receiving_cpu_load_of_a_point_is_its_busy_time_over_its_processors():
+    """A load is the host's busy time over the point's interval and over all its processors (/proc/stat's jiffies).
+    Four processors do one's work but for the receiving application's wake-ups. On one processor the application
+    runs once the NET_RX softirq has queued all of an interrupt's datagrams, so it blocks once an interrupt. On a
+    processor of its own (Linux 2.4 SMP) it takes each datagram as the stack delivers it, every ``s`` (the stack's
+    share of ``rx_sw_us``), in ``a`` (``rx_app_us`` and the copy): faster than the stack, it makes up its wake-up
+    ``w`` within ceil(w / (s - a)) datagrams, blocks, and is woken again by the next of the same interrupt."""
     scenario = Scenario(kind="stream", size_bytes=1472, count=200, spacing_us=40.0)
-    one = application.stream_points(simulate(scenario, host_changes=QUIET), scenario)[0]
-    four = application.stream_points(simulate(scenario, host_changes={**QUIET, "cpus": 4}), scenario)[0]
-    assert 5 < one.remote_cpu_busy_pct < 100
-    # The same work spread over four (the application on a processor of its own, its requests timed a little
-    # differently): a quarter of the load.
-    assert four.remote_cpu_busy_pct == pytest.approx(one.remote_cpu_busy_pct / 4, rel=0.01)
+    host = profiles.load("host", "supermicro-370dle")
+
+    def runs(changes: dict) -> tuple[RigRun, RigRun]:
+        return tuple(simulate(scenario, host_changes={**QUIET, **changes, "cpus": cpus}) for cpus in (1, 4))
+
+    def load(run: RigRun) -> float:
+        return application.stream_points(run, scenario)[0].remote_cpu_busy_pct
+
+    def busy_ps(run: RigRun) -> int:
+        return int(np.diff(run.cpu_busy["recv"], axis=1).sum())
+
+    def batches(run: RigRun) -> list[int]:
+        return [row[3] for row in run.interrupts if row[0] == "recv" and row[3]]
+
+    # Waking costing nothing, the same work: a quarter of the load.
+    one, four = runs({"wakeup_us": 0.0})
+    assert busy_ps(four) == busy_ps(one)
+    assert 5 < load(one) < 100
+    assert load(four) == pytest.approx(load(one) / 4, rel=1e-9)
+    # Waking costing the profile's wakeup_us, all of it work (no idle loop to leave): the same interrupts take the
+    # same frames, and the application on its own processor blocks again in each batch longer than it needs to
+    # catch up (here 4 frames, at the absolute timer's 120 us against the stream's 40 us).
+    one, four = runs({"wakeup_idle_us": 0.0})
+    assert batches(four) == batches(one)
+    stack_us = host.rx_sw_us - host.rx_handler_us - host.rx_app_us
+    app_us = host.rx_app_us + host.copy_ns_per_byte * scenario.size_bytes / 1000
+    per_wake = math.ceil(host.wakeup_us / (stack_us - app_us))
+    extra_wakes = sum(math.ceil(n / per_wake) - 1 for n in batches(one))
+    assert extra_wakes > 0
+    assert busy_ps(four) - busy_ps(one) == extra_wakes * round(host.wakeup_us * 1e6)
 
 
 def _overlapping(intervals: np.ndarray) -> bool:
