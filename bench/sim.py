@@ -9,7 +9,7 @@ Runs, in one go on this machine:
    timestamps) written through the capture-set writer from a ready bus pattern,
    i.e. storage alone, no model and no rendering.
 
-and prints samples/s, the goal (>= 10 M samples/s, issues 2 and 18) and the
+and prints samples/s, the goal (>= 10 M samples/s) and the
 ratio of the two (how much of the time the model and renderers take). There is
 no peer that simulates a PCI bus and a link; sigrok's ``demo`` driver was
 tried as one and writes ~0.1 M samples/s to a session file, so it says nothing.
