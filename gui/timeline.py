@@ -765,6 +765,8 @@ class Timeline(QtWidgets.QWidget):
         self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
                                if item.lane.kind in ("logic", "vector"))
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
+        # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted
+        self.doc.read_ahead(t0, t1)
         # the view's transform now, not when the frame is painted: moved there, the items it carries would
         # be found changed after the frame and painted again in a second one
         self.vb.updateMatrix()
