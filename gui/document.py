@@ -21,7 +21,6 @@ opens it again afterwards, since HDF5 lets one process hold a file in one mode.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -52,6 +51,8 @@ SHOWN_ROLES = {"frame", "irdy", "trdy", "devsel", "stop", "inta", "tx_en", "rx_d
 _SIDE_ORDER = (("send", 0), ("probe", 1), ("gmii", 1), ("wire", 1), ("recv", 2))
 #: Stored chunks of a decoded table kept for labels (a few hundred rows each).
 KEPT_TABLE_CHUNKS = 256
+#: A view's rows are read ahead when they lie in at most this many stored chunks (a few hundred rows each).
+READ_AHEAD_TABLE_CHUNKS = 32
 
 
 def source_rank(name: str, bus_kind: str) -> tuple[int, str]:
@@ -75,7 +76,8 @@ class DecodedTable:
         self.shift_ns = 0
         self.text: np.ndarray | None = None
         self._chunks = StoredChunks(ds, str(path), f"table {name}")
-        self._kept: OrderedDict[int, np.ndarray] = OrderedDict()
+        self.ahead = overview.ReadAhead()
+        self._kept = overview.Kept(KEPT_TABLE_CHUNKS, self.ahead)
 
     def __len__(self) -> int:
         return self._chunks.n
@@ -94,14 +96,45 @@ class DecodedTable:
     def row(self, i: int) -> np.void:
         """Row ``i`` (its stored chunk is read once and kept while recently used)."""
         k = i // self._chunks.chunk_rows
-        rows = self._kept.get(k)
-        if rows is None:
-            rows = self._kept[k] = self._chunks.rows(k)
-            while len(self._kept) > KEPT_TABLE_CHUNKS:
-                self._kept.popitem(last=False)
-        else:
-            self._kept.move_to_end(k)
-        return rows[i - k * self._chunks.chunk_rows]
+        return self._kept.get(k, lambda: self._chunks.rows(k))[i - k * self._chunks.chunk_rows]
+
+    def read_ahead(self, t0_ns: float, t1_ns: float) -> None:
+        """Read the stored chunks of the rows overlapping ``[t0_ns, t1_ns]`` (view time, before deskew) on the
+        read-ahead thread, when they are at most ``READ_AHEAD_TABLE_CHUNKS`` and some are not kept: zoomed in from
+        here, the boxes given room for their words take their rows from memory instead of inflating chunks within
+        the frame."""
+        if self.arrays is None or self.ahead.busy():
+            return
+        span = self._rows_in(t0_ns, t1_ns, READ_AHEAD_TABLE_CHUNKS * self._chunks.chunk_rows)
+        if span is None:
+            return
+        chunks = range(span[0] // self._chunks.chunk_rows, span[1] // self._chunks.chunk_rows + 1)
+        missing = [k for k in chunks if k not in self._kept]
+        if missing and len(chunks) <= READ_AHEAD_TABLE_CHUNKS:
+            self.ahead.start(frozenset(missing), self._fill, missing)
+
+    def _fill(self, chunks: list[int]) -> None:
+        for k in chunks:
+            if self.ahead.stopping:
+                return
+            self._kept.get(k, lambda k=k: self._chunks.rows(k), reading_ahead=True)
+
+    def _rows_in(self, t0_ns: float, t1_ns: float, most: int | None = None) -> tuple[int, int] | None:
+        """The first and last row of the table whose boxes overlap ``[t0_ns, t1_ns]`` (view time, before deskew)
+        in any of its lanes, or None (none, the lanes not prepared, or more than ``most`` boxes in a lane: their
+        rows are not looked through)."""
+        if self.arrays is None:
+            return None
+        spans = []
+        for lane in self.arrays:
+            i0 = int(np.searchsorted(lane.reach, t0_ns, side="left"))
+            i1 = int(np.searchsorted(lane.t_ns, t1_ns, side="right"))
+            if most is not None and i1 - i0 > most:
+                return None
+            if i1 > i0:
+                spans += [i0, i1 - 1] if lane.rows is None else [int(lane.rows[i0:i1].min()),
+                                                                   int(lane.rows[i0:i1].max())]
+        return (min(spans), max(spans)) if spans else None
 
     def lane_text(self, k: int) -> np.ndarray | None:
         """Descriptions of lane ``k``'s boxes, or None until made."""
@@ -124,17 +157,11 @@ class DecodedTable:
             with reading(self._chunks.path, f"table {self.name}"):
                 rows = self.ds[()]
         else:
-            spans = []
-            for lane in self.arrays:
-                i0 = int(np.searchsorted(lane.reach, t0_ns, side="left"))
-                i1 = int(np.searchsorted(lane.t_ns, t1_ns, side="right"))
-                if i1 > i0:
-                    spans += [i0, i1 - 1] if lane.rows is None else [int(lane.rows[i0:i1].min()),
-                                                                       int(lane.rows[i0:i1].max())]
-            if not spans:
+            span = self._rows_in(t0_ns, t1_ns)
+            if span is None:
                 return np.zeros(0, self.ds.dtype)
             with reading(self._chunks.path, f"table {self.name}"):
-                rows = self.ds[min(spans):max(spans) + 1]
+                rows = self.ds[span[0]:span[1] + 1]
         t0_ns, t1_ns = t0_ns - self.shift_ns, t1_ns - self.shift_ns
         return rows[(rows["t_end_ns"] >= t0_ns) & (rows["t_ns"] <= t1_ns)]
 
@@ -237,8 +264,8 @@ class Document:
     def detach(self) -> None:
         """Close the file so that a writer may open it; the readers stay as they were until :meth:`reattach`."""
         self._kept = {n: d.pyramid for n, d in self.data.items()}
-        for d in self.data.values():
-            d.cache.stop_reading_ahead()
+        for reader in [d.cache for d in self.data.values()] + list(self.decoded.values()):
+            reader.ahead.stop()
         self.cs.close()
 
     def reattach(self) -> None:
@@ -268,8 +295,8 @@ class Document:
     def close(self) -> None:
         """Close the file and let go of the decoded lanes mapped from the cache (every mapping holds a
         descriptor of its file open until it is dropped); the pyramids stay, another document may share them."""
-        for d in self.data.values():
-            d.cache.stop_reading_ahead()
+        for reader in [d.cache for d in self.data.values()] + list(self.decoded.values()):
+            reader.ahead.stop()
         self.cs.close()
         self.closed = True
         for table in self.decoded.values():
@@ -378,6 +405,13 @@ class Document:
         else:
             return None
         return t - 50_000.0, t + span_ns
+
+    def read_ahead(self, t0_ns: float, t1_ns: float) -> None:
+        """Read ahead the decoded tables' rows under the view ``[t0_ns, t1_ns]`` (see :meth:`DecodedTable.read_ahead`),
+        each at its source's deskew."""
+        for table in self.decoded.values():
+            shift = self.session.offset(table.source)
+            table.read_ahead(t0_ns - shift, t1_ns - shift)
 
     def tables_in_range(self, t0_ns: float, t1_ns: float) -> dict[str, np.ndarray]:
         """Rows of each decoded table (keyed ``source/decoder``) that overlap ``[t0_ns, t1_ns]`` of the view, their

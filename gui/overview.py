@@ -218,6 +218,72 @@ def _read_ahead_thread() -> ThreadPoolExecutor:
     return _READ_AHEAD[0]
 
 
+class ReadAhead:
+    """One piece of reading ahead at a time on the read-ahead thread, for one reader; stopped before its file is
+    closed."""
+
+    def __init__(self) -> None:
+        self.future: Future | None = None
+        self.stopping = False
+        #: the pieces (keys of a :class:`Kept`) the running work reads
+        self.pending: frozenset = frozenset()
+
+    def busy(self) -> bool:
+        """Whether a piece is still running (or the reader is stopping): the next is not started then."""
+        return self.stopping or (self.future is not None and not self.future.done())
+
+    def start(self, pending: frozenset, work: Callable[..., None], *args: object) -> None:
+        """Run ``work(*args)``, which reads the pieces ``pending``, on the read-ahead thread unless :meth:`busy`;
+        ``work`` returns early once :attr:`stopping`."""
+        if not self.busy():
+            self.pending = pending
+            self.future = _read_ahead_thread().submit(work, *args)
+
+    def wait(self) -> None:
+        """Wait for the running piece (its errors are the window's own reads' to meet and report)."""
+        if self.future is not None:
+            try:
+                self.future.result()
+            except Exception:  # noqa: BLE001 - the window's own reads meet a damaged chunk and say so
+                pass
+
+    def stop(self) -> None:
+        """Start no more pieces, and wait for the running one."""
+        self.stopping = True
+        self.wait()
+
+
+class Kept:
+    """Pieces of a file as read (sample blocks, table chunks), the most recently used ones kept, shared with the
+    read-ahead thread: a piece it is reading is waited for rather than read a second time."""
+
+    def __init__(self, keep: int, ahead: ReadAhead):
+        self.keep, self.ahead = keep, ahead
+        self._items: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: int) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def get(self, key: int, read: Callable[[], np.ndarray], reading_ahead: bool = False) -> np.ndarray:
+        """Piece ``key``, read by ``read()`` unless kept (``reading_ahead``: asked by the read-ahead thread)."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        if not reading_ahead and key in self.ahead.pending and self.ahead.busy():
+            self.ahead.wait()
+            return self.get(key, read, reading_ahead=True)
+        got = read()
+        with self._lock:
+            self._items[key] = got
+            while len(self._items) > self.keep:
+                self._items.popitem(last=False)
+        return got
+
+
 class BlockCache:
     """Packed samples and common-timeline times of a source, read in 64 Ki-sample blocks and kept (LRU, times
     apart: a search reads times only); the blocks of a view about to be read from raw samples are read ahead on a
@@ -228,29 +294,18 @@ class BlockCache:
         self.reader = SampleReader(source)
         self.block = DEFAULT_CHUNK_SAMPLES
         self._keep = blocks
-        self._packed: OrderedDict[int, np.ndarray] = OrderedDict()
-        self._times: OrderedDict[int, np.ndarray] = OrderedDict()
+        self.ahead = ReadAhead()
+        self._packed = Kept(blocks, self.ahead)
+        self._times = Kept(blocks, self.ahead)
         #: times (ps) of every BASE_BIN-th sample as far as the pyramid has them: narrows searches at once
         self.coarse: np.ndarray | None = None
-        self._lock = threading.Lock()  # the kept blocks, shared with the thread reading ahead
-        self._ahead: Future | None = None
-        self._stopping = False
 
-    def _get(self, kept: OrderedDict[int, np.ndarray], b: int, read: Callable[[int, int], np.ndarray]) -> np.ndarray:
-        with self._lock:
-            hit = kept.get(b)
-            if hit is not None:
-                kept.move_to_end(b)
-                return hit
-        got = read(b * self.block, min((b + 1) * self.block, self.source.num_samples))
-        with self._lock:
-            kept[b] = got
-            while len(kept) > self._keep:
-                kept.popitem(last=False)
-        return got
+    def _get(self, kept: Kept, b: int, read: Callable[[int, int], np.ndarray], reading_ahead: bool = False
+             ) -> np.ndarray:
+        return kept.get(b, lambda: read(b * self.block, min((b + 1) * self.block, self.source.num_samples)),
+                        reading_ahead)
 
-    def _span(self, kept: OrderedDict[int, np.ndarray], read: Callable[[int, int], np.ndarray], start: int,
-              stop: int) -> np.ndarray:
+    def _span(self, kept: Kept, read: Callable[[int, int], np.ndarray], start: int, stop: int) -> np.ndarray:
         parts = [self._get(kept, b, read) for b in range(start // self.block, (stop - 1) // self.block + 1)]
         first = (start // self.block) * self.block
         joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -261,32 +316,21 @@ class BlockCache:
         thread, unless a read ahead is still running or they would crowd out half the cache: a view zoomed in
         from this one reads its raw samples from memory instead of inflating them in the window's thread."""
         coarse = self.coarse
-        if coarse is None or not len(coarse) or t1_ps > coarse[-1] or self._stopping or (
-                self._ahead is not None and not self._ahead.done()):
+        if coarse is None or not len(coarse) or t1_ps > coarse[-1] or self.ahead.busy():
             return
         s = max(0, (search(coarse, t0_ps, "left") - 1) * BASE_BIN)
         e = min(self.source.num_samples, (search(coarse, t1_ps, "right") + 1) * BASE_BIN)
         blocks = range(s // self.block, max(e - 1, s) // self.block + 1)
-        with self._lock:
-            missing = [b for b in blocks if b not in self._packed or b not in self._times]
+        missing = [b for b in blocks if b not in self._packed or b not in self._times]
         if missing and len(blocks) <= self._keep // 2:
-            self._ahead = _read_ahead_thread().submit(self._fill, missing)
+            self.ahead.start(frozenset(missing), self._fill, missing)
 
     def _fill(self, blocks: list[int]) -> None:
         for b in blocks:
-            if self._stopping:
+            if self.ahead.stopping:
                 return
-            self._get(self._packed, b, self.reader.packed)
-            self._get(self._times, b, self.reader.times)
-
-    def stop_reading_ahead(self) -> None:
-        """Stop reading ahead (before the file is closed): wait for the block being read, read no more."""
-        self._stopping = True
-        if self._ahead is not None:
-            try:
-                self._ahead.result()
-            except Exception:  # noqa: BLE001 - the window's own reads meet a damaged block and say so
-                pass
+            self._get(self._packed, b, self.reader.packed, reading_ahead=True)
+            self._get(self._times, b, self.reader.times, reading_ahead=True)
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Packed samples and times (ps) of samples ``[start, stop)``."""

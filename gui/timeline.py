@@ -55,9 +55,6 @@ def _cosmetic(colour: str, width: float = 1.0) -> QtGui.QPen:
     return pen
 
 
-_OUTLINES = {name: _cosmetic(fill) for name, (fill, _) in STYLES.items()}
-
-
 def draw_rects(p: QtGui.QPainter, x0: np.ndarray, x1: np.ndarray, top: np.ndarray | float,
                bottom: np.ndarray | float) -> None:
     """Rectangles ``[x0, x1] x [top, bottom]`` in one painter call, from one array laid out as QRectF's."""
@@ -68,6 +65,18 @@ def draw_rects(p: QtGui.QPainter, x0: np.ndarray, x1: np.ndarray, top: np.ndarra
         # QPainter::drawRects(const QRectF *, int): the array is read in place (a path of outlines is filled and
         # stroked an order of magnitude slower by Qt's raster engine)
         p.drawRects(shiboken6.wrapInstance(r.ctypes.data, QtCore.QRectF), n)
+
+
+def pixel_spans(to_px: QtGui.QTransform, x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The device pixels an outlined rectangle ``[x0, x1] x [y0, y1]`` (item coordinates, ``to_px`` a scale and a
+    shift to device pixels) covers with a 1-px cosmetic pen and its fill: from the pixel holding its left (top)
+    edge to the one holding its right (bottom) edge, both included, as the edges of filled rectangles (left, right,
+    top, bottom, in whole device pixels). Filling those paints what the outline and fill would, at a quarter of
+    the raster engine's cost: it strokes each rectangle's four sides alone."""
+    xa, xb = (np.floor(to_px.m11() * x + to_px.dx()) for x in (x0, x1))
+    ya, yb = (np.floor(to_px.m22() * y + to_px.dy()) for y in (y0, y1))
+    return np.minimum(xa, xb), np.maximum(xa, xb) + 1, np.minimum(ya, yb), np.maximum(ya, yb) + 1
 
 
 def draw_lines(p: QtGui.QPainter, x0: np.ndarray, y0: np.ndarray | float, x1: np.ndarray,
@@ -256,11 +265,18 @@ class Batch:
                 p.setPen(LaneItem.LINE)
                 draw_lines(p, x0, y0, x1, y1)
                 continue
+            if kind == "dense":  # outlined in its own colour, so even a sliver shows: filled with the outline's pixels
+                a, b, top, bottom = pixel_spans(p.transform(), x0, x1, y0, y1)
+                p.save()
+                p.resetTransform()
+                p.setPen(QtCore.Qt.PenStyle.NoPen)
+                p.setBrush(_BRUSHES.get(style))
+                draw_rects(p, a, b, top, bottom)
+                p.restore()
+                continue
             pen, brush = {"header": (QtCore.Qt.PenStyle.NoPen, LaneItem.HEADER),
                           "busy": (QtCore.Qt.PenStyle.NoPen, LaneItem.BUSY),
                           "pending": (QtCore.Qt.PenStyle.NoPen, LaneItem.PENDING),
-                          # a dense span is outlined in its own colour, so even a sliver shows it
-                          "dense": (_OUTLINES.get(style), _BRUSHES.get(style)),
                           "wide": (LaneItem.OUTLINE, _BRUSHES.get(style))}[kind]
             p.setPen(pen)
             p.setBrush(brush)
@@ -765,6 +781,8 @@ class Timeline(QtWidgets.QWidget):
         self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
                                if item.lane.kind in ("logic", "vector"))
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
+        # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted
+        self.doc.read_ahead(t0, t1)
         # the view's transform now, not when the frame is painted: moved there, the items it carries would
         # be found changed after the frame and painted again in a second one
         self.vb.updateMatrix()

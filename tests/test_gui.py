@@ -858,3 +858,44 @@ def test_a_search_finding_few_events_has_their_views_words_ready_before_the_clic
     assert events.events.text(frame) in labels or any(text.startswith(words) for text in labels)
     assert made == []
     assert set(labels) <= measured  # measured in the font the lanes are written in
+
+
+def test_a_view_has_its_decoded_rows_read_ahead_for_their_labels(window: MainWindow, monkeypatch) -> None:
+    """Redrawn, a view has the stored chunks of the decoded rows in it read on the read-ahead thread: a zoom in
+    names its boxes from rows in memory, the rows HDF5 reads. A view whose rows lie in more chunks than
+    ``READ_AHEAD_TABLE_CHUNKS`` has none read ahead (they wait for a view that names them)."""
+    import threading
+
+    from nicrig.gui import document, overview
+    from nicrig.gui.chunks import StoredChunks
+
+    reads: list[tuple[int, str]] = []
+    original = StoredChunks.rows
+
+    def counted(self, k: int) -> np.ndarray:
+        reads.append((k, threading.current_thread().name))
+        return original(self, k)
+
+    monkeypatch.setattr(StoredChunks, "rows", counted)
+    doc, tl = window.doc, window.timeline
+    table = next(t for t in doc.decoded.values() if t.decoder == "pci" and len(t))
+    lane = table.arrays[0]
+    mid = len(lane.t_ns) // 2
+    for limit, expect_read in ((0, False), (document.READ_AHEAD_TABLE_CHUNKS, True)):
+        monkeypatch.setattr(document, "READ_AHEAD_TABLE_CHUNKS", limit)
+        for t in doc.decoded.values():
+            t._kept = overview.Kept(document.KEPT_TABLE_CHUNKS, t.ahead)  # nothing kept yet
+        reads.clear()
+        shift = doc.session.offset(table.source)
+        tl.zoom_to(float(lane.t_ns[mid - 3]) + shift, float(lane.t_end_ns[mid + 3]) + shift)
+        tl.redraw()  # the same view the second time: redrawn as a pan back to it would
+        table.ahead.wait()
+        assert bool(reads) == expect_read
+        assert all(name.startswith("nicrig-read-ahead") for _, name in reads)
+    v0, v1 = tl.view_range()
+    first, last = table._rows_in(v0 - shift, v1 - shift)
+    reads.clear()
+    stored = table.ds[first:last + 1]  # through HDF5's own filters
+    got = np.array([table.row(i) for i in range(first, last + 1)], dtype=stored.dtype)
+    assert reads == []  # every row from memory
+    np.testing.assert_array_equal(got, stored)

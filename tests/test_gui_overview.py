@@ -149,8 +149,8 @@ def test_a_view_about_to_be_read_raw_has_its_samples_read_ahead(tmp_path: Path, 
         assert data.estimated_samples(*wide) > RAW_SAMPLES_PER_PIXEL * pixels
         read_here.clear()
         data.columns(*wide, pixels)  # from the pyramid; its samples read ahead
-        assert read_here == [] and data.cache._ahead is not None
-        data.cache._ahead.result()
+        assert read_here == [] and data.cache.ahead.future is not None
+        data.cache.ahead.wait()
         narrow = (wide[0] + (wide[1] - wide[0]) // 3, wide[0] + (wide[1] - wide[0]) // 3 + (wide[1] - wide[0]) // 10)
         assert data.estimated_samples(*narrow) <= RAW_SAMPLES_PER_PIXEL * pixels
         cols = data.columns(*narrow, pixels)
@@ -158,11 +158,11 @@ def test_a_view_about_to_be_read_raw_has_its_samples_read_ahead(tmp_path: Path, 
         fresh = BlockCache(src).columns(*narrow, pixels)
         np.testing.assert_array_equal(cols.t_ps, fresh.t_ps)
         np.testing.assert_array_equal(channel_states(cols, 1), channel_states(fresh, 1))
-        data.cache.stop_reading_ahead()
+        data.cache.ahead.stop()
         far = (int(times[20_000]), int(times[20_000 + READ_AHEAD_SAMPLES_PER_PIXEL * pixels // 2]))
-        done = data.cache._ahead
+        done = data.cache.ahead.future
         data.columns(*far, pixels)
-        assert data.cache._ahead is done
+        assert data.cache.ahead.future is done
 
 
 def test_a_cached_pyramid_maps_its_first_level_at_once_and_the_others_on_the_read_ahead_thread(
@@ -427,3 +427,36 @@ def test_sample_search_over_many_blocks_with_long_idle_gaps(tmp_path: Path) -> N
                                  times[np.flatnonzero(steps == 10**9)] - 5, [times[0] - 1, times[-1], times[-1] + 1]])
         for t in probes:
             assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
+
+
+def test_a_piece_being_read_ahead_is_waited_for_not_read_twice() -> None:
+    """The window's thread asking for a piece the read-ahead thread is reading takes that one read; a piece it is
+    not reading is read at once; the kept pieces are the most recently used."""
+    import threading
+
+    from nicrig.gui.overview import Kept, ReadAhead
+
+    ahead = ReadAhead()
+    kept = Kept(2, ahead)
+    reads: list[tuple[int, str]] = []
+    go = threading.Event()
+
+    def read(key: int, by: str) -> np.ndarray:
+        reads.append((key, by))
+        return np.full(3, key)
+
+    def work() -> None:
+        go.wait()
+        kept.get(1, lambda: read(1, "ahead"), reading_ahead=True)
+
+    ahead.start(frozenset({1}), work)
+    go.set()  # the work may not have begun: it is still on its way, so waited for
+    np.testing.assert_array_equal(kept.get(1, lambda: read(1, "window")), np.full(3, 1))
+    kept.get(2, lambda: read(2, "window"))
+    kept.get(1, lambda: read(1, "window"))  # kept: not read again, and now the most recent
+    kept.get(3, lambda: read(3, "window"))  # pushes out 2, the least recently used
+    assert reads == [(1, "ahead"), (2, "window"), (3, "window")]
+    assert 1 in kept and 3 in kept and 2 not in kept
+    ahead.stop()
+    ahead.start(frozenset({2}), work)  # stopped: nothing more is started
+    assert ahead.future.done()

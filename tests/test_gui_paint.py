@@ -3,6 +3,7 @@ it skips would have drawn nothing."""
 
 from __future__ import annotations
 
+import math
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -67,17 +68,23 @@ def _picture(paint, transform: QtGui.QTransform) -> np.ndarray:
     return np.frombuffer(img.constBits(), np.uint32).reshape(SIZE[1], SIZE[0]).copy()
 
 
+def _view(seed: int) -> tuple[np.random.Generator, int, float, float, float, QtGui.QTransform]:
+    """A random view: its generator, pixels, start and span (ns), a pixel (ns), and the painter's transform (a
+    few ns to a second wide, its edges anywhere in a pixel, lanes a lane unit apart)."""
+    rng = np.random.default_rng(seed)
+    pixels = int(rng.integers(200, SIZE[0] - 60))
+    t0, span = rng.uniform(-1e9, 1e9), 10 ** rng.uniform(1, 9)
+    sx = (pixels + rng.uniform(0, 1)) / span
+    transform = QtGui.QTransform(sx, 0, 0, rng.uniform(20, 35), 30 + rng.uniform(0, 1) - t0 * sx, rng.uniform(0, 2))
+    return rng, pixels, t0, span, span / pixels, transform
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_logic_lanes_joined_lines_draw_the_runs_one_by_one_picture(qapp, seed: int) -> None:
     """The batch draws a lane's high level and its changing stretches' tops as one line where they follow one
     another (and the low level and their bottoms): the same pixels as every run's lines drawn alone, at views
     from a few ns to a second wide, the view's edges anywhere in a pixel."""
-    rng = np.random.default_rng(seed)
-    pixels = int(rng.integers(200, SIZE[0] - 60))
-    t0, span = rng.uniform(-1e9, 1e9), 10 ** rng.uniform(1, 9)
-    px = span / pixels
-    sx = (pixels + rng.uniform(0, 1)) / span
-    transform = QtGui.QTransform(sx, 0, 0, rng.uniform(20, 35), 30 + rng.uniform(0, 1) - t0 * sx, rng.uniform(0, 2))
+    rng, pixels, t0, span, px, transform = _view(seed)
     lanes = _runs(rng, t0, span, px)
 
     def batched(p: QtGui.QPainter) -> None:
@@ -106,3 +113,49 @@ def test_no_room_between_dense_spans_leaves_no_group_to_name(gaps: list[float], 
     before = np.maximum(np.concatenate(([left], g1[:-1])), left)
     nameable = bool((np.maximum(after - g1, g0 - before) >= room).any())
     assert room_between(px0, px1, left, right_edge, room) or not nameable
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dense_spans_filled_paint_what_each_outlined_alone_paints(qapp, seed: int) -> None:
+    """Dense spans (runs of pixel columns of one style, the styles' layers over one another as the batch orders
+    them) filled with :func:`pixel_spans`'s rectangles paint the same pixels as each span drawn alone as the
+    outlined rectangle it was (a 1-px cosmetic pen and a brush of its style's colour) with its edges in the pixels
+    they fall in, at views from a few ns to a second wide, the view's edges anywhere in a pixel."""
+    from nicrig.gui.lanes import STYLE_NAMES, STYLES
+    from nicrig.gui.timeline import _cosmetic
+
+    rng, pixels, t0, span, px, transform = _view(seed)
+    spans = []  # (style, x0, x1, top, bottom) in item coordinates: pixel columns' edges, lanes' bands
+    for lane in range(int(rng.integers(1, 4))):
+        cols = rng.integers(-1, 3, pixels + 2)
+        cols = np.repeat(cols, rng.integers(1, 12, len(cols)))[:pixels + 2]  # runs of one style, some abutting
+        change = np.flatnonzero(np.concatenate(([True], cols[1:] != cols[:-1])))
+        ends = np.concatenate((change[1:] - 1, [len(cols) - 1]))
+        for a, b in zip(change, ends):
+            if cols[a] >= 0:
+                spans.append((int(cols[a]), t0 + (a - 1) * px, t0 + b * px, lane + 0.12, lane + 0.88))
+
+    def batched(p: QtGui.QPainter) -> None:
+        batch = Batch()
+        for style, x0, x1, top, bottom in spans:
+            batch.add(f"dense:{STYLE_NAMES[style]}", np.array([x0]), top, np.array([x1]), bottom)
+        batch.draw(p)
+
+    def one_by_one(p: QtGui.QPainter) -> None:
+        inverse = transform.inverted()[0]
+        for style in range(len(STYLE_NAMES)):
+            fill = STYLES[STYLE_NAMES[style]][0]
+            p.setPen(_cosmetic(fill))
+            p.setBrush(QtGui.QBrush(QtGui.QColor(fill)))
+            for s, x0, x1, top, bottom in spans:
+                if s != style:
+                    continue
+                # the edges a quarter pixel into the pixels they fall in: where the raster engine's rounding of
+                # an outline is not in doubt
+                corners = [transform.map(QtCore.QPointF(x, y)) for x, y in ((x0, top), (x1, bottom))]
+                snapped = [QtCore.QPointF(math.floor(c.x()) + 0.25, math.floor(c.y()) + 0.25) for c in corners]
+                p.drawRect(QtCore.QRectF(*(inverse.map(c) for c in snapped)))
+
+    expected = _picture(one_by_one, transform)
+    assert (expected != expected[0, 0]).any()  # something is drawn
+    np.testing.assert_array_equal(_picture(batched, transform), expected)
