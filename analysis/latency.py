@@ -473,8 +473,8 @@ def unresolved(fit: LineFit | None, est: LatencyEstimate, table: str = FITS_TABL
                         "cannot be told from slope (measure in rounds, the default of 'nicrig udpmon latency')")
     q = Quotes()
     row = row or STAT_LABEL[fit.statistic]
-    slope = q.measured(table, SLOPE, SLOPE_U, fit.slope_us_per_byte, fit.slope_ci95, "us/byte", row)
     if not fit.slope_resolved:
+        slope = q.measured(table, SLOPE, SLOPE_U, fit.slope_us_per_byte, fit.slope_ci95, "us/byte", row)
         where = ("its 95% interval " + interval(fit.slope_us_per_byte, fit.slope_ci95) + " includes zero"
                  if fit.slope_us_per_byte + fit.slope_ci95 >= 0 else "it is negative, which no path can be")
         # this may be the first the report says of the main mode (a sweep's step), so the sentence defines it

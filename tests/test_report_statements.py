@@ -108,6 +108,8 @@ def test_a_line_that_explains_too_little_gets_no_reading() -> None:
     r2 = number(fit.r_squared, decimals=3)
     assert f"explains too little of the variance of the per-size minimum values (R² {r2};" in said
     assert "R² ≥ 0.9" in said
+    # it quotes the R² cell alone: a cited slope it does not say is what the report's lint refuses
+    assert [c.column for c in said.cites] == ["R²"] and all(c.text in said for c in said.cites)
 
 
 def test_host_states_are_named_in_the_modes_tables_digits() -> None:
