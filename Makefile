@@ -106,8 +106,8 @@ demo: sysdeps $(STAMP)
 	  $(NICRIG) trace show $(DEMO_OUT)/udpmon-traced.h5; \
 	  $(NICRIG) trace export $(DEMO_OUT)/udpmon-traced.h5 -o $(DEMO_OUT)/udpmon-traced.perfetto-trace; \
 	  echo "--- the wire: the loopback run again, every frame recorded (a packet socket, kernel time stamps) and each datagram paired with its frame:"; \
-	  echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,20 --count 2000 --rounds 1 --capture lo -o $(DEMO_OUT)/udpmon-wire.h5"; \
-	  $(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,20 --count 2000 --rounds 1 --capture lo -o $(DEMO_OUT)/udpmon-wire.h5; \
+	  echo "$(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,20 --count 2000 --rounds 1 --capture lo --force -o $(DEMO_OUT)/udpmon-wire.h5"; \
+	  $(NICRIG) udpmon stream 127.0.0.1 --port $$port --sizes 64,1472 --spacing-us 0,20 --count 2000 --rounds 1 --capture lo --force -o $(DEMO_OUT)/udpmon-wire.h5; \
 	  $(NICRIG) export $(DEMO_OUT)/udpmon-wire.h5 --source lo -o $(DEMO_OUT)/udpmon-wire.pcapng; \
 	else echo "--- the host probe and the wire capture need root: run make demo as root to see a traced run and its frames"; fi
 	@echo "demo: wrote $$(ls $(DEMO_OUT) | tr '\n' ' ')in $(DEMO_OUT)/ (after 'nicrig decoders install', 'pulseview $(DEMO_OUT)/latency-send_pci.sr' opens it decoded)"
