@@ -261,11 +261,15 @@ class Document:
                 lane.boxes.text = table.lane_text(ids[lane.id])
         return "text"
 
+    def _stop_reading_ahead(self) -> None:
+        """Stop every reader's reading ahead (before the file is closed): the running piece finishes, no more start."""
+        for reader in [d.cache for d in self.data.values()] + list(self.decoded.values()):
+            reader.ahead.stop()
+
     def detach(self) -> None:
         """Close the file so that a writer may open it; the readers stay as they were until :meth:`reattach`."""
         self._kept = {n: d.pyramid for n, d in self.data.items()}
-        for reader in [d.cache for d in self.data.values()] + list(self.decoded.values()):
-            reader.ahead.stop()
+        self._stop_reading_ahead()
         self.cs.close()
 
     def reattach(self) -> None:
@@ -295,8 +299,7 @@ class Document:
     def close(self) -> None:
         """Close the file and let go of the decoded lanes mapped from the cache (every mapping holds a
         descriptor of its file open until it is dropped); the pyramids stay, another document may share them."""
-        for reader in [d.cache for d in self.data.values()] + list(self.decoded.values()):
-            reader.ahead.stop()
+        self._stop_reading_ahead()
         self.cs.close()
         self.closed = True
         for table in self.decoded.values():

@@ -87,21 +87,27 @@ def search(a: np.ndarray, x: float, side: Literal["left", "right"]) -> int:
     return int(np.searchsorted(a, a.dtype.type(min(max(bound, info.min), info.max)), side=side))
 
 
+def _folded(x: np.ndarray, width: int, keep: int) -> list[np.ndarray | None]:
+    """The AND and the OR (``keep``: 1 the AND, 2 the OR, 3 both; None where not kept) of every ``width``
+    consecutive rows of packed samples ``x`` (rows x bytes), the last group maybe shorter. One pass in C
+    (:mod:`nicrig.gui._fold`), without the GIL."""
+    u = x.shape[1]
+    return [None if b is None else np.frombuffer(b, np.uint8).reshape(-1, u)
+            for b in _fold.fold(np.ascontiguousarray(x, dtype=np.uint8), u, width, keep)]
+
+
 def folds(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The AND and the OR of every ``width`` consecutive rows of packed samples ``x`` (rows x bytes); the last
-    group may be shorter. One pass in C (:mod:`nicrig.gui._fold`), without the GIL."""
-    u = x.shape[1]
-    a, o = _fold.fold(np.ascontiguousarray(x, dtype=np.uint8), u, width)
-    return np.frombuffer(a, np.uint8).reshape(-1, u), np.frombuffer(o, np.uint8).reshape(-1, u)
+    group may be shorter."""
+    a, o = _folded(x, width, 3)
+    return a, o
 
 
 def fold(x: np.ndarray, width: int, op: np.ufunc) -> np.ndarray:
     """``op`` (``np.bitwise_and`` or ``np.bitwise_or``) of every ``width`` consecutive rows of packed samples
     ``x`` (rows x bytes); the last group may be shorter. Only that one is folded."""
-    u = x.shape[1]
     keep = 1 if op is np.bitwise_and else 2
-    return np.frombuffer(_fold.fold(np.ascontiguousarray(x, dtype=np.uint8), u, width, keep)[keep - 1],
-                         np.uint8).reshape(-1, u)
+    return _folded(x, width, keep)[keep - 1]
 
 
 def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: float, px_ps: float,
