@@ -968,11 +968,8 @@ def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:
     clusters.sort(key=lambda c: c.start_ns)
     service = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "interrupt"}
     update = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "update" and c.interrupt >= 0}
-    asserts, deasserts = lay.irq["t_ns"].astype(float), lay.irq["t_end_ns"].astype(float)
-    causes = first_causes(np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")]), asserts,
-                          deasserts, AT_ONCE_CLOCKS * clock_period_ns(pci))
     interrupts = [Interrupt(a, d, c, service.get(n_irq, -1), update.get(n_irq, -1))
-                  for n_irq, (a, d, c) in enumerate(zip(asserts, deasserts, causes))]
+                  for n_irq, (a, d, c) in enumerate(_interrupts_and_causes(transfers, lay.irq, pci))]
     return BusActivity(clock_period_ns(pci), tuple(transfers), tuple(clusters), tuple(interrupts))
 
 
@@ -994,6 +991,16 @@ def bus_activity(pci: np.ndarray, irq: np.ndarray | None = None, frames_in: np.n
                   registers)
     seqs = driver_sequences(lay.evidence)
     return _labelled(lay, seqs) if seqs is not None else _activity(lay, _majority(lay.sends_seen), doorbell_ns)
+
+
+def _interrupts_and_causes(transfers: list[Transfer], irq: np.ndarray, pci: np.ndarray
+                           ) -> list[tuple[float, float, float]]:
+    """Each INTA# low interval of ``irq`` (assert, deassert, ns) with the end of the DMA that caused it
+    (:func:`first_causes`, over the transfers that give a NIC reason to interrupt: receives, writebacks)."""
+    asserts, deasserts = irq["t_ns"].astype(float), irq["t_end_ns"].astype(float)
+    causes = first_causes(np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")]), asserts,
+                          deasserts, AT_ONCE_CLOCKS * clock_period_ns(pci))
+    return list(zip(asserts.tolist(), deasserts.tolist(), causes))
 
 
 def first_causes(cause_ends_ns: np.ndarray, asserts_ns: np.ndarray, deasserts_ns: np.ndarray,
@@ -1029,11 +1036,8 @@ def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: floa
     ends = np.array([r[2] for r in runs])
     retry = pci["termination"] == b"retry"
 
-    asserts, deasserts = irq["t_ns"].astype(float), irq["t_end_ns"].astype(float)
-    causes = first_causes(np.array([t.end_ns for t in transfers if t.role in ("receive", "writeback")]), asserts,
-                          deasserts, AT_ONCE_CLOCKS * clock_period_ns(pci))
     interrupts: list[Interrupt] = []
-    for n, (a, d, c) in enumerate(zip(asserts, deasserts, causes)):
+    for n, (a, d, c) in enumerate(_interrupts_and_causes(transfers, irq, pci)):
         k = int(np.searchsorted(starts, clearing[n])) if np.isfinite(clearing[n]) else -1
         if k >= 0:
             roles[k], linked_interrupt[k] = "interrupt", n
