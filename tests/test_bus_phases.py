@@ -86,15 +86,23 @@ def truth_phases(table: np.ndarray, nic: dict) -> dict[str, list[tuple[float, fl
     if nic.get("rx_refill") == "softirq":
         keys.append(("refill", "rx_refill_csr"))
     wanted = {phase: [nic["bar0"][0] + int(a.split(":")[1], 16) for a in nic[key]] for phase, key in keys}
+    # A looping service reads its cause register again after each pass: its update opens with those reads.
+    cause = nic["bar0"][0] + int(nic["isr_cause_csr"].split(":")[1], 16) if nic.get("isr_cause_csr") else None
     done = np.flatnonzero(csr["termination"] != b"retry")
     out: dict[str, list[tuple[float, float]]] = {p: [] for p in wanted}
     i = 0
     while i < len(done):
         for phase in sorted(wanted, key=lambda p: -len(wanted[p])):
             seq = wanted[phase]
-            if list(csr["address"][done[i:i + len(seq)]]) == seq:
+            rereads = 0
+            while phase == "update" and cause is not None and i + rereads < len(done) \
+                    and csr["address"][done[i + rereads]] == cause:
+                rereads += 1
+            if list(csr["address"][done[i + rereads:i + rereads + len(seq)]]) == seq and (cause is None
+                                                                                          or phase != "update"
+                                                                                          or rereads):
                 first = done[i - 1] + 1 if i else 0
-                last = i + len(seq)
+                last = i + rereads + len(seq)
                 while phase == "refill" and list(csr["address"][done[last:last + len(seq)]]) == seq:
                     last += len(seq)
                 out[phase].append((csr["t_start_ps"][first] / 1000, csr["t_end_ps"][done[last - 1]] / 1000))

@@ -77,13 +77,13 @@ NIC_CHANGES = {
 #: Counters (``RigRun.counters``) a case must show at least twice to cover what it is there for.
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
-    "intel-stream-11us": "befb9770297fa5d846ab41716dd687776ca4e38b18e403c2037fb3047c1fa26b",
+    "intel-stream-11us": "c0ca634c6b8e870ffab01e5d0c7f1e4498955d942afd2b820e6e9f012901e8b8",
     "sk-latency-ad-32": "05ba4602ef8b41b8ee7070bc396b8fae71283511b8b08d69eba4d3d3fe51e726",
     "alteon-stream-timing": "00c06aef1a656e438d1e6f325a656d8e3d0630ed6d9c97d52b2d9a93f9dfcc17",
-    "intel-p4dp6-latency": "9dc436750c4823bed89a6be0ff339921eb0e1e95765b57405da7a99b4d29301a",
-    "intel-stream-pause": "d8651533e104feaa6dffdb017fc0c31d5894a11440e9ed64b39fbe520b00d672",
+    "intel-p4dp6-latency": "54f105ff30061e1a267dfdae4621fbd0549b635fe338b9e36e57255f801439e3",
+    "intel-stream-pause": "e2025ae7a7a6b2edbf983a29029f5cac387d24877ad64731bde963d5ceae384f",
     "sk-stream-64-retries": "fd3095feaa25a952148ab8c832bd06ad689213b58715eea16d151e5d6754e671",
-    "intel-p4dp6-stream": "6135722ae49648c7a42e403e5a8bcb261fab359d06a57089d997cb8a1236a697",
+    "intel-p4dp6-stream": "be3042eb16f52625e49d20131dd30a47dda8a4aecbf37d28ee0cb4d6c10b7ecd",
     "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
 }
 

@@ -537,6 +537,8 @@ class Host:
         self.rx_truesize = nic.rx_buffer_bytes + SKB_OVERHEAD_BYTES
         # interrupts
         self.int_asserted = False
+        # The looping service has masked INTA# (e1000: IMC) until it unmasks (IMS) at its end.
+        self.int_masked = False
         self.int_timer_due: int | None = None
         # Per cause (tx, rx): the packet timer's and the absolute timer's due times (ps), None when idle.
         self.int_timers: dict[str, list[int | None]] = {"tx": [None, None], "rx": [None, None]}
@@ -905,6 +907,12 @@ class Host:
         self.int_timers = {"tx": [None, None], "rx": [None, None]}
         self.int_frames = {"tx": 0, "rx": 0}
         self.int_asserted = True
+        if self.int_masked:
+            # Only the cause register latches: the looping service reads it again, or asserts INTA# as it unmasks.
+            return
+        self._assert_line()
+
+    def _assert_line(self) -> None:
         self.counters["interrupts"] += 1
         self.bus.interrupts.append([self.bus.clock_at_or_after(self.env.now), -1])
         self.rig.interrupt_rows.append([self.name, self.env.now, -1, 0, 0])
@@ -912,42 +920,72 @@ class Host:
         self.int_event.notify()
 
     def _deassert(self) -> None:
-        self.int_asserted = False
         self.bus.interrupts[-1][1] = self.bus.clock_at_or_after(self.env.now)
         self.rig.interrupt_rows[self._row][2] = self.env.now
+        self._cause_read()
+
+    def _cause_read(self) -> None:
+        """The service has read the cause register: the NIC's timers run again, from the frames done since."""
+        self.int_asserted = False
         started = [t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None]
         if started:
             self._arm(max(self.env.now, min(started)))
+
+    def _clean_tx(self) -> int:
+        """Return the sent frames' descriptors to the driver: how many."""
+        freed, self.tx_completed = self.tx_completed, 0
+        if freed:
+            self.tx_slots += freed
+            self.tx_slot_freed.notify()
+        return freed
 
     def _isr_loop(self) -> Process:
         """The interrupt service (Linux 2.4's non-NAPI drivers): read the cause (INTA# deasserts), clean the sent
         descriptors, hand each received frame to the stack (``rx_handler_us``: unmap, a new buffer, netif_rx into
         the NET_RX backlog), update the NIC's registers and, with ``rx_refill = "service"``, give it the cleaned
-        receive descriptors back."""
+        receive descriptors back. A looping service (``isr_max_passes`` above 1: the e1000's e1000_intr) keeps
+        INTA# masked, walks the rings in passes and reads its cause register again after each, passing again
+        while a cause latched meanwhile; one still latched when it unmasks asserts INTA# at once."""
+        looping = self.nic.isr_max_passes > 1
         while True:
             if not self.int_asserted:
                 yield self.int_event
             yield max(0, self.irq_latency_ps + self.noise.irq())
             with self.cpu.request(priority=INTERRUPT) as req:
                 yield req
+                self.int_masked = looping
                 yield from self.csr_sequence(self.nic.isr_entry_csr, on_first=self._deassert)
                 yield self.isr_ps
-                freed = self.tx_completed
-                self.tx_completed = 0
-                if freed:
-                    self.tx_slots += freed
-                    self.tx_slot_freed.notify()
-                # The service cleans the descriptors done when it read the cause register;
-                # frames completing meanwhile raise the next interrupt.
-                rx = len(self.rx_done)
-                if self.nic.rx_service_limit:
-                    rx = min(rx, self.nic.rx_service_limit)
-                for _ in range(rx):
-                    yield self.rx_handler_ps
-                    self._netif_rx(self.rx_done.popleft())
                 row = self.rig.interrupt_rows[self._row]
+                rx = freed = 0
+                for n in range(1, self.nic.isr_max_passes + 1):
+                    if not looping:
+                        freed = self._clean_tx()
+                    # Without a loop the service cleans the descriptors done when it read the cause register;
+                    # a looping one walks the ring while descriptors are done.
+                    count = len(self.rx_done)
+                    if self.nic.rx_service_limit:
+                        count = min(count, self.nic.rx_service_limit)
+                    while count:
+                        yield self.rx_handler_ps
+                        self._netif_rx(self.rx_done.popleft())
+                        rx += 1
+                        count = len(self.rx_done) if looping else count - 1
+                    if looping:
+                        freed += self._clean_tx()
+                    if n == self.nic.isr_max_passes:
+                        break
+                    yield self.csr_interval_ps
+                    yield from self.csr(self.nic.isr_cause_csr)
+                    if not self.int_asserted:
+                        break
+                    self._cause_read()
                 row[3], row[4] = rx, freed
                 yield from self.csr_sequence(self.nic.isr_exit_csr)
+                if looping:
+                    self.int_masked = False
+                    if self.int_asserted:
+                        self._assert_line()
                 if rx and self.nic.rx_refill == "softirq":
                     self.rx_cleaned += rx
                 elif rx:

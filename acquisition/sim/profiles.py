@@ -123,6 +123,13 @@ class NicProfile:
     #: The driver's receive buffer (bytes): with the socket buffer's own overhead it is what a queued datagram
     #: charges against the receiving socket's buffer (Linux's skb truesize).
     rx_buffer_bytes: int = 2048
+    #: A service that loops (the e1000's non-NAPI e1000_intr, up to E1000_MAX_INTR passes): each pass walks the
+    #: receive ring to the first descriptor not done, frames done during the walk included, then the transmit
+    #: ring, and the service reads this cause register (the e1000's ICR) again after each pass but the last,
+    #: passing again while it shows a cause latched meanwhile (a timer's expiry: the service has masked INTA#).
+    #: Empty: one pass over the frames done when the service read the cause at its entry.
+    isr_cause_csr: str = ""
+    isr_max_passes: int = 1
 
     def check(self) -> None:
         _check_source(self.name, self.source)
@@ -134,7 +141,12 @@ class NicProfile:
                 or self.rx_buffer_bytes < 64:
             raise UsageError(f"nic {self.name}: *_max_coal_frames and rx_cut_through_bytes must not be negative and "
                              "rx_buffer_bytes at least 64")
-        for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr, self.rx_refill_csr):
+        if self.isr_max_passes < 1 or (self.isr_max_passes > 1) != bool(self.isr_cause_csr) \
+                or (self.isr_cause_csr and not self.isr_cause_csr.startswith("r:")):
+            raise UsageError(f"nic {self.name}: a looping service needs isr_max_passes above 1 and the cause "
+                             "register it reads (isr_cause_csr, 'r:...'); a single pass neither")
+        for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr, self.rx_refill_csr,
+                    (self.isr_cause_csr,) if self.isr_cause_csr else ()):
             for access in seq:
                 op, _, reg = access.partition(":")
                 if op not in ("r", "w") or not reg:
