@@ -72,15 +72,21 @@ class Capture:
         return [t[a:b] for a, b in zip(starts, list(starts[1:]) + [len(t)])]
 
     def truth_send_setups_ns(self, side: str) -> list[tuple[float, float]]:
-        """The driver's send setups in truth: the profile's tx_csr register sequence, retries included."""
+        """The driver's send setups in truth: the profile's tx_csr register sequence, retries included, where it
+        is not part of the service's update (isr_exit_csr), which may write the same register."""
         nic = self.sim["nic"]
-        seq = [nic["bar0"][0] + int(a.split(":")[1], 16) for a in nic["tx_csr"]]
+        seq, update = ([nic["bar0"][0] + int(a.split(":")[1], 16) for a in nic[key]] for key in ("tx_csr",
+                                                                                                  "isr_exit_csr"))
         csr = self.truth[f"truth/{side}_pci/transactions"]
         csr = csr[csr["kind"] == b"csr"]
         done = csr[csr["purpose"] == b"csr"]
+        in_update = np.zeros(len(done), dtype=bool)
+        for k in range(len(done) - len(update) + 1):
+            if update and list(done["address"][k:k + len(update)]) == update:
+                in_update[k:k + len(update)] = True
         out = []
         for k in range(len(done) - len(seq) + 1):
-            if list(done["address"][k:k + len(seq)]) != seq:
+            if list(done["address"][k:k + len(seq)]) != seq or in_update[k:k + len(seq)].any():
                 continue
             start = done["t_start_ps"][k]
             retried = csr[(csr["purpose"] == b"csr_retry") & (csr["address"] == done["address"][k])

@@ -78,11 +78,11 @@ NIC_CHANGES = {
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
     "intel-stream-11us": "c0ca634c6b8e870ffab01e5d0c7f1e4498955d942afd2b820e6e9f012901e8b8",
-    "sk-latency-ad-32": "05ba4602ef8b41b8ee7070bc396b8fae71283511b8b08d69eba4d3d3fe51e726",
-    "alteon-stream-timing": "00c06aef1a656e438d1e6f325a656d8e3d0630ed6d9c97d52b2d9a93f9dfcc17",
+    "sk-latency-ad-32": "961a5297110a498ac34191eef56a4f62751e64206dbda23af9a3907baf498242",
+    "alteon-stream-timing": "c7940c3c5b9de3d2470a0d949a3e5135d2aa78cb02756172db66fa3ae9e3262e",
     "intel-p4dp6-latency": "54f105ff30061e1a267dfdae4621fbd0549b635fe338b9e36e57255f801439e3",
     "intel-stream-pause": "e2025ae7a7a6b2edbf983a29029f5cac387d24877ad64731bde963d5ceae384f",
-    "sk-stream-64-retries": "fd3095feaa25a952148ab8c832bd06ad689213b58715eea16d151e5d6754e671",
+    "sk-stream-64-retries": "dc651400904fa761dc2566aea6951ba684f353be13857b8df8366f061dbd3a08",
     "intel-p4dp6-stream": "be3042eb16f52625e49d20131dd30a47dda8a4aecbf37d28ee0cb4d6c10b7ecd",
     "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
 }

@@ -464,6 +464,7 @@ class Host:
         self.isr_ps = round(host.isr_us * PS_PER_US)
         self.rx_handler_ps = round(host.rx_handler_us * PS_PER_US)
         self.tx_fetch_latency_ps = round(nic.tx_fetch_latency_ns * PS_PER_NS)
+        self.tx_start_latency_ps = round(nic.tx_start_latency_ns * PS_PER_NS)
         self.tx_mac_latency_ps = round(nic.tx_mac_latency_ns * PS_PER_NS)
         self.rx_mac_latency_ps = round(nic.rx_mac_latency_ns * PS_PER_NS)
         self.wakeup_ps = round(host.wakeup_us * PS_PER_US)
@@ -495,11 +496,15 @@ class Host:
         # transmit side
         self.tx_slots = nic.tx_ring
         self.tx_slot_freed = Signal(env)
-        self.tx_doorbell: deque[Frame] = deque()
+        # Frames handed to the NIC, each with whether the driver started the queue for it (a start command).
+        self.tx_doorbell: deque[tuple[Frame, bool]] = deque()
         self.tx_kick = Signal(env)
         self.tx_fifo_used = 0
         self.tx_fifo_freed = Signal(env)
         self.tx_completed = 0
+        # Descriptors handed to the NIC and not yet written back: while it holds one, an ``idle`` start needs no access.
+        self.tx_owned = 0
+        self.tx_start_every = nic.tx_start == "every"
         self.tx_next_slot = 0
         # the previous frame's hand-off to the MAC: frames leave in ring order
         self.tx_handed: simpy.Event | None = None
@@ -699,10 +704,13 @@ class Host:
             while self.tx_slots == 0:
                 yield self.tx_slot_freed
             self.tx_slots -= 1
-            with self.cpu.request(priority=APPLICATION) as req:
-                yield req
-                yield from self.csr_sequence(self.nic.tx_csr)
-            self.tx_doorbell.append(frame)
+            started = self.tx_start_every or not self.tx_owned
+            if started:
+                with self.cpu.request(priority=APPLICATION) as req:
+                    yield req
+                    yield from self.csr_sequence(self.nic.tx_csr)
+            self.tx_owned += 1
+            self.tx_doorbell.append((frame, started))
             self.tx_kick.notify()
         return frames
 
@@ -712,10 +720,10 @@ class Host:
             if not self.tx_doorbell:
                 yield self.tx_kick
                 continue
-            frame = self.tx_doorbell.popleft()
+            frame, started = self.tx_doorbell.popleft()
             while self.tx_fifo_used + len(frame.data) > self.nic.tx_fifo_bytes:
                 yield self.tx_fifo_freed
-            yield self.tx_fetch_latency_ps
+            yield self.tx_fetch_latency_ps + (self.tx_start_latency_ps if started else 0)
             slot = self.tx_next_slot % self.nic.tx_ring
             self.tx_next_slot += 1
             buf = 0x0100_0000 + slot * 0x800
@@ -753,6 +761,7 @@ class Host:
         yield self.dma(True, self.descriptor_address(TX_RING_ADDRESS, slot),
                        self.descriptor(buf, len(frame.data) - 4, 1), "tx_desc_writeback")
         self.tx_completed += 1
+        self.tx_owned -= 1
         self.raise_interrupt("tx")
 
     # -- receive path ---------------------------------------------------------------------

@@ -130,11 +130,21 @@ class NicProfile:
     #: Empty: one pass over the frames done when the service read the cause at its entry.
     isr_cause_csr: str = ""
     isr_max_passes: int = 1
+    #: When the driver's send makes its register accesses (``tx_csr``): ``every`` frame (a doorbell, the e1000's tail
+    #: write); or only when the NIC holds none of the ring's descriptors (``idle``: sk98lin's XmitFrame gives its
+    #: start command only when the previous descriptor is no longer the NIC's, whose queue otherwise reads the next
+    #: descriptor by itself).
+    tx_start: str = "every"
+    #: The NIC's time from a start command to the descriptor fetch of a transmit queue that was idle, beyond
+    #: ``tx_fetch_latency_ns`` (ns; with ``tx_start = "idle"``: descriptors the queue reads by itself go without it).
+    tx_start_latency_ns: float = 0.0
 
     def check(self) -> None:
         _check_source(self.name, self.source)
         if self.rx_refill not in ("service", "softirq"):
             raise UsageError(f"nic {self.name}: rx_refill must be 'service' or 'softirq' (got {self.rx_refill!r})")
+        if self.tx_start not in ("every", "idle"):
+            raise UsageError(f"nic {self.name}: tx_start must be 'every' or 'idle' (got {self.tx_start!r})")
         if self.int_timer not in ("packet", "ticks"):
             raise UsageError(f"nic {self.name}: int_timer must be 'packet' or 'ticks' (got {self.int_timer!r})")
         if min(self.tx_max_coal_frames, self.rx_max_coal_frames, self.rx_cut_through_bytes) < 0 \
@@ -166,9 +176,9 @@ class NicProfile:
         if self.tx_ring < 2 or self.rx_ring < 2:
             raise UsageError(f"nic {self.name}: rings need at least 2 descriptors")
         if min(self.internal_ns_per_byte, self.rx_service_limit, self.csr_recovery_ns,
-               self.csr_read_latency_ns) < 0:
-            raise UsageError(f"nic {self.name}: internal_ns_per_byte, rx_service_limit, csr_recovery_ns and "
-                             "csr_read_latency_ns must not be negative")
+               self.csr_read_latency_ns, self.tx_start_latency_ns) < 0:
+            raise UsageError(f"nic {self.name}: internal_ns_per_byte, rx_service_limit, csr_recovery_ns, "
+                             "csr_read_latency_ns and tx_start_latency_ns must not be negative")
         for f in ("tx_int_delay_us", "rx_int_delay_us", "tx_abs_int_delay_us", "rx_abs_int_delay_us"):
             if not 0 <= getattr(self, f) < 1e6:
                 raise UsageError(f"nic {self.name}: {f} must be 0 (off) to under a second")
