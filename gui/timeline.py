@@ -74,9 +74,14 @@ def pixel_spans(to_px: QtGui.QTransform, x0: np.ndarray, x1: np.ndarray, y0: np.
     edge to the one holding its right (bottom) edge, both included, as the edges of filled rectangles (left, right,
     top, bottom, in whole device pixels). Filling those paints what the outline and fill would, at a quarter of
     the raster engine's cost: it strokes each rectangle's four sides alone."""
-    xa, xb = (np.floor(to_px.m11() * x + to_px.dx()) for x in (x0, x1))
-    ya, yb = (np.floor(to_px.m22() * y + to_px.dy()) for y in (y0, y1))
-    return np.minimum(xa, xb), np.maximum(xa, xb) + 1, np.minimum(ya, yb), np.maximum(ya, yb) + 1
+    return (*pixel_edges(to_px.m11(), to_px.dx(), x0, x1), *pixel_edges(to_px.m22(), to_px.dy(), y0, y1))
+
+
+def pixel_edges(scale: float, shift: float, v0: np.ndarray, v1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Along one axis (``scale * v + shift`` device pixels): the first pixel a stretch ``[v0, v1]`` touches and the
+    one after its last (whole pixels, either order of ``v0`` and ``v1``)."""
+    a, b = np.floor(scale * v0 + shift), np.floor(scale * v1 + shift)
+    return np.minimum(a, b), np.maximum(a, b) + 1
 
 
 def draw_lines(p: QtGui.QPainter, x0: np.ndarray, y0: np.ndarray | float, x1: np.ndarray,
@@ -234,8 +239,8 @@ class Batch:
         b0, b1, bh, bl = x0[busy], x1[busy], hi[busy], lo[busy]
         # filled without a pen: its outline is drawn with the lines. Those are a pixel column each, which a fill
         # spanning two columns at most does not show beside (a crowded view's usual stretch): it is left out
-        px0, px1 = (np.floor(to_px.m11() * b + to_px.dx()) for b in (b0, b1))
-        shows = np.abs(px1 - px0) > 1
+        left, right = pixel_edges(to_px.m11(), to_px.dx(), b0, b1)
+        shows = right - left > 2
         self.add("busy", b0[shows], bh[shows], b1[shows], bl[shows])
         # a lane's runs follow one another without gaps: the high level and the changing stretches' tops are one
         # line as long as they follow one another, the low level and their bottoms another (a crowded lane is a
@@ -335,7 +340,7 @@ class LaneItem:
         if self.lane.kind == "header":
             self._text_at_left(p, self.header, fm)
         elif isinstance(self.drawing, BoxDrawing):
-            self._paint_labels(p, self.drawing, *self._bands(self.drawing), fm)
+            self.label_boxes(p.transform(), fm, p)
 
     def _text_at_left(self, p: QtGui.QPainter, text: str, fm: TextWidths) -> None:
         tr = p.transform()
@@ -379,17 +384,22 @@ class LaneItem:
             sel = d.style == k
             batch.add(f"wide:{STYLE_NAMES[k]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
-    def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray,
-                      fm: TextWidths) -> None:
+    def label_boxes(self, tr: QtGui.QTransform, fm: TextWidths, p: QtGui.QPainter | None = None) -> None:
         """Each box's longest label that fits: inside it, up to where the next box starts; a measured phase's,
-        or a box too narrow to draw alone but with room after it, beside it. No label runs into another."""
-        if self.lane.boxes is None or not (len(d.rows) or len(d.dense_x0)):
+        or a box too narrow to draw alone but with room after it, beside it. No label runs into another.
+
+        ``tr`` maps the drawing's units to pixels. Written with ``p`` (whose transform is ``tr``); without a
+        painter, the same labels are only laid out (:meth:`TextWidths.lay_out`): a view about to be shown then
+        paints them without laying them out within its frame."""
+        d = self.drawing
+        if not isinstance(d, BoxDrawing) or self.lane.boxes is None or not (len(d.rows) or len(d.dense_x0)):
             return
-        tr = p.transform()
+        top, bottom = self._bands(d)
         sx, dx, sy, dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
         view_px0, view_px1 = sx * self.view[0] + dx, sx * self.view[1] + dx
-        p.save()  # restored whatever happens: a painter left without its transform takes Qt down
-        p.resetTransform()
+        if p is not None:
+            p.save()  # restored whatever happens: a painter left without its transform takes Qt down
+            p.resetTransform()
         try:
             box_px0, box_px1 = sx * d.x0 + dx, sx * d.x1 + dx
             dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
@@ -422,10 +432,13 @@ class LaneItem:
                     if x0 < left + 3:
                         continue
                     if x0 + width <= right - 3 and clear(key, x0, x0 + width):
-                        if pen[0] is not colour:
-                            p.setPen(colour)
-                            pen[0] = colour
-                        fm.draw(p, x0, ya + (yb - ya - fm.height) / 2, text)
+                        if p is None:
+                            fm.lay_out(text)
+                        else:
+                            if pen[0] is not colour:
+                                p.setPen(colour)
+                                pen[0] = colour
+                            fm.draw(p, x0, ya + (yb - ya - fm.height) / 2, text)
                         self.written.append((QtCore.QRectF(x0, ya, width, yb - ya), text))
                         bisect.insort(spans[key], (x0, x0 + width))
                         return True
@@ -476,7 +489,8 @@ class LaneItem:
                     write(words, float(before[k]), float(g0[k]) - 1, ya, yb, dark, flush_right=True)
             self._drawn = (box_px0, box_px1, ya_all, yb_all, dense_px0, dense_px1, ya, yb)
         finally:
-            p.restore()
+            if p is not None:
+                p.restore()
 
     def _sliver_words(self, first: int, end: int, most: int = 64, kinds_at_most: int = 3) -> list[str]:
         """Names for the lane's boxes ``[first, end)``, longest first: one box's own words; for several, the word
@@ -871,27 +885,21 @@ class Timeline(QtWidgets.QWidget):
 
     def warm(self, t0: float, t1: float) -> None:
         """Make what the decoded lanes write in a view of ``[t0, t1]`` (ns): their boxes' labels read from the
-        tables, measured and laid out, so that a jump there (an event chosen in the table) paints at once instead of
-        reading and laying out its words within the frame."""
+        tables, chosen as the painter chooses them, measured and laid out, so that a jump there (an event chosen in
+        the table) paints at once instead of reading and laying out its words within the frame."""
         if not self.isEnabled() or t1 <= t0:
             return
         fm = lane_words(self.plot.viewport().font())
-        px_per_ns = self.vb.width() / (t1 - t0)
+        now = self.vb.childTransform()  # the lanes' heights in pixels as painted now; the time axis, the view's
+        sx = self.vb.width() / (t1 - t0)
+        tr = QtGui.QTransform(sx, 0.0, 0.0, now.m22(), -sx * t0, now.dy())
         for item in self.items:
-            lane = item.lane
-            if lane.kind != "decoded" or lane.boxes is None:
+            if item.lane.kind != "decoded" or item.lane.boxes is None:
                 continue
-            d = self._drawing(item, t0, t1, self.pixels())
-            if not isinstance(d, BoxDrawing):
-                continue
-            # a box's room inside it (the painter's, but for a next box that may start within it)
-            room = (np.minimum(d.x1, t1) - np.maximum(d.x0, t0)) * px_per_ns - 6
-            for row, inside in zip(d.rows.tolist(), room.tolist()):
-                if inside < fm.narrowest:
-                    continue
-                fits = [text for text in lane.boxes.labels(row) if fm.horizontalAdvance(text) <= inside]
-                if fits:
-                    fm.lay_out(fits[0])
+            ahead = LaneItem(item.lane, item.y0, item.h)
+            ahead.set_drawing(self._drawing(item, t0, t1, self.pixels()), (t0, t1),
+                              self.doc.session.offset(item.lane.source))
+            ahead.label_boxes(tr, fm)
 
     def zoom_all(self) -> None:
         lo, hi = self.doc.extent_ns()

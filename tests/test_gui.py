@@ -899,3 +899,27 @@ def test_a_view_has_its_decoded_rows_read_ahead_for_their_labels(window: MainWin
     got = np.array([table.row(i) for i in range(first, last + 1)], dtype=stored.dtype)
     assert reads == []  # every row from memory
     np.testing.assert_array_equal(got, stored)
+
+
+def test_warming_a_view_lays_out_exactly_the_words_its_frame_writes(window: MainWindow) -> None:
+    """Made ready for a jump, a view's decoded lanes have laid out the labels the painter then writes there and no
+    others: one choice of each box's words serves both (inside a box up to the next, beside it, a group's)."""
+    from nicrig.gui.timeline import around, lane_words
+
+    doc, tl = window.doc, window.timeline
+    table = next(t for t in doc.decoded.values() if t.decoder == "pci" and len(t))
+    lane = table.arrays[0]
+    mid = len(lane.t_ns) // 2
+    shift = doc.session.offset(table.source)
+    # a few transactions named, then the whole capture (within the view's limits): crowded
+    for first, last, margin in ((mid - 3, mid + 3, 0.25), (0, len(lane.t_ns) - 1, 0.02)):
+        t0, t1 = around(float(lane.t_ns[first]) + shift, float(lane.t_end_ns[last]) + shift, margin)
+        fm = lane_words(tl.plot.viewport().font())
+        fm._laid.clear()
+        tl.warm(t0, t1)
+        laid = set(fm._laid)
+        tl.vb.setXRange(t0, t1, padding=0)
+        tl.plot.grab()
+        written = {text for item in tl.items if item.lane.kind == "decoded" for _, text in item.written}
+        assert written
+        assert laid == written
