@@ -39,6 +39,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 #: Pixels assumed for the first view's width (before the window has its final size).
 FIRST_VIEW_PIXELS = 1000
 CURSOR_COLOURS = ("#e8590c", "#1c7ed6")
+#: A pause (ms) after the last frame long enough to make the words of the view the next wheel turn shows: a wheel
+#: spun faster is not held up by them.
+PAUSE_MS = 30
 #: Width (px) the cursor readout keeps, whatever its text.
 READOUT_WIDTH = 440
 MARKER_COLOUR = "#555555"
@@ -123,6 +126,13 @@ def abutting(on: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray
     starts[1:] = (k[1:] != k[:-1] + 1) | ~joined[k[:-1]]
     first = np.flatnonzero(starts)
     return k[first], k[np.concatenate((first[1:] - 1, [len(k) - 1]))]
+
+
+def zoomed(t0: float, t1: float, fraction: float, factor: float) -> tuple[float, float]:
+    """The view ``[t0, t1]`` (ns) scaled by ``factor`` (below 1: zoomed in) about the time at ``fraction`` of its
+    width from its left, which stays where it is on the screen (a wheel turned under the pointer)."""
+    at, width = t0 + fraction * (t1 - t0), factor * (t1 - t0)
+    return at - fraction * width, at + (1 - fraction) * width
 
 
 def around(t0: float, t1: float, margin: float = 0.25) -> tuple[float, float]:
@@ -611,6 +621,7 @@ class TimelinePlot(pg.PlotWidget):
     once the first is painted."""
 
     shown = QtCore.Signal()
+    painted = QtCore.Signal()
 
     def __init__(self, *args: object, **kwargs: object):
         super().__init__(*args, **kwargs)
@@ -621,6 +632,7 @@ class TimelinePlot(pg.PlotWidget):
         self.frames += 1
         if self.frames == 1:
             self.shown.emit()
+        self.painted.emit()
 
 
 class TimelineViewBox(pg.ViewBox):
@@ -630,6 +642,15 @@ class TimelineViewBox(pg.ViewBox):
         super().__init__(enableMenu=False)
         self.timeline = timeline
         self._deskew: tuple[str, float, float] | None = None
+
+    def wheelEvent(self, ev, axis=None):
+        # where the wheel turns, as a fraction of the view, and how far: the next turn is taken to be alike
+        if self.state["mouseEnabled"][0]:
+            t0, t1 = self.viewRange()[0]
+            if t1 > t0:
+                at = self.mapToView(ev.pos()).x()
+                self.timeline.zooming = ((at - t0) / (t1 - t0), 1.02 ** (ev.delta() * self.state["wheelScaleFactor"]))
+        super().wheelEvent(ev, axis)
 
     def mouseDragEvent(self, ev, axis=None):
         mods = ev.modifiers()
@@ -705,6 +726,13 @@ class Timeline(QtWidgets.QWidget):
             self.vb.addItem(line, ignoreBounds=True)
             line.sigPositionChanged.connect(self._cursors_moved)
         self.marker_lines: list[pg.InfiniteLine] = []
+        #: the last wheel turn: where (a fraction of the view's width) and by what factor it scaled the view
+        self.zooming: tuple[float, float] | None = None
+        # the view the next wheel turn in shows: its words are made in a pause after the last frame
+        self._next_view: tuple[float, float] | None = None
+        self._ahead = QtCore.QTimer(self, singleShot=True, interval=PAUSE_MS)
+        self._ahead.timeout.connect(self._warm_next)
+        self.plot.painted.connect(lambda: self._ahead.start() if self._next_view is not None else None)
         self.vb.sigXRangeChanged.connect(lambda *_: self.redraw())
         self.vb.sigResized.connect(lambda *_: self.redraw())
         self.layout_lanes()
@@ -795,8 +823,11 @@ class Timeline(QtWidgets.QWidget):
         self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
                                if item.lane.kind in ("logic", "vector"))
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
-        # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted
-        self.doc.read_ahead(t0, t1)
+        # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted (those
+        # of the view the next turn of the wheel shows, when this one's are too many), and that view's words
+        # chosen and laid out after it
+        self._next_view = zoomed(t0, t1, *self.zooming) if self.zooming and self.zooming[1] < 1 else None
+        self.doc.read_ahead(t0, t1, self._next_view)
         # the view's transform now, not when the frame is painted: moved there, the items it carries would
         # be found changed after the frame and painted again in a second one
         self.vb.updateMatrix()
@@ -897,9 +928,17 @@ class Timeline(QtWidgets.QWidget):
             if item.lane.kind != "decoded" or item.lane.boxes is None:
                 continue
             ahead = LaneItem(item.lane, item.y0, item.h)
+            ahead._group_words = item._group_words  # the words of groups of boxes, made once for both
             ahead.set_drawing(self._drawing(item, t0, t1, self.pixels()), (t0, t1),
                               self.doc.session.offset(item.lane.source))
             ahead.label_boxes(tr, fm)
+
+    def _warm_next(self) -> None:
+        """Make the words of the view the next wheel turn shows (:meth:`warm`), in a pause of ``PAUSE_MS`` after the
+        last frame: that turn then only paints them."""
+        if self._next_view is not None:
+            view, self._next_view = self._next_view, None
+            self.warm(*view)
 
     def zoom_all(self) -> None:
         lo, hi = self.doc.extent_ns()
