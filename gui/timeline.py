@@ -568,6 +568,23 @@ class TimeAxis(pg.AxisItem):
     word per tick in a few painter calls (the generic axis recorded a picture of each tick and played it
     back at every frame, more time than every lane took), and its grid behind the lanes."""
 
+    _label_text: str | None = None
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N803
+        # the two levels painted: a third's ticks would be made, and told apart from the others', at every frame
+        return super().tickSpacing(minVal, maxVal, size)[:2]
+
+    def _updateLabel(self) -> None:  # noqa: N802 - pyqtgraph's name
+        # called at every change of range: the label's words change with the SI prefix only, and setting them
+        # lays the axis out again
+        text = self.labelString()
+        if text != self._label_text:
+            self._label_text = text
+            super()._updateLabel()
+        else:
+            self.picture = None
+            self.update()
+
     def paint(self, p: QtGui.QPainter, *args: object) -> None:
         view = self.linkedView()
         bounds = self.mapRectFromParent(self.geometry())
@@ -586,11 +603,12 @@ class TimeAxis(pg.AxisItem):
         p.setFont(font)
         widths = text_widths(font)
         taken: list[tuple[float, float]] = []  # label extents (px) drawn so far: a finer level fills between
-        for level, (spacing, values) in enumerate(self.tickValues(lo, hi, width)[:2]):
+        tick_pen, text_pen = self.tickPen(), self.textPen()
+        for level, (spacing, values) in enumerate(self.tickValues(lo, hi, width)):
             x = left + (np.asarray(values, dtype=np.float64) - lo) * (width / (hi - lo))
             keep = (x >= left) & (x <= left + width)
             x = x[keep]
-            pen = QtGui.QPen(self.tickPen())
+            pen = QtGui.QPen(tick_pen)
             colour = QtGui.QColor(pen.color())
             if self.grid is not False:
                 # behind the lanes (the axis is below the view), a translucent line is its colour over the
@@ -605,7 +623,7 @@ class TimeAxis(pg.AxisItem):
             draw_lines(p, x, top, x, top + self.style["tickLength"] / (1 + 0.5 * level))
             strings = self.tickStrings([v for v, k in zip(values, keep) if k], self.autoSIPrefixScale * self.scale,
                                        spacing)
-            p.setPen(self.textPen())
+            p.setPen(text_pen)
             y = top + max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
             for xi, text in zip(x, strings):
                 w = widths.horizontalAdvance(text)
