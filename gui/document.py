@@ -98,20 +98,23 @@ class DecodedTable:
         k = i // self._chunks.chunk_rows
         return self._kept.get(k, lambda: self._chunks.rows(k))[i - k * self._chunks.chunk_rows]
 
-    def read_ahead(self, t0_ns: float, t1_ns: float) -> None:
+    def read_ahead(self, t0_ns: float, t1_ns: float, then: tuple[float, float] | None = None) -> None:
         """Read the stored chunks of the rows overlapping ``[t0_ns, t1_ns]`` (view time, before deskew) on the
         read-ahead thread, when they are at most ``READ_AHEAD_TABLE_CHUNKS`` and some are not kept: zoomed in from
         here, the boxes given room for their words take their rows from memory instead of inflating chunks within
-        the frame."""
+        the frame. When they are more, those of the view ``then`` (the one expected next, within this one)."""
         if self.arrays is None or self.ahead.busy():
             return
-        span = self._rows_in(t0_ns, t1_ns, READ_AHEAD_TABLE_CHUNKS * self._chunks.chunk_rows)
-        if span is None:
-            return
-        chunks = range(span[0] // self._chunks.chunk_rows, span[1] // self._chunks.chunk_rows + 1)
-        missing = [k for k in chunks if k not in self._kept]
-        if missing and len(chunks) <= READ_AHEAD_TABLE_CHUNKS:
-            self.ahead.start(frozenset(missing), self._fill, missing)
+        for view in ((t0_ns, t1_ns), then):
+            span = None if view is None else self._rows_in(*view, READ_AHEAD_TABLE_CHUNKS * self._chunks.chunk_rows)
+            if span is None:
+                continue
+            chunks = range(span[0] // self._chunks.chunk_rows, span[1] // self._chunks.chunk_rows + 1)
+            if len(chunks) <= READ_AHEAD_TABLE_CHUNKS:
+                missing = [k for k in chunks if k not in self._kept]
+                if missing:
+                    self.ahead.start(frozenset(missing), self._fill, missing)
+                return
 
     def _fill(self, chunks: list[int]) -> None:
         for k in chunks:
@@ -409,13 +412,12 @@ class Document:
             return None
         return t - 50_000.0, t + span_ns
 
-    def read_ahead(self, t0_ns: float, t1_ns: float) -> None:
-        """Read ahead the decoded tables' rows under the view ``[t0_ns, t1_ns]`` (see :meth:`DecodedTable.read_ahead`),
-        each at its source's deskew."""
+    def read_ahead(self, t0_ns: float, t1_ns: float, then: tuple[float, float] | None = None) -> None:
+        """Read ahead the decoded tables' rows under the view ``[t0_ns, t1_ns]``, or the view ``then`` expected next
+        (see :meth:`DecodedTable.read_ahead`), each at its source's deskew."""
         for table in self.decoded.values():
             shift = self.session.offset(table.source)
-            table.read_ahead(t0_ns - shift, t1_ns - shift)
-
+            table.read_ahead(t0_ns - shift, t1_ns - shift, None if then is None else (then[0] - shift, then[1] - shift))
     def tables_in_range(self, t0_ns: float, t1_ns: float) -> dict[str, np.ndarray]:
         """Rows of each decoded table (keyed ``source/decoder``) that overlap ``[t0_ns, t1_ns]`` of the view, their
         times moved by their source's deskew (for analysis of the aligned view)."""

@@ -39,6 +39,9 @@ from PySide6 import QtCore, QtGui, QtWidgets
 #: Pixels assumed for the first view's width (before the window has its final size).
 FIRST_VIEW_PIXELS = 1000
 CURSOR_COLOURS = ("#e8590c", "#1c7ed6")
+#: A pause (ms) after the last frame long enough to make the words of the view the next wheel turn shows: a wheel
+#: spun faster is not held up by them.
+PAUSE_MS = 30
 #: Width (px) the cursor readout keeps, whatever its text.
 READOUT_WIDTH = 440
 MARKER_COLOUR = "#555555"
@@ -74,9 +77,14 @@ def pixel_spans(to_px: QtGui.QTransform, x0: np.ndarray, x1: np.ndarray, y0: np.
     edge to the one holding its right (bottom) edge, both included, as the edges of filled rectangles (left, right,
     top, bottom, in whole device pixels). Filling those paints what the outline and fill would, at a quarter of
     the raster engine's cost: it strokes each rectangle's four sides alone."""
-    xa, xb = (np.floor(to_px.m11() * x + to_px.dx()) for x in (x0, x1))
-    ya, yb = (np.floor(to_px.m22() * y + to_px.dy()) for y in (y0, y1))
-    return np.minimum(xa, xb), np.maximum(xa, xb) + 1, np.minimum(ya, yb), np.maximum(ya, yb) + 1
+    return (*pixel_edges(to_px.m11(), to_px.dx(), x0, x1), *pixel_edges(to_px.m22(), to_px.dy(), y0, y1))
+
+
+def pixel_edges(scale: float, shift: float, v0: np.ndarray, v1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Along one axis (``scale * v + shift`` device pixels): the first pixel a stretch ``[v0, v1]`` touches and the
+    one after its last (whole pixels, either order of ``v0`` and ``v1``)."""
+    a, b = np.floor(scale * v0 + shift), np.floor(scale * v1 + shift)
+    return np.minimum(a, b), np.maximum(a, b) + 1
 
 
 def draw_lines(p: QtGui.QPainter, x0: np.ndarray, y0: np.ndarray | float, x1: np.ndarray,
@@ -118,6 +126,13 @@ def abutting(on: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray
     starts[1:] = (k[1:] != k[:-1] + 1) | ~joined[k[:-1]]
     first = np.flatnonzero(starts)
     return k[first], k[np.concatenate((first[1:] - 1, [len(k) - 1]))]
+
+
+def zoomed(t0: float, t1: float, fraction: float, factor: float) -> tuple[float, float]:
+    """The view ``[t0, t1]`` (ns) scaled by ``factor`` (below 1: zoomed in) about the time at ``fraction`` of its
+    width from its left, which stays where it is on the screen (a wheel turned under the pointer)."""
+    at, width = t0 + fraction * (t1 - t0), factor * (t1 - t0)
+    return at - fraction * width, at + (1 - fraction) * width
 
 
 def around(t0: float, t1: float, margin: float = 0.25) -> tuple[float, float]:
@@ -234,8 +249,8 @@ class Batch:
         b0, b1, bh, bl = x0[busy], x1[busy], hi[busy], lo[busy]
         # filled without a pen: its outline is drawn with the lines. Those are a pixel column each, which a fill
         # spanning two columns at most does not show beside (a crowded view's usual stretch): it is left out
-        px0, px1 = (np.floor(to_px.m11() * b + to_px.dx()) for b in (b0, b1))
-        shows = np.abs(px1 - px0) > 1
+        left, right = pixel_edges(to_px.m11(), to_px.dx(), b0, b1)
+        shows = right - left > 2
         self.add("busy", b0[shows], bh[shows], b1[shows], bl[shows])
         # a lane's runs follow one another without gaps: the high level and the changing stretches' tops are one
         # line as long as they follow one another, the low level and their bottoms another (a crowded lane is a
@@ -335,7 +350,7 @@ class LaneItem:
         if self.lane.kind == "header":
             self._text_at_left(p, self.header, fm)
         elif isinstance(self.drawing, BoxDrawing):
-            self._paint_labels(p, self.drawing, *self._bands(self.drawing), fm)
+            self.label_boxes(p.transform(), fm, p)
 
     def _text_at_left(self, p: QtGui.QPainter, text: str, fm: TextWidths) -> None:
         tr = p.transform()
@@ -379,17 +394,22 @@ class LaneItem:
             sel = d.style == k
             batch.add(f"wide:{STYLE_NAMES[k]}", d.x0[sel], top[sel], d.x1[sel], bottom[sel])
 
-    def _paint_labels(self, p: QtGui.QPainter, d: BoxDrawing, top: np.ndarray, bottom: np.ndarray,
-                      fm: TextWidths) -> None:
+    def label_boxes(self, tr: QtGui.QTransform, fm: TextWidths, p: QtGui.QPainter | None = None) -> None:
         """Each box's longest label that fits: inside it, up to where the next box starts; a measured phase's,
-        or a box too narrow to draw alone but with room after it, beside it. No label runs into another."""
-        if self.lane.boxes is None or not (len(d.rows) or len(d.dense_x0)):
+        or a box too narrow to draw alone but with room after it, beside it. No label runs into another.
+
+        ``tr`` maps the drawing's units to pixels. Written with ``p`` (whose transform is ``tr``); without a
+        painter, the same labels are only laid out (:meth:`TextWidths.lay_out`): a view about to be shown then
+        paints them without laying them out within its frame."""
+        d = self.drawing
+        if not isinstance(d, BoxDrawing) or self.lane.boxes is None or not (len(d.rows) or len(d.dense_x0)):
             return
-        tr = p.transform()
+        top, bottom = self._bands(d)
         sx, dx, sy, dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
         view_px0, view_px1 = sx * self.view[0] + dx, sx * self.view[1] + dx
-        p.save()  # restored whatever happens: a painter left without its transform takes Qt down
-        p.resetTransform()
+        if p is not None:
+            p.save()  # restored whatever happens: a painter left without its transform takes Qt down
+            p.resetTransform()
         try:
             box_px0, box_px1 = sx * d.x0 + dx, sx * d.x1 + dx
             dense_px0, dense_px1 = sx * d.dense_x0 + dx, sx * d.dense_x1 + dx
@@ -422,10 +442,13 @@ class LaneItem:
                     if x0 < left + 3:
                         continue
                     if x0 + width <= right - 3 and clear(key, x0, x0 + width):
-                        if pen[0] is not colour:
-                            p.setPen(colour)
-                            pen[0] = colour
-                        fm.draw(p, x0, ya + (yb - ya - fm.height) / 2, text)
+                        if p is None:
+                            fm.lay_out(text)
+                        else:
+                            if pen[0] is not colour:
+                                p.setPen(colour)
+                                pen[0] = colour
+                            fm.draw(p, x0, ya + (yb - ya - fm.height) / 2, text)
                         self.written.append((QtCore.QRectF(x0, ya, width, yb - ya), text))
                         bisect.insort(spans[key], (x0, x0 + width))
                         return True
@@ -476,7 +499,8 @@ class LaneItem:
                     write(words, float(before[k]), float(g0[k]) - 1, ya, yb, dark, flush_right=True)
             self._drawn = (box_px0, box_px1, ya_all, yb_all, dense_px0, dense_px1, ya, yb)
         finally:
-            p.restore()
+            if p is not None:
+                p.restore()
 
     def _sliver_words(self, first: int, end: int, most: int = 64, kinds_at_most: int = 3) -> list[str]:
         """Names for the lane's boxes ``[first, end)``, longest first: one box's own words; for several, the word
@@ -544,6 +568,23 @@ class TimeAxis(pg.AxisItem):
     word per tick in a few painter calls (the generic axis recorded a picture of each tick and played it
     back at every frame, more time than every lane took), and its grid behind the lanes."""
 
+    _label_text: str | None = None
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N803
+        # the two levels painted: a third's ticks would be made, and told apart from the others', at every frame
+        return super().tickSpacing(minVal, maxVal, size)[:2]
+
+    def _updateLabel(self) -> None:  # noqa: N802 - pyqtgraph's name
+        # called at every change of range: the label's words change with the SI prefix only, and setting them
+        # lays the axis out again
+        text = self.labelString()
+        if text != self._label_text:
+            self._label_text = text
+            super()._updateLabel()
+        else:
+            self.picture = None
+            self.update()
+
     def paint(self, p: QtGui.QPainter, *args: object) -> None:
         view = self.linkedView()
         bounds = self.mapRectFromParent(self.geometry())
@@ -562,11 +603,12 @@ class TimeAxis(pg.AxisItem):
         p.setFont(font)
         widths = text_widths(font)
         taken: list[tuple[float, float]] = []  # label extents (px) drawn so far: a finer level fills between
-        for level, (spacing, values) in enumerate(self.tickValues(lo, hi, width)[:2]):
+        tick_pen, text_pen = self.tickPen(), self.textPen()
+        for level, (spacing, values) in enumerate(self.tickValues(lo, hi, width)):
             x = left + (np.asarray(values, dtype=np.float64) - lo) * (width / (hi - lo))
             keep = (x >= left) & (x <= left + width)
             x = x[keep]
-            pen = QtGui.QPen(self.tickPen())
+            pen = QtGui.QPen(tick_pen)
             colour = QtGui.QColor(pen.color())
             if self.grid is not False:
                 # behind the lanes (the axis is below the view), a translucent line is its colour over the
@@ -581,7 +623,7 @@ class TimeAxis(pg.AxisItem):
             draw_lines(p, x, top, x, top + self.style["tickLength"] / (1 + 0.5 * level))
             strings = self.tickStrings([v for v, k in zip(values, keep) if k], self.autoSIPrefixScale * self.scale,
                                        spacing)
-            p.setPen(self.textPen())
+            p.setPen(text_pen)
             y = top + max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
             for xi, text in zip(x, strings):
                 w = widths.horizontalAdvance(text)
@@ -597,6 +639,7 @@ class TimelinePlot(pg.PlotWidget):
     once the first is painted."""
 
     shown = QtCore.Signal()
+    painted = QtCore.Signal()
 
     def __init__(self, *args: object, **kwargs: object):
         super().__init__(*args, **kwargs)
@@ -607,6 +650,7 @@ class TimelinePlot(pg.PlotWidget):
         self.frames += 1
         if self.frames == 1:
             self.shown.emit()
+        self.painted.emit()
 
 
 class TimelineViewBox(pg.ViewBox):
@@ -616,6 +660,15 @@ class TimelineViewBox(pg.ViewBox):
         super().__init__(enableMenu=False)
         self.timeline = timeline
         self._deskew: tuple[str, float, float] | None = None
+
+    def wheelEvent(self, ev, axis=None):
+        # where the wheel turns, as a fraction of the view, and how far: the next turn is taken to be alike
+        if self.state["mouseEnabled"][0]:
+            t0, t1 = self.viewRange()[0]
+            if t1 > t0:
+                at = self.mapToView(ev.pos()).x()
+                self.timeline.zooming = ((at - t0) / (t1 - t0), 1.02 ** (ev.delta() * self.state["wheelScaleFactor"]))
+        super().wheelEvent(ev, axis)
 
     def mouseDragEvent(self, ev, axis=None):
         mods = ev.modifiers()
@@ -691,6 +744,13 @@ class Timeline(QtWidgets.QWidget):
             self.vb.addItem(line, ignoreBounds=True)
             line.sigPositionChanged.connect(self._cursors_moved)
         self.marker_lines: list[pg.InfiniteLine] = []
+        #: the last wheel turn: where (a fraction of the view's width) and by what factor it scaled the view
+        self.zooming: tuple[float, float] | None = None
+        # the view the next wheel turn in shows: its words are made in a pause after the last frame
+        self._next_view: tuple[float, float] | None = None
+        self._ahead = QtCore.QTimer(self, singleShot=True, interval=PAUSE_MS)
+        self._ahead.timeout.connect(self._warm_next)
+        self.plot.painted.connect(lambda: self._ahead.start() if self._next_view is not None else None)
         self.vb.sigXRangeChanged.connect(lambda *_: self.redraw())
         self.vb.sigResized.connect(lambda *_: self.redraw())
         self.layout_lanes()
@@ -781,8 +841,11 @@ class Timeline(QtWidgets.QWidget):
         self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
                                if item.lane.kind in ("logic", "vector"))
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
-        # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted
-        self.doc.read_ahead(t0, t1)
+        # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted (those
+        # of the view the next turn of the wheel shows, when this one's are too many), and that view's words
+        # chosen and laid out after it
+        self._next_view = zoomed(t0, t1, *self.zooming) if self.zooming and self.zooming[1] < 1 else None
+        self.doc.read_ahead(t0, t1, self._next_view)
         # the view's transform now, not when the frame is painted: moved there, the items it carries would
         # be found changed after the frame and painted again in a second one
         self.vb.updateMatrix()
@@ -871,27 +934,29 @@ class Timeline(QtWidgets.QWidget):
 
     def warm(self, t0: float, t1: float) -> None:
         """Make what the decoded lanes write in a view of ``[t0, t1]`` (ns): their boxes' labels read from the
-        tables, measured and laid out, so that a jump there (an event chosen in the table) paints at once instead of
-        reading and laying out its words within the frame."""
+        tables, chosen as the painter chooses them, measured and laid out, so that a jump there (an event chosen in
+        the table) paints at once instead of reading and laying out its words within the frame."""
         if not self.isEnabled() or t1 <= t0:
             return
         fm = lane_words(self.plot.viewport().font())
-        px_per_ns = self.vb.width() / (t1 - t0)
+        now = self.vb.childTransform()  # the lanes' heights in pixels as painted now; the time axis, the view's
+        sx = self.vb.width() / (t1 - t0)
+        tr = QtGui.QTransform(sx, 0.0, 0.0, now.m22(), -sx * t0, now.dy())
         for item in self.items:
-            lane = item.lane
-            if lane.kind != "decoded" or lane.boxes is None:
+            if item.lane.kind != "decoded" or item.lane.boxes is None:
                 continue
-            d = self._drawing(item, t0, t1, self.pixels())
-            if not isinstance(d, BoxDrawing):
-                continue
-            # a box's room inside it (the painter's, but for a next box that may start within it)
-            room = (np.minimum(d.x1, t1) - np.maximum(d.x0, t0)) * px_per_ns - 6
-            for row, inside in zip(d.rows.tolist(), room.tolist()):
-                if inside < fm.narrowest:
-                    continue
-                fits = [text for text in lane.boxes.labels(row) if fm.horizontalAdvance(text) <= inside]
-                if fits:
-                    fm.lay_out(fits[0])
+            ahead = LaneItem(item.lane, item.y0, item.h)
+            ahead._group_words = item._group_words  # the words of groups of boxes, made once for both
+            ahead.set_drawing(self._drawing(item, t0, t1, self.pixels()), (t0, t1),
+                              self.doc.session.offset(item.lane.source))
+            ahead.label_boxes(tr, fm)
+
+    def _warm_next(self) -> None:
+        """Make the words of the view the next wheel turn shows (:meth:`warm`), in a pause of ``PAUSE_MS`` after the
+        last frame: that turn then only paints them."""
+        if self._next_view is not None:
+            view, self._next_view = self._next_view, None
+            self.warm(*view)
 
     def zoom_all(self) -> None:
         lo, hi = self.doc.extent_ns()

@@ -899,3 +899,66 @@ def test_a_view_has_its_decoded_rows_read_ahead_for_their_labels(window: MainWin
     got = np.array([table.row(i) for i in range(first, last + 1)], dtype=stored.dtype)
     assert reads == []  # every row from memory
     np.testing.assert_array_equal(got, stored)
+
+
+def test_warming_a_view_lays_out_exactly_the_words_its_frame_writes(window: MainWindow) -> None:
+    """Made ready for a jump, a view's decoded lanes have laid out the labels the painter then writes there and no
+    others: one choice of each box's words serves both (inside a box up to the next, beside it, a group's)."""
+    from nicrig.gui.timeline import around, lane_words
+
+    doc, tl = window.doc, window.timeline
+    table = next(t for t in doc.decoded.values() if t.decoder == "pci" and len(t))
+    lane = table.arrays[0]
+    mid = len(lane.t_ns) // 2
+    shift = doc.session.offset(table.source)
+    # a few transactions named, then the whole capture (within the view's limits): crowded
+    for first, last, margin in ((mid - 3, mid + 3, 0.25), (0, len(lane.t_ns) - 1, 0.02)):
+        t0, t1 = around(float(lane.t_ns[first]) + shift, float(lane.t_end_ns[last]) + shift, margin)
+        fm = lane_words(tl.plot.viewport().font())
+        fm._laid.clear()
+        tl.warm(t0, t1)
+        laid = set(fm._laid)
+        tl.vb.setXRange(t0, t1, padding=0)
+        tl.plot.grab()
+        written = {text for item in tl.items if item.lane.kind == "decoded" for _, text in item.written}
+        assert written
+        assert laid == written
+
+
+def _wheel(widget: QtWidgets.QWidget, x: float, notches: float) -> None:
+    """A wheel turn of ``notches`` (positive: away from the user) at ``x`` pixels of ``widget``, as Qt sends it."""
+    pos = QtCore.QPointF(x, widget.height() / 2)
+    ev = QtGui.QWheelEvent(pos, widget.mapToGlobal(pos), QtCore.QPoint(0, 0), QtCore.QPoint(0, round(120 * notches)),
+                           QtCore.Qt.MouseButton.NoButton, QtCore.Qt.KeyboardModifier.NoModifier,
+                           QtCore.Qt.ScrollPhase.NoScrollPhase, False)
+    QtWidgets.QApplication.sendEvent(widget, ev)
+
+
+def test_a_wheel_turn_in_has_the_next_turns_words_made_before_it(window: MainWindow, qtbot) -> None:
+    """After a wheel turn zooming in, the window makes what the same turn again would show: the view predicted is
+    the one that turn gives, and the words its frame writes (longer ones, its boxes being wider) were chosen and
+    laid out once the frame before was painted, not within its own."""
+    from nicrig.gui.timeline import lane_words, zoomed
+
+    doc, tl = window.doc, window.timeline
+    table = next(t for t in doc.decoded.values() if t.decoder == "pci" and len(t))
+    lane = table.arrays[0]
+    mid = len(lane.t_ns) // 2
+    shift = doc.session.offset(table.source)
+    t_mid = (float(lane.t_ns[mid]) + float(lane.t_end_ns[mid])) / 2 + shift
+    width = float(lane.t_end_ns[mid] - lane.t_ns[mid])
+    tl.zoom_to(t_mid - 8 * width, t_mid + 8 * width)
+    vp = tl.plot.viewport()
+    x = tl.plot.mapFromScene(tl.vb.mapViewToScene(QtCore.QPointF(t_mid, 0))).x()
+    _wheel(vp, x, 2)
+    t0, t1 = tl.view_range()
+    expected = zoomed(t0, t1, *tl.zooming)
+    qtbot.waitUntil(lambda: tl._next_view is None)  # the frame, then the idle turns after it
+    laid = set(lane_words(vp.font())._laid)
+    before = {text for item in tl.items if item.lane.kind == "decoded" for _, text in item.written}
+    _wheel(vp, x, 2)
+    tl.plot.grab()
+    np.testing.assert_allclose(tl.view_range(), expected, rtol=0, atol=1e-6 * (t1 - t0))
+    labels = {text for item in tl.items if item.lane.kind == "decoded" for _, text in item.written}
+    assert labels - before  # words the turn before did not write
+    assert labels <= laid
