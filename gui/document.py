@@ -418,6 +418,7 @@ class Document:
         for table in self.decoded.values():
             shift = self.session.offset(table.source)
             table.read_ahead(t0_ns - shift, t1_ns - shift, None if then is None else (then[0] - shift, then[1] - shift))
+
     def tables_in_range(self, t0_ns: float, t1_ns: float) -> dict[str, np.ndarray]:
         """Rows of each decoded table (keyed ``source/decoder``) that overlap ``[t0_ns, t1_ns]`` of the view, their
         times moved by their source's deskew (for analysis of the aligned view)."""
