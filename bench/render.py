@@ -25,7 +25,6 @@ from collections import defaultdict
 import fingerprints
 from model import CASES, rig_of
 from nicrig.acquisition.capture import encode_block
-from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim import rig as rig_module
 
 DEFAULT = ["s2400", "sk-retry", "alteon", "intel-pause"]
@@ -34,8 +33,7 @@ DEFAULT = ["s2400", "sk-retry", "alteon", "intel-pause"]
 def measure(case: str, recording: rig_module.Recording, *, hashed: bool, passes: int) -> dict:
     rig = rig_of(case)
     run = rig.run()
-    host = profiles.load("host", CASES[case][0][2])
-    sources = rig_module._Sources(run, rig.nic, host, recording)
+    sources = rig_module._Sources(run, rig.nics[0], rig.hosts, recording)
     render_s: dict[str, float] = defaultdict(float)
     encode_s: dict[str, float] = defaultdict(float)
     h = hashlib.sha256()
