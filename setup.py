@@ -82,6 +82,12 @@ setup(
             ["udpmon/_engine.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
+        # A payload's random fill, as NumPy's integers draws it (udpmon/payload.py UniformBytes).
+        Extension(
+            "nicrig.udpmon._uniform",
+            ["udpmon/_uniform.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         # HDF5's shuffle filter for the chunks nicrig encodes itself (nicrig/h5file.py encode_chunk).
         Extension(
             "nicrig._h5shuffle",

@@ -36,7 +36,8 @@ def test_the_bytes_and_the_generator_after_are_those_of_integers(seed, before, s
 
 
 def test_other_bit_generators_draw_through_integers_and_payloads_are_alike():
-    """MT19937 makes 32-bit outputs of its own: drawn by ``integers``; make_payload takes either."""
+    """MT19937 makes 32-bit outputs of its own (PCG64 halves 64-bit ones): the bytes are ``integers``' too;
+    make_payload takes either."""
     ours, theirs = np.random.Generator(np.random.MT19937(7)), np.random.Generator(np.random.MT19937(7))
     fill = UniformBytes(ours)
     assert fill(1001) == theirs.integers(0, 256, size=1001, dtype=np.uint8).tobytes()

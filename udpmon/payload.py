@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
+from nicrig.udpmon._uniform import uniform_bytes
 
 MAGIC = 0x4E524731
 HEADER = struct.Struct("!IHHII")
@@ -55,46 +56,26 @@ class Header:
 
 class UniformBytes:
     """Uniform random bytes from ``rng``, byte for byte what ``rng.integers(0, 256, size=n, dtype=np.uint8)``
-    draws, and the generator left where that leaves it; at a fraction of its cost with a PCG64 generator
-    (NumPy's default), for the simulated rig, which draws a payload per message.
+    draws, and the generator left where that leaves it; at a fraction of its cost, for the simulated rig,
+    which draws a payload per message.
 
     NumPy draws those bytes four at a time from the generator's 32-bit outputs (least significant byte
-    first), ``ceil(n / 4)`` of them. PCG64 makes its 32-bit outputs from its 64-bit ones, low half first,
-    keeping the high half for the next one (its state's ``has_uint32``). So, past a half the generator
-    keeps, the bytes are those of whole 64-bit outputs (``random_raw``, little-endian), and an odd last
-    32-bit output is the generator's own (``next_uint32`` of its ctypes interface), which keeps the high
-    half as ``integers`` would. Whether a half is kept is read once from the generator's state, then
-    followed: nothing else may draw from ``rng`` while this is in use. Other bit generators draw through
-    ``integers`` itself.
+    first), ``ceil(n / 4)`` of them. ``_uniform.c`` takes the same outputs from the same function of the
+    generator (its C interface, the ``capsule`` every NumPy bit generator has), under the generator's lock
+    as ``integers`` takes them: other draws from ``rng`` may come in between.
     """
 
     def __init__(self, rng: np.random.Generator):
         self._rng = rng
         bits = rng.bit_generator
-        self._raw = bits.random_raw if type(bits) is np.random.PCG64 else None
-        if self._raw is not None:
-            self._next_uint32, self._state = bits.ctypes.next_uint32, bits.ctypes.state
-            #: Whether the generator keeps the high half of its last 64-bit output for its next 32-bit one.
-            self._kept = bool(bits.state["has_uint32"])
-
-    def _uint32(self) -> bytes:
-        """The generator's next 32-bit output, as ``integers`` draws it (little-endian)."""
-        return self._next_uint32(self._state).to_bytes(4, "little")
+        self._capsule, self._lock = bits.capsule, bits.lock
 
     def __call__(self, n: int) -> bytes:
         """``n`` random bytes."""
-        if self._raw is None or n <= 0:
+        if n <= 0:
             return self._rng.integers(0, 256, size=n, dtype=np.uint8).tobytes()
-        words = -(-n // 4)
-        head = b""
-        if self._kept:
-            head = self._uint32()
-            words -= 1
-        drawn = head + self._raw(words // 2).tobytes()
-        self._kept = bool(words % 2)
-        if self._kept:
-            drawn += self._uint32()
-        return drawn[:n]
+        with self._lock:
+            return uniform_bytes(self._capsule, n)
 
 
 def make_payload(size_bytes: int, kind: Kind, seq: int, test_id: int,
