@@ -76,6 +76,8 @@ _PFC_PARAMS = struct.Struct("!HH8H")
 _U16 = struct.Struct("!H")
 #: Offsets in an IPv4 header (RFC 791) of the fields patched per packet.
 _IP_ID_AT, _IP_CHECKSUM_AT = 4, 10
+#: The Type field of IPv4 and of an 802.1Q tag, as the frame's bytes hold it.
+_IPV4_TYPE, _VLAN_TYPE = _U16.pack(ETHERTYPE_IPV4), _U16.pack(ETHERTYPE_VLAN)
 #: UDP templates kept; one per flow shape, so a few per simulated host pair and size.
 _UDP_TEMPLATES = 1024
 
@@ -184,8 +186,13 @@ class Frame:
     @property
     def _ipv4_at(self) -> int:
         """Where the IPv4 header starts in :attr:`data`, or -1 if the frame does not carry a whole one."""
-        ip = MAC_HEADER_BYTES + (VLAN_TAG_BYTES if self.ethertype == ETHERTYPE_VLAN else 0)
-        if self.inner_ethertype != ETHERTYPE_IPV4 or len(self.data) < ip + IPV4_HEADER_BYTES:
+        # The Type fields compared as bytes: the model asks this of each frame it receives, three times.
+        data, ip = self.data, MAC_HEADER_BYTES
+        type_ = data[12:14]
+        if type_ == _VLAN_TYPE:
+            ip += VLAN_TAG_BYTES
+            type_ = data[16:18]
+        if type_ != _IPV4_TYPE or len(data) < ip + IPV4_HEADER_BYTES:
             return -1
         return ip
 
