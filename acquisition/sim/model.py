@@ -640,8 +640,7 @@ class Host:
         A read waits for the posted writes ahead of it, then for its own data.
         """
         if self._csr_shape(access).is_write:
-            self.posted.append((access, done))
-            self.posted_kick.notify()
+            self._post(access, done)
             return
         while self.posted:
             yield self.posted_idle
@@ -649,12 +648,22 @@ class Host:
         if done is not None:
             done()
 
+    def _post(self, access: str, done: Callable[[], None] | None) -> None:
+        """A register write into the host bridge's posted-write queue (:meth:`_poster`)."""
+        self.posted.append((access, done))
+        self.posted_kick.notify()
+
     def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None) -> Process:
         """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes."""
         for i, access in enumerate(accesses):
             if i:
                 yield self.csr_interval_ps
-            yield from self.csr(access, on_first if i == 0 else None)
+            done = on_first if i == 0 else None
+            # A write is posted without a step of :meth:`csr`'s generator (the sequences are mostly writes).
+            if self._csr_shape(access).is_write:
+                self._post(access, done)
+            else:
+                yield from self.csr(access, done)
 
     def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Later:
         """NIC-mastered memory transfer, host bridge as target, started now: its end, which the calling process
@@ -898,7 +907,7 @@ class Host:
         self.int_frames[cause] += 1
         limit = self.int_max_frames[cause]
         at_once = (packet_ps is None and absolute_ps is None) or (limit and self.int_frames[cause] >= limit)
-        due = now if at_once else min(t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None)
+        due = now if at_once else min([t for t in (*self.int_timers["tx"], *self.int_timers["rx"]) if t is not None])
         # A restarted packet timer may move the interrupt later; otherwise only an earlier one matters.
         if self.int_timer_due is not None and (self.int_timer_due == due if packet_ps is not None
                                                else self.int_timer_due <= due):
