@@ -356,6 +356,25 @@ bound_step(PyMethodDef *def, PyObject *module, PyObject *chain)
     return method;
 }
 
+/* data[phases] (phases a slice), or data itself when the slice takes all of it: a burst that carries a whole
+ * transfer (a descriptor's, say) shares the transfer's words instead of a view of them, one NumPy view fewer.
+ * A new reference, or NULL with an exception set. */
+static PyObject *
+whole_or_slice(PyObject *data, PyObject *phases)
+{
+    Py_ssize_t start, stop, step;
+    if (PySlice_Check(phases) && PySlice_Unpack(phases, &start, &stop, &step) == 0 && start == 0 && step == 1) {
+        Py_ssize_t n = PyObject_Length(data);
+        if (n < 0)
+            return NULL;
+        if (stop >= n)
+            return Py_NewRef(data);
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_GetItem(data, phases);
+}
+
 /* Claim the next burst: its transaction on the bus, then the wait for its end queued (the last one's: the
  * DMA's Later, as Later.succeed_in queues it). 0, or -1 with an exception set. */
 static int
@@ -380,7 +399,7 @@ claim_next(Bursts *self)
         Py_XINCREF(data);
     } else {
         PyObject *phases = slot(burst, burst_phases, "phases");
-        data = phases == NULL ? NULL : PyObject_GetItem(self->data, phases);
+        data = phases == NULL ? NULL : whole_or_slice(self->data, phases);
     }
     if (data == NULL)
         return -1;

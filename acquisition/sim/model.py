@@ -82,6 +82,8 @@ IPV4_HEADER_BYTES = 20
 UDP_HEADER_BYTES = 8
 MAX_UDP_PAYLOAD = 65507
 CMD_MEMORY_READ, CMD_MEMORY_WRITE, CMD_MEMORY_READ_MULTIPLE = 0x6, 0x7, 0xC
+#: Transfers this long or shorter (descriptors) share their bus words with every other of the same bytes.
+SHORT_TRANSFER_BYTES = 64
 #: Host addresses of the transmit and the receive descriptor rings.
 TX_RING_ADDRESS, RX_RING_ADDRESS = 0x0080_0000, 0x0090_0000
 #: Latency: the requester waits this long after a response before its next request (us).
@@ -482,6 +484,8 @@ class Host:
             initial_wait=p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks,
             master_wait_every=nic.rx_dma_master_wait_every) for write in (False, True)}
         self.dma_plans: dict[tuple[bool, int, int], tuple[DmaBurst, ...]] = {}
+        #: The bus words of the short transfers (descriptors), by their bytes: a ring's few, again and again.
+        self.short_words: dict[bytes, np.ndarray] = {}
         # Per cause, the packet and the absolute coalescence timers (ps; None: that timer is off), and how many frames
         # interrupt at once (0: no limit). An 8254x packet timer of 0 interrupts at once, its absolute timer unused; a
         # Tigon has no packet timer, only its coalescing ticks.
@@ -683,8 +687,14 @@ class Host:
         # Aligned (the usual case: buffers and descriptors are), every burst starts on a bus word, so its data
         # phases are a slice of the whole transfer's.
         width = self.bus_bytes
-        data = bus_words(payload, width) if address % width == 0 else tuple(
-            bus_words(payload[b.offset:b.offset + b.length], width) for b in plan)
+        if address % width:
+            data = tuple(bus_words(payload[b.offset:b.offset + b.length], width) for b in plan)
+        elif len(payload) <= SHORT_TRANSFER_BYTES:
+            data = self.short_words.get(payload)
+            if data is None:
+                data = self.short_words[payload] = _frozen(bus_words(payload, width))
+        else:
+            data = bus_words(payload, width)
         # Each burst claims the bus when it is free, and the NIC its gap after each but the last, as queued
         # calls (_bus.c), at the moments a process waiting for each would have been: SimPy's order of events
         # (equal times by creation) is kept, with no event or generator a burst.
