@@ -449,7 +449,7 @@ class Host:
         # call stays on the first: all of a host's register accesses come from one processor, in turn (two
         # processors' would interleave on the bus, which the bus analysis does not tell apart).
         self.app_cpu = Cpu(env) if host.cpus > 1 else self.cpu
-        self.posted: deque[tuple[str, Callable[[], None] | None]] = deque()
+        self.posted: deque[tuple[CsrAccess, Callable[[], None] | None]] = deque()
         self.posted_kick = Signal(env)
         self.posted_idle = Signal(env)
         self.csr_ready_ps = 0
@@ -585,7 +585,7 @@ class Host:
                 and not self.tx_link.data and not self.tx_link.control and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
-    def _csr_transaction(self, access: str) -> Process:
+    def _csr_transaction(self, shape: CsrAccess) -> Process:
         """One register access on the bus (host bridge is master), after its STOP# retries.
 
         A NIC refuses (retries, PCI 3.0 3.3.3.2.2) a write ``csr_retries``
@@ -595,9 +595,8 @@ class Host:
         faster than the NIC can accept them". A read whose data takes the NIC
         ``csr_read_latency_ns`` is a delayed transaction (3.3.3.3): retried
         until the data is there, since a target may not hold the bus past 16
-        clocks (3.5.1.1).
+        clocks (3.5.1.1). ``shape``: the access (:meth:`_csr_shape`).
         """
-        shape = self._csr_shape(access)
         # Each attempt and the host bridge's wait after a refused one are queued calls (_bus.c) at the moments
         # this process's waits for them were, so SimPy's order of events is kept without a step of it each.
         yield _bus.register_access(self.env, self.bus, self, shape, self.nic.csr_retries if shape.is_write else 0,
@@ -631,8 +630,8 @@ class Host:
                 self.posted_idle.notify()
                 yield self.posted_kick
                 continue
-            access, done = self.posted[0]
-            yield from self._csr_transaction(access)
+            shape, done = self.posted[0]
+            yield from self._csr_transaction(shape)
             self.posted.popleft()
             if done is not None:
                 done()
@@ -643,18 +642,19 @@ class Host:
         Memory writes are posted (PCI 3.0 section 3.3.3.3): the CPU continues at once.
         A read waits for the posted writes ahead of it, then for its own data.
         """
-        if self._csr_shape(access).is_write:
-            self._post(access, done)
+        shape = self._csr_shape(access)
+        if shape.is_write:
+            self._post(shape, done)
             return
         while self.posted:
             yield self.posted_idle
-        yield from self._csr_transaction(access)
+        yield from self._csr_transaction(shape)
         if done is not None:
             done()
 
-    def _post(self, access: str, done: Callable[[], None] | None) -> None:
+    def _post(self, write: CsrAccess, done: Callable[[], None] | None) -> None:
         """A register write into the host bridge's posted-write queue (:meth:`_poster`)."""
-        self.posted.append((access, done))
+        self.posted.append((write, done))
         self.posted_kick.notify()
 
     def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None) -> Process:
@@ -664,8 +664,9 @@ class Host:
                 yield self.csr_interval_ps
             done = on_first if i == 0 else None
             # A write is posted without a step of :meth:`csr`'s generator (the sequences are mostly writes).
-            if self._csr_shape(access).is_write:
-                self._post(access, done)
+            shape = self._csr_shape(access)
+            if shape.is_write:
+                self._post(shape, done)
             else:
                 yield from self.csr(access, done)
 
