@@ -124,10 +124,12 @@ setup(
             ["acquisition/sim/_scheduler.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
-        # The Internet checksum's sum of the simulated rig's frames (acquisition/sim/ethernet.py internet_checksum).
+        # The simulated rig's frames: the Internet checksum's sum, an IPv4 packet's frame with its FCS
+        # (acquisition/sim/ethernet.py internet_checksum, udp_frames).
         Extension(
             "nicrig.acquisition.sim._inet",
             ["acquisition/sim/_inet.c"],
+            libraries=["z"],
             extra_compile_args=["-O2", "-Wall"],
         ),
         # The rig model's bus traffic: DMA bursts, register accesses (acquisition/sim/model.py Host.dma, _csr_transaction).

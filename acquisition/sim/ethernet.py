@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from nicrig.acquisition.sim._inet import ones_complement_sum
+from nicrig.acquisition.sim._inet import ipv4_frame, ones_complement_sum
 
 from nicrig.udpmon.payload import header_seq
 
@@ -74,8 +74,8 @@ VLAN_TAG_BYTES = 4
 _PAUSE_PARAMS = struct.Struct("!HH")
 _PFC_PARAMS = struct.Struct("!HH8H")
 _U16 = struct.Struct("!H")
-#: Offsets in an IPv4 header (RFC 791) of the fields patched per packet.
-_IP_ID_AT, _IP_CHECKSUM_AT = 4, 10
+#: Where the Header Checksum is in an IPv4 header (RFC 791): zero in a template's head, filled in per packet.
+_IP_CHECKSUM_AT = 10
 #: The Type field of IPv4 and of an 802.1Q tag, as the frame's bytes hold it.
 _IPV4_TYPE, _VLAN_TYPE = _U16.pack(ETHERTYPE_IPV4), _U16.pack(ETHERTYPE_VLAN)
 #: UDP templates kept; one per flow shape, so a few per simulated host pair and size.
@@ -302,7 +302,7 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
         head = bytearray(wire[:ip_at + ip_hl])
         _U16.pack_into(head, ip_at + _IP_CHECKSUM_AT, 0)
         fragment_ = _UdpFragment(bytes(head), ip_at, start, end)
-        if wire[ip_at + ip_hl:] != datagram[start:end] or _ip_header(fragment_, 0) != wire[:ip_at + ip_hl]:
+        if _udp_frame(fragment_, datagram, 0) != _finish(wire, "udp").data:
             raise AssertionError(f"UDP template disagrees with Scapy's frame {wire.hex()}")
         fragments.append(fragment_)
     first = fragments[0]
@@ -327,13 +327,11 @@ def internet_checksum(data: bytes | bytearray) -> int:
     return ~ones_complement_sum(data) & 0xFFFF
 
 
-def _ip_header(fragment_: _UdpFragment, ip_id: int) -> bytearray:
-    """``fragment_``'s link and IPv4 headers with Identification ``ip_id`` (modulo 2**16: the
-    field is 16 bits and wraps, RFC 6864) and the Header Checksum (RFC 791) over the IPv4 header."""
-    head = bytearray(fragment_.head)
-    _U16.pack_into(head, fragment_.ip_at + _IP_ID_AT, ip_id & 0xFFFF)
-    _U16.pack_into(head, fragment_.ip_at + _IP_CHECKSUM_AT, internet_checksum(head[fragment_.ip_at:]))
-    return head
+def _udp_frame(fragment_: _UdpFragment, datagram: bytes, ip_id: int) -> bytes:
+    """The bytes of ``fragment_``'s frame of ``datagram`` (its link and IPv4 headers with Identification ``ip_id``,
+    modulo 2**16: the field is 16 bits and wraps, RFC 6864, and the Header Checksum, RFC 791; its part of the
+    datagram; the pad and the FCS as :func:`_finish` adds them), put together in one C call (``_inet.c``)."""
+    return ipv4_frame(fragment_.head, fragment_.ip_at, ip_id & 0xFFFF, datagram, fragment_.start, fragment_.end)
 
 
 def _udp_datagram(template: _UdpTemplate, payload: bytes) -> bytes:
@@ -368,7 +366,7 @@ def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_i
     template = _udp_template(src_mac, dst_mac, src_ip, dst_ip, sport, dport, len(payload), mtu, vlan)
     datagram = _udp_datagram(template, payload)
     seq = header_seq(payload)
-    return [_finish(_ip_header(f, ip_id) + datagram[f.start:f.end], "udp", seq) for f in template.fragments]
+    return [Frame(_udp_frame(f, datagram, ip_id), kind="udp", seq=seq) for f in template.fragments]
 
 
 @lru_cache(maxsize=64)
