@@ -21,10 +21,10 @@ SYSTEM_TOOLS := sigrok-cli:sigrok-cli tshark:tshark vcd2fst:gtkwave iverilog:ive
                 ethtool:ethtool lspci:pciutils ip:iproute2 sockperf:sockperf iperf3:iperf3 \
                 protoc:protobuf-compiler pulseview:pulseview Xvfb:xvfb h5dump:hdf5-tools \
                 /usr/bin/time:time tcpdump:tcpdump dumpcap:wireshark-common editcap:wireshark-common
-# Debian libraries (checked with dpkg-query): libtraceevent, which the host probe's C extension is
-# built against, and the ones PySide6's wheels load: the GUI offscreen (EGL, GL,
-# fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.
-SYSTEM_LIBS  := libtraceevent-dev libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 \
+# Debian libraries (checked with dpkg-query): libtraceevent and zlib, which the host probe's and the
+# simulated rig's frames' C extensions are built against, and the ones PySide6's wheels load: the GUI
+# offscreen (EGL, GL, fontconfig, xkbcommon, D-Bus, GLib) and, on a desktop, its X11 (xcb) platform plugin.
+SYSTEM_LIBS  := libtraceevent-dev zlib1g-dev libegl1 libgl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 \
                 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
                 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 libx11-xcb1
 
