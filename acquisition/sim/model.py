@@ -38,7 +38,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Generator, Iterator, Literal
+from typing import Any, Callable, Generator, Iterable, Iterator, Literal
 
 import numpy as np
 import simpy
@@ -637,39 +637,34 @@ class Host:
             if done is not None:
                 done()
 
-    def csr(self, access: str, done: Callable[[], None] | None = None) -> Process:
-        """A driver access to a NIC register; ``done`` runs when it has completed on the bus.
+    def csr(self, access: str, done: Callable[[], None] | None = None) -> Iterable[Any]:
+        """A driver access to a NIC register, for the calling process to ``yield from``; ``done`` runs when it
+        has completed on the bus.
 
-        Memory writes are posted (PCI 3.0 section 3.3.3.3): the CPU continues at once.
+        Memory writes are posted (PCI 3.0 section 3.3.3.3): the CPU continues at once, so a write is queued
+        here and nothing is left to wait for (no generator: most accesses are writes).
         A read waits for the posted writes ahead of it, then for its own data.
         """
         shape = self._csr_shape(access)
         if shape.is_write:
-            self._post(shape, done)
-            return
+            self.posted.append((shape, done))
+            self.posted_kick.notify()
+            return ()
+        return self._csr_read(shape, done)
+
+    def _csr_read(self, shape: CsrAccess, done: Callable[[], None] | None) -> Process:
         while self.posted:
             yield self.posted_idle
         yield from self._csr_transaction(shape)
         if done is not None:
             done()
 
-    def _post(self, write: CsrAccess, done: Callable[[], None] | None) -> None:
-        """A register write into the host bridge's posted-write queue (:meth:`_poster`)."""
-        self.posted.append((write, done))
-        self.posted_kick.notify()
-
     def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None) -> Process:
         """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes."""
         for i, access in enumerate(accesses):
             if i:
                 yield self.csr_interval_ps
-            done = on_first if i == 0 else None
-            # A write is posted without a step of :meth:`csr`'s generator (the sequences are mostly writes).
-            shape = self._csr_shape(access)
-            if shape.is_write:
-                self._post(shape, done)
-            else:
-                yield from self.csr(access, done)
+            yield from self.csr(access, on_first if i == 0 else None)
 
     def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Later:
         """NIC-mastered memory transfer, host bridge as target, started now: its end, which the calling process
