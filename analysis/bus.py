@@ -688,15 +688,16 @@ class _Evidence:
     starting a service, ending elsewhere; ``both``: starting a service and
     ending at a doorbell; ``gaps``: per service segment, the bus idle time
     (other transactions' time taken out) between its consecutive accesses;
-    ``streams``: per bus, every access's key, where services start, and how
-    many frames the NIC fetched.
+    ``streams``: per bus, every access's key, where services start, which
+    accesses the NIC answered by fetching, and how many frames it fetched.
     """
 
     sends: Counter[tuple[Any, ...]] = field(default_factory=Counter)
     services: Counter[tuple[Any, ...]] = field(default_factory=Counter)
     both: list[tuple[Any, ...]] = field(default_factory=list)
     gaps: dict[tuple[Any, ...], list[list[float]]] = field(default_factory=dict)
-    streams: list[tuple[tuple[tuple[Any, ...], ...], frozenset[int], int]] = field(default_factory=list)
+    streams: list[tuple[tuple[tuple[Any, ...], ...], frozenset[int], frozenset[int], int]] = field(
+        default_factory=list)
 
     def __add__(self, other: _Evidence) -> _Evidence:
         gaps = {k: self.gaps.get(k, []) + other.gaps.get(k, []) for k in {*self.gaps, *other.gaps}}
@@ -726,7 +727,7 @@ def _anchors(accesses: list[_Access], irq: np.ndarray, fetch_starts: np.ndarray,
 def _evidence(accesses: list[_Access], cleared: dict[int, int], rang: set[int], busy: np.ndarray,
               fetches: int) -> _Evidence:
     """Cut the accesses at the anchors and count what lies between (see :class:`_Evidence`)."""
-    ev = _Evidence(streams=[(tuple(a.key for a in accesses), frozenset(cleared), fetches)])
+    ev = _Evidence(streams=[(tuple(a.key for a in accesses), frozenset(cleared), frozenset(rang), fetches)])
     start = 0
     n = len(accesses)
     for k in range(n + 1):
@@ -762,27 +763,36 @@ def _commonest(seen: Counter[tuple[Any, ...]]) -> tuple[Any, ...] | None:
 def _send_by_count(ev: _Evidence, service: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """The send setup as what is left of the accesses once the services are taken out: every frame the NIC
     fetched had one, so the rest falls into as many equal setups as there were fetches (a run the services
-    did not interrupt into a whole number of them). None where the count does not divide so."""
-    runs: list[tuple[tuple[Any, ...], ...]] = []
+    did not interrupt into a whole number of them).
+
+    A driver that starts its transmit queue only when the queue is idle (sk98lin's XmitFrame writes Q_CSR
+    then, and otherwise leaves the NIC to read the next descriptor by itself) makes fewer setups than
+    frames: the rest then is its setups when every run of it ends at an access the NIC answered by
+    fetching and all are the same, however few (one, for a stream whose queue never idles). None where
+    neither holds."""
+    runs: list[tuple[tuple[tuple[Any, ...], ...], bool]] = []  # keys, whether the run ends at a doorbell
     fetched = 0
-    for keys, starts, fetches in ev.streams:
+    for keys, starts, doorbells, fetches in ev.streams:
         fetched += fetches
-        run: list[tuple[Any, ...]] = []
-        i = 0
-        while i < len(keys):
-            if i in starts and keys[i:i + len(service)] == service:
-                runs.append(tuple(run))
-                run, i = [], i + len(service)
+        first = i = 0
+        while i <= len(keys):
+            if i == len(keys) or (i in starts and keys[i:i + len(service)] == service):
+                runs.append((keys[first:i], i - 1 in doorbells))
+                i += len(service) if i < len(keys) else 1
+                first = i
             else:
-                run.append(keys[i])
                 i += 1
-        runs.append(tuple(run))
-    rest = sum(len(r) for r in runs)
-    if fetched == 0 or rest == 0 or rest % fetched:
+    rest = sum(len(r) for r, _ in runs)
+    if fetched == 0 or rest == 0:
         return None
-    size = rest // fetched
-    chunks = Counter(r[k:k + size] for r in runs if len(r) % size == 0 for k in range(0, len(r), size))
-    return _commonest(chunks)
+    if rest % fetched == 0:
+        size = rest // fetched
+        return _commonest(Counter(r[k:k + size] for r, _ in runs if len(r) % size == 0
+                                  for k in range(0, len(r), size)))
+    setups = [(r, rung) for r, rung in runs if r]
+    if len(setups) < fetched and all(rung for _, rung in setups) and len({r for r, _ in setups}) == 1:
+        return setups[0][0]
+    return None
 
 
 def driver_sequences(ev: _Evidence) -> DriverSequences | None:
