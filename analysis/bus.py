@@ -724,8 +724,22 @@ def _anchors(accesses: list[_Access], irq: np.ndarray, fetch_starts: np.ndarray,
     return cleared, rang
 
 
-def _evidence(accesses: list[_Access], cleared: dict[int, int], rang: set[int], busy: np.ndarray,
-              fetches: int) -> _Evidence:
+def _least_cpu_time_ns(before: _Access, after: _Access, begun: np.ndarray) -> float:
+    """The least time (ns) the CPU can have spent between two of its register accesses, from what the bus
+    shows between them (``begun``: every transaction's start, the pci table in time order).
+
+    With the bus idle in between, the whole gap. With other masters' transactions in between (a NIC's DMA
+    bursts), up to the start of the last of them: the arbiter must be fair (PCI 3.0 3.4), so once the host
+    bridge asks for the bus a NIC alone with it on the bus wins it at most once more, and the CPU's access
+    had not been asked for when the last one won it. Idle time alone would undercount a CPU that worked while DMA held
+    the bus; the whole gap would overcount one whose access waited for a burst.
+    """
+    last = after.rows[0] - 1
+    return (begun[last] if last > before.rows[-1] else after.start_ns) - before.end_ns
+
+
+def _evidence(accesses: list[_Access], cleared: dict[int, int], rang: set[int], fetches: int,
+              begun: np.ndarray) -> _Evidence:
     """Cut the accesses at the anchors and count what lies between (see :class:`_Evidence`)."""
     ev = _Evidence(streams=[(tuple(a.key for a in accesses), frozenset(cleared), frozenset(rang), fetches)])
     start = 0
@@ -744,9 +758,8 @@ def _evidence(accesses: list[_Access], cleared: dict[int, int], rang: set[int], 
             ev.sends[keys] += 1
         elif service and not doorbell:
             ev.services[keys] += 1
-            ev.gaps.setdefault(keys, []).append([
-                accesses[j].start_ns - accesses[i].end_ns
-                - (busy[accesses[j].rows[0]] - busy[accesses[i].rows[-1] + 1]) for i, j in zip(seg, seg[1:])])
+            ev.gaps.setdefault(keys, []).append([_least_cpu_time_ns(accesses[i], accesses[j], begun)
+                                                  for i, j in zip(seg, seg[1:])])
         elif service and doorbell:
             ev.both.append(keys)
     return ev
@@ -919,10 +932,9 @@ def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | Non
         taken = {r for rows, _, _ in refills for r in rows}
         accesses = [a for a in accesses if a.rows[-1] not in taken]
         cleared, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
-    busy = np.cumsum(np.concatenate([[0.0], (pci["t_end_ns"] - pci["t_ns"]).astype(np.float64)]))
     return _Layout(pci, irq, transfers, clearing, runs, keys,
                    _send_sequences(runs, whole, keys, fetch_starts, doorbell_ns), accesses, cleared,
-                   _evidence(accesses, cleared, rang, busy, len(fetch_starts)), refills)
+                   _evidence(accesses, cleared, rang, len(fetch_starts), pci["t_ns"].astype(np.float64)), refills)
 
 
 def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:

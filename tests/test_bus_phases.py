@@ -31,12 +31,12 @@ from nicrig.decoders.batch import decode_file
 ROLES = {"send": "send", "service": "interrupt", "update": "update", "refill": "refill"}
 #: (NIC, bus, host, scenario, spacing us, count): every NIC profile on every bus profile, every host profile;
 #: an idle, a busy and a saturated bus (spacing 0: the sender's CPU and bus as fast as they go); 3-frame
-#: responses; an Intel NIC whose small receive FIFO makes its host send PAUSE. The SK-9843's streams are spaced
-#: so that its transmit queue idles between frames: sk98lin gives the start command only then, and a stream whose
-#: queue stays busy shows one for all its frames, too few for the analysis to learn the send from.
+#: responses; an Intel NIC whose small receive FIFO makes its host send PAUSE. sk98lin gives the start command
+#: only when the transmit queue is idle: its streams at 10 and 0 us show one for all their frames (the NIC reads
+#: the next descriptors by itself), and the receive DMA runs through the services on both buses.
 GRID = [
-    ("sk9843", "pci32-33", "supermicro-370dle", "stream", 40.0, 30),
-    ("sk9843", "pci32-33", "supermicro-p4dp6", "stream", 40.0, 30),
+    ("sk9843", "pci32-33", "supermicro-370dle", "stream", 10.0, 40),
+    ("sk9843", "pci32-33", "supermicro-p4dp6", "stream", 0.0, 40),
     ("sk9843", "pci64-66", "ibm-das", "latency", 0.0, 4),
     ("intel-pro1000", "pci64-66", "supermicro-p4dp6", "stream", 0.0, 40),
     ("intel-pro1000", "pcix64-133", "supermicro-p4dp8-g2", "stream", 12.0, 40),
@@ -46,7 +46,7 @@ GRID = [
     ("generic", "pci32-33", "ibm-das", "stream", 0.0, 40),
     ("generic", "pcix64-133", "supermicro-p4dp8-g2", "stream", 40.0, 30),
     # the other NIC x bus pairs, in short captures
-    ("sk9843", "pci64-33", "supermicro-p4dp8-g2", "stream", 30.0, 20),
+    ("sk9843", "pci64-33", "supermicro-p4dp8-g2", "stream", 0.0, 20),
     ("sk9843", "pcix64-133", "supermicro-370dle", "latency", 0.0, 3),
     ("intel-pro1000", "pci32-33", "ibm-das", "latency", 0.0, 3),
     ("intel-pro1000", "pci64-33", "supermicro-p4dp6", "stream", 5.0, 20),
