@@ -114,6 +114,9 @@ CSR_GAP_NS = 700.0
 DOORBELL_NS = 3000.0
 #: The percentile of a service's idle gaps that marks where its first accesses end and its update begins.
 SERVICE_GAP_PERCENTILE = 90
+#: That gap must exceed every other gap of the service (at the same percentile) this many times over for the cut
+#: to be taken; the profiles of the validation show 3.5 times or more.
+SERVICE_CUT_MARGIN = 2.0
 #: Transactions up to this size can be descriptors (legacy e1000 16 bytes; others 32).
 DESCRIPTOR_MAX_BYTES = 32
 #: An interrupt asserted within this many bus clocks of a DMA's end is the NIC's interrupt at once for it.
@@ -261,6 +264,8 @@ class BusActivity:
     transfers: tuple[Transfer, ...]
     clusters: tuple[CsrCluster, ...]
     interrupts: tuple[Interrupt, ...]
+    #: The driver's interrupt service could not be cut from its update: each ``interrupt`` cluster holds both.
+    service_uncut: bool = False
 
     def of_role(self, role: str) -> list[Transfer]:
         return [t for t in self.transfers if t.role == role]
@@ -669,11 +674,14 @@ class DriverSequences:
     ``send``: the setup before each frame, ending with the doorbell the NIC
     answers by fetching; ``service``: the interrupt service's first accesses,
     starting with the one that clears INTA#; ``update``: its later ones.
+    ``uncut``: the bus did not show where the service's first accesses end
+    (``service`` then holds the whole service, ``update`` is empty).
     """
 
     send: tuple[tuple[Any, ...], ...]
     service: tuple[tuple[Any, ...], ...]
     update: tuple[tuple[Any, ...], ...]
+    uncut: bool = False
 
 
 @dataclass
@@ -830,11 +838,16 @@ def driver_sequences(ev: _Evidence) -> DriverSequences | None:
     if len(service) == 1:
         return DriverSequences(send, service, ())
     # The service's first accesses and its later ones are apart by the CPU's work between them, which grows
-    # with the frames a service handles: where the bus was idle longest in the busier services (the 90th
+    # with the frames a service handles: where the CPU spent longest in the busier services (the 90th
     # percentile over the services seen; a posted write lets the CPU go on at once, so an idle service's
-    # gaps tell little).
+    # gaps tell little). Where no gap stands out, the service stays whole rather than be cut at a guess.
     gaps = np.array(ev.gaps.get(service, []), dtype=np.float64).reshape(-1, len(service) - 1)
-    cut = 1 + int(np.argmax(np.percentile(gaps, SERVICE_GAP_PERCENTILE, axis=0))) if gaps.size else 1
+    if not gaps.size:
+        return DriverSequences(send, service[:1], service[1:])
+    longest = np.percentile(gaps, SERVICE_GAP_PERCENTILE, axis=0)
+    cut = 1 + int(np.argmax(longest))
+    if len(longest) > 1 and np.sort(longest)[-2] * SERVICE_CUT_MARGIN > longest[cut - 1]:
+        return DriverSequences(send, service, (), uncut=True)
     return DriverSequences(send, service[:cut], service[cut:])
 
 
@@ -992,7 +1005,7 @@ def _labelled(lay: _Layout, seqs: DriverSequences) -> BusActivity:
     update = {c.interrupt: k for k, c in enumerate(clusters) if c.role == "update" and c.interrupt >= 0}
     interrupts = [Interrupt(a, d, c, service.get(n_irq, -1), update.get(n_irq, -1))
                   for n_irq, (a, d, c) in enumerate(_interrupts_and_causes(transfers, lay.irq, pci))]
-    return BusActivity(clock_period_ns(pci), tuple(transfers), tuple(clusters), tuple(interrupts))
+    return BusActivity(clock_period_ns(pci), tuple(transfers), tuple(clusters), tuple(interrupts), seqs.uncut)
 
 
 def bus_activity(pci: np.ndarray, irq: np.ndarray | None = None, frames_in: np.ndarray | None = None,

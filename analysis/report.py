@@ -1020,6 +1020,15 @@ def _timeline_table(title: str, paths: Sequence[bus.FramePath], src: str, clocks
                       "arrived while one was pending (the bus measurements' 'DMA -> INTA#' is the timer itself)")
 
 
+def _uncut_note(buses: list[bus.HostBus | None]) -> str:
+    """What the bus table must say when the interrupt service could not be cut from its update."""
+    if not any(b is not None and b.activity.service_uncut for b in buses):
+        return ""
+    return ("; the bus did not show where the interrupt service's first CSR accesses end and its update begins "
+            "(DMA ran through the services, hiding the CPU's time between them): the service's row holds both, "
+            "the update is not measured")
+
+
 def _bus_rows(label: str, pick: Any, buses: list[bus.HostBus | None], unit: str) -> list[Any]:
     """A quantity on each bus, and for a median how many events it is the median of."""
     cells: list[Any] = []
@@ -1117,7 +1126,7 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
                             rows, f"{src_send} | {src_recv} (+ {src_eth} to tie DMA to frames)",
                             note="events: how many bursts, transfers, CSR runs or interrupts a median is the median "
                                  "of; bus busy over the whole periods from the first data frame on the link to the "
-                                 "last (N frames, N - 1 periods), per frame: per period",
+                                 "last (N frames, N - 1 periods), per frame: per period" + _uncut_note(buses),
                             resolution={k: v for k, v in res.items() if any(u is not None for u in v)},
                             resolution_text=clocks.text()))
     _expected_rows(sec, tl, meta, send_s, recv_s, link, src_send, src_eth, clocks.u_us(probe_s, probe_s),

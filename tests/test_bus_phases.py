@@ -14,6 +14,7 @@ as long within 1%, and no other event be called that phase.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.profiles import E1000_TASKLET_REFILL
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
-from nicrig.analysis import bus, nic_registers
+from nicrig.analysis import bus, nic_registers, report
 from nicrig.decoders.batch import decode_file
 
 #: The analysis's name for each of the driver's register sequences.
@@ -218,3 +219,42 @@ def test_with_ad_the_register_map_names_the_drivers_sequences(tmp_path, nic):
         for phase, events in truth.items():
             assert [round(c.start_ns) for c in act.clusters_of_role(ROLES[phase])] == [round(a) for a, _ in events]
         assert len(truth["send"]) and len(truth["service"]) and len(truth["update"]), side
+
+
+def _evidence(gaps_ns: list[list[float]]) -> bus._Evidence:
+    """Evidence of a driver whose one-access send and three-access service stood alone five times each."""
+    send, service = ((5, b"", b"normal"),), ((13, b"", b"normal"), (5, b"", b"normal"), (5, b"", b"normal"))
+    return bus._Evidence(sends=Counter({send: 5}), services=Counter({service: 5}), gaps={service: gaps_ns})
+
+
+def test_a_service_is_cut_only_where_one_gap_stands_out():
+    clear = bus.driver_sequences(_evidence([[1500.0, 300.0]] * 5))
+    assert clear is not None and not clear.uncut
+    assert (len(clear.service), len(clear.update)) == (1, 2)
+    # the CPU's longest gap hidden (both alike): no cut at a guess, the service whole and said so
+    unclear = bus.driver_sequences(_evidence([[400.0, 300.0]] * 5))
+    assert unclear is not None and unclear.uncut
+    assert (len(unclear.service), len(unclear.update)) == (3, 0)
+
+
+def test_an_uncut_service_is_one_span_from_its_first_access_to_its_update_end(tmp_path, monkeypatch):
+    # No service of this capture stands out so far that the margin is met: each is labelled whole, from the
+    # access that cleared INTA# to the update's last access, and the bus says the cut was not made.
+    path = tmp_path / "cap.h5"
+    simulate(Scenario(kind="latency", size_bytes=3000, count=3), profiles.load("bus", "pci64-66"),
+             profiles.load("nic", "sk9843"), profiles.load("host", "supermicro-370dle"), path)
+    decode_file(path)
+    with CaptureSet.open(path) as cs:
+        t = {n: cs.read_table(n) for n in cs.table_names() if n.startswith(("decoded/", "truth/"))}
+        sim = json.loads(cs.attrs["simulation"])
+    monkeypatch.setattr(bus, "SERVICE_CUT_MARGIN", 1e9)
+    timeline = bus.bus_timeline(t["decoded/send_pci/pci"], t["decoded/send_pci/irq"], t["decoded/recv_pci/pci"],
+                                t["decoded/recv_pci/irq"], t["decoded/probe/ethernet"])
+    for side, hb in (("send", timeline.send), ("recv", timeline.recv)):
+        truth = truth_phases(t[f"truth/{side}_pci/transactions"], sim["nic"])
+        assert hb.activity.service_uncut
+        assert hb.activity.clusters_of_role("update") == [] and hb.csr.update_us.count == 0
+        found = hb.activity.clusters_of_role("interrupt")
+        assert [(round(c.start_ns), round(c.end_ns)) for c in found] == [
+            (round(a), round(u)) for (a, _), (_, u) in zip(truth["service"], truth["update"], strict=True)]
+    assert "update is not measured" in report._uncut_note([timeline.send, timeline.recv])
