@@ -788,9 +788,9 @@ def _send_by_count(ev: _Evidence, service: tuple[Any, ...]) -> tuple[Any, ...] |
 
     A driver that starts its transmit queue only when the queue is idle (sk98lin's XmitFrame writes Q_CSR
     then, and otherwise leaves the NIC to read the next descriptor by itself) makes fewer setups than
-    frames: the rest then is its setups when every run of it ends at an access the NIC answered by
-    fetching and all are the same, however few (one, for a stream whose queue never idles). None where
-    neither holds."""
+    frames: the rest then is its setups when the NIC answered every run of it by fetching (at once, or
+    after the service that came between) and all are the same, however few (one, for a stream whose
+    queue never idles). None where neither holds."""
     runs: list[tuple[tuple[tuple[Any, ...], ...], bool]] = []  # keys, whether the run ends at a doorbell
     fetched = 0
     for keys, starts, doorbells, fetches in ev.streams:
@@ -798,7 +798,8 @@ def _send_by_count(ev: _Evidence, service: tuple[Any, ...]) -> tuple[Any, ...] |
         first = i = 0
         while i <= len(keys):
             if i == len(keys) or (i in starts and keys[i:i + len(service)] == service):
-                runs.append((keys[first:i], i - 1 in doorbells))
+                # the NIC answers a setup at once, or after the service that came before it could
+                runs.append((keys[first:i], any(k in doorbells for k in range(i - 1, i + len(service)))))
                 i += len(service) if i < len(keys) else 1
                 first = i
             else:

@@ -48,6 +48,8 @@ GRID = [
     ("generic", "pcix64-133", "supermicro-p4dp8-g2", "stream", 40.0, 30),
     # the other NIC x bus pairs, in short captures
     ("sk9843", "pci64-33", "supermicro-p4dp8-g2", "stream", 0.0, 20),
+    # sk98lin at 24 us: 7 frames of 20 find the queue idle, and the NIC answers some setups after a service
+    ("sk9843", "pci64-33", "supermicro-p4dp8-g2", "stream", 24.0, 20),
     ("sk9843", "pcix64-133", "supermicro-370dle", "latency", 0.0, 3),
     ("intel-pro1000", "pci32-33", "ibm-das", "latency", 0.0, 3),
     ("intel-pro1000", "pci64-33", "supermicro-p4dp6", "stream", 5.0, 20),
