@@ -125,6 +125,9 @@ def columns_from(t_ps: np.ndarray, and_: np.ndarray, or_: np.ndarray, t0_ps: flo
         if t_ps.dtype.kind in "iu":  # an integer time is at or after an edge when at or after its ceiling
             edges = np.ceil(edges).astype(t_ps.dtype)
         k = np.searchsorted(t_ps, edges, side="left")
+        # the last edge, rounded up, can pass the last item by a fraction (t0 + last * px is not exact): no item
+        # starts that pixel
+        k = k[k < n]
         starts = np.concatenate(([0], k[np.diff(k, prepend=0) > 0]))
     return Columns(t_ps[starts], np.bitwise_and.reduceat(and_, starts, axis=0),
                    np.bitwise_or.reduceat(or_, starts, axis=0), end_ps, covered_ps)

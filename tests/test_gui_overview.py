@@ -460,3 +460,17 @@ def test_a_piece_being_read_ahead_is_waited_for_not_read_twice() -> None:
     ahead.stop()
     ahead.start(frozenset({2}), work)  # stopped: nothing more is started
     assert ahead.future.done()
+
+
+def test_columns_when_the_last_edge_rounds_past_the_last_sample():
+    # t0 + 447 * px is 256035003.00000003 in floating point, whose ceiling is past the last sample's time
+    from nicrig.gui.overview import columns_from
+
+    t = np.arange(0, 256_035_004, 15_000, dtype=np.int64)
+    t[-1] = 256_035_003
+    packed = np.zeros((len(t), 1), np.uint8)
+    packed[-1] = 1
+    cols = columns_from(t, packed, packed, -7825558.0, 590292.0827740493, int(t[-1]) + 15_000, int(t[-1]) + 15_000)
+    # the last sample falls in the column before (a fraction of a pixel's rounding), its level kept there
+    assert cols.t_ps[-1] <= t[-1] and int(cols.or_[-1, 0]) == 1 and int(cols.and_[-1, 0]) == 0
+    assert np.all(np.diff(cols.t_ps) > 0)
