@@ -266,6 +266,10 @@ class BusActivity:
     interrupts: tuple[Interrupt, ...]
     #: The driver's interrupt service could not be cut from its update: each ``interrupt`` cluster holds both.
     service_uncut: bool = False
+    #: The driver's register sequences could not be learnt from the capture: the ``send``, ``interrupt`` and
+    #: ``update`` clusters are runs of accesses (``CSR_GAP_NS`` of idle bus apart at most, cut where a fetch or a
+    #: service begins) placed by the fetches and INTA#, not the driver's sequences (:func:`_activity`).
+    sequences_unlearnt: bool = False
 
     def of_role(self, role: str) -> list[Transfer]:
         return [t for t in self.transfers if t.role == role]
@@ -1060,7 +1064,9 @@ def first_causes(cause_ends_ns: np.ndarray, asserts_ns: np.ndarray, deasserts_ns
 
 
 def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: float) -> BusActivity:
-    """Label a bus's register runs, given the driver's send sequence (if known) and the interrupts."""
+    """Label a bus's register runs, given the driver's send sequence (if known) and the interrupts: the fallback
+    where the driver's sequences could not be learnt (:func:`driver_sequences` found none), which the activity
+    says (``sequences_unlearnt``) so that a report can say its CSR figures are runs, not sequences."""
     pci, irq, transfers, clearing, keys = lay.pci, lay.irq, lay.transfers, lay.clearing, lay.keys
     runs = _split_at(lay.runs, keys, signature, pci) if signature is not None else lay.runs
     refill_rows = {r for rows, _, _ in lay.refills for r in rows}
@@ -1111,7 +1117,7 @@ def _activity(lay: _Layout, signature: tuple[Any, ...] | None, doorbell_ns: floa
         CsrCluster(roles[k], tuple(rows), s, e, int((~retry[rows]).sum()), int(retry[rows].sum()),
                    linked_transfer[k], linked_interrupt[k])
         for k, (rows, s, e) in enumerate(runs))
-    return BusActivity(clock_period_ns(pci), tuple(transfers), clusters, tuple(interrupts))
+    return BusActivity(clock_period_ns(pci), tuple(transfers), clusters, tuple(interrupts), sequences_unlearnt=True)
 
 
 @dataclass(frozen=True)

@@ -1020,13 +1020,30 @@ def _timeline_table(title: str, paths: Sequence[bus.FramePath], src: str, clocks
                       "arrived while one was pending (the bus measurements' 'DMA -> INTA#' is the timer itself)")
 
 
-def _uncut_note(buses: list[bus.HostBus | None]) -> str:
-    """What the bus table must say when the interrupt service could not be cut from its update."""
-    if not any(b is not None and b.activity.service_uncut for b in buses):
-        return ""
-    return ("; the bus did not show where the interrupt service's first CSR accesses end and its update begins "
-            "(DMA ran through the services, hiding the CPU's time between them): the service's row holds both, "
-            "the update is not measured")
+def _labelling_note(buses: list[bus.HostBus | None], names: list[str]) -> str:
+    """What the bus table must say of the CSR rows a bus (``names``: its sources) did not measure as the driver's
+    sequences: a service the bus could not cut from its update, or sequences it could not learn at all (the
+    accesses then labelled as runs)."""
+    def on(flag: str) -> str:
+        return " and ".join(n for n, b in zip(names, buses) if b is not None and getattr(b.activity, flag))
+
+    uncut, unlearnt = on("service_uncut"), on("sequences_unlearnt")
+    note = ""
+    if uncut:
+        note += (f"; {uncut}: the bus did not show where the interrupt service's first CSR accesses end and its "
+                 "update begins (DMA ran through the services, hiding the CPU's time between them): the service's "
+                 "row holds both, the update is not measured")
+    if unlearnt:
+        rows = ", ".join(f"'{r}'" for r in SEQUENCE_ROWS)
+        note += (f"; {unlearnt}: the driver's register sequences could not be learnt from this capture (fewer than "
+                 "two send setups or interrupt services alike), so the CSR accesses are labelled as runs at most "
+                 f"{bus.CSR_GAP_NS:g} ns of idle bus apart, cut where a fetch or a service begins: a send is the run "
+                 "just before a fetch, a service the run from the access that cleared INTA#, an update the next run "
+                 f"after it. The rows {rows} (and the step-by-step tables' CSR columns) are of these runs, not "
+                 "measured as the driver's sequences: a run may hold a refill or the accesses of two sequences that "
+                 f"came within {bus.CSR_GAP_NS:g} ns, or only part of one; the rows from the access that cleared "
+                 "INTA# and the DMA, interrupt and bus rows do not depend on them")
+    return note
 
 
 def _bus_rows(label: str, pick: Any, buses: list[bus.HostBus | None], unit: str) -> list[Any]:
@@ -1045,6 +1062,12 @@ def _bus_rows(label: str, pick: Any, buses: list[bus.HostBus | None], unit: str)
 
 
 BUS_TABLE, LINK_TABLE = "Bus measurements", "Data frames on the link"
+#: The bus table's rows measured on the driver's register sequences (send setup, service, update).
+SETUP_ROW, SETUP_ACCESSES_ROW, SETUP_TO_FETCH_ROW = ("CSR setup per send, median", "CSR accesses per send, median",
+                                                     "CSR setup end -> fetch, median")
+SERVICE_ROW, UPDATE_ROW = "interrupt service's first CSR accesses, median", "interrupt service's CSR update, median"
+TO_UPDATE_ROW = "INTA# -> CSR update, median"
+SEQUENCE_ROWS = (SETUP_ROW, SETUP_ACCESSES_ROW, SETUP_TO_FETCH_ROW, SERVICE_ROW, UPDATE_ROW, TO_UPDATE_ROW)
 #: The bus table's rows the sentences quote.
 TIMER_ROW = "first DMA after the previous interrupt -> INTA# (the coalescence timer), median"
 #: The time from one interrupt to the next: what a count of interrupts over a stream measures (Hughes-Jones et al.
@@ -1090,11 +1113,11 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
         _bus_rows("fetch rate per frame, median", lambda b: b.dma.fetch_rate_mbytes_per_s, buses, "MB/s"),
         _bus_rows("receive rate per frame, median", lambda b: b.dma.receive_rate_mbytes_per_s, buses,
                   "MB/s"),
-        _bus_rows("CSR setup per send, median", lambda b: b.csr.send_setup_us, buses, "us"),
-        _bus_rows("CSR accesses per send, median", lambda b: b.csr.send_accesses, buses, ""),
-        _bus_rows("CSR setup end -> fetch, median", lambda b: b.csr.send_to_dma_us, buses, "us"),
-        _bus_rows("interrupt service's first CSR accesses, median", lambda b: b.csr.service_us, buses, "us"),
-        _bus_rows("interrupt service's CSR update, median", lambda b: b.csr.update_us, buses, "us"),
+        _bus_rows(SETUP_ROW, lambda b: b.csr.send_setup_us, buses, "us"),
+        _bus_rows(SETUP_ACCESSES_ROW, lambda b: b.csr.send_accesses, buses, ""),
+        _bus_rows(SETUP_TO_FETCH_ROW, lambda b: b.csr.send_to_dma_us, buses, "us"),
+        _bus_rows(SERVICE_ROW, lambda b: b.csr.service_us, buses, "us"),
+        _bus_rows(UPDATE_ROW, lambda b: b.csr.update_us, buses, "us"),
         _bus_rows("CSR accesses per receive ring refill outside the service, median", lambda b: b.csr.refill_accesses,
                   buses, ""),
         _bus_rows("CSR accesses retried (STOP#)", lambda b: b.csr.retries, buses, ""),
@@ -1108,7 +1131,7 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
         _bus_rows("INTA# -> first CSR access, median", lambda b: b.interrupts.interrupt_to_csr_us, buses,
                   "us"),
         _bus_rows("DMA -> first CSR access, median", lambda b: b.interrupts.dma_to_csr_us, buses, "us"),
-        _bus_rows("INTA# -> CSR update, median", lambda b: b.interrupts.interrupt_to_update_us, buses, "us"),
+        _bus_rows(TO_UPDATE_ROW, lambda b: b.interrupts.interrupt_to_update_us, buses, "us"),
         _bus_rows(BUSY_ROW, lambda b: b.occupancy.busy_pct, buses, "%"),
         _bus_rows(BUSY_PER_FRAME_ROW, lambda b: b.occupancy.busy_per_frame_us, buses, "us"),
         _bus_rows(PERIOD_ROW, lambda b: b.occupancy.frame_period_us, buses, "us"),
@@ -1126,7 +1149,8 @@ def capture_section(name: str, tables: dict[str, np.ndarray | None], meta: dict[
                             rows, f"{src_send} | {src_recv} (+ {src_eth} to tie DMA to frames)",
                             note="events: how many bursts, transfers, CSR runs or interrupts a median is the median "
                                  "of; bus busy over the whole periods from the first data frame on the link to the "
-                                 "last (N frames, N - 1 periods), per frame: per period" + _uncut_note(buses),
+                                 "last (N frames, N - 1 periods), per frame: per period"
+                                 + _labelling_note(buses, [send_s, recv_s]),
                             resolution={k: v for k, v in res.items() if any(u is not None for u in v)},
                             resolution_text=clocks.text()))
     _expected_rows(sec, tl, meta, send_s, recv_s, link, src_send, src_eth, clocks.u_us(probe_s, probe_s),
@@ -1313,6 +1337,8 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
             f"({HUGHES_JONES}, §4.2.3: gaps every ~900 us)."))
     service, words = (TIMELINE_COLUMNS.index(c) - 2 for c in ("sender's CSR -> receiver's service (us)",
                                                                "first word -> first word (us)"))
+    runs = (" (runs of CSR accesses, not the driver's sequences: see the bus table)"
+            if any(hb is not None and hb.activity.sequences_unlearnt for hb in (tl.send, tl.recv)) else "")
     for length, frames in _by_length(tl.paths_out).items():
         med, seen = _step_medians(frames)  # the numbers of the timeline table's median row
         if not seen[service]:
@@ -1325,7 +1351,8 @@ def _interpret_capture(tl: bus.BusTimeline, options: Options, send_s: str, recv_
         first_words = f"; first word to first word {words_text} us (median of {seen[words]})" if seen[words] else ""
         text.append(q.sentence(
             f"{length}-byte frames from {send_s} to {recv_s}: from the sending driver's first CSR access to the "
-            f"receiving service's, {one_way_text} us (median of {seen[service]}){first_words} ({HUGHES_JONES}, "
+            f"receiving service's{runs}, "
+            f"{one_way_text} us (median of {seen[service]}){first_words} ({HUGHES_JONES}, "
             "§4.1.3: 36 and 23 us for 1400 bytes)."))
         if options.rtt_intercept_us is not None:
             sw = bus.host_software_time_us(options.rtt_intercept_us, one_way)

@@ -25,7 +25,7 @@ from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.profiles import E1000_TASKLET_REFILL
 from nicrig.acquisition.sim.model import Scenario
 from nicrig.acquisition.sim.rig import Recording, simulate
-from nicrig.analysis import bus, nic_registers, report
+from nicrig.analysis import bus, lint, nic_registers, render, report
 from nicrig.decoders.batch import decode_file
 
 #: The analysis's name for each of the driver's register sequences.
@@ -147,6 +147,7 @@ def test_phases_equal_the_truth(tmp_path, nic, bus_name, host, kind, spacing_us,
         assert timeline.pause.xoff >= 2  # the load this case is for
     seen: dict[str, int] = {}
     for side, hb in (("send", timeline.send), ("recv", timeline.recv)):
+        assert not hb.activity.sequences_unlearnt
         truth = truth_phases(t[f"truth/{side}_pci/transactions"], sim["nic"])
         for phase, events in truth.items():
             seen[phase] = seen.get(phase, 0) + len(events)
@@ -259,4 +260,42 @@ def test_an_uncut_service_is_one_span_from_its_first_access_to_its_update_end(tm
         found = hb.activity.clusters_of_role("interrupt")
         assert [(round(c.start_ns), round(c.end_ns)) for c in found] == [
             (round(a), round(u)) for (a, _), (_, u) in zip(truth["service"], truth["update"], strict=True)]
-    assert "update is not measured" in report._uncut_note([timeline.send, timeline.recv])
+    note = report._labelling_note([timeline.send, timeline.recv], ["send_pci", "recv_pci"])
+    assert "send_pci and recv_pci: the bus did not show where" in note and "update is not measured" in note
+    assert "could not be learnt" not in note
+
+
+def test_sequences_not_learnt_are_said_in_the_report(tmp_path):
+    # A round trip cut where the response starts on the wire: one send setup and one service on each bus at
+    # most, none seen twice, so the driver's sequences cannot be learnt and the accesses fall back to runs; the
+    # bus table's note must say which rows are of those runs, and the report keep its rules.
+    path = tmp_path / "cap.h5"
+    simulate(Scenario(kind="latency", size_bytes=64, count=1), profiles.load("bus", "pci64-66"),
+             profiles.load("nic", "intel-pro1000"), profiles.load("host", "supermicro-370dle"), path)
+    decode_file(path)
+    sources = ("send_pci/pci", "send_pci/irq", "recv_pci/pci", "recv_pci/irq", "probe/ethernet")
+    with CaptureSet.open(path) as cs:
+        whole = {n: cs.read_table(f"decoded/{n}") for n in sources}
+    assert not bus.bus_timeline(*whole.values()).send.activity.sequences_unlearnt  # the whole round trip: learnt
+    cut = whole["probe/ethernet"]["t_ns"][1]
+    tables = {n: v[v["t_end_ns"] <= cut] for n, v in whole.items()}
+    timeline = bus.bus_timeline(*tables.values())
+    assert timeline.send.activity.sequences_unlearnt and timeline.recv.activity.sequences_unlearnt
+    assert not timeline.send.activity.service_uncut
+    one = bus.bus_activity(tables["send_pci/pci"], tables["send_pci/irq"], bus.data_frames(tables["probe/ethernet"],
+                                                                                            b"rx"),
+                           bus.data_frames(tables["probe/ethernet"], b"tx"))
+    assert one.sequences_unlearnt
+    sec = report.capture_section(path.name, tables, {}, report.Options())
+    text = render.to_json(report.new_report("fallback", [], [sec, report.reference_section(report.Options(), [sec])],
+                                            []))
+    assert lint.problems(lint.read(text)) == []
+    measured = next(t for t in json.loads(text)["sections"][0]["tables"] if t["title"] == report.BUS_TABLE)
+    note = measured["note"]
+    assert "send_pci and recv_pci: the driver's register sequences could not be learnt" in note
+    labels = [r[0] for r in measured["rows"]]
+    for row in report.SEQUENCE_ROWS:  # each row the note names is the table's, and measured on the runs
+        assert f"'{row}'" in note and row in labels
+    assert "bus did not show where" not in note
+    one_way = next(t for t in json.loads(text)["sections"][0]["interpretation"] if "first CSR access" in t)
+    assert "(runs of CSR accesses, not the driver's sequences: see the bus table)" in one_way
