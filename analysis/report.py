@@ -792,6 +792,7 @@ def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarr
                             uncertainty={**FIT_UNCERTAINTY, change: f"{change[:-5]} ± 95% (us)"},
                             decimals=FIT_DECIMALS, resolution=_fit_resolution([f for _, f in fits]),
                             resolution_text=res.text))
+    sec.text += _main_mode_defined(estimates)
     sec.text += latency.lack_of_fit_said([f.lack_of_fit_p for _, f in fits])
     sec.text += _step_intercepts(estimates, change)
     if loopback:
@@ -811,6 +812,19 @@ def sweep_latency_section(name: str, parts: Sequence[tuple[sweeps.Step, np.ndarr
     return sec
 
 
+def _main_mode_defined(estimates: Sequence[tuple[sweeps.Step, latency.LatencyEstimate]]) -> list[Sentence]:
+    """The sentence that defines the main mode, first of a sweep section's text, when the round trips of any step
+    have several modes: that step's rows of the fits table are on the main-mode median, and the sentences
+    comparing the steps may name it, whichever step comes first and whichever of them says it first."""
+    labels = [step.label for step, est in estimates if est.statistic == "main mode"]
+    if not labels:
+        return []
+    return [Sentence(f"{', '.join(labels)}: the round trips fall into several modes (host states, peaks of their "
+                     "density separated by a valley), which the minimum and the mean mix, so the lines are also "
+                     "fitted on the main-mode median: per round and size, the median of the round trips in the main "
+                     "mode, the mode holding the most round trips.", defines=["main mode"])]
+
+
 def _change(f: latency.LineFit, base: latency.LineFit | None) -> list[float]:
     """A step's intercept less the first step's and its 95% half-width (the two are independent runs)."""
     if base is None:
@@ -826,14 +840,16 @@ def _step_intercepts(estimates: Sequence[tuple[sweeps.Step, latency.LatencyEstim
     base = first.fit(first.statistic)
     why = latency.unresolved(base, first, SWEEP_FITS_TABLE, first_step.label)
     if why is not None:
-        return [Sentence(f"{first_step.label}: the intercepts are not compared, {why}.", why.cites)]
+        return [Sentence(f"{first_step.label}: the intercepts are not compared, {why}.", why.cites, given=why.given,
+                         defines=why.defines)]
     delays = [k for k in first_step.settings if _is_delay(k)]
     q = Quotes()
     for step, est in estimates[1:]:
         f = est.fit(first.statistic)
         why = latency.unresolved(f, est, SWEEP_FITS_TABLE, step.label)
         if why is not None:
-            text.append(Sentence(f"{step.label}: not compared with {first_step.label}, {why}.", why.cites))
+            text.append(Sentence(f"{step.label}: not compared with {first_step.label}, {why}.", why.cites,
+                                 given=why.given, defines=why.defines))
             continue
         diff, diff_ci = _change(f, base)
         said = q.measured(SWEEP_FITS_TABLE, latency.INTERCEPT, latency.INTERCEPT_U, f.intercept_us,

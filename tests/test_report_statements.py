@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
-from nicrig.analysis import bus, figures, latency, lint, render, report, throughput
+from nicrig.analysis import bus, figures, latency, lint, render, report, sweeps, throughput
 from nicrig.analysis.quantity import decimals_of, measured, number
 from test_analysis_throughput import _points as points
 
@@ -119,6 +119,28 @@ def test_host_states_are_named_in_the_modes_tables_digits() -> None:
     for m in modes:
         assert f"{m['RTT at the smallest size (us)']} us ({m['share (%)']}% of the round trips" in said
     assert sentence(sec, "Lines are fitted through the main mode")
+
+
+@pytest.mark.parametrize("first, then", [("states", "states"), ("one mode", "states"), ("states, no slope", "states")])
+def test_a_sweep_defines_the_main_mode_before_any_step_names_it(first: str, then: str) -> None:
+    """A report once failed its lint with the main mode used undefined in an rx-usecs sweep, as it was for any
+    step with host states: a step compared on the main-mode median ("intercept on the main-mode median"), the
+    first step's unresolved slope on the main mode (a sentence that defined it, but lost that when prefixed with
+    its step), or, with the first step of one mode, the fits table's main-mode rows of a later step."""
+    rng = np.random.default_rng(12)
+    parts = []
+    for k, kind in enumerate((first, then)):
+        flat = kind.endswith("no slope")
+        table = rtt_table(rng, states=27.0 if kind.startswith("states") else 0.0, intercept=10.0 + 20 * k,
+                          slope=0.0 if flat else 0.002, noise=3.0 if flat else 0.3)
+        parts.append((sweeps.Step(k, f"rx-usecs={20 * k}", {"rx_usecs": 20 * k}), table, 1500))
+    sec = report.sweep_latency_section("lat-ic.h5", parts, applied=None, swept=[], loads=[], loopback=False)
+    page = render.to_json(report.new_report("sweep", [], [sec, report.reference_section(report.Options(), [sec])], []))
+    assert lint.problems(lint.read(page)) == []
+    first_use = next(t for t in sec.text if re.search(lint.TERMS["main mode"], t))
+    assert first_use is sec.text[0] and first_use.defines == ("main mode",)
+    assert first_use.startswith(", ".join(f"rx-usecs={20 * k}" for k, kind in enumerate((first, then))
+                                          if kind.startswith("states")) + ": the round trips fall into")
 
 
 def test_suspect_sizes_are_the_ones_the_tables_flag() -> None:
