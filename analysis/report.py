@@ -846,6 +846,11 @@ def _step_intercepts(estimates: Sequence[tuple[sweeps.Step, latency.LatencyEstim
     q = Quotes()
     for step, est in estimates[1:]:
         f = est.fit(first.statistic)
+        if first.statistic not in est.fits:  # one mode: no main-mode line, however many sizes were measured
+            text.append(Sentence(f"{step.label}: not compared with {first_step.label}, whose intercept is on the "
+                                 f"{STAT_LABEL[first.statistic]}: its round trips have one mode, so it has no such "
+                                 "line."))
+            continue
         why = latency.unresolved(f, est, SWEEP_FITS_TABLE, step.label)
         if why is not None:
             text.append(Sentence(f"{step.label}: not compared with {first_step.label}, {why}.", why.cites,

@@ -121,26 +121,46 @@ def test_host_states_are_named_in_the_modes_tables_digits() -> None:
     assert sentence(sec, "Lines are fitted through the main mode")
 
 
+def sweep_of(*kinds: str) -> report.Section:
+    """An rx-usecs latency sweep, a step per kind: 20 us more of intercept each, host states (27 us apart) where
+    the kind starts with "states", a flat and noisy line where it ends with "no slope"."""
+    rng = np.random.default_rng(12)
+    parts = []
+    for k, kind in enumerate(kinds):
+        flat = kind.endswith("no slope")
+        table = rtt_table(rng, states=27.0 if kind.startswith("states") else 0.0, intercept=10.0 + 20 * k,
+                          slope=0.0 if flat else 0.002, noise=3.0 if flat else 0.3)
+        parts.append((sweeps.Step(k, f"rx-usecs={20 * k}", {"rx_usecs": 20 * k}), table, 1500))
+    return report.sweep_latency_section("lat-ic.h5", parts, applied=None, swept=[], loads=[], loopback=False)
+
+
+def sweep_problems(sec: report.Section) -> list[str]:
+    """What the report lint finds in a report of the section and the sources it cites."""
+    page = render.to_json(report.new_report("sweep", [], [sec, report.reference_section(report.Options(), [sec])], []))
+    return lint.problems(lint.read(page))
+
+
 @pytest.mark.parametrize("first, then", [("states", "states"), ("one mode", "states"), ("states, no slope", "states")])
 def test_a_sweep_defines_the_main_mode_before_any_step_names_it(first: str, then: str) -> None:
     """A report once failed its lint with the main mode used undefined in an rx-usecs sweep, as it was for any
     step with host states: a step compared on the main-mode median ("intercept on the main-mode median"), the
     first step's unresolved slope on the main mode (a sentence that defined it, but lost that when prefixed with
     its step), or, with the first step of one mode, the fits table's main-mode rows of a later step."""
-    rng = np.random.default_rng(12)
-    parts = []
-    for k, kind in enumerate((first, then)):
-        flat = kind.endswith("no slope")
-        table = rtt_table(rng, states=27.0 if kind.startswith("states") else 0.0, intercept=10.0 + 20 * k,
-                          slope=0.0 if flat else 0.002, noise=3.0 if flat else 0.3)
-        parts.append((sweeps.Step(k, f"rx-usecs={20 * k}", {"rx_usecs": 20 * k}), table, 1500))
-    sec = report.sweep_latency_section("lat-ic.h5", parts, applied=None, swept=[], loads=[], loopback=False)
-    page = render.to_json(report.new_report("sweep", [], [sec, report.reference_section(report.Options(), [sec])], []))
-    assert lint.problems(lint.read(page)) == []
+    sec = sweep_of(first, then)
+    assert sweep_problems(sec) == []
     first_use = next(t for t in sec.text if re.search(lint.TERMS["main mode"], t))
     assert first_use is sec.text[0] and first_use.defines == ("main mode",)
     assert first_use.startswith(", ".join(f"rx-usecs={20 * k}" for k, kind in enumerate((first, then))
                                           if kind.startswith("states")) + ": the round trips fall into")
+
+
+def test_a_step_of_one_mode_is_not_said_to_lack_sizes_when_the_first_has_states() -> None:
+    # compared on the first step's main-mode median, a step of one mode has no such line: it had every size
+    sec = sweep_of("states", "one mode")
+    said = sentence(sec, "rx-usecs=20: not compared with rx-usecs=0")
+    assert said.endswith("whose intercept is on the main-mode median: its round trips have one mode, so it has no "
+                         "such line.")
+    assert not any("fewer than three" in t for t in sec.text) and sweep_problems(sec) == []
 
 
 def test_suspect_sizes_are_the_ones_the_tables_flag() -> None:
