@@ -564,21 +564,6 @@ def _clusters(pci: np.ndarray, gap_ns: float, boundaries_ns: np.ndarray) -> tupl
     return runs, whole
 
 
-def _clearing_access_ns(pci: np.ndarray, irq: np.ndarray) -> np.ndarray:
-    """Start of the access that cleared each interrupt: the last CSR access begun while INTA# was low (NaN: none).
-
-    A driver's service reads (or acknowledges) the cause first, which
-    deasserts INTA#: that access opens the service.
-    """
-    csr_t = np.sort(pci["t_ns"][pci["kind"] == b"csr"].astype(np.float64))
-    out = np.full(len(irq), np.nan)
-    for n, (a, d) in enumerate(zip(irq["t_ns"].astype(np.float64), irq["t_end_ns"].astype(np.float64))):
-        k = int(np.searchsorted(csr_t, d, "left")) - 1
-        if k >= 0 and csr_t[k] >= a:
-            out[n] = csr_t[k]
-    return out
-
-
 def _access_keys(pci: np.ndarray) -> list[tuple[Any, ...]]:
     """What tells register accesses apart on the bus: length in clocks, command, termination.
 
@@ -938,12 +923,15 @@ def _layout(pci: np.ndarray, irq: np.ndarray | None, frames_in: np.ndarray | Non
     pci = np.sort(pci, order="t_ns", kind="stable")
     irq = np.sort(irq, order="t_ns") if irq is not None else np.zeros(0, dtype=[("t_ns", "<i8"), ("t_end_ns", "<i8")])
     transfers = _transfers(pci, frames_in, frames_out, gap_ns=dma_gap_ns, descriptor_max=descriptor_max_bytes)
-    clearing = _clearing_access_ns(pci, irq)
     fetch_starts = np.array([t.start_ns for t in transfers if t.role == "fetch"])
-    runs, whole = _clusters(pci, csr_gap_ns, np.concatenate([fetch_starts, clearing[np.isfinite(clearing)]]))
     keys = _access_keys(pci)
     accesses = _completed_accesses(pci, keys)
     cleared, rang = _anchors(accesses, irq, fetch_starts, doorbell_ns)
+    # A service begins with the first attempt of the access that cleared INTA#: its retries are no run of their own.
+    clearing = np.full(len(irq), np.nan)
+    for k, n in cleared.items():
+        clearing[n] = accesses[k].start_ns
+    runs, whole = _clusters(pci, csr_gap_ns, np.concatenate([fetch_starts, clearing[np.isfinite(clearing)]]))
     refills = _refill_runs(pci, runs, accesses, cleared, transfers, doorbell_ns, registers)
     if refills:
         # The refills are no part of the driver's send, service or update sequences: learnt and labelled without them.
