@@ -368,9 +368,17 @@ class SourceData:
             # still building and too wide for raw samples: its columns stop at covered_ps, the rest is pending
             cols = p.columns(t0_ps, t1_ps, pixels)
             if n <= READ_AHEAD_SAMPLES_PER_PIXEL * max(pixels, 1):
-                self.cache.read_ahead(t0_ps, t1_ps)
+                self.cache.read_ahead((t0_ps, t1_ps))
         self._last = (key, cols)
         return cols
+
+    def read_ahead(self, windows: list[tuple[float, float]], pixels: int) -> None:
+        """Read ahead, on the read-ahead thread, the raw samples of those windows ``(t0_ps, t1_ps)`` that
+        :meth:`columns` would draw from raw samples at ``pixels`` wide (views about to be shown)."""
+        self.cache.coarse = self.pyramid.level_one()[0]
+        raw = [w for w in windows if self.estimated_samples(*w) <= RAW_SAMPLES_PER_PIXEL * max(pixels, 1)]
+        if raw:
+            self.cache.read_ahead(*raw)
 
     def settled(self) -> bool:
         """Whether the columns last given are the ones the view keeps: read from raw samples, or from a pyramid

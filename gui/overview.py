@@ -320,16 +320,21 @@ class BlockCache:
         joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
         return joined[start - first:stop - first]
 
-    def read_ahead(self, t0_ps: float, t1_ps: float) -> None:
-        """Read the blocks holding ``[t0_ps, t1_ps]`` (found in :attr:`coarse`) into the cache on the read-ahead
-        thread, unless a read ahead is still running or they would crowd out half the cache: a view zoomed in
-        from this one reads its raw samples from memory instead of inflating them in the window's thread."""
+    def read_ahead(self, *windows: tuple[float, float]) -> None:
+        """Read the blocks holding each window ``(t0_ps, t1_ps)`` (found in :attr:`coarse`) into the cache on the
+        read-ahead thread, unless a read ahead is still running or they would crowd out half the cache: a view zoomed
+        in from this one, or one a click jumps to, reads its raw samples from memory instead of inflating them in the
+        window's thread."""
         coarse = self.coarse
-        if coarse is None or not len(coarse) or t1_ps > coarse[-1] or self.ahead.busy():
+        if coarse is None or not len(coarse) or self.ahead.busy():
             return
-        s = max(0, (search(coarse, t0_ps, "left") - 1) * BASE_BIN)
-        e = min(self.source.num_samples, (search(coarse, t1_ps, "right") + 1) * BASE_BIN)
-        blocks = range(s // self.block, max(e - 1, s) // self.block + 1)
+        blocks: list[int] = []
+        for t0_ps, t1_ps in windows:
+            if t1_ps > coarse[-1]:
+                continue
+            s = max(0, (search(coarse, t0_ps, "left") - 1) * BASE_BIN)
+            e = min(self.source.num_samples, (search(coarse, t1_ps, "right") + 1) * BASE_BIN)
+            blocks += [b for b in range(s // self.block, max(e - 1, s) // self.block + 1) if b not in blocks]
         missing = [b for b in blocks if b not in self._packed or b not in self._times]
         if missing and len(blocks) <= self._keep // 2:
             self.ahead.start(frozenset(missing), self._fill, missing)

@@ -951,6 +951,15 @@ class Timeline(QtWidgets.QWidget):
                               self.doc.session.offset(item.lane.source))
             ahead.label_boxes(tr, fm)
 
+    def read_ahead_samples(self, views: list[tuple[float, float]]) -> None:
+        """Read ahead, on the read-ahead thread, the raw samples the logic and vector lanes draw in the views
+        ``[t0, t1]`` (ns) about to be shown: a jump to one then draws from memory instead of inflating the stored
+        blocks within its frame."""
+        px = self.pixels()
+        for source in {item.lane.source for item in self.items if item.lane.kind in ("logic", "vector")}:
+            shift = self.doc.session.offset(source)
+            self.doc.data[source].read_ahead([((t0 - shift) * 1000.0, (t1 - shift) * 1000.0) for t0, t1 in views], px)
+
     def _warm_next(self) -> None:
         """Make the words of the view the next wheel turn shows (:meth:`warm`), in a pause of ``PAUSE_MS`` after the
         last frame: that turn then only paints them."""

@@ -860,6 +860,50 @@ def test_a_search_finding_few_events_has_their_views_words_ready_before_the_clic
     assert set(labels) <= measured  # measured in the font the lanes are written in
 
 
+def test_a_search_finding_few_events_has_their_views_samples_read_ahead(window: MainWindow, qtbot, monkeypatch
+                                                                        ) -> None:
+    """While the user reads a search's few results the raw samples their views draw are read on the read-ahead
+    thread: the click's frame reads no sample from the file in the window's thread."""
+    import threading
+
+    from nicrig.gui.overview import Kept, SampleReader
+    from PySide6.QtTest import QTest
+
+    main, read_here, read_ahead = threading.main_thread(), [], []
+    for name in ("packed", "times"):
+        original = getattr(SampleReader, name)
+
+        def counted(reader, s, e, *args, original=original):
+            (read_here if threading.current_thread() is main else read_ahead).append((s, e))
+            return original(reader, s, e, *args)
+
+        monkeypatch.setattr(SampleReader, name, counted)
+    events, tl, doc = window.events, window.timeline, window.doc
+    tl.zoom_all()
+    for data in doc.data.values():  # nothing kept yet: as far into a long capture
+        data.cache._packed = Kept(data.cache._keep, data.cache.ahead)
+        data.cache._times = Kept(data.cache._keep, data.cache.ahead)
+    frame = next(i for i in range(len(events.events)) if events.events.text(i).startswith("UDP"))
+    events.search.setFocus()
+    events.search.selectAll()
+    QTest.keyClicks(events.search, " ".join(events.events.text(frame).split()[:4]))
+    QTest.keyClick(events.search, QtCore.Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not events.waiting and 1 <= len(events.model.rows) <= 4)
+    QtWidgets.QApplication.processEvents()
+    for data in doc.data.values():
+        data.cache.ahead.wait()
+    assert read_ahead
+    read_here.clear()
+    k = events.model.rows.tolist().index(frame)
+    rect = events.view.visualRect(events.model.index(k, 5))
+    qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    tl.plot.grab()  # the frame the click asked for
+    v0, v1 = tl.view_range()
+    assert v0 < events.events.t_ns[frame] and events.events.t_end_ns[frame] < v1
+    assert any(d.settled() and d._last is not None and d._last[0][3] == -1 for d in doc.data.values())  # drawn raw
+    assert read_here == []
+
+
 def test_a_view_has_its_decoded_rows_read_ahead_for_their_labels(window: MainWindow, monkeypatch) -> None:
     """Redrawn, a view has the stored chunks of the decoded rows in it read on the read-ahead thread: a zoom in
     names its boxes from rows in memory, the rows HDF5 reads. A view whose rows lie in more chunks than
