@@ -85,3 +85,24 @@ def test_a_row_beyond_the_limit_is_a_fault_unless_it_gives_the_papers_own_number
     assert replace(far, note="The paper's 10 and its 12 disagree.").ok
     s = calibration.summary([far, calibration.Row("c", "q", "s", "u", 10.0, 10.2)])
     assert s == {"rows": 2, "within_5pct": 1, "within_10pct": 1, "beyond_explained": 0, "beyond_unexplained": 1}
+
+
+def test_a_run_two_measurements_share_is_run_once_and_a_clash_of_names_is_refused(monkeypatch):
+    """§4.1.3's per-node time reads the trace's run and the round trips' run that other rows read too: each is
+    simulated once; two different runs under one name would give one of them the other's report."""
+    ran: list[str] = []
+    monkeypatch.setattr(calibration, "report_of", lambda run, folder: ran.append(run.name) or {"sections": []})
+    shared, own = calibration.Run("k-shared", ("--count", "1")), calibration.Run("k-own", ("--count", "2"))
+
+    def measuring(*runs: calibration.Run):
+        def make(key, cfg, sizes):
+            return calibration.Measurement(runs, lambda reports: [calibration.Row(key, f"{len(reports)} reports", "s",
+                                                                                  "u", 1.0, 1.0)])
+        return make
+    rows = calibration.calibrate(SMALL, jobs=1, plan=(("sk-370dle-64", measuring(shared)),
+                                                      ("sk-370dle-64", measuring(shared, own))))
+    assert sorted(ran) == ["k-own", "k-shared"]
+    assert [r.quantity for r in rows] == ["1 reports", "2 reports"]
+    clash = calibration.Run("k-shared", ("--count", "3"))
+    with pytest.raises(ValueError, match="k-shared"):
+        calibration.calibrate(SMALL, plan=(("sk-370dle-64", measuring(shared)), ("sk-370dle-64", measuring(clash))))
