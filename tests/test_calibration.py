@@ -106,3 +106,26 @@ def test_a_run_two_measurements_share_is_run_once_and_a_clash_of_names_is_refuse
     clash = calibration.Run("k-shared", ("--count", "3"))
     with pytest.raises(ValueError, match="k-shared"):
         calibration.calibrate(SMALL, plan=(("sk-370dle-64", measuring(shared)), ("sk-370dle-64", measuring(clash))))
+
+
+def test_the_27_us_and_the_time_per_node_add_the_reports_times_as_the_paper_does():
+    """§4.1.3: the send's CSR setup, its end to the fetch, the descriptor and first word to first word make the
+    "some 27 us" to the receiving bus; the paper's own 56 us intercept and 36 us one way make its ~10 us a node."""
+    bus = [{"quantity": q, "send_pci": v, "recv_pci": None} for q, v in (
+        ("CSR setup end -> fetch, median", 2.5), ("fetch per frame (descriptor + data), median", 3.25),
+        ("fetch per frame, its data alone, median", 3.0))]
+    timeline = [{"frame": "median of 10 frames", "sender's CSR setup (us)": 1.25, "first word -> first word (us)": 23.0,
+                 "sender's CSR -> receiver's service (us)": 36.0}]
+    line = [{"fitted on": "median", "frames": 1, "intercept (us)": 56.0}]
+
+    def report(*tables: tuple[str, list[dict]]) -> calibration.Report:
+        return calibration.Report({"sections": [{
+            "items": [{"label": "statistic the lines are fitted on", "value": "median"}],
+            "tables": [{"title": t, "columns": list(rows[0]), "rows": [list(r.values()) for r in rows],
+                        "raw_rows": [list(r.values()) for r in rows]} for t, rows in tables]}]})
+    m = calibration._software_sk("sk-370dle-64", calibration.CONFIGS["sk-370dle-64"], SMALL)
+    assert [r.name for r in m.runs] == ["sk-370dle-64-spaced", "sk-370dle-64-latency"]
+    to_bus, per_node = m.rows([report(("Bus measurements", bus), ("Frames from send_pci", timeline)),
+                               report(("RTT = intercept + slope x size", line))])
+    assert to_bus.measured == pytest.approx(1.25 + 2.5 + 0.25 + 23.0) and to_bus.seed == 27.0
+    assert per_node.measured == pytest.approx(10.0) and per_node.error == 0.0
