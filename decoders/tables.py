@@ -16,6 +16,7 @@ PCI Local Bus Specification 3.0 §3.9), so its "unknown" (AD not probed) is
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -68,6 +69,7 @@ def address_known(table: np.ndarray) -> np.ndarray:
     return table["address"] >= 0
 
 
+@functools.cache
 def dtype_of(decoder_id: str) -> np.dtype:
     """The table dtype of decoder ``decoder_id``'s records (packed, little endian, as stored)."""
     return np.dtype([(name, typ) for name, typ, _ in SCHEMAS[decoder_id]])

@@ -127,9 +127,11 @@ def read_rows(ds: h5py.Dataset, start: int, stop: int) -> np.ndarray:
     n = ds.shape[0] if ds.ndim else 0
     start, stop = max(0, min(start, n)), max(0, min(stop, n))
     stop = max(start, stop)
-    filters = _decodable(ds)
-    if filters is None or stop - start < ds.chunks[0]:
+    if ds.chunks is None or stop - start < ds.chunks[0]:
         return ds[start:stop]  # less than a chunk: HDF5's chunk cache may hold it already
+    filters = _decodable(ds)
+    if filters is None:
+        return ds[start:stop]
     rows = ds.chunks[0]
     out = np.empty((stop - start, *ds.shape[1:]), dtype=ds.dtype)
     whole = None
