@@ -23,7 +23,9 @@ F, "bins": N, "covered_ps": T}`` as it grows, ``{"pyramid": SOURCE, "folder": F,
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import operator
 import os
 import shutil
 import signal
@@ -187,35 +189,53 @@ def prepare_lanes(cs: Any, table: str, decoder: str, root: Path, pool: ThreadPoo
     return _publish(work, final)
 
 
+def _as_bytes(rows: np.ndarray) -> np.ndarray:
+    """Rows of a table as opaque items of their size (copied, joined and compared as bytes, at memory's speed:
+    NumPy takes a structured array field by field)."""
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize)))
+
+
+def descriptions(rows: np.ndarray, when: list[str], labels: Callable[[np.void], list[str]],
+                 known: dict[bytes, bytes]) -> np.ndarray:
+    """Each row's description (its longest label, lower-cased) as bytes, rows equal but for their place in time
+    (the columns ``when`` zeroed, ``t_end_ns`` taken as the duration) described once: a bus repeats its
+    transactions frame after frame, so a few distinct rows stand for thousands. ``known`` keeps the descriptions
+    made, by the bytes of their rows so changed, from one call to the next."""
+    if not len(rows):
+        return np.zeros(0, "S1")
+    key = _as_bytes(rows).copy().view(rows.dtype)
+    if "t_ns" in when and "t_end_ns" in (rows.dtype.names or ()):
+        key["t_end_ns"] -= key["t_ns"]  # the duration stays
+    for n in when:
+        key[n] = 0
+    keys = _as_bytes(key).tolist()
+    # looked up and found missing by C loops (map, compress): a loop in Python cost a second a million rows
+    text = list(map(known.get, keys))
+    for i in itertools.compress(range(len(text)), map(operator.is_, text, itertools.repeat(None))):
+        found = known.get(keys[i])
+        if found is None:
+            found = known[keys[i]] = labels(rows[i])[0].lower().encode()
+        text[i] = found
+    return np.array(text, dtype="S")
+
+
 def prepare_text(cs: Any, table: str, decoder: str, folder: Path, stop: Callable[[], None],
                  progress: Callable[[int], None]) -> None:
-    """Write ``text.npy`` into a table's lanes folder: each row's description (its longest label), lower-cased."""
+    """Write ``text.npy`` into a table's lanes folder: each row's description (:func:`descriptions`)."""
     if (folder / "text.npy").is_file():
         return
     ds = cs.table_dataset(table)
     chunks = StoredChunks(ds, str(cs.path), f"table {table}")
     labels = ROW_LABELS[decoder]
-    # a description tells what happened, not when: rows equal but for their place in time (a bus repeats its
-    # transactions frame after frame) are described once
     when = [n for n in ("ss", "es", "t_ns") if n in (ds.dtype.names or ())]
     known: dict[bytes, bytes] = {}
     parts = []
-    for k in range(len(chunks)):
-        rows = chunks.rows(k)
-        key = rows.copy()
-        if "t_ns" in when and "t_end_ns" in (ds.dtype.names or ()):
-            key["t_end_ns"] -= key["t_ns"]  # the duration stays
-        for n in when:
-            key[n] = 0
+    for k0 in range(0, len(chunks), CHUNKS_PER_TASK):
+        ks = range(k0, min(k0 + CHUNKS_PER_TASK, len(chunks)))
+        rows = np.concatenate([_as_bytes(chunks.rows(k)) for k in ks]).view(ds.dtype)
         if len(known) > KNOWN_DESCRIPTIONS:
             known.clear()
-        text = []
-        for i, kb in enumerate(key.view(np.dtype((np.void, key.dtype.itemsize))).tolist()):
-            found = known.get(kb)
-            if found is None:
-                found = known[kb] = labels(rows[i])[0].lower().encode()
-            text.append(found)
-        parts.append(np.array(text or [b""], dtype="S")[:len(rows)])
+        parts.append(descriptions(rows, when, labels, known))
         stop()
         progress(len(rows))
     width = max((p.dtype.itemsize for p in parts), default=1)

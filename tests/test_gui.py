@@ -442,6 +442,29 @@ def test_the_preparer_reports_its_progress_in_few_steps(fresh: Path, monkeypatch
         assert steps[-1][0] == steps[-1][1] and [d for d, _ in steps] == sorted(d for d, _ in steps)
 
 
+def test_the_search_index_describes_every_row_as_its_labels_do(capture: Path, tmp_path: Path, monkeypatch) -> None:
+    """Each row's description in the search index is its own longest label, lower-cased, though rows equal but
+    for their time are described once (and the descriptions kept are dropped now and then on the way)."""
+    from nicrig.gui import prepare
+    from nicrig.gui.lanes import ROW_LABELS
+    from nicrig.h5file import open_any
+
+    monkeypatch.setattr(prepare, "CHUNKS_PER_TASK", 3)  # several batches, each with rows seen before
+    monkeypatch.setattr(prepare, "KNOWN_DESCRIPTIONS", 2)
+    with open_any(capture) as cs:
+        tables = prepare.decoded_tables(cs.table_names())
+        assert {d for _, _, d in tables} >= {"pci", "ethernet"}
+        for table, _, decoder in tables:
+            folder = tmp_path / table.replace("/", "-")
+            folder.mkdir()
+            prepare.prepare_text(cs, table, decoder, folder, lambda: None, lambda k: None)
+            rows = cs.read_table(table)
+            text = np.load(folder / "text.npy")
+            assert len(text) == len(rows)
+            want = [ROW_LABELS[decoder](row)[0].lower().encode() for row in rows]
+            assert text.tolist() == want, table
+
+
 # -- lanes drawn whole before, during and after the overview is built ------------------------------------------
 PROBE_LANES = ("probe/TX_EN", "probe/RX_DV", "probe/LINK_ACT")
 PENDING_RGB = (0xbb, 0xbb, 0xbb)  # the hatch of a stretch whose overview is still being built
