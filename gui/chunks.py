@@ -10,16 +10,24 @@ of one field (a table's column, every 64th timestamp) without unshuffling
 the rest. A dataset stored otherwise, a chunk HDF5 stored with a filter
 skipped, or one whose checksum does not match is read through HDF5, which
 reads it or reports the damage.
+
+A reader of every chunk (the preparer) has their places in the file listed
+once, by one walk of HDF5's index, and reads each by ``os.pread``: asking
+HDF5 for a chunk holds h5py's lock and the GIL while it looks the chunk up and
+reads it (a tenth of the overview's CPU), so that two threads inflating
+chunks waited on each other there.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 
 import h5py
 import numpy as np
 from imagecodecs import ZlibngError, h5checksum_fletcher32, zlibng_decode
 
+from nicrig.errors import FormatError
 from nicrig.h5file import reading, takes_encoded_chunks
 
 #: Bytes of the Fletcher32 checksum HDF5 appends to a stored chunk (least significant byte first).
@@ -27,15 +35,18 @@ FLETCHER_BYTES = 4
 
 
 class StoredChunks:
-    """Whole chunks of ``ds`` (chunked along axis 0), as rows or as the columns of some fields."""
+    """Whole chunks of ``ds`` (chunked along axis 0), as rows or as the columns of some fields; ``every``: most of
+    them will be read (their places in the file are listed at once)."""
 
-    def __init__(self, ds: h5py.Dataset, path: str, what: str):
+    def __init__(self, ds: h5py.Dataset, path: str, what: str, every: bool = False):
         self.ds, self.path, self.what = ds, path, what
         self.n = int(ds.shape[0])
         self.chunk_rows = int(ds.chunks[0]) if ds.chunks else max(self.n, 1)
         self.direct = ds.chunks is not None and takes_encoded_chunks(ds)
         self.itemsize = int(ds.dtype.itemsize)
         self.row_items = int(np.prod(ds.shape[1:], dtype=np.int64)) if len(ds.shape) > 1 else 1
+        self.places = chunk_places(ds, path, what) if every and self.direct else {}
+        self.file = ds.file.filename if self.places else ""
 
     def __len__(self) -> int:
         """Number of chunks."""
@@ -48,10 +59,7 @@ class StoredChunks:
     def _inflated(self, k: int, out: np.ndarray | None = None) -> np.ndarray | None:
         """Chunk ``k``'s bytes as the filters left them (shuffled planes), into ``out`` when given, or None to
         read it through HDF5."""
-        start, _ = self.span(k)
-        offset = (start,) + (0,) * (len(self.ds.shape) - 1)
-        with reading(self.path, f"{self.what} rows {start}.."):
-            mask, stored = self.ds.id.read_direct_chunk(offset)
+        mask, stored = self._stored(k)
         if mask != 0 or len(stored) < FLETCHER_BYTES:
             return None
         body = memoryview(stored)[:-FLETCHER_BYTES]
@@ -65,6 +73,26 @@ class StoredChunks:
         except ZlibngError:
             return None
         return np.frombuffer(data, np.uint8) if len(data) == size else None
+
+    def _stored(self, k: int) -> tuple[int, bytes]:
+        """Chunk ``k``'s filter mask and bytes as stored: read where :func:`chunk_places` found it (a short read
+        and a misplaced chunk, whose checksum fails, are read again through HDF5), else asked of HDF5."""
+        start, _ = self.span(k)
+        place = self.places.get(start)
+        if place is not None:
+            mask, offset, size = place
+            try:
+                fd = os.open(self.file, os.O_RDONLY)
+                try:
+                    stored = os.pread(fd, size, offset)
+                finally:
+                    os.close(fd)
+                if len(stored) == size:
+                    return mask, stored
+            except OSError:
+                pass
+        with reading(self.path, f"{self.what} rows {start}.."):
+            return self.ds.id.read_direct_chunk((start,) + (0,) * (len(self.ds.shape) - 1))
 
     def _hdf5(self, k: int) -> np.ndarray:
         start, stop = self.span(k)
@@ -123,3 +151,22 @@ class StoredChunks:
             out[n] = np.ascontiguousarray(part).view(dtype.base if dtype.shape else dtype).reshape(
                 (part.shape[0], *dtype.shape))
         return out
+
+
+def chunk_places(ds: h5py.Dataset, path: str, what: str) -> dict[int, tuple[int, int, int]]:
+    """Where each stored chunk of ``ds`` is in its file: first row -> (filter mask, byte offset, bytes), from one
+    walk of HDF5's chunk index; empty when the file's addresses are not byte offsets (a user block before
+    HDF5's data) or the index cannot be walked (each chunk is then asked of HDF5, which says what is wrong)."""
+    if ds.file.userblock_size:
+        return {}
+    places: dict[int, tuple[int, int, int]] = {}
+
+    def found(info: h5py.h5d.StoreInfo) -> None:
+        places[int(info.chunk_offset[0])] = (int(info.filter_mask), int(info.byte_offset), int(info.size))
+
+    try:
+        with reading(path, f"{what}: the index of its chunks"):
+            ds.id.chunk_iter(found)
+    except FormatError:
+        return {}
+    return places

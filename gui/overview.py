@@ -166,14 +166,15 @@ def sample_period_ps(source: Source) -> int:
 
 
 class SampleReader:
-    """The samples and times of a source read from its stored chunks (thread-safe: each call reads its own)."""
+    """The samples and times of a source read from its stored chunks (thread-safe: each call reads its own);
+    ``every``: most of them will be read (the builder)."""
 
-    def __init__(self, source: Source):
+    def __init__(self, source: Source, every: bool = False):
         self.source = source
         samples, stamps = source.datasets
-        self.samples = StoredChunks(samples, source.path, f"source {source.name!r} samples")
-        self.stamps = StoredChunks(stamps, source.path, f"source {source.name!r} timestamps") if stamps is not None \
-            else None
+        self.samples = StoredChunks(samples, source.path, f"source {source.name!r} samples", every)
+        self.stamps = StoredChunks(stamps, source.path, f"source {source.name!r} timestamps", every) \
+            if stamps is not None else None
         if self.stamps is not None and source.num_samples:
             first_local = int(self.stamps.fields(0, [""], 1)[""][0])
             self.base_ps = int(source.times_ps(0, 1)[0]) - first_local
@@ -583,7 +584,7 @@ def build(source: Source, folder: Path, progress: Callable[[int, int], None] | N
                                              shape=(m,) if part == "t" else (m, u))
                    for part, dtype in (("t", np.int64), ("and", np.uint8), ("or", np.uint8)))
              for k, m in enumerate(sizes, 1)]
-    reader = SampleReader(source)
+    reader = SampleReader(source, every=True)
     blocks = -(-n // (BLOCK_BINS * BASE_BIN))
     with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="nicrig-overview", initializer=yield_cores) as pool:
         pending: deque[Future] = deque()

@@ -164,7 +164,7 @@ def _columns(chunks: StoredChunks, names: list[str], pool: ThreadPoolExecutor) -
 
 def table_lanes(cs: Any, table: str, decoder: str, pool: ThreadPoolExecutor) -> list[LaneArrays]:
     """A decoded table's lanes (``lanes.lane_arrays``), its columns read a stored chunk at a time."""
-    chunks = StoredChunks(cs.table_dataset(table), str(cs.path), f"table {table}")
+    chunks = StoredChunks(cs.table_dataset(table), str(cs.path), f"table {table}", every=True)
     return lanes.lane_arrays(decoder, _columns(chunks, ["t_ns", "t_end_ns", *DRAW_COLUMNS[decoder]], pool))
 
 
@@ -225,7 +225,7 @@ def prepare_text(cs: Any, table: str, decoder: str, folder: Path, stop: Callable
     if (folder / "text.npy").is_file():
         return
     ds = cs.table_dataset(table)
-    chunks = StoredChunks(ds, str(cs.path), f"table {table}")
+    chunks = StoredChunks(ds, str(cs.path), f"table {table}", every=True)
     labels = ROW_LABELS[decoder]
     when = [n for n in ("ss", "es", "t_ns") if n in (ds.dtype.names or ())]
     known: dict[bytes, bytes] = {}

@@ -366,8 +366,9 @@ def test_fold_is_the_and_and_or_of_each_group_of_rows(u: int, n: int, width: int
 
 
 def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: Path) -> None:
-    """Rows, a table's columns and every 64th timestamp as read from the stored chunks are HDF5's; a chunk
-    whose bytes changed is read through HDF5, whose checksum then fails: a FormatError naming the file."""
+    """Rows, a table's columns and every 64th timestamp as read from the stored chunks are HDF5's, asked of HDF5
+    chunk by chunk or read where one walk of its index placed them (``every``); a chunk whose bytes changed is
+    read through HDF5, whose checksum then fails: a FormatError naming the file."""
     from nicrig.gui.chunks import StoredChunks
 
     path = _capture(tmp_path / "k.h5", _random_bits(10000, 11, 5), state=True)
@@ -378,33 +379,35 @@ def test_stored_chunks_read_as_hdf5_reads_them_and_damage_is_an_error(tmp_path: 
     table["vec"] = np.arange(3030).reshape(1010, 3)
     with CaptureSet.open(path) as cs, cs.derived_update() as update:
         update.write_table("decoded/s/x", table)
-    with CaptureSet.open(path) as cs:
-        samples, stamps = cs.source("s").datasets
-        ds = cs.table_dataset("decoded/s/x")
-        for d in (samples, stamps, ds):
-            chunks = StoredChunks(d, str(path), "test")
-            assert chunks.direct and len(chunks) > 1
-            np.testing.assert_array_equal(np.concatenate([chunks.rows(k) for k in range(len(chunks))]), d[()])
-        chunks = StoredChunks(stamps, str(path), "test")
-        every = np.concatenate([chunks.fields(k, [""], 64)[""] for k in range(len(chunks))])
-        np.testing.assert_array_equal(every, stamps[::64])
-        chunks = StoredChunks(ds, str(path), "test")
-        cols = [chunks.fields(k, ["t_end_ns", "kind", "vec"]) for k in range(len(chunks))]
-        for name in ("t_end_ns", "kind", "vec"):
-            np.testing.assert_array_equal(np.concatenate([c[name] for c in cols]), table[name])
-        # several chunks at once, the last one short
-        assert len(table) % chunks.chunk_rows
-        joined = chunks.fields_of(range(1, len(chunks)), ["t_end_ns", "vec"])
-        for name in ("t_end_ns", "vec"):
-            np.testing.assert_array_equal(joined[name], table[name][chunks.chunk_rows:])
-        offset = stamps.id.get_chunk_info(1).byte_offset
+    for every in (False, True):
+        with CaptureSet.open(path) as cs:
+            samples, stamps = cs.source("s").datasets
+            ds = cs.table_dataset("decoded/s/x")
+            for d in (samples, stamps, ds):
+                chunks = StoredChunks(d, str(path), "test", every)
+                assert chunks.direct and len(chunks) > 1 and len(chunks.places) == (len(chunks) if every else 0)
+                np.testing.assert_array_equal(np.concatenate([chunks.rows(k) for k in range(len(chunks))]), d[()])
+            chunks = StoredChunks(stamps, str(path), "test", every)
+            every_64th = np.concatenate([chunks.fields(k, [""], 64)[""] for k in range(len(chunks))])
+            np.testing.assert_array_equal(every_64th, stamps[::64])
+            chunks = StoredChunks(ds, str(path), "test", every)
+            cols = [chunks.fields(k, ["t_end_ns", "kind", "vec"]) for k in range(len(chunks))]
+            for name in ("t_end_ns", "kind", "vec"):
+                np.testing.assert_array_equal(np.concatenate([c[name] for c in cols]), table[name])
+            # several chunks at once, the last one short
+            assert len(table) % chunks.chunk_rows
+            joined = chunks.fields_of(range(1, len(chunks)), ["t_end_ns", "vec"])
+            for name in ("t_end_ns", "vec"):
+                np.testing.assert_array_equal(joined[name], table[name][chunks.chunk_rows:])
+            offset = stamps.id.get_chunk_info(1).byte_offset
     data = bytearray(path.read_bytes())
     data[offset + 50] ^= 0xFF
     path.write_bytes(bytes(data))
-    with CaptureSet.open(path) as cs:
-        chunks = StoredChunks(cs.source("s").datasets[1], str(path), "timestamps")
-        with pytest.raises(FormatError, match="checksum fails"):
-            chunks.fields(1, [""], 64)
+    for every in (False, True):
+        with CaptureSet.open(path) as cs:
+            chunks = StoredChunks(cs.source("s").datasets[1], str(path), "timestamps", every)
+            with pytest.raises(FormatError, match="checksum fails"):
+                chunks.fields(1, [""], 64)
 
 
 def test_sample_search_over_many_blocks_with_long_idle_gaps(tmp_path: Path) -> None:
