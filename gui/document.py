@@ -180,7 +180,7 @@ class Document:
         self.data: dict[str, SourceData] = {}
         self.decoded: dict[str, DecodedTable] = {}
         try:
-            self.session, self.session_note = session.load(self.path)
+            self.session, self.session_note = session.load(self.path, self.cs)
             self._attach(pyramids={})
         except BaseException:
             self.close()

@@ -304,6 +304,7 @@ def test_session_round_trip_in_the_file(tmp_path: Path) -> None:
     assert session.load(path)[0] == s2
     with CaptureSet.open(path) as cs:
         assert cs.table_names() == ["decoded/s/x"]
+        assert session.load(path, cs) == (s2, "session restored")  # read from the file the window holds open
 
 
 def test_session_of_a_capture_set_written_before_companions(tmp_path: Path) -> None:
@@ -331,6 +332,8 @@ def test_session_of_a_results_file_goes_beside_it(tmp_path: Path) -> None:
     s.markers.append(("M", 1.0))
     session.save(path, s)
     assert session.load(path) == (s, "session restored") and path.read_bytes() == raw
+    with ResultsFile.open(path) as rf:
+        assert session.load(path, rf) == (s, "session restored")
     assert sorted(q.name for q in tmp_path.iterdir()) == ["lat.h5", "lat.h5.session.json"]
 
 
