@@ -340,8 +340,8 @@ class SourceData:
 
     def __init__(self, source, pyramid: Pyramid | None = None):
         self.source = source
-        self.cache = BlockCache(source)
         self.pyramid = pyramid or Pyramid(source)
+        self.cache = BlockCache(source, pyramid=self.pyramid)
         self._last: tuple[tuple[float, float, int], Columns] | None = None
         n = source.num_samples
         self.first_ps = int(self.cache.read(0, 1)[1][0]) if n else 0
@@ -361,7 +361,6 @@ class SourceData:
         key = (t0_ps, t1_ps, pixels, -1 if raw else p.bins, p.complete)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        self.cache.coarse = p.level_one()[0]
         if raw:
             cols = self.cache.columns(t0_ps, t1_ps, pixels)
         else:
@@ -375,7 +374,6 @@ class SourceData:
     def read_ahead(self, windows: list[tuple[float, float]], pixels: int) -> None:
         """Read ahead, on the read-ahead thread, the raw samples of those windows ``(t0_ps, t1_ps)`` that
         :meth:`columns` would draw from raw samples at ``pixels`` wide (views about to be shown)."""
-        self.cache.coarse = self.pyramid.level_one()[0]
         raw = [w for w in windows if self.estimated_samples(*w) <= RAW_SAMPLES_PER_PIXEL * max(pixels, 1)]
         if raw:
             self.cache.read_ahead(*raw)
@@ -399,7 +397,6 @@ class SourceData:
 
     def value_at(self, t_ps: float) -> np.ndarray | None:
         """The packed sample holding at ``t_ps`` (the last at or before it), or None outside the source."""
-        self.cache.coarse = self.pyramid.level_one()[0]
         i = self.cache.sample_at(t_ps)
         if i < self.source.num_samples and self.cache.time_of(i) == int(np.ceil(t_ps)):
             return self.cache.read(i, i + 1)[0][0]

@@ -299,7 +299,7 @@ class BlockCache:
     apart: a search reads times only); the blocks of a view about to be read from raw samples are read ahead on a
     thread of their own (:meth:`read_ahead`)."""
 
-    def __init__(self, source: Source, blocks: int = CACHE_BLOCKS):
+    def __init__(self, source: Source, blocks: int = CACHE_BLOCKS, pyramid: Pyramid | None = None):
         self.source = source
         self.reader = SampleReader(source)
         self.block = DEFAULT_CHUNK_SAMPLES
@@ -307,8 +307,13 @@ class BlockCache:
         self.ahead = ReadAhead()
         self._packed = Kept(blocks, self.ahead)
         self._times = Kept(blocks, self.ahead)
-        #: times (ps) of every BASE_BIN-th sample as far as the pyramid has them: narrows searches at once
-        self.coarse: np.ndarray | None = None
+        self.pyramid = pyramid
+
+    @property
+    def coarse(self) -> np.ndarray | None:
+        """Times (ps) of every ``BASE_BIN``-th sample as far as the pyramid has them (None without one): narrows
+        searches at once."""
+        return None if self.pyramid is None else self.pyramid.level_one()[0]
 
     def _get(self, kept: Kept, b: int, read: Callable[[int, int], np.ndarray], reading_ahead: bool = False
              ) -> np.ndarray:
@@ -329,15 +334,18 @@ class BlockCache:
         coarse = self.coarse
         if coarse is None or not len(coarse) or self.ahead.busy():
             return
-        blocks: list[int] = []
+        wanted: dict[int, None] = {}  # the blocks in order, each once
         for t0_ps, t1_ps in windows:
             if t1_ps > coarse[-1]:
                 continue
             s = max(0, (search(coarse, t0_ps, "left") - 1) * BASE_BIN)
             e = min(self.source.num_samples, (search(coarse, t1_ps, "right") + 1) * BASE_BIN)
-            blocks += [b for b in range(s // self.block, max(e - 1, s) // self.block + 1) if b not in blocks]
-        missing = [b for b in blocks if b not in self._packed or b not in self._times]
-        if missing and len(blocks) <= self._keep // 2:
+            first, last = s // self.block, max(e - 1, s) // self.block
+            if last - first >= self._keep // 2:
+                return
+            wanted.update(dict.fromkeys(range(first, last + 1)))
+        missing = [b for b in wanted if b not in self._packed or b not in self._times]
+        if missing and len(wanted) <= self._keep // 2:
             self.ahead.start(frozenset(missing), self._fill, missing)
 
     def _fill(self, blocks: list[int]) -> None:
@@ -377,8 +385,9 @@ class BlockCache:
         if src.mode == "timing":
             return src.sample_at(int(np.ceil(t_ps)))
         lo, hi = 0, n - 1
-        if self.coarse is not None and len(self.coarse) and t_ps <= self.coarse[-1]:
-            k = search(self.coarse, t_ps, "left")
+        coarse = self.coarse
+        if coarse is not None and len(coarse) and t_ps <= coarse[-1]:
+            k = search(coarse, t_ps, "left")
             lo = max(0, (k - 1) * BASE_BIN)
             hi = min(n - 1, k * BASE_BIN)
             times = self.times(lo, hi + 1)

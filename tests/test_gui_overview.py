@@ -69,8 +69,7 @@ def test_sample_search_matches_the_capture_reader(tmp_path: Path, state: bool) -
         for t in probes:
             assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
         # the coarse index a finished pyramid gives must not change any answer
-        p = _pyramid(path, src)
-        cache.coarse = p.level_one()[0]
+        cache = BlockCache(src, pyramid=_pyramid(path, src))
         for t in probes:
             assert cache.sample_at(int(t)) == src.sample_at(int(t)), t
 
@@ -163,6 +162,16 @@ def test_a_view_about_to_be_read_raw_has_its_samples_read_ahead(tmp_path: Path, 
         done = data.cache.ahead.future
         data.columns(*far, pixels)
         assert data.cache.ahead.future is done
+        # overlapping windows read each block once, in order; more blocks than half the cache, none
+        block = data.cache.block
+        started: list[list[int]] = []
+        few = BlockCache(src, blocks=6, pyramid=data.pyramid)
+        monkeypatch.setattr(few.ahead, "start", lambda pending, work, blocks: started.append(blocks))
+        few.read_ahead((int(times[block + 10]), int(times[2 * block + 10])),
+                       (int(times[2 * block + 20]), int(times[3 * block + 10])))
+        assert started == [[1, 2, 3]]
+        few.read_ahead((int(times[10]), int(times[3 * block + 10])))
+        assert started == [[1, 2, 3]]
 
 
 def test_a_cached_pyramid_maps_its_first_level_at_once_and_the_others_on_the_read_ahead_thread(
