@@ -156,15 +156,84 @@ fold(PyObject *Py_UNUSED(module), PyObject *args)
     return out;
 }
 
+/* The runs of each of k channels over n columns: a column's state is the channel's level where its AND and OR
+ * agree, 2 (changing) where they differ; equal states of consecutive columns are one run. Written channel after
+ * channel: start and end time (ps; a run ends where the next column starts, the last at end_ps) and state;
+ * counts[c] is channel c's number of runs. Returns the total. */
+static Py_ssize_t
+channel_runs(const unsigned char *and_, const unsigned char *or_, Py_ssize_t unit, const int64_t *t_ps,
+             Py_ssize_t n, int64_t end_ps, const int64_t *bits, Py_ssize_t k, int64_t *start, int64_t *end,
+             int8_t *state, int64_t *counts)
+{
+    Py_ssize_t out = 0;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        Py_ssize_t byte = (Py_ssize_t)(bits[c] >> 3), first = out;
+        int shift = (int)(bits[c] & 7);
+        int8_t last = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int lo = (and_[i * unit + byte] >> shift) & 1, hi = (or_[i * unit + byte] >> shift) & 1;
+            int8_t s = (int8_t)(lo == hi ? lo : 2);
+            if (s != last) {
+                if (out > first)
+                    end[out - 1] = t_ps[i];
+                start[out] = t_ps[i];
+                state[out] = s;
+                out++;
+                last = s;
+            }
+        }
+        if (out > first)
+            end[out - 1] = end_ps;
+        counts[c] = out - first;
+    }
+    return out;
+}
+
+PyDoc_STRVAR(runs_doc,
+"runs(and_, or_, unit, t_ps, end_ps, bits, start, end, state, counts) -> total\n\n"
+"The runs of equal states (0, 1, 2 changing) of channels bits (int64) over columns of packed AND and OR rows\n"
+"(unit bytes each) starting at t_ps (int64 ps), the last ending at end_ps: written channel after channel into\n"
+"start, end (int64 ps) and state (int8), each with room for len(t_ps) * len(bits) runs, and each channel's\n"
+"number of runs into counts (int64, len(bits)). Returns the number of runs written.");
+
+static PyObject *
+runs(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer a, o, t, b, s, e, st, cn;
+    Py_ssize_t unit;
+    long long end_ps;
+    if (!PyArg_ParseTuple(args, "y*y*ny*Ly*w*w*w*w*:runs", &a, &o, &unit, &t, &end_ps, &b, &s, &e, &st, &cn))
+        return NULL;
+    Py_ssize_t n = t.len / 8, k = b.len / 8;
+    Py_ssize_t total = -1;
+    int bad_bit = 0;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        int64_t bit = ((const int64_t *)b.buf)[c];
+        if (bit < 0 || bit >= 8 * unit)
+            bad_bit = 1;
+    }
+    if (unit < 1 || a.len != n * unit || o.len != n * unit || bad_bit)
+        PyErr_SetString(PyExc_ValueError, "runs: AND and OR need len(t_ps) rows of unit bytes, bits within a row");
+    else if (s.len < n * k * 8 || e.len < n * k * 8 || st.len < n * k || cn.len < k * 8)
+        PyErr_SetString(PyExc_ValueError, "runs: the outputs need room for len(t_ps) * len(bits) runs");
+    else
+        total = channel_runs(a.buf, o.buf, unit, t.buf, n, (int64_t)end_ps, b.buf, k, s.buf, e.buf, st.buf, cn.buf);
+    Py_buffer *views[] = {&a, &o, &t, &b, &s, &e, &st, &cn};
+    for (size_t v = 0; v < sizeof views / sizeof *views; v++)
+        PyBuffer_Release(views[v]);
+    return total < 0 ? NULL : PyLong_FromSsize_t(total);
+}
+
 static PyMethodDef fold_methods[] = {
     {"fold", fold, METH_VARARGS, fold_doc},
+    {"runs", runs, METH_VARARGS, runs_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef fold_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "nicrig.gui._fold",
-    .m_doc = "The overview pyramid's AND and OR of groups of packed sample rows.",
+    .m_doc = "The overview pyramid's AND and OR of groups of packed sample rows, and a view's runs of levels.",
     .m_size = -1,
     .m_methods = fold_methods,
 };

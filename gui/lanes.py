@@ -327,8 +327,7 @@ def vector_changes(cols: Columns, bits: list[int]) -> Columns:
 
 def logic_drawings(cols: Columns, bits: list[int], shift_ns: float) -> list[LogicDrawing]:
     """Runs of channels ``bits`` from columns (ps, file time) in view time (ns), one drawing per channel."""
-    states = channel_states(cols, np.asarray(bits, dtype=np.int64)).reshape(len(cols), len(bits))
-    s, e, st, counts = runs(states, cols.t_ps, cols.end_ps)
+    s, e, st, counts = runs(cols, bits)
     x0, x1 = s / 1000.0 + shift_ns, e / 1000.0 + shift_ns
     covered = cols.covered_ps / 1000.0 + shift_ns
     ends = np.cumsum(counts)

@@ -141,23 +141,18 @@ def channel_states(cols: Columns, bit: int | np.ndarray) -> np.ndarray:
     return np.where(lo == hi, lo, 2).astype(np.int8)
 
 
-def runs(states: np.ndarray, t_ps: np.ndarray, end_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Merge equal consecutive states of each channel (``states``: columns x channels): start ps, end ps and
-    state of each run, channel after channel, and how many runs each channel has."""
-    n, k = states.shape
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(k, np.int64)
-    s = states.T
-    new = np.empty((k, n), bool)
-    new[:, 0] = True
-    np.not_equal(s[:, 1:], s[:, :-1], out=new[:, 1:])
-    channel, col = np.nonzero(new)
-    t = t_ps[col]
-    end = np.empty_like(t)
-    end[:-1] = t[1:]
-    last = np.append(channel[1:] != channel[:-1], True)
-    end[last] = end_ps
-    return t, end, s[channel, col], np.bincount(channel, minlength=k)
+def runs(cols: Columns, bits: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of channels ``bits`` over the columns (equal states of consecutive columns merged, see
+    :func:`channel_states`): start ps, end ps and state of each run, channel after channel, and how many runs each
+    channel has. One pass in C over the columns (:mod:`nicrig.gui._fold`): a redraw takes them for every lane."""
+    n, k = len(cols), len(bits)
+    start, end = np.empty(n * k, np.int64), np.empty(n * k, np.int64)
+    state, counts = np.empty(n * k, np.int8), np.zeros(k, np.int64)
+    unit = cols.and_.shape[1] if cols.and_.ndim == 2 else 1
+    total = _fold.runs(np.ascontiguousarray(cols.and_, np.uint8), np.ascontiguousarray(cols.or_, np.uint8), unit,
+                       np.ascontiguousarray(cols.t_ps, np.int64), int(cols.end_ps), np.asarray(bits, np.int64),
+                       start, end, state, counts)
+    return start[:total], end[:total], state[:total], counts
 
 
 def sample_period_ps(source: Source) -> int:

@@ -489,3 +489,49 @@ def test_columns_when_the_last_edge_rounds_past_the_last_sample():
     # the last sample falls in the column before (a fraction of a pixel's rounding), its level kept there
     assert cols.t_ps[-1] <= t[-1] and int(cols.or_[-1, 0]) == 1 and int(cols.and_[-1, 0]) == 0
     assert np.all(np.diff(cols.t_ps) > 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(0, 300), unit=st.integers(1, 4), k=st.integers(1, 6))
+def test_runs_merge_each_channels_equal_column_states(seed: int, n: int, unit: int, k: int) -> None:
+    """:func:`overview.runs` (one pass in C) gives, channel after channel, each stretch of consecutive columns of
+    one state (:func:`channel_states`, the level or 2 for changing) as one run: from its first column's start to the
+    next run's, the last to the columns' end."""
+    from nicrig.gui.overview import Columns, runs
+
+    rng = np.random.default_rng(seed)
+    and_ = rng.integers(0, 256, (n, unit), dtype=np.uint8)
+    # mostly held levels (AND = OR), some changing bits, in stretches so that runs span several columns
+    or_ = np.repeat(and_[::3], 3, axis=0)[:n] | (rng.integers(0, 256, (n, unit), dtype=np.uint8) &
+                                                 rng.choice([0, 0x11, 0xff], (n, unit)).astype(np.uint8))
+    and_ = np.repeat(and_[::3], 3, axis=0)[:n] & or_
+    t = np.cumsum(rng.integers(1, 10**6, n)).astype(np.int64)
+    cols = Columns(t, and_, or_, int(t[-1]) + 5 if n else 0, 0)
+    bits = rng.integers(0, 8 * unit, k).tolist()
+    start, end, state, counts = runs(cols, bits)
+    assert counts.tolist() == [len(r) for r in (_merged(channel_states(cols, b)) for b in bits)]
+    at = 0
+    for b in bits:
+        for first, last, s in _merged(channel_states(cols, b)):
+            assert (start[at], end[at], state[at]) == (t[first], t[last + 1] if last + 1 < n else cols.end_ps, s)
+            at += 1
+    assert at == len(start) == len(end) == len(state)
+
+
+def _merged(states: np.ndarray) -> list[tuple[int, int, int]]:
+    """First and last column and state of each stretch of equal ``states``."""
+    out: list[tuple[int, int, int]] = []
+    for i, s in enumerate(states.tolist()):
+        if out and out[-1][2] == s:
+            out[-1] = (out[-1][0], i, s)
+        else:
+            out.append((i, i, s))
+    return out
+
+
+def test_runs_refuse_bits_outside_a_row() -> None:
+    from nicrig.gui.overview import Columns, runs
+
+    cols = Columns(np.arange(3, dtype=np.int64), np.zeros((3, 1), np.uint8), np.ones((3, 1), np.uint8), 3, 3)
+    with pytest.raises(ValueError, match="bits within a row"):
+        runs(cols, [8])
