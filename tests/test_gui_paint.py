@@ -159,3 +159,25 @@ def test_dense_spans_filled_paint_what_each_outlined_alone_paints(qapp, seed: in
     expected = _picture(one_by_one, transform)
     assert (expected != expected[0, 0]).any()  # something is drawn
     np.testing.assert_array_equal(_picture(batched, transform), expected)
+
+
+def test_changing_stretches_filled_opaque_paint_the_translucent_fill_over_the_background(qapp) -> None:
+    """The changing stretches' opaque brush paints, over the view's background, what the line's green at 110/255
+    painted (within the raster engine's rounding of a blend: one level a channel)."""
+    from nicrig.gui.timeline import BACKGROUND
+
+    def filled(brush: QtGui.QBrush) -> np.ndarray:
+        img = QtGui.QImage(*SIZE, QtGui.QImage.Format.Format_ARGB32_Premultiplied)
+        img.fill(QtGui.QColor(BACKGROUND))
+        p = QtGui.QPainter(img)
+        p.setPen(QtCore.Qt.PenStyle.NoPen)
+        p.setBrush(brush)
+        draw_rects(p, np.array([10.0, 300.0]), np.array([200.0, 301.0]), 20.0, 90.0)
+        p.end()
+        return np.frombuffer(img.constBits(), np.uint8).reshape(SIZE[1], SIZE[0], 4).astype(int)
+
+    translucent = filled(QtGui.QBrush(QtGui.QColor(27, 94, 32, 110)))
+    opaque = filled(LaneItem.BUSY)
+    assert LaneItem.BUSY.color().alpha() == 255
+    assert (translucent != translucent[0, 0]).any()
+    assert np.abs(opaque - translucent).max() <= 1
