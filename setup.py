@@ -101,6 +101,12 @@ setup(
             # -O3: the loops over a row's words vectorise (twice the speed of -O2's on 2- and 3-byte rows)
             extra_compile_args=["-O3", "-Wall"],
         ),
+        # The timeline's logic lanes' lines and fills from their runs (gui/timeline.py Batch).
+        Extension(
+            "nicrig.gui._levels",
+            ["gui/_levels.c"],
+            extra_compile_args=["-O2", "-Wall"],
+        ),
         # The rig model's bus clock arithmetic (acquisition/sim/model.py BusRecord) and event loop (scheduler.py).
         Extension(
             "nicrig.acquisition.sim._clock",

@@ -18,6 +18,7 @@ from collections import Counter
 import numpy as np
 import pyqtgraph as pg
 import shiboken6
+from nicrig.gui import _levels
 from nicrig.gui.document import Document
 from nicrig.gui.lanes import (
     STYLE_NAMES,
@@ -73,9 +74,15 @@ def draw_rects(p: QtGui.QPainter, x0: np.ndarray, x1: np.ndarray, top: np.ndarra
     if n:
         r = np.empty((n, 4))
         r[:, 0], r[:, 1], r[:, 2], r[:, 3] = x0, top, np.subtract(x1, x0), np.subtract(bottom, top)
+        paint_rects(p, r)
+
+
+def paint_rects(p: QtGui.QPainter, r: np.ndarray) -> None:
+    """Rectangles laid out as QRectF's (rows of x, y, width, height: float64, C order) in one painter call."""
+    if len(r):
         # QPainter::drawRects(const QRectF *, int): the array is read in place (a path of outlines is filled and
         # stroked an order of magnitude slower by Qt's raster engine)
-        p.drawRects(shiboken6.wrapInstance(r.ctypes.data, QtCore.QRectF), n)
+        p.drawRects(shiboken6.wrapInstance(r.ctypes.data, QtCore.QRectF), len(r))
 
 
 def pixel_spans(to_px: QtGui.QTransform, x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray
@@ -102,7 +109,13 @@ def draw_lines(p: QtGui.QPainter, x0: np.ndarray, y0: np.ndarray | float, x1: np
     if n:
         seg = np.empty((n, 4))
         seg[:, 0], seg[:, 1], seg[:, 2], seg[:, 3] = x0, y0, x1, y1
-        p.drawLines(shiboken6.wrapInstance(seg.ctypes.data, QtCore.QLineF), n)
+        paint_lines(p, seg)
+
+
+def paint_lines(p: QtGui.QPainter, seg: np.ndarray) -> None:
+    """Segments laid out as QLineF's (rows of x1, y1, x2, y2: float64, C order) in one painter call."""
+    if len(seg):
+        p.drawLines(shiboken6.wrapInstance(seg.ctypes.data, QtCore.QLineF), len(seg))
 
 
 def groups(px0: np.ndarray, px1: np.ndarray, flag: np.ndarray, gap_px: float
@@ -122,18 +135,6 @@ def styles_in(style: np.ndarray) -> list[int]:
     """The styles (indices into ``STYLE_NAMES``) present in ``style``, in order (a count per style: ``np.unique``
     sorts, and imports at every call)."""
     return np.flatnonzero(np.bincount(style.astype(np.intp), minlength=len(STYLE_NAMES))).tolist()
-
-
-def abutting(on: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Stretches of consecutive runs for which ``on`` holds (``joined[k]``: run k + 1 starts where run k ends):
-    the first and the last run of each."""
-    k = np.flatnonzero(on)
-    if not len(k):
-        return k, k
-    starts = np.ones(len(k), bool)
-    starts[1:] = (k[1:] != k[:-1] + 1) | ~joined[k[:-1]]
-    first = np.flatnonzero(starts)
-    return k[first], k[np.concatenate((first[1:] - 1, [len(k) - 1]))]
 
 
 def zoomed(t0: float, t1: float, fraction: float, factor: float) -> tuple[float, float]:
@@ -237,57 +238,51 @@ class Batch:
 
     def add(self, layer: str, x0: np.ndarray, y0: np.ndarray | float, x1: np.ndarray,
             y1: np.ndarray | float) -> None:
-        """Segments (a ``line`` layer) or rectangles ``[x0, x1] x [y0, y1]`` (any other)."""
+        """Rectangles ``[x0, x1] x [y0, y1]``."""
         n = len(x0)
         if n:
             self.layers.setdefault(layer, []).append((x0, y0 if np.ndim(y0) else np.full(n, y0), x1,
                                                       y1 if np.ndim(y1) else np.full(n, y1)))
 
-    def _logic(self, to_px: QtGui.QTransform) -> None:
-        """The logic lanes' runs as lines (a level held) and filled rectangles (changing), all lanes at once
-        (``to_px``: the painter's transform, from the runs' times to pixels)."""
+    def _logic(self, to_px: QtGui.QTransform) -> tuple[np.ndarray, np.ndarray]:
+        """The logic lanes' runs, all lanes at once (``to_px``: the painter's transform, from the runs' times to
+        pixels): the lines of the held levels and of the changing stretches' edges, and the changing stretches'
+        fills, laid out as QLineF's and QRectF's (:mod:`nicrig.gui._levels`).
+
+        A lane's runs follow one another without gaps: the high level and the changing stretches' tops are one line
+        as long as they follow one another, the low level and their bottoms another (a crowded lane is a few long
+        lines and its changes' edges, not four lines a change). A changing stretch is filled without a pen (its
+        outline is drawn with the lines); one spanning two pixel columns at most shows nothing beside its sides (a
+        crowded view's usual stretch) and is not filled."""
         if not self.runs:
-            return
-        x0, x1, state = (np.concatenate([r[k] for r in self.runs]) for k in range(3))
-        counts = [len(r[0]) for r in self.runs]
-        hi = np.repeat([r[3] for r in self.runs], counts)
-        lo = np.repeat([r[4] for r in self.runs], counts)
-        held = state != 2
-        busy = ~held
-        b0, b1, bh, bl = x0[busy], x1[busy], hi[busy], lo[busy]
-        # filled without a pen: its outline is drawn with the lines. Those are a pixel column each, which a fill
-        # spanning two columns at most does not show beside (a crowded view's usual stretch): it is left out
-        left, right = pixel_edges(to_px.m11(), to_px.dx(), b0, b1)
-        shows = right - left > 2
-        self.add("busy", b0[shows], bh[shows], b1[shows], bl[shows])
-        # a lane's runs follow one another without gaps: the high level and the changing stretches' tops are one
-        # line as long as they follow one another, the low level and their bottoms another (a crowded lane is a
-        # few long lines and its changes' edges, not four lines a change)
-        same = np.ones(len(x0), bool)
-        same[np.cumsum(counts)[:-1] - 1] = False  # run k and run k + 1 are of one lane
-        for level, y in ((1, hi), (0, lo)):
-            first, last = abutting(state != 1 - level, same)
-            self.add("line", x0[first], y[first], x1[last], y[first])
-        # a vertical mark wherever the level changes between held runs of one lane, and a changing stretch's sides
-        change = np.flatnonzero(same[:-1] & held[:-1] & held[1:] & (state[:-1] != state[1:]))
-        self.add("line", np.concatenate([x1[change], b0, b1]), np.concatenate([hi[change], bh, bh]),
-                 np.concatenate([x1[change], b0, b1]), np.concatenate([lo[change], bl, bl]))
+            return np.zeros((0, 4)), np.zeros((0, 4))
+        x0, x1 = (np.ascontiguousarray(np.concatenate([r[k] for r in self.runs]), np.float64) for k in (0, 1))
+        state = np.ascontiguousarray(np.concatenate([r[2] for r in self.runs]), np.int8)
+        lines, fills = np.empty((5 * len(x0), 4)), np.empty((len(x0), 4))
+        n_lines, n_fills = _levels.levels(x0, x1, state, np.array([len(r[0]) for r in self.runs], np.int64),
+                                          np.array([r[3] for r in self.runs], np.float64),
+                                          np.array([r[4] for r in self.runs], np.float64), to_px.m11(), to_px.dx(),
+                                          lines, fills)
+        return lines[:n_lines], fills[:n_fills]
 
     def draw(self, p: QtGui.QPainter) -> None:
         """Backgrounds, changing stretches, lines, dense spans, wide boxes, then what is still loading."""
-        self._logic(p.transform())
-        order = ["header", "busy", "line"] + [f"dense:{n}" for n in STYLE_NAMES] + \
-            [f"wide:{n}" for n in STYLE_NAMES] + ["pending"]
+        lines, fills = self._logic(p.transform())
+        order = ["header", "logic"] + [f"dense:{n}" for n in STYLE_NAMES] + [f"wide:{n}" for n in STYLE_NAMES] + \
+            ["pending"]
         for layer in order:
+            if layer == "logic":
+                p.setPen(QtCore.Qt.PenStyle.NoPen)
+                p.setBrush(LaneItem.BUSY)
+                paint_rects(p, fills)
+                p.setPen(LaneItem.LINE)
+                paint_lines(p, lines)
+                continue
             parts = self.layers.get(layer)
             if not parts:
                 continue
             x0, y0, x1, y1 = (np.concatenate([part[k] for part in parts]) for k in range(4))
             kind, _, style = layer.partition(":")
-            if kind == "line":
-                p.setPen(LaneItem.LINE)
-                draw_lines(p, x0, y0, x1, y1)
-                continue
             if kind == "dense":  # outlined in its own colour, so even a sliver shows: filled with the outline's pixels
                 a, b, top, bottom = pixel_spans(p.transform(), x0, x1, y0, y1)
                 p.save()
@@ -298,7 +293,6 @@ class Batch:
                 p.restore()
                 continue
             pen, brush = {"header": (QtCore.Qt.PenStyle.NoPen, LaneItem.HEADER),
-                          "busy": (QtCore.Qt.PenStyle.NoPen, LaneItem.BUSY),
                           "pending": (QtCore.Qt.PenStyle.NoPen, LaneItem.PENDING),
                           "wide": (LaneItem.OUTLINE, _BRUSHES.get(style))}[kind]
             p.setPen(pen)

@@ -181,3 +181,17 @@ def test_changing_stretches_filled_opaque_paint_the_translucent_fill_over_the_ba
     assert LaneItem.BUSY.color().alpha() == 255
     assert (translucent != translucent[0, 0]).any()
     assert np.abs(opaque - translucent).max() <= 1
+
+
+def test_levels_refuse_runs_their_counts_do_not_add_up_to() -> None:
+    from nicrig.gui import _levels
+
+    x = np.arange(3, dtype=np.float64)
+    state = np.array([0, 2, 1], np.int8)
+    lines, fills = np.empty((15, 4)), np.empty((3, 4))
+    one = np.ones(1)
+    assert _levels.levels(x, x + 1, state, np.array([3]), one, one * 2, 10.0, 0.0, lines, fills) == (4, 1)  # two levels, two sides, a fill
+    with pytest.raises(ValueError, match="counts add up"):
+        _levels.levels(x, x + 1, state, np.array([2]), one, one * 2, 10.0, 0.0, lines, fills)
+    with pytest.raises(ValueError, match="room for 5 a run"):
+        _levels.levels(x, x + 1, state, np.array([3]), one, one * 2, 10.0, 0.0, lines[:14], fills)
