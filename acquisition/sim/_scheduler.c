@@ -3,7 +3,7 @@
  * It does what the Python loop did, step for step, so the order of everything is
  * unchanged: take the first (time, priority, id, item) entry off the queue (a heap,
  * popped as heapq.heappop does), set the environment's _now, then either call the item
- * (a plain function or bound method queued by Engine.call_in) or run a SimPy event's
+ * (a plain function or bound method, Python's or C's, queued by Engine.call_in) or run a SimPy event's
  * callbacks, detached from it first, in order. The two rare endings go back to
  * Python: a StopSimulation from a callback (run(until=...)) and an event that failed
  * with nobody to handle it (Engine._after_stop, Engine._unhandled).
@@ -372,7 +372,8 @@ advance(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             failed = PyObject_SetAttr(env, str_now, PyTuple_GET_ITEM(entry, 0)) < 0;
         Py_DECREF(entry);
         if (!failed) {
-            if (PyFunction_Check(item) || PyMethod_Check(item)) {
+            /* a call: a function, a method, or a C function or method (a Signal's notify, say) */
+            if (PyFunction_Check(item) || PyMethod_Check(item) || PyCFunction_Check(item)) {
                 PyObject *r = PyObject_CallNoArgs(item);
                 failed = r == NULL;
                 Py_XDECREF(r);
@@ -686,6 +687,374 @@ error:
     return NULL;
 }
 
+/* The model's CPU (scheduler.py's Cpu, SimPy 4.1's PriorityResource of capacity one as the model uses it):
+ * its request, the request's release (CpuRequest.__exit__) and the release's grant of the next waiter, in C,
+ * entry for entry as the Python they replace (scheduler.py's Cpu docstring says what SimPy schedules and what
+ * is queued in its place). Each use of the CPU ran five Python frames (request, CpuRequest.__init__, _grant,
+ * __exit__ and the queued _grant_next), ~4 uses a simulated message. A Cpu's attributes are __slots__,
+ * read and written at their offsets (bind_methods() finds them); a CpuRequest is a SimPy event, whose
+ * attributes are in its __dict__. Waiting requests are a heapq heap of (priority, order, request): pushed and
+ * popped by heapq itself (only when the CPU is busy; the order is unique, so no request is compared). */
+static Py_ssize_t slot_offset(PyObject *cls, const char *name);
+static PyTypeObject *cpu_type, *cpu_request_type;
+static Py_ssize_t at_cpu_env, at_cpu_user, at_cpu_busy, at_cpu_waiting, at_cpu_order, at_cpu_release;
+static PyObject *pending, *urgent, *heappush_fn, *heappop_fn, *heapify_fn; /* simpy.events' and heapq's */
+static PyObject *str_env, *str_cpu;
+
+/* Cpu._grant: give the CPU to req, its event due now (Event.succeed()'s schedule: NORMAL). 0, or -1. */
+static int
+cpu_grant(PyObject *cpu, PyObject *req)
+{
+    PyObject *env = SLOT(cpu, at_cpu_env), *busy = SLOT(cpu, at_cpu_busy);
+    if (env == NULL || !PyObject_TypeCheck(env, engine_type) || busy == NULL || !PyList_Check(busy)) {
+        PyErr_SetString(PyExc_TypeError, "a Cpu's env must be an Engine and its busy a list");
+        return -1;
+    }
+    slot_set(cpu, at_cpu_user, req);
+    PyObject *now = SLOT(env, at_now);
+    if (now == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the environment has no _now");
+        return -1;
+    }
+    if (PyObject_SetAttr(req, str_ok, Py_True) < 0 || PyObject_SetAttr(req, str_value, Py_None) < 0
+        || PyList_Append(busy, now) < 0)
+        return -1;
+    return schedule(env, NULL, normal, req);
+}
+
+/* Cpu._grant_next: grant the first waiting request if the CPU is free (heappop(waiting)[2]). 0, or -1. */
+static int
+cpu_grant_waiting(PyObject *cpu)
+{
+    PyObject *waiting = SLOT(cpu, at_cpu_waiting);
+    if (waiting == NULL || !PyList_Check(waiting)) {
+        PyErr_SetString(PyExc_TypeError, "a Cpu's waiting must be a list");
+        return -1;
+    }
+    if (SLOT(cpu, at_cpu_user) != Py_None || PyList_GET_SIZE(waiting) == 0)
+        return 0;
+    PyObject *first = PyObject_CallOneArg(heappop_fn, waiting);
+    if (first == NULL)
+        return -1;
+    int r = -1;
+    if (!PyTuple_Check(first) || PyTuple_GET_SIZE(first) != 3)
+        PyErr_SetString(PyExc_TypeError, "a waiting request must be (priority, order, request)");
+    else
+        r = cpu_grant(cpu, PyTuple_GET_ITEM(first, 2));
+    Py_DECREF(first);
+    return r;
+}
+
+static int
+check_cpu(PyObject *cpu)
+{
+    if (cpu_type != NULL && PyObject_TypeCheck(cpu, cpu_type))
+        return 0;
+    PyErr_SetString(PyExc_TypeError, cpu_type == NULL ? "the CPU's methods before bind_methods()" : "not a scheduler.Cpu");
+    return -1;
+}
+
+PyDoc_STRVAR(cpu_request_doc,
+"request(priority=0) -> CpuRequest\n\n"
+"A request for the CPU at `priority` (lower first), granted now if the CPU is free.");
+
+static PyObject *
+cpu_request(PyObject *cpu, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (check_cpu(cpu) < 0)
+        return NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *priority = zero;
+    if (nargs + nkw > 1 || (nkw == 1 && !_PyUnicode_EqualToASCIIString(PyTuple_GET_ITEM(kwnames, 0), "priority"))) {
+        PyErr_SetString(PyExc_TypeError, "request() takes one argument, priority");
+        return NULL;
+    }
+    if (nargs + nkw == 1)
+        priority = args[0];
+    PyObject *env = SLOT(cpu, at_cpu_env), *waiting = SLOT(cpu, at_cpu_waiting), *user = SLOT(cpu, at_cpu_user);
+    if (env == NULL || waiting == NULL || !PyList_Check(waiting) || user == NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Cpu needs its env, user and waiting list");
+        return NULL;
+    }
+    /* CpuRequest(cpu), without a Python __init__: its attributes in the order that set them */
+    PyObject *callbacks = NULL, *req = cpu_request_type->tp_alloc(cpu_request_type, 0);
+    if (req == NULL || (callbacks = PyList_New(0)) == NULL || PyObject_SetAttr(req, str_env, env) < 0
+        || PyObject_SetAttr(req, str_callbacks, callbacks) < 0 || PyObject_SetAttr(req, str_value, pending) < 0
+        || PyObject_SetAttr(req, str_cpu, cpu) < 0)
+        goto error;
+    Py_CLEAR(callbacks);
+    if (user == Py_None && PyList_GET_SIZE(waiting) == 0) {
+        if (cpu_grant(cpu, req) < 0)
+            goto error;
+        return req;
+    }
+    PyObject *order = PyIter_Next(SLOT(cpu, at_cpu_order));
+    if (order == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetNone(PyExc_StopIteration);
+        goto error;
+    }
+    PyObject *entry = PyTuple_Pack(3, priority, order, req);
+    Py_DECREF(order);
+    PyObject *pushed = entry == NULL ? NULL : PyObject_CallFunctionObjArgs(heappush_fn, waiting, entry, NULL);
+    Py_XDECREF(entry);
+    if (pushed == NULL)
+        goto error;
+    Py_DECREF(pushed);
+    if (cpu_grant_waiting(cpu) < 0)
+        goto error;
+    return req;
+error:
+    Py_XDECREF(callbacks);
+    Py_XDECREF(req);
+    return NULL;
+}
+
+PyDoc_STRVAR(cpu_grant_next_doc,
+"_grant_next(cpu) -> None\n\n"
+"What the Release event's callback does: grant the first waiting request if the CPU is free (a release\n"
+"queues it bound to its Cpu).");
+
+static PyObject *
+cpu_grant_next(PyObject *Py_UNUSED(module), PyObject *cpu)
+{
+    if (check_cpu(cpu) < 0 || cpu_grant_waiting(cpu) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(cpu_request_enter_doc, "__enter__() -> the request itself");
+
+static PyObject *
+cpu_request_enter(PyObject *self, PyObject *Py_UNUSED(arg))
+{
+    return Py_NewRef(self);
+}
+
+PyDoc_STRVAR(cpu_request_exit_doc,
+"__exit__(exc_type, exc, traceback) -> None\n\n"
+"Withdraw the request if it is still waiting (an exception while waiting), and release the CPU unless the\n"
+"generator is being closed, as SimPy's Request.__exit__: the Release event made now is the Cpu's\n"
+"_grant_next queued now, NORMAL.");
+
+static PyObject *
+cpu_request_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "__exit__(exc_type, exc, traceback) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *cpu = PyObject_GetAttr(self, str_cpu), *value = NULL, *env = NULL;
+    if (cpu == NULL)
+        return NULL;
+    if (check_cpu(cpu) < 0 || (value = PyObject_GetAttr(self, str_value)) == NULL)
+        goto error;
+    if (value == pending) {
+        /* cpu.waiting = [w for w in cpu.waiting if w[2] is not self]; heapify(cpu.waiting) */
+        PyObject *waiting = SLOT(cpu, at_cpu_waiting), *kept = PyList_New(0);
+        if (kept == NULL)
+            goto error;
+        Py_ssize_t n = waiting != NULL && PyList_Check(waiting) ? PyList_GET_SIZE(waiting) : 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *w = PyList_GET_ITEM(waiting, i);
+            if (PyTuple_Check(w) && PyTuple_GET_SIZE(w) == 3 && PyTuple_GET_ITEM(w, 2) == self)
+                continue;
+            if (PyList_Append(kept, w) < 0) {
+                Py_DECREF(kept);
+                goto error;
+            }
+        }
+        slot_set(cpu, at_cpu_waiting, kept);
+        PyObject *r = PyObject_CallOneArg(heapify_fn, kept);
+        Py_DECREF(kept);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+    }
+    if (args[0] != PyExc_GeneratorExit) {
+        if ((env = PyObject_GetAttr(self, str_env)) == NULL)
+            goto error;
+        if (!PyObject_TypeCheck(env, engine_type)) {
+            PyErr_SetString(PyExc_TypeError, "a request's env must be an Engine");
+            goto error;
+        }
+        if (SLOT(cpu, at_cpu_user) == self) {
+            PyObject *busy = SLOT(cpu, at_cpu_busy), *now = SLOT(env, at_now);
+            slot_set(cpu, at_cpu_user, Py_None);
+            if (busy == NULL || !PyList_Check(busy) || now == NULL) {
+                PyErr_SetString(PyExc_TypeError, "a Cpu's busy must be a list, its env's _now set");
+                goto error;
+            }
+            if (PyList_Append(busy, now) < 0)
+                goto error;
+        }
+        PyObject *release = SLOT(cpu, at_cpu_release);
+        if (release == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "a Cpu needs its _release_call");
+            goto error;
+        }
+        if (schedule(env, NULL, normal, release) < 0)
+            goto error;
+    }
+    Py_XDECREF(env);
+    Py_DECREF(value);
+    Py_DECREF(cpu);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(env);
+    Py_XDECREF(value);
+    Py_DECREF(cpu);
+    return NULL;
+}
+
+/* Signal.notify (scheduler.py), ~9 a simulated message: the waiting process's resumption queued now (a
+ * call: a function or method, as Signal.notify tells them from a SimPy event by their exact class), or the
+ * SimPy event of a wait() succeeded; nothing if it was announced since the last wait. Signal's _env and
+ * _next are __slots__ (bind_methods() finds them). */
+static Py_ssize_t at_signal_env, at_signal_next;
+static PyObject *str_succeed;
+
+PyDoc_STRVAR(signal_notify_doc,
+"notify() -> None\n\n"
+"Announce the condition: whoever waits resumes now (after what is queued before).");
+
+static PyObject *
+signal_notify(PyObject *self, PyObject *Py_UNUSED(arg))
+{
+    if (!PyObject_TypeCheck(self, (PyTypeObject *)signal_class)) {
+        PyErr_SetString(PyExc_TypeError, "notify() takes a scheduler.Signal");
+        return NULL;
+    }
+    PyObject *then = SLOT(self, at_signal_next), *r;
+    if (then == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a Signal needs its _next");
+        return NULL;
+    }
+    if (then == Py_None)
+        Py_RETURN_NONE;
+    Py_INCREF(then);
+    slot_set(self, at_signal_next, Py_None);
+    if (Py_IS_TYPE(then, &PyFunction_Type) || Py_IS_TYPE(then, &PyMethod_Type)) {
+        PyObject *env = SLOT(self, at_signal_env);
+        if (env == NULL || !PyObject_TypeCheck(env, engine_type)) {
+            PyErr_SetString(PyExc_TypeError, "a Signal's _env must be an Engine");
+            r = NULL;
+        } else {
+            r = schedule(env, NULL, normal, then) < 0 ? NULL : Py_NewRef(Py_None);
+        }
+    } else {
+        r = PyObject_CallMethodNoArgs(then, str_succeed);
+    }
+    Py_DECREF(then);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef signal_notify_def = {"notify", (PyCFunction)signal_notify, METH_NOARGS, signal_notify_doc};
+static PyMethodDef cpu_request_def = {"request", (PyCFunction)(void (*)(void))cpu_request,
+                                      METH_FASTCALL | METH_KEYWORDS, cpu_request_doc};
+static PyMethodDef cpu_request_enter_def = {"__enter__", (PyCFunction)cpu_request_enter, METH_NOARGS,
+                                            cpu_request_enter_doc};
+static PyMethodDef cpu_request_exit_def = {"__exit__", (PyCFunction)(void (*)(void))cpu_request_exit, METH_FASTCALL,
+                                           cpu_request_exit_doc};
+
+PyDoc_STRVAR(bind_methods_doc,
+"bind_methods(cpu, cpu_request) -> None\n\n"
+"Give scheduler.py's Cpu its request(), CpuRequest its __enter__ and __exit__ and Signal (bind()'s) its notify():\n"
+"methods of those classes, in C; the offsets of Cpu's __slots__ env, user, busy, waiting, _order and\n"
+"_release_call, and Signal's _env and _next.");
+
+static PyObject *
+bind_methods(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "bind_methods(cpu, cpu_request) takes 2 classes");
+        return NULL;
+    }
+    if (engine_type == NULL || signal_class == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind_methods() before bind()");
+        return NULL;
+    }
+    PyObject *cpu = args[0], *request = args[1];
+    Py_ssize_t env, user, busy, waiting, order, release, signal_env, signal_next;
+    if ((env = slot_offset(cpu, "env")) < 0 || (user = slot_offset(cpu, "user")) < 0
+        || (busy = slot_offset(cpu, "busy")) < 0 || (waiting = slot_offset(cpu, "waiting")) < 0
+        || (order = slot_offset(cpu, "_order")) < 0 || (release = slot_offset(cpu, "_release_call")) < 0
+        || (signal_env = slot_offset(signal_class, "_env")) < 0 || (signal_next = slot_offset(signal_class, "_next")) < 0)
+        return NULL;
+    PyObject *methods[4] = {PyDescr_NewMethod((PyTypeObject *)cpu, &cpu_request_def),
+                            PyDescr_NewMethod((PyTypeObject *)request, &cpu_request_enter_def),
+                            PyDescr_NewMethod((PyTypeObject *)request, &cpu_request_exit_def),
+                            PyDescr_NewMethod((PyTypeObject *)signal_class, &signal_notify_def)};
+    int failed = methods[0] == NULL || methods[1] == NULL || methods[2] == NULL || methods[3] == NULL
+                 || PyObject_SetAttrString(cpu, "request", methods[0]) < 0
+                 || PyObject_SetAttrString(request, "__enter__", methods[1]) < 0
+                 || PyObject_SetAttrString(request, "__exit__", methods[2]) < 0
+                 || PyObject_SetAttrString(signal_class, "notify", methods[3]) < 0;
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(methods[i]);
+    if (failed)
+        return NULL;
+    at_cpu_env = env, at_cpu_user = user, at_cpu_busy = busy, at_cpu_waiting = waiting, at_cpu_order = order;
+    at_cpu_release = release, at_signal_env = signal_env, at_signal_next = signal_next;
+    Py_XSETREF(cpu_type, (PyTypeObject *)Py_NewRef(cpu));
+    Py_XSETREF(cpu_request_type, (PyTypeObject *)Py_NewRef(request));
+    Py_RETURN_NONE;
+}
+
+/* after_timeout (scheduler.py): the two queued calls that take the place of a process waiting one timeout.
+ * The first is after_step bound to (env, delay_ps, then): a method object, which advance() calls as it calls
+ * any queued method, with no Python frame; it queues `then` delay_ps() from now, as Engine.call_in does. */
+static PyObject *
+after_step(PyObject *Py_UNUSED(module), PyObject *bound)
+{
+    if (!PyTuple_Check(bound) || PyTuple_GET_SIZE(bound) != 3) {
+        PyErr_SetString(PyExc_TypeError, "after_step() takes (env, delay_ps, then)");
+        return NULL;
+    }
+    PyObject *env = PyTuple_GET_ITEM(bound, 0), *delay = PyObject_CallNoArgs(PyTuple_GET_ITEM(bound, 1));
+    if (delay == NULL)
+        return NULL;
+    int negative = PyObject_RichCompareBool(delay, zero, Py_LT);
+    if (negative > 0)
+        PyErr_Format(PyExc_ValueError, "negative delay %R", delay);
+    int r = negative != 0 ? -1 : schedule(env, delay, normal, PyTuple_GET_ITEM(bound, 2));
+    Py_DECREF(delay);
+    if (r < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef after_step_def = {"after_step", (PyCFunction)after_step, METH_O, NULL};
+static PyObject *after_step_fn; /* it, as a function object (made once) */
+
+PyDoc_STRVAR(after_timeout_doc,
+"after_timeout(env, delay_ps, then) -> None\n\n"
+"Queue, now and URGENT, a call that queues then() delay_ps() later (NORMAL); scheduler.after_timeout.");
+
+static PyObject *
+after_timeout(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "after_timeout(env, delay_ps, then) takes 3 arguments");
+        return NULL;
+    }
+    if (engine_type == NULL || !PyObject_TypeCheck(args[0], engine_type)) {
+        PyErr_SetString(PyExc_TypeError, "after_timeout() takes an Engine (after bind())");
+        return NULL;
+    }
+    PyObject *bound = PyTuple_Pack(3, args[0], args[1], args[2]);
+    PyObject *method = bound == NULL ? NULL : PyMethod_New(after_step_fn, bound);
+    Py_XDECREF(bound);
+    int r = method == NULL ? -1 : schedule(args[0], NULL, urgent, method);
+    Py_XDECREF(method);
+    if (r < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(bind_doc,
 "bind(signal, later, engine, process) -> None\n\n"
 "Give resume() scheduler.py's Signal and Later classes, and where Engine's and Process's __slots__ are (this\n"
@@ -739,6 +1108,9 @@ static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL, bind_doc},
     {"push", (PyCFunction)(void (*)(void))push, METH_FASTCALL, push_doc},
     {"resume", (PyCFunction)(void (*)(void))resume, METH_FASTCALL, resume_doc},
+    {"bind_methods", (PyCFunction)(void (*)(void))bind_methods, METH_FASTCALL, bind_methods_doc},
+    {"after_timeout", (PyCFunction)(void (*)(void))after_timeout, METH_FASTCALL, after_timeout_doc},
+    {"_grant_next", (PyCFunction)cpu_grant_next, METH_O, cpu_grant_next_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -774,7 +1146,11 @@ PyInit__scheduler(void)
 {
     if ((stop_simulation = attr_of("simpy.core", "StopSimulation")) == NULL
         || (normal = attr_of("simpy.events", "NORMAL")) == NULL
-        || (describe_frame = attr_of("simpy.events", "_describe_frame")) == NULL || (zero = PyLong_FromLong(0)) == NULL)
+        || (describe_frame = attr_of("simpy.events", "_describe_frame")) == NULL || (zero = PyLong_FromLong(0)) == NULL
+        || (pending = attr_of("simpy.events", "PENDING")) == NULL || (urgent = attr_of("simpy.events", "URGENT")) == NULL
+        || (heappush_fn = attr_of("heapq", "heappush")) == NULL || (heappop_fn = attr_of("heapq", "heappop")) == NULL
+        || (heapify_fn = attr_of("heapq", "heapify")) == NULL
+        || (after_step_fn = PyCFunction_NewEx(&after_step_def, NULL, NULL)) == NULL)
         return NULL;
     if (!(str_queue = PyUnicode_InternFromString("_queue")) || !(str_now = PyUnicode_InternFromString("_now"))
         || !(str_callbacks = PyUnicode_InternFromString("callbacks")) || !(str_ok = PyUnicode_InternFromString("_ok"))
@@ -787,7 +1163,8 @@ PyInit__scheduler(void)
         || !(str_send = PyUnicode_InternFromString("send")) || !(str_throw = PyUnicode_InternFromString("throw"))
         || !(str_append = PyUnicode_InternFromString("append"))
         || !(str_gi_frame = PyUnicode_InternFromString("gi_frame"))
-        || !(str_stop_value = PyUnicode_InternFromString("value")))
+        || !(str_stop_value = PyUnicode_InternFromString("value")) || !(str_env = PyUnicode_InternFromString("env"))
+        || !(str_cpu = PyUnicode_InternFromString("cpu")) || !(str_succeed = PyUnicode_InternFromString("succeed")))
         return NULL;
     PyObject *module = PyModule_Create(&scheduler_module);
     if (module == NULL)

@@ -36,23 +36,23 @@ checks that the model's output is the one it gave on SimPy alone.
 from __future__ import annotations
 
 import math
-from heapq import heapify, heappop, heappush
+
 from itertools import count
 from operator import attrgetter
-from types import FunctionType, MethodType, TracebackType
+from types import MethodType
 from typing import Callable, Generator
 
 import simpy
 from simpy.core import EmptySchedule
 from simpy.events import NORMAL, PENDING, URGENT, Event, EventPriority, Interruption, Timeout
 
+from nicrig.acquisition.sim._scheduler import _grant_next
 from nicrig.acquisition.sim._scheduler import advance as _advance
+from nicrig.acquisition.sim._scheduler import after_timeout as _after_timeout
 from nicrig.acquisition.sim._scheduler import bind as _bind
+from nicrig.acquisition.sim._scheduler import bind_methods as _bind_methods
 from nicrig.acquisition.sim._scheduler import push as _push  # heapq.heappush, comparing entries' ints in C
 from nicrig.acquisition.sim._scheduler import resume as _step  # Process._resume, in C
-
-#: What :meth:`Engine.call_in` puts in the queue (a SimPy event is neither; ``_scheduler.c`` checks the same two).
-_CALLS = (FunctionType, MethodType)
 
 
 class Engine(simpy.Environment):
@@ -167,6 +167,8 @@ class Signal:
     resumes with ``None``. Here :meth:`notify` queues the waiting process's resumption at that moment
     (:meth:`Engine.call_in` ``(0, ...)``); the event first made (before any wait) and one whose waiter was
     interrupted are scheduled with nobody to resume, and so is a call of nothing here (:func:`_unheard`).
+    ``notify()`` is C's (``_scheduler.c``, given this class by ``bind_methods``): the model announces ~9
+    conditions a simulated message.
     """
 
     __slots__ = ("_env", "_next")
@@ -182,18 +184,6 @@ class Signal:
         event = self._next = Event(self._env)
         return event
 
-    def notify(self) -> None:
-        """Announce the condition: whoever waits resumes now (after what is queued before)."""
-        then = self._next
-        if then is None:
-            return
-        self._next = None
-        if then.__class__ in _CALLS:
-            env = self._env
-            _push(env._queue, (env._now, NORMAL, next(env._eid), then))
-        else:
-            then.succeed()
-
 
 def after_timeout(env: Engine, delay_ps: Callable[[], int], then: Callable[[], None]) -> None:
     """What ``env.process`` of a generator that waits one timeout of ``delay_ps()`` and then calls ``then()``
@@ -203,8 +193,10 @@ def after_timeout(env: Engine, delay_ps: Callable[[], int], then: Callable[[], N
     ``delay_ps``, then the timeout is made; ``then`` runs on that timeout. Each call takes the place of one of
     those events, made at the same moment with the same priority, so SimPy's order of events (equal times by
     priority, then creation) is the same; only the process's own end, an event nothing waits for, is not made.
+    Both calls are C's (``_scheduler.c``): the first is a method object bound to ``(env, delay_ps, then)``, so
+    neither runs a Python frame of its own (a link's every frame and every interrupt timer take one).
     """
-    env.call_in(0, lambda: env.call_in(delay_ps(), then), URGENT)
+    _after_timeout(env, delay_ps, then)
 
 
 class Cpu:
@@ -232,7 +224,15 @@ class Cpu:
     default ``preempt=True``, sort by priority and time alone, which is what this class takes).
     tests/test_scheduler.py runs random mixes of requests, releases, timeouts and interrupts on both and
     compares every step.
+
+    ``request(priority=0)``, a request for the CPU at ``priority`` (lower first) granted now if the CPU is
+    free, is C's (``_scheduler.c``, given this class by ``bind_methods``), as are the request's ``__exit__`` and
+    the release's grant of the next waiter (``_grant_next``): five Python frames a use of the CPU, ~4 uses a
+    simulated message, were as many steps of the model as its processes' own.
     """
+
+    # What the C methods read and write at every use, as slots (see Engine's).
+    __slots__ = ("env", "user", "busy", "waiting", "_order", "_release_call")
 
     def __init__(self, env: Engine):
         self.env = env
@@ -242,69 +242,21 @@ class Cpu:
         #: Requests not yet granted: a heap of (priority, order of request, request).
         self.waiting: list[tuple[int, int, CpuRequest]] = []
         self._order = count()
-        #: What a release queues (one bound method for the run, not one a release).
-        self._release_call = self._grant_next
+        #: What a release queues: the C grant of the next waiter, bound to this CPU (one for the run).
+        self._release_call = MethodType(_grant_next, self)
 
     @property
     def count(self) -> int:
         """How many processes hold the CPU (0 or 1), as ``Resource.count``."""
         return 0 if self.user is None else 1
 
-    def request(self, priority: int = 0) -> CpuRequest:
-        """A request for the CPU at ``priority`` (lower first), granted now if the CPU is free."""
-        req = CpuRequest(self)
-        if self.user is None and not self.waiting:
-            self._grant(req)
-        else:
-            heappush(self.waiting, (priority, next(self._order), req))
-            if self.user is None:
-                self._grant(heappop(self.waiting)[2])
-        return req
-
-    def _grant(self, req: CpuRequest) -> None:
-        """Give the CPU to ``req``: its event is due now, as ``Event.succeed()`` schedules it."""
-        self.user = req
-        req._ok = True
-        req._value = None
-        env = self.env
-        self.busy.append(env._now)
-        _push(env._queue, (env._now, NORMAL, next(env._eid), req))
-
-    def _grant_next(self) -> None:
-        """What the ``Release`` event's callback does: grant the first waiting request if the CPU is free."""
-        if self.user is None and self.waiting:
-            self._grant(heappop(self.waiting)[2])
-
 
 class CpuRequest(simpy.Event):
-    """A request for a :class:`Cpu`: an event that succeeds when the CPU is granted; a context manager that
-    releases it."""
-
-    def __init__(self, cpu: Cpu):
-        self.env = cpu.env
-        self.callbacks = []
-        self._value = PENDING
-        self.cpu = cpu
-
-    def __enter__(self) -> CpuRequest:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        """Withdraw the request if it is still waiting (an exception while waiting), and release the CPU,
-        unless the generator is being closed, as SimPy's ``Request.__exit__``: the ``Release`` event made
-        now is :meth:`Engine.call_in` ``(0, cpu._grant_next)``, inlined."""
-        cpu = self.cpu
-        if self._value is PENDING:
-            cpu.waiting = [w for w in cpu.waiting if w[2] is not self]
-            heapify(cpu.waiting)
-        if exc_type is GeneratorExit:
-            return
-        env = self.env
-        if cpu.user is self:
-            cpu.user = None
-            cpu.busy.append(env._now)
-        _push(env._queue, (env._now, NORMAL, next(env._eid), cpu._release_call))
+    """A request for a :class:`Cpu` (made by its ``request``, not by calling the class): an event that succeeds
+    when the CPU is granted (``env``, ``callbacks``, ``_value`` as SimPy's, and ``cpu``); a context manager that
+    releases it (``__enter__`` and ``__exit__``, C's: withdraw the request if it is still waiting, an
+    exception while waiting, and release the CPU unless the generator is being closed, as SimPy's
+    ``Request.__exit__``: the ``Release`` event made then is the CPU's ``_grant_next`` queued now, NORMAL)."""
 
 
 def _ignored() -> None:
@@ -416,3 +368,4 @@ class _Interruption(Interruption):
 
 
 _bind(Signal, Later, Engine, Process)
+_bind_methods(Cpu, CpuRequest)
