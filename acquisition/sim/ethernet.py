@@ -210,6 +210,25 @@ class Frame:
         return ip >= 0 and bool(self.data[ip + 6] & 0x20)
 
 
+#: Frame's fields' setters (its slots' descriptors), for :func:`_udp_frame_record`.
+_SET_DATA, _SET_KIND, _SET_SEQ, _SET_PAUSE_QUANTA, _SET_ERROR_AT = (
+    Frame.__dict__[name].__set__ for name in ("data", "kind", "seq", "pause_quanta", "error_at"))
+
+
+def _udp_frame_record(data: bytes, seq: int) -> Frame:
+    """``Frame(data, kind="udp", seq=seq)`` for a frame :func:`udp_frames` has just made, which needs none of
+    ``__post_init__``'s checks (at least 64 bytes, a known kind, no errors): a frozen dataclass's ``__init__``
+    sets each field through ``object.__setattr__`` and then checks, ~12,000 instructions a simulated message;
+    its slots set directly, a third of that."""
+    frame = object.__new__(Frame)
+    _SET_DATA(frame, data)
+    _SET_KIND(frame, "udp")
+    _SET_SEQ(frame, seq)
+    _SET_PAUSE_QUANTA(frame, -1)
+    _SET_ERROR_AT(frame, ())
+    return frame
+
+
 def _stack(*layers: Packet) -> Packet:
     """``layers[0] / layers[1] / ...`` without the copies Scapy's ``/`` makes of each
     operand (they cost about 40% of building a frame); the layers must be freshly made."""
@@ -366,7 +385,7 @@ def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_i
     template = _udp_template(src_mac, dst_mac, src_ip, dst_ip, sport, dport, len(payload), mtu, vlan)
     datagram = _udp_datagram(template, payload)
     seq = header_seq(payload)
-    return [Frame(_udp_frame(f, datagram, ip_id), kind="udp", seq=seq) for f in template.fragments]
+    return [_udp_frame_record(_udp_frame(f, datagram, ip_id), seq) for f in template.fragments]
 
 
 @lru_cache(maxsize=64)
