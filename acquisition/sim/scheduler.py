@@ -36,7 +36,6 @@ checks that the model's output is the one it gave on SimPy alone.
 from __future__ import annotations
 
 import math
-
 from itertools import count
 from operator import attrgetter
 from types import MethodType
