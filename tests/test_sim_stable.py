@@ -77,12 +77,12 @@ NIC_CHANGES = {
 #: Counters (``RigRun.counters``) a case must show at least twice to cover what it is there for.
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
-    "intel-stream-11us": "c0ca634c6b8e870ffab01e5d0c7f1e4498955d942afd2b820e6e9f012901e8b8",
+    "intel-stream-11us": "36bd11d25977c9e2834ee9d3a8c0db3f51719306e25ea6a710d72b575734330b",
     "sk-latency-ad-32": "961a5297110a498ac34191eef56a4f62751e64206dbda23af9a3907baf498242",
     "alteon-stream-timing": "c7940c3c5b9de3d2470a0d949a3e5135d2aa78cb02756172db66fa3ae9e3262e",
     "intel-p4dp6-latency": "54f105ff30061e1a267dfdae4621fbd0549b635fe338b9e36e57255f801439e3",
-    "intel-stream-pause": "e2025ae7a7a6b2edbf983a29029f5cac387d24877ad64731bde963d5ceae384f",
-    "sk-stream-64-retries": "dc651400904fa761dc2566aea6951ba684f353be13857b8df8366f061dbd3a08",
+    "intel-stream-pause": "050951f36229e33083319bfaef6db197b7b963ca8235daea5c04cd909733c485",
+    "sk-stream-64-retries": "2cc212c3d88c3e9f88e44fc46730bd2b94aa19799c25250e7132012233f17816",
     "intel-p4dp6-stream": "be3042eb16f52625e49d20131dd30a47dda8a4aecbf37d28ee0cb4d6c10b7ecd",
     "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
 }
@@ -299,6 +299,26 @@ def test_a_dmas_bursts_arbitrate_on_an_idle_bus_and_follow_each_other_after_the_
         assert np.array_equal(t.data, words[burst.phases]) and t.byte_enables is burst.byte_enables
         previous_end = bus.time_of(t.start_clk + burst.busy)
     assert ended == [previous_end]
+
+
+def test_a_delayed_read_bridge_retries_each_read_the_nic_starts_and_lets_a_read_it_cut_go_on():
+    """``dma_plan``'s ``read_retries``: a retried attempt (STOP#, one data phase not taken) before the DMA's first
+    read and before each read after a burst the NIC ended, none before the rest of a read the bridge cut at its
+    boundary, none on writes; the transfer's bytes and the reads' waits as without retries."""
+    shape = dict(width_bits=64, nic_burst=128, host_cut=256, initial_wait=1, master_wait_every=0)
+    plain = dma_plan(300, 200, write=False, **shape)
+    plan = dma_plan(300, 200, write=False, read_retries=2, **shape)
+    assert [b.termination for b in plain] == ["disconnect_with_data", "normal", "normal", "normal"]
+    assert [b.termination for b in plan] == ["retry", "retry", "disconnect_with_data", "normal", "retry", "retry",
+                                            "normal", "retry", "retry", "normal"]
+    retried = [b for b in plan if b.termination == "retry"]
+    assert [b.offset for b in retried] == [0, 0, 128, 128, 256, 256]
+    assert all(b.length == 8 and b.phases.stop - b.phases.start == 1 and b.busy < plain[0].busy for b in retried)
+    assert [(b.offset, b.length, b.busy) for b in plan if b.termination != "retry"] == \
+        [(b.offset, b.length, b.busy) for b in plain]
+    writes = [dma_plan(300, 200, write=True, read_retries=r, **shape) for r in (0, 2)]
+    assert [[(b.offset, b.length, b.termination, b.busy) for b in w] for w in writes][0] == \
+        [(b.offset, b.length, b.termination, b.busy) for b in writes[1]]
 
 
 def test_no_full_collection_in_the_run_and_the_thresholds_as_before_after_it_even_on_error():

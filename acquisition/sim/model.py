@@ -332,18 +332,25 @@ class DmaBurst:
 
 @lru_cache(maxsize=1024)
 def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int, nic_burst: int, host_cut: int,
-             initial_wait: int, master_wait_every: int) -> tuple[DmaBurst, ...]:
+             initial_wait: int, master_wait_every: int, read_retries: int = 0) -> tuple[DmaBurst, ...]:
     """The bus transactions of a NIC-mastered DMA of ``length`` bytes starting ``address_mod_cut`` bytes past
     a multiple of ``host_cut`` (where the host bridge disconnects, PCI 3.0 3.3.3.2.1).
 
     The host bridge as target inserts ``initial_wait`` clocks before the first data phase (memory latency
     or its posting buffer); on writes the NIC inserts one master wait state every ``master_wait_every``
-    phases (0: none). A DMA repeats a few shapes endlessly (descriptors, frames of one size), so plans
-    are memoized: only the data differ from one transfer to the next.
+    phases (0: none). A read the NIC starts (the DMA's first, or one after a burst the NIC ended itself)
+    is retried ``read_retries`` times first, a delayed transaction while the bridge fetches its data
+    (PCI 2.2 3.3.3.3); after the bridge's own disconnect the read goes on without. A DMA repeats a few
+    shapes endlessly (descriptors, frames of one size), so plans are memoized: only the data differ from
+    one transfer to the next.
     """
     width = width_bits // 8
     plan = []
+    nic_started = True
     for offset, nbytes, nic_end in _dma_spans(address_mod_cut, length, nic_burst, host_cut):
+        if not write and nic_started:
+            plan.extend([_retried_read(offset, width_bits)] * read_retries)
+        nic_started = nic_end
         be = byte_enables(nbytes, width)
         tw = np.zeros(len(be), dtype=np.int64)
         tw[0] = initial_wait
@@ -361,6 +368,22 @@ def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int,
         plan.append(DmaBurst(offset, nbytes, slice(first, first + len(be)), cmd, _frozen(be), _frozen(tw),
                              _frozen(mw), shape.termination, busy, busy_clocks(shape, width_bits)))
     return tuple(plan)
+
+
+def _retried_read(offset: int, width_bits: int) -> DmaBurst:
+    """A NIC's read attempt at ``offset`` bytes into its transfer that the host bridge answers with STOP# and
+    no data (retry): its one data phase not taken, the master to repeat the read."""
+    width = width_bits // 8
+    be = byte_enables(width, width)
+    none = np.zeros(1, dtype=np.int64)
+    shape = PciTransaction(start_clk=0, command=CMD_MEMORY_READ_MULTIPLE, address=0, data=np.zeros(1, np.uint64),
+                           byte_enables=be, target_waits=none, master_waits=none, devsel=2,
+                           wide=width_bits == 64, master="nic", kind="dma", termination="retry")
+    busy = busy_clocks(shape, width_bits)
+    shape.address = 1 << 32
+    first = offset // width
+    return DmaBurst(offset, width, slice(first, first + 1), CMD_MEMORY_READ_MULTIPLE, _frozen(be), _frozen(none),
+                    _frozen(none.copy()), "retry", busy, busy_clocks(shape, width_bits))
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,7 +506,8 @@ class Host:
             nic_burst=nic.dma_read_burst_bytes if not write and nic.dma_read_burst_bytes else nic.dma_burst_bytes,
             host_cut=p.host_write_disconnect_bytes if write else p.host_read_disconnect_bytes,
             initial_wait=p.host_write_initial_wait_clocks if write else p.host_read_initial_wait_clocks,
-            master_wait_every=nic.rx_dma_master_wait_every) for write in (False, True)}
+            master_wait_every=nic.rx_dma_master_wait_every,
+            read_retries=0 if write else p.host_read_retries) for write in (False, True)}
         self.dma_plans: dict[tuple[bool, int, int], tuple[DmaBurst, ...]] = {}
         #: The bus words of the short transfers (descriptors), by their bytes: a ring's few, again and again.
         self.short_words: dict[bytes, np.ndarray] = {}

@@ -35,6 +35,10 @@ class BusProfile:
     host_write_disconnect_bytes: int
     arbitration_clocks: int
     host_retry_clocks: int = 4
+    #: Attempts the host bridge retries (STOP#, no data) before it has the data of a read the NIC starts: a
+    #: delayed transaction (PCI 2.2 3.3.3.3), its memory latency outside the transaction that moves the data.
+    #: The bridge's own disconnect (its prefetch boundary) lets the master's read go on without one.
+    host_read_retries: int = 0
 
     @property
     def period_ps(self) -> float:
@@ -55,6 +59,8 @@ class BusProfile:
             v = getattr(self, f)
             if v < self.bytes_per_clock or v & (v - 1):
                 raise UsageError(f"bus {self.name}: {f} must be a power of two of at least one bus word")
+        if not 0 <= self.host_read_retries <= 16:
+            raise UsageError(f"bus {self.name}: host_read_retries must be 0 to 16")
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,7 @@ E1000_TASKLET_REFILL = {"rx_refill": "softirq", "isr_exit_csr": ("w:0x00d0",), "
 
 #: Fields of a bus profile that describe the host bridge rather than the bus, which a host may override.
 BRIDGE_FIELDS = ("host_read_initial_wait_clocks", "host_write_initial_wait_clocks", "host_read_disconnect_bytes",
-                 "host_write_disconnect_bytes", "host_retry_clocks")
+                 "host_write_disconnect_bytes", "host_retry_clocks", "host_read_retries")
 
 
 @dataclass(frozen=True)
