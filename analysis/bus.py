@@ -384,10 +384,50 @@ def _address_known(pci: np.ndarray) -> np.ndarray:
     return pci["has_address"] if "has_address" in (pci.dtype.names or ()) else np.zeros(len(pci), bool)
 
 
+def retried_repeats(pci: np.ndarray) -> np.ndarray:
+    """Per row of a decoded ``pci`` table: for a NIC transaction the target retried, the row of the repeat that
+    completed it (-1 when the capture holds none, and for every other row).
+
+    A target that ends a transaction with Retry (STOP# before any data phase, PCI Local Bus 2.2 §3.3.3.2.1) has
+    moved nothing, and the master must repeat it with the same address and command; a bridge answering delayed
+    reads (§3.3.3.3) retries the first attempt while it fetches the data. The attempt is part of the repeat's
+    transfer, not one of its own. When AD or C/BE# were not probed, the NIC's next transaction with the same
+    (unknown) address and command is taken for the repeat.
+    """
+    dma = pci["kind"] == b"dma"
+    retried = dma & (pci["termination"] == b"retry")
+    owner = np.full(len(pci), -1, dtype=np.int64)
+    if not retried.any():
+        return owner
+    rows = np.flatnonzero(dma)
+    known = _address_known(pci)[rows]
+    address = np.where(known, pci["address"][rows], -1).astype(np.int64)
+    _, command = np.unique(pci["command"][rows], return_inverse=True)
+    # rows grouped by (address, command), in time order within a group: a retry's repeat is the first
+    # completed row after it in its group
+    order = np.lexsort((pci["t_ns"][rows], command, address))
+    done = ~retried[rows][order]
+    position = np.arange(order.size)
+    next_done = np.minimum.accumulate(np.where(done, position, order.size)[::-1])[::-1]
+    found = np.flatnonzero(next_done < order.size)
+    same = np.zeros(order.size, bool)
+    a, c = address[order], command[order]
+    same[found] = (a[next_done[found]] == a[found]) & (c[next_done[found]] == c[found])
+    attempt = ~done & same
+    owner[rows[order[attempt]]] = rows[order[next_done[attempt]]]
+    return owner
+
+
 def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.ndarray | None, *,
                gap_ns: float, descriptor_max: int) -> list[Transfer]:
-    """Sweep the NIC's transactions in time order, grouping them into transfers tied to frames."""
-    dma = np.flatnonzero(pci["kind"] == b"dma")
+    """Sweep the NIC's transactions in time order, grouping them into transfers tied to frames.
+
+    A retried attempt moved no data: it joins the transfer of the repeat that did (``retried_repeats``),
+    which it starts when it led it; the sweep itself sees only transactions that moved data.
+    """
+    repeat = retried_repeats(pci)
+    attempted = (pci["kind"] == b"dma") & (pci["termination"] == b"retry")
+    dma = np.flatnonzero((pci["kind"] == b"dma") & ~attempted)
     nbytes = transaction_bytes(pci)
     direction = _directions(pci)
     t0, t1 = pci["t_ns"].astype(np.float64), pci["t_end_ns"].astype(np.float64)
@@ -425,12 +465,22 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
         out[k] = replace(late, rows=late.rows + (i,), end_ns=float(t1[i]), bytes=late.bytes + int(nbytes[i]))
 
     def after_descriptor(j: int) -> bool:
-        """Whether a data-sized transaction follows closely the descriptor-sized run starting at dma[j]."""
-        total, k = 0, j
-        while k < dma.size and int(nbytes[dma[k]]) <= descriptor and total + int(nbytes[dma[k]]) <= descriptor:
+        """Whether a data-sized transaction follows closely the descriptor-sized run starting at dma[j].
+
+        A retried attempt right after the run is the NIC reading on: descriptor-sized transactions between it
+        and the data are another of its engines' (a writeback while the bridge fetches the data), unless
+        another attempt follows them (then the first was repeated by a descriptor-sized read of its own)."""
+        total, k, reading = 0, j, False
+        while k < dma.size and int(nbytes[dma[k]]) <= descriptor and (reading
+                                                                       or total + int(nbytes[dma[k]]) <= descriptor):
             total += int(nbytes[dma[k]])
             if k + 1 < dma.size and idle_between(int(dma[k]), int(dma[k + 1])) > gap_ns:
                 return False
+            if total >= descriptor and k + 1 < dma.size:
+                retried_next = bool(attempted[int(dma[k]) + 1:int(dma[k + 1])].any())
+                if reading and retried_next:
+                    return False
+                reading = reading or (total == descriptor and retried_next)
             k += 1
         return k < dma.size and k > j and int(nbytes[dma[k]]) > descriptor
 
@@ -524,7 +574,32 @@ def _transfers(pci: np.ndarray, frames_in: np.ndarray | None, frames_out: np.nda
     for o in (suspended, cur):
         if o is not None:
             close(o)
-    out.sort(key=lambda t: t.start_ns)
+    # An attempt with neither AD nor C/BE# probed is taken for a read: a bridge posts the NIC's memory writes
+    # and delays its reads (PCI 2.2 3.3.3.3), and the NIC's other engines may go on meanwhile (a writeback).
+    blind = attempted & (address < 0) & (direction == "")
+    reads = np.array(sorted(r for t in out if t.role == "fetch" for r in t.rows), dtype=np.int64)
+    later = np.searchsorted(reads, np.flatnonzero(blind), "right")
+    repeat[np.flatnonzero(blind)] = np.append(reads, -1)[later]
+    return sorted(_with_attempts(out, repeat, t0), key=lambda t: t.start_ns)
+
+
+def _with_attempts(transfers: list[Transfer], repeat: np.ndarray, t0: np.ndarray) -> list[Transfer]:
+    """``transfers`` with each retried attempt (``repeat``: its completing row, see ``retried_repeats``) among the
+    rows of the transfer holding its repeat, that transfer starting at the attempt when it came first."""
+    attempts = np.flatnonzero(repeat >= 0)
+    if attempts.size == 0:
+        return transfers
+    holder = {row: k for k, t in enumerate(transfers) for row in t.rows}
+    joined: dict[int, list[int]] = {}
+    for a in attempts.tolist():
+        k = holder.get(int(repeat[a]))
+        if k is not None:
+            joined.setdefault(k, []).append(a)
+    out = list(transfers)
+    for k, extra in joined.items():
+        t = out[k]
+        out[k] = replace(t, rows=tuple(sorted(t.rows + tuple(extra))),
+                         start_ns=min(t.start_ns, float(t0[extra].min())))
     return out
 
 

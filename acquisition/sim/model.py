@@ -348,16 +348,16 @@ def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int,
     plan = []
     nic_started = True
     for offset, nbytes, nic_end in _dma_spans(address_mod_cut, length, nic_burst, host_cut):
-        if not write and nic_started:
-            plan.extend([_retried_read(offset, width_bits)] * read_retries)
-        nic_started = nic_end
         be = byte_enables(nbytes, width)
+        cmd = CMD_MEMORY_WRITE if write else (CMD_MEMORY_READ_MULTIPLE if len(be) > 2 else CMD_MEMORY_READ)
+        if not write and nic_started:
+            plan.extend([_retried_read(offset, width_bits, cmd, int(be[0]))] * read_retries)
+        nic_started = nic_end
         tw = np.zeros(len(be), dtype=np.int64)
         tw[0] = initial_wait
         mw = np.zeros(len(be), dtype=np.int64)
         if write and master_wait_every:
             mw[master_wait_every::master_wait_every] = 1
-        cmd = CMD_MEMORY_WRITE if write else (CMD_MEMORY_READ_MULTIPLE if len(be) > 2 else CMD_MEMORY_READ)
         shape = PciTransaction(start_clk=0, command=cmd, address=0, data=np.zeros(len(be), np.uint64),
                                byte_enables=be, target_waits=tw, master_waits=mw, devsel=2, wide=width_bits == 64,
                                master="nic", kind="dma",
@@ -370,19 +370,20 @@ def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int,
     return tuple(plan)
 
 
-def _retried_read(offset: int, width_bits: int) -> DmaBurst:
+def _retried_read(offset: int, width_bits: int, command: int, first_byte_enables: int) -> DmaBurst:
     """A NIC's read attempt at ``offset`` bytes into its transfer that the host bridge answers with STOP# and
-    no data (retry): its one data phase not taken, the master to repeat the read."""
+    no data (retry): its one data phase not taken, the master to repeat the read with the same address,
+    command and byte enables (PCI 2.2 3.3.3.3.1), which the attempt therefore carries."""
     width = width_bits // 8
-    be = byte_enables(width, width)
+    be = np.array([first_byte_enables], dtype=np.uint8)
     none = np.zeros(1, dtype=np.int64)
-    shape = PciTransaction(start_clk=0, command=CMD_MEMORY_READ_MULTIPLE, address=0, data=np.zeros(1, np.uint64),
+    shape = PciTransaction(start_clk=0, command=command, address=0, data=np.zeros(1, np.uint64),
                            byte_enables=be, target_waits=none, master_waits=none, devsel=2,
                            wide=width_bits == 64, master="nic", kind="dma", termination="retry")
     busy = busy_clocks(shape, width_bits)
     shape.address = 1 << 32
     first = offset // width
-    return DmaBurst(offset, width, slice(first, first + 1), CMD_MEMORY_READ_MULTIPLE, _frozen(be), _frozen(none),
+    return DmaBurst(offset, width, slice(first, first + 1), command, _frozen(be), _frozen(none),
                     _frozen(none.copy()), "retry", busy, busy_clocks(shape, width_bits))
 
 
