@@ -421,3 +421,34 @@ def test_arbitrary_tables_never_crash(capture):
         assert len(rows) == len(set(rows)) and moved <= len(rows) <= int(dma.sum())
         assert all(t.role in bus.TRANSFER_ROLES for t in hb.activity.transfers)
         assert all(c.role in bus.CLUSTER_ROLES for c in hb.activity.clusters)
+
+
+def _delayed_reads(probed: bool) -> np.ndarray:
+    """A NIC's frame fetch over a bridge that answers reads as delayed transactions (PCI 2.2 3.3.3.3): each
+    read it starts is retried (STOP#, no data) and repeated; a writeback of the frame before goes between
+    the data's attempt and its repeat. ``probed``: AD and C/BE# recorded, else neither."""
+    rows = [(0, 60, 0, b"Memory Read", 0x100, b"retry"), (135, 75, 2, b"Memory Read", 0x100, b"normal"),
+            (225, 60, 0, b"Memory Read Multiple", 0x2000, b"retry"), (360, 75, 2, b"Memory Write", 0x80, b"normal"),
+            (465, 165, 16, b"Memory Read Multiple", 0x2000, b"normal"),
+            (840, 60, 0, b"Memory Read Multiple", 0x2080, b"retry"),
+            (975, 165, 16, b"Memory Read Multiple", 0x2080, b"normal")]
+    pci = _table("pci", len(rows))
+    pci["t_ns"], pci["t_end_ns"] = [r[0] for r in rows], [r[0] + r[1] for r in rows]
+    pci["data_phases"], pci["termination"] = [r[2] for r in rows], [r[5] for r in rows]
+    pci["kind"], pci["wide"], pci["bytes"] = b"dma", True, -1
+    if probed:
+        pci["command"], pci["address"], pci["has_address"] = [r[3] for r in rows], [r[4] for r in rows], True
+    return pci
+
+
+@pytest.mark.parametrize("probed", [True, False], ids=["probed", "state-mode"])
+def test_a_retried_read_is_part_of_the_read_it_precedes(probed):
+    pci = _delayed_reads(probed)
+    out = _table("ethernet", 2)
+    out["t_ns"], out["t_end_ns"], out["direction"], out["length"] = [-12_000, 1_300], [-800, 13_500], b"tx", 1518
+    transfers = bus.bus_activity(pci, frames_in=_table("ethernet", 0), frames_out=out).transfers
+    fetch = [t for t in transfers if t.role == "fetch"]
+    assert len(fetch) == 1 and fetch[0].rows == (0, 1, 2, 4, 5, 6)
+    # the read began at its first attempt; its first word is the first moved
+    assert fetch[0].start_ns == 0 and fetch[0].data_start_ns == 465 and fetch[0].bytes == 16 + 256
+    assert [t.rows for t in transfers if t.role != "fetch"] == [(3,)]
