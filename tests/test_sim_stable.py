@@ -77,11 +77,11 @@ NIC_CHANGES = {
 #: Counters (``RigRun.counters``) a case must show at least twice to cover what it is there for.
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
-    "intel-stream-11us": "36bd11d25977c9e2834ee9d3a8c0db3f51719306e25ea6a710d72b575734330b",
+    "intel-stream-11us": "aac4610a4791b1a3cb2e5cf140603f1884b318b59e184c420cba7de3ed3dbe94",
     "sk-latency-ad-32": "961a5297110a498ac34191eef56a4f62751e64206dbda23af9a3907baf498242",
     "alteon-stream-timing": "c7940c3c5b9de3d2470a0d949a3e5135d2aa78cb02756172db66fa3ae9e3262e",
     "intel-p4dp6-latency": "54f105ff30061e1a267dfdae4621fbd0549b635fe338b9e36e57255f801439e3",
-    "intel-stream-pause": "050951f36229e33083319bfaef6db197b7b963ca8235daea5c04cd909733c485",
+    "intel-stream-pause": "f47e93bb8581b6b742d978b8f1c54339594439deed2338e0e8168f466e2b2658",
     "sk-stream-64-retries": "2cc212c3d88c3e9f88e44fc46730bd2b94aa19799c25250e7132012233f17816",
     "intel-p4dp6-stream": "be3042eb16f52625e49d20131dd30a47dda8a4aecbf37d28ee0cb4d6c10b7ecd",
     "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
