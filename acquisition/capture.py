@@ -712,6 +712,10 @@ class CaptureSet(NicrigFile):
     NOT_TABLES = ("sources",)
     COMPANION = True
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._sources: dict[str, Source] = {}
+
     def _init_layout(self) -> None:
         self._h5.create_group("sources")
 
@@ -737,6 +741,11 @@ class CaptureSet(NicrigFile):
             return list(self._h5["sources"].keys())
 
     def source(self, name: str) -> Source:
+        """Source ``name``, checked. A file open read-only and not followed as it grows (SWMR) cannot change under
+        its reader, so each of its sources is made and checked once, when the file is validated, and that one is
+        handed out from then on (checking reads stored chunks); a writer's are made anew from what the file holds."""
+        if name in self._sources:
+            return self._sources[name]
         with reading(self.path, f"source {name!r}"):
             grp = self._h5["sources"].get(name)
             listed = grp is not None or name in self._h5["sources"]
@@ -745,7 +754,11 @@ class CaptureSet(NicrigFile):
                               f"{self.path} says where")
         if not isinstance(grp, h5py.Group):
             raise UsageError(f"{self.path}: no source {name!r} (sources: {', '.join(self.source_names) or 'none'})")
-        return Source(grp)
+        src = Source(grp)
+        h5 = self._h5.file
+        if h5.mode == "r" and not h5.swmr_mode:
+            self._sources[name] = src
+        return src
 
     @property
     def sources(self) -> dict[str, Source]:

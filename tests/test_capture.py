@@ -419,6 +419,17 @@ def test_reopen_r_plus_and_append(tmp_path):
         assert s.times_ps().tolist() == [-7500 - 7, -7, 7500 - 7]
 
 
+def test_a_read_only_file_checks_each_source_once_a_writer_sees_its_changes(tmp_path):
+    p = tmp_path / "x.h5"
+    write_set(p, (SourceSpec("s", ["A"], mode="state"), np.array([[1], [0]], np.uint8), np.array([0, 7500])))
+    with CaptureSet.open(p) as cs:  # checked when opened: the source handed out is that one
+        assert cs.source("s") is cs.source("s") and cs.sources["s"] is cs.source("s")
+    with CaptureSet.open(p, "r+") as cs:
+        before = cs.source("s")
+        cs.writer("s").set_offset(-7)
+        assert cs.source("s") is not before and cs.source("s").offset_ps == -7
+
+
 def test_datasets_are_chunked_gzip_shuffle_fletcher32(tmp_path):
     p = tmp_path / "f.h5"
     rng = np.random.default_rng(5)
