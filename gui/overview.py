@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import mmap
 import os
 import re
 import shutil
@@ -431,8 +432,26 @@ class BlockCache:
 
 def mapped(path: Path) -> np.ndarray:
     """The array saved at ``path`` (``.npy``) mapped read-only, as a plain ndarray over the mapping: a redraw
-    takes hundreds of slices, and each slice of a ``np.memmap`` pays for the subclass's bookkeeping."""
-    return np.asarray(np.load(path, mmap_mode="r"))
+    takes hundreds of slices, and each slice of a ``np.memmap`` pays for the subclass's bookkeeping. The file is
+    opened once and its header read by NumPy's own reader (``np.load(mmap_mode=...)`` opened it twice and built a
+    ``np.memmap`` on the way: a millisecond a file, and a decoded capture's cached first view maps dozens). A ValueError
+    when it is no array NumPy wrote, or shorter than its header says."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"{path}: .npy format version {version} is not one this reader maps")
+        if dtype.hasobject:
+            raise ValueError(f"{path}: holds Python objects, which cannot be mapped")
+        offset = f.tell()
+        view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return np.ndarray(shape, dtype, buffer=view, offset=offset, order="F" if fortran else "C")
+    except TypeError as exc:  # the buffer is shorter than the header's shape
+        raise ValueError(f"{path}: {exc}") from None
 
 
 class Pyramid:
