@@ -190,10 +190,16 @@ class CursorPanel(QtWidgets.QWidget):
         self._timer.timeout.connect(self.refresh)
         timeline.cursorsChanged.connect(lambda *_: self._timer.start())
         timeline.markersChanged.connect(self.refresh_markers)
-        self._timer.start()  # after the first view is painted: each lane's value is a read of its own
+        # each lane's value is a read of its own (a stored chunk of samples or of decoded rows): they are read once
+        # the first view is painted, the lanes listed as loading until then
+        #: whether the values shown were read (False: every value shows as loading)
+        self.values_read = False
+        self.refresh(reading=False)
+        timeline.plot.shown.connect(self._timer.start)
         self.refresh_markers()
 
-    def refresh(self) -> None:
+    def refresh(self, reading: bool = True) -> None:
+        """Every shown lane's values at the cursors; without ``reading``, its name with its values as loading."""
         tl = self.timeline
         if not tl.isEnabled() or tl.doc.closed:  # the file is closed for a writer, or for good
             return
@@ -203,7 +209,8 @@ class CursorPanel(QtWidgets.QWidget):
         for r, lane in enumerate(lanes):
             data = tl.doc.data.get(lane.source)
             shift = tl.doc.session.offset(lane.source)
-            cells = [f"{lane.source}: {lane.title}", lane.value_text(data, a, shift), lane.value_text(data, b, shift)]
+            values = [lane.value_text(data, t, shift) for t in (a, b)] if reading else ["loading", "loading"]
+            cells = [f"{lane.source}: {lane.title}", *values]
             for c, text in enumerate(cells):
                 # a cell's item is kept and only a changed text set: a new item per cell and move made the table
                 # model take every row out and in again (a frame's time for a few dozen lanes)
@@ -215,6 +222,13 @@ class CursorPanel(QtWidgets.QWidget):
                 elif item.text() != text:
                     item.setText(text)
                     item.setToolTip(text)
+        self.values_read = reading
+
+    def settle(self) -> None:
+        """Read the values a pending refresh would, or the first (a script's or test's wait includes them)."""
+        if self._timer.isActive() or not self.values_read:
+            self._timer.stop()
+            self.refresh()
 
     def refresh_markers(self) -> None:
         self.markers.clear()
@@ -550,6 +564,8 @@ class MainWindow(QtWidgets.QMainWindow):
             QtWidgets.QApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
             QtCore.QThread.msleep(5)
         QtWidgets.QApplication.processEvents()
+        if self.cursor_panel is not None:
+            self.cursor_panel.settle()
 
     def _start_preparing(self) -> None:
         if self._prepare_pending:

@@ -147,6 +147,35 @@ def test_values_of_every_lane_at_the_cursors(window: MainWindow) -> None:
     assert cells["recv_pci: interrupts"].startswith("interrupt asserted")
 
 
+def test_a_prepared_capture_reads_the_cursor_values_after_its_first_frame(window: MainWindow, qtbot,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each value at the cursors is a read of stored samples or decoded rows: none is read before the first view
+    is painted (they show as loading until then, never a wrong value), and all are read after it."""
+    from nicrig.gui.lanes import Lane
+
+    opened: list[MainWindow] = []
+    frames_at_read: list[int] = []
+    value_text = Lane.value_text
+
+    def counted(self: Lane, *args: object) -> str:
+        frames_at_read.append(opened[0].timeline.plot.frames if opened else 0)
+        return value_text(self, *args)
+
+    monkeypatch.setattr(Lane, "value_text", counted)
+    again = MainWindow([window.doc.path])  # its overview and decoded lanes are in the cache the fixture prepared
+    opened.append(again)
+    qtbot.addWidget(again)
+    table = again.cursor_panel.values
+    assert table.rowCount() > 20 and not frames_at_read
+    assert {table.item(r, c).text() for r in range(table.rowCount()) for c in (1, 2)} == {"loading"}
+    again.resize(1400, 900)
+    again.show()
+    qtbot.waitUntil(lambda: again.cursor_panel.values_read, timeout=10_000)
+    assert frames_at_read and min(frames_at_read) >= 1
+    cells = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(table.rowCount())}
+    assert cells["send_pci: FRAME#"] in ("0", "1") and "loading" not in cells.values()
+
+
 def test_measurements_come_from_the_bus_analysis_and_label_the_phases(window: MainWindow) -> None:
     lo, hi = window.doc.extent_ns()
     window.measurements.measure(lo, hi)
