@@ -561,20 +561,14 @@ class LanesItem(pg.GraphicsObject):
             item.paint_text(p, words)
 
 
-class TimeAxis(pg.AxisItem):
-    """The time axis, painted straight from pyqtgraph's tick values and strings: a line per tick level and a
-    word per tick in a few painter calls (the generic axis recorded a picture of each tick and played it
-    back at every frame, more time than every lane took), and its grid behind the lanes."""
+class SteadyLabelAxis(pg.AxisItem):
+    """An axis whose label is set again only when its words change."""
 
     _label_text: str | None = None
 
-    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N803
-        # the two levels painted: a third's ticks would be made, and told apart from the others', at every frame
-        return super().tickSpacing(minVal, maxVal, size)[:2]
-
     def _updateLabel(self) -> None:  # noqa: N802 - pyqtgraph's name
-        # called at every change of range: the label's words change with the SI prefix only, and setting them
-        # lays the axis out again
+        # called at every change of range (on the hidden axes too, a rich-text layout each, dozens before the first
+        # frame): the label's words change with the SI prefix only, and setting them lays the axis out again
         text = self.labelString()
         if text != self._label_text:
             self._label_text = text
@@ -582,6 +576,16 @@ class TimeAxis(pg.AxisItem):
         else:
             self.picture = None
             self.update()
+
+
+class TimeAxis(SteadyLabelAxis):
+    """The time axis, painted straight from pyqtgraph's tick values and strings: a line per tick level and a
+    word per tick in a few painter calls (the generic axis recorded a picture of each tick and played it
+    back at every frame, more time than every lane took), and its grid behind the lanes."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N803
+        # the two levels painted: a third's ticks would be made, and told apart from the others', at every frame
+        return super().tickSpacing(minVal, maxVal, size)[:2]
 
     def paint(self, p: QtGui.QPainter, *args: object) -> None:
         view = self.linkedView()
@@ -708,7 +712,8 @@ class Timeline(QtWidgets.QWidget):
         self.vb.invertY(True)
         self.vb.setMouseEnabled(x=True, y=False)
         self.vb.disableAutoRange()
-        self.plot = TimelinePlot(viewBox=self.vb, background=BACKGROUND, axisItems={"bottom": TimeAxis("bottom")})
+        self.plot = TimelinePlot(viewBox=self.vb, background=BACKGROUND, axisItems={
+            "bottom": TimeAxis("bottom"), **{side: SteadyLabelAxis(side) for side in ("left", "top", "right")}})
         pi = self.plot.getPlotItem()
         pi.hideButtons()
         pi.showGrid(x=True, y=False, alpha=0.15)
