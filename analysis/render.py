@@ -116,13 +116,14 @@ def cites_json(text: str) -> str:
 
 
 def with_definitions(text: str) -> Any:
-    """A sentence as HTML, the terms it defines marked ``<dfn>`` at their first mention in it."""
+    """A sentence as HTML, the terms it defines marked ``<dfn>`` at their first mention in it, hyphenated or not
+    (a "main-mode median" mentions the main mode, as the checks of :mod:`nicrig.analysis.lint` read it)."""
     from markupsafe import Markup, escape
 
     html = str(escape(text))
     for term in defines_of(text):
-        html = re.sub(rf"\b({re.escape(str(escape(term)))})\b", r"<dfn>\1</dfn>", html, count=1,
-                      flags=re.IGNORECASE)
+        words = r"[- ]".join(re.escape(str(escape(w))) for w in term.split(" "))
+        html = re.sub(rf"\b({words})\b", r"<dfn>\1</dfn>", html, count=1, flags=re.IGNORECASE)
     return Markup(html)
 
 
