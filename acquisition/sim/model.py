@@ -358,33 +358,34 @@ def dma_plan(length: int, address_mod_cut: int, *, write: bool, width_bits: int,
         mw = np.zeros(len(be), dtype=np.int64)
         if write and master_wait_every:
             mw[master_wait_every::master_wait_every] = 1
-        shape = PciTransaction(start_clk=0, command=cmd, address=0, data=np.zeros(len(be), np.uint64),
-                               byte_enables=be, target_waits=tw, master_waits=mw, devsel=2, wide=width_bits == 64,
-                               master="nic", kind="dma",
-                               termination="normal" if nic_end else "disconnect_with_data")
-        busy = busy_clocks(shape, width_bits)
-        shape.address = 1 << 32
-        first = offset // width
-        plan.append(DmaBurst(offset, nbytes, slice(first, first + len(be)), cmd, _frozen(be), _frozen(tw),
-                             _frozen(mw), shape.termination, busy, busy_clocks(shape, width_bits)))
+        plan.append(_burst(offset, nbytes, width_bits, PciTransaction(
+            start_clk=0, command=cmd, address=0, data=np.zeros(len(be), np.uint64), byte_enables=be, target_waits=tw,
+            master_waits=mw, devsel=2, wide=width_bits == 64, master="nic", kind="dma",
+            termination="normal" if nic_end else "disconnect_with_data")))
     return tuple(plan)
+
+
+def _burst(offset: int, length: int, width_bits: int, shape: PciTransaction) -> DmaBurst:
+    """``shape`` (a NIC transaction at address 0, its data zero) as the burst of ``length`` bytes at ``offset``
+    bytes into its transfer: its arrays made read-only, the clocks it keeps the bus busy counted with a single and
+    with a dual address cycle."""
+    busy = busy_clocks(shape, width_bits)
+    shape.address = 1 << 32
+    first = offset // (width_bits // 8)
+    return DmaBurst(offset, length, slice(first, first + len(shape.byte_enables)), shape.command,
+                    _frozen(shape.byte_enables), _frozen(shape.target_waits), _frozen(shape.master_waits),
+                    shape.termination, busy, busy_clocks(shape, width_bits))
 
 
 def _retried_read(offset: int, width_bits: int, command: int, first_byte_enables: int) -> DmaBurst:
     """A NIC's read attempt at ``offset`` bytes into its transfer that the host bridge answers with STOP# and
     no data (retry): its one data phase not taken, the master to repeat the read with the same address,
     command and byte enables (PCI 2.2 3.3.3.3.1), which the attempt therefore carries."""
-    width = width_bits // 8
-    be = np.array([first_byte_enables], dtype=np.uint8)
-    none = np.zeros(1, dtype=np.int64)
-    shape = PciTransaction(start_clk=0, command=command, address=0, data=np.zeros(1, np.uint64),
-                           byte_enables=be, target_waits=none, master_waits=none, devsel=2,
-                           wide=width_bits == 64, master="nic", kind="dma", termination="retry")
-    busy = busy_clocks(shape, width_bits)
-    shape.address = 1 << 32
-    first = offset // width
-    return DmaBurst(offset, width, slice(first, first + 1), command, _frozen(be), _frozen(none),
-                    _frozen(none.copy()), "retry", busy, busy_clocks(shape, width_bits))
+    return _burst(offset, width_bits // 8, width_bits, PciTransaction(
+        start_clk=0, command=command, address=0, data=np.zeros(1, np.uint64),
+        byte_enables=np.array([first_byte_enables], dtype=np.uint8), target_waits=np.zeros(1, dtype=np.int64),
+        master_waits=np.zeros(1, dtype=np.int64), devsel=2, wide=width_bits == 64, master="nic", kind="dma",
+        termination="retry"))
 
 
 @dataclass(frozen=True, slots=True)
