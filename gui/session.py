@@ -23,6 +23,7 @@ from nicrig.acquisition.capture import CaptureSet
 from nicrig.atomic import replacing
 from nicrig.companion import companion_path
 from nicrig.errors import FormatError, NicrigError, UsageError
+from nicrig.h5file import NicrigFile
 
 ATTR = "gui_session"
 VERSION = 1
@@ -106,19 +107,19 @@ def _saved(cs: CaptureSet) -> str | None:
     return raw.decode() if isinstance(raw, bytes) else raw
 
 
-def load(path: Path, opened: Any = None) -> tuple[Session, str]:
+def load(path: Path, opened: NicrigFile | None = None) -> tuple[Session, str]:
     """The session saved with ``path`` (or beside it), and a note for the status bar; default when none.
     ``opened``: the file, open already (opened and checked again, a 100 M-sample capture set cost the window's
-    first view 40 ms more)."""
+    first view 40 ms more); a session is kept only with a capture set."""
     text = None
-    if opened is not None:
-        text = _saved(opened) if isinstance(opened, CaptureSet) else None
-    else:
-        try:
+    try:
+        if opened is None:
             with CaptureSet.open(path) as cs:
                 text = _saved(cs)
-        except NicrigError:
-            text = None
+        elif isinstance(opened, CaptureSet):
+            text = _saved(opened)
+    except NicrigError:
+        text = None
     if text is None and sidecar(path).is_file():
         text = sidecar(path).read_text(encoding="utf-8")
     if text is None:
