@@ -45,8 +45,9 @@ class StoredChunks:
         self.direct = ds.chunks is not None and takes_encoded_chunks(ds)
         self.itemsize = int(ds.dtype.itemsize)
         self.row_items = int(np.prod(ds.shape[1:], dtype=np.int64)) if len(ds.shape) > 1 else 1
-        self.places = chunk_places(ds, path, what) if every and self.direct else {}
-        self.file = ds.file.filename if self.places else ""
+        # HDF5's own descriptor of the file (the sec2 driver's) is read with pread, which moves no file offset
+        self.places = chunk_places(ds, path, what) if every and self.direct and ds.file.driver == "sec2" else {}
+        self.fd = int(ds.file.id.get_vfd_handle()) if self.places else -1
 
     def __len__(self) -> int:
         """Number of chunks."""
@@ -82,11 +83,7 @@ class StoredChunks:
         if place is not None:
             mask, offset, size = place
             try:
-                fd = os.open(self.file, os.O_RDONLY)
-                try:
-                    stored = os.pread(fd, size, offset)
-                finally:
-                    os.close(fd)
+                stored = os.pread(self.fd, size, offset)
                 if len(stored) == size:
                     return mask, stored
             except OSError:
