@@ -110,8 +110,11 @@ ARRIVAL_SLACK_NS = 2000.0
 DMA_GAP_NS = 500.0
 #: A driver's register accesses in one go follow each other within this (CPU time per access).
 CSR_GAP_NS = 700.0
-#: A fetch starting within this after a run of CSR accesses answers it (the NIC's doorbell reaction).
-DOORBELL_NS = 3000.0
+#: A fetch starting within this after a run of CSR accesses answers it (the NIC's doorbell reaction): the SK-9843
+#: under sk98lin v4.06 fetches an idle queue's descriptor ~3.4 us after its start command, within the ~4 us that
+#: Hughes-Jones et al. 2003, §4.1.3 leaves from the send's register setup to its first data word (27 us to the
+#: receiving bus, 23 of them from the first word on the sending one).
+DOORBELL_NS = 4000.0
 #: The percentile of a service's idle gaps that marks where its first accesses end and its update begins.
 SERVICE_GAP_PERCENTILE = 90
 #: That gap must exceed every other gap of the service (at the same percentile) this many times over for the cut
