@@ -287,7 +287,7 @@ def test_no_coalescence_on_a_per_frame_nic(latency):
         if configured == 0:
             assert it.dma_to_interrupt_us.maximum < 0.1
         elif configured < 10:
-            # a short receive timer of its own (the 370DLE's SK-9843: 2.2 us, restarted by each frame of a
+            # a short receive timer of its own (the 370DLE's SK-9843: 1.7 us, restarted by each frame of a
             # message), its sends interrupting at once: no coalescence
             assert it.dma_to_interrupt_us.maximum >= configured - 0.1 and it.dma_to_interrupt_us.median < 10
         else:
