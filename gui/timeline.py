@@ -716,6 +716,10 @@ class Timeline(QtWidgets.QWidget):
             "bottom": TimeAxis("bottom"), **{side: SteadyLabelAxis(side) for side in ("left", "top", "right")}})
         pi = self.plot.getPlotItem()
         pi.hideButtons()
+        # axis items given are shown: the top one would repeat the time in raw ns with a grid of its own over the
+        # lanes, and the right one the lanes' heights (a frame's dearest item, played back from a picture)
+        for side in ("top", "right"):
+            pi.hideAxis(side)
         pi.showGrid(x=True, y=False, alpha=0.15)
         bottom = pi.getAxis("bottom")
         bottom.setLabel("time from trigger", units="s")

@@ -71,6 +71,9 @@ def test_every_source_has_its_lanes_and_decoded_lanes_on_one_axis(window: MainWi
     # the sending bus above the wire above the receiving bus (seed 002's figures)
     order = [item.lane.source for item in window.timeline.items]
     assert order.index("send_pci") < order.index("probe") < order.index("recv_pci")
+    # the lanes' names on the left, the time below, and no other axis (a top one repeated the time in raw ns)
+    axes = window.timeline.plot.getPlotItem().axes
+    assert {side for side, axis in axes.items() if axis["item"].isVisible()} == {"left", "bottom"}
     window.timeline.zoom_all()
     drawn = {item.lane.id: item.drawing for item in window.timeline.items}
     frame = drawn["send_pci/FRAME#"]
