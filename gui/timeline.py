@@ -85,6 +85,13 @@ def paint_rects(p: QtGui.QPainter, r: np.ndarray) -> None:
         p.drawRects(shiboken6.wrapInstance(r.ctypes.data, QtCore.QRectF), len(r))
 
 
+def paint_pixels(p: QtGui.QPainter, r: np.ndarray) -> None:
+    """Rectangles of whole device pixels laid out as QRect's (rows of left, top, right, bottom, both edges included:
+    int32, C order) in one painter call, filled with the painter's brush (its transform reset)."""
+    if len(r):
+        p.drawRects(shiboken6.wrapInstance(r.ctypes.data, QtCore.QRect), len(r))
+
+
 def pixel_spans(to_px: QtGui.QTransform, x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The device pixels an outlined rectangle ``[x0, x1] x [y0, y1]`` (item coordinates, ``to_px`` a scale and a
@@ -244,30 +251,31 @@ class Batch:
             self.layers.setdefault(layer, []).append((x0, y0 if np.ndim(y0) else np.full(n, y0), x1,
                                                       y1 if np.ndim(y1) else np.full(n, y1)))
 
-    def _logic(self, to_px: QtGui.QTransform) -> tuple[np.ndarray, np.ndarray]:
+    def _logic(self, to_px: QtGui.QTransform) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The logic lanes' runs, all lanes at once (``to_px``: the painter's transform, from the runs' times to
-        pixels): the lines of the held levels and of the changing stretches' edges, and the changing stretches'
-        fills, laid out as QLineF's and QRectF's (:mod:`nicrig.gui._levels`).
+        pixels): the pixels of the held levels' lines and of the changing stretches' edges as rectangles (QRect's
+        layout, device pixels), the few lines left to Qt (QLineF's) and the changing stretches' fills (QRectF's)
+        (:mod:`nicrig.gui._levels`).
 
         A lane's runs follow one another without gaps: the high level and the changing stretches' tops are one line
         as long as they follow one another, the low level and their bottoms another (a crowded lane is a few long
-        lines and its changes' edges, not four lines a change). A changing stretch is filled without a pen (its
-        outline is drawn with the lines); one spanning two pixel columns at most shows nothing beside its sides (a
-        crowded view's usual stretch) and is not filled."""
+        lines and its changes' edges, not four lines a change), and edges in neighbouring pixel columns one
+        rectangle. A changing stretch is filled without a pen (its outline is drawn with the lines); one spanning two
+        pixel columns at most shows nothing beside its sides (a crowded view's usual stretch) and is not filled."""
         if not self.runs:
-            return np.zeros((0, 4)), np.zeros((0, 4))
+            return np.zeros((0, 4), np.int32), np.zeros((0, 4)), np.zeros((0, 4))
         x0, x1 = (np.ascontiguousarray(np.concatenate([r[k] for r in self.runs]), np.float64) for k in (0, 1))
         state = np.ascontiguousarray(np.concatenate([r[2] for r in self.runs]), np.int8)
-        lines, fills = np.empty((5 * len(x0), 4)), np.empty((len(x0), 4))
-        n_lines, n_fills = _levels.levels(x0, x1, state, np.array([len(r[0]) for r in self.runs], np.int64),
-                                          np.array([r[3] for r in self.runs], np.float64),
-                                          np.array([r[4] for r in self.runs], np.float64), to_px.m11(), to_px.dx(),
-                                          lines, fills)
-        return lines[:n_lines], fills[:n_fills]
+        pixels, lines, fills = np.empty((5 * len(x0), 4), np.int32), np.empty((5 * len(x0), 4)), np.empty((len(x0), 4))
+        n_pixels, n_lines, n_fills = _levels.levels(
+            x0, x1, state, np.array([len(r[0]) for r in self.runs], np.int64),
+            np.array([r[3] for r in self.runs], np.float64), np.array([r[4] for r in self.runs], np.float64),
+            to_px.m11(), to_px.dx(), to_px.m22(), to_px.dy(), pixels, lines, fills)
+        return pixels[:n_pixels], lines[:n_lines], fills[:n_fills]
 
     def draw(self, p: QtGui.QPainter) -> None:
         """Backgrounds, changing stretches, lines, dense spans, wide boxes, then what is still loading."""
-        lines, fills = self._logic(p.transform())
+        pixels, lines, fills = self._logic(p.transform())
         order = ["header", "logic"] + [f"dense:{n}" for n in STYLE_NAMES] + [f"wide:{n}" for n in STYLE_NAMES] + \
             ["pending"]
         for layer in order:
@@ -277,6 +285,12 @@ class Batch:
                 paint_rects(p, fills)
                 p.setPen(LaneItem.LINE)
                 paint_lines(p, lines)
+                p.save()
+                p.resetTransform()
+                p.setPen(QtCore.Qt.PenStyle.NoPen)
+                p.setBrush(LaneItem.LINE.color())
+                paint_pixels(p, pixels)
+                p.restore()
                 continue
             parts = self.layers.get(layer)
             if not parts:

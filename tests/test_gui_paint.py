@@ -183,15 +183,32 @@ def test_changing_stretches_filled_opaque_paint_the_translucent_fill_over_the_ba
     assert np.abs(opaque - translucent).max() <= 1
 
 
+def test_levels_give_each_line_as_its_pixels_and_neighbouring_edges_as_one_rectangle() -> None:
+    from nicrig.gui import _levels
+
+    x = np.arange(3, dtype=np.float64)
+    state = np.array([0, 2, 1], np.int8)
+    pixels, lines, fills = np.empty((15, 4), np.int32), np.empty((15, 4)), np.empty((3, 4))
+    one = np.ones(1)
+    # low, changing, high: the low line to the stretch's end, the high one from its start, its two sides, its fill
+    assert _levels.levels(x, x + 1, state, np.array([3]), one, one * 2, 10.0, 0.0, 10.0, 0.0, pixels, lines,
+                          fills) == (4, 0, 1)
+    assert sorted(map(tuple, pixels[:4].tolist())) == [(0, 20, 20, 20), (10, 10, 10, 20), (10, 10, 30, 10),
+                                                       (20, 10, 20, 20)]
+    # the stretch two pixels wide: its sides in neighbouring columns are one rectangle, and it is not filled
+    assert _levels.levels(x, x + 1, state, np.array([3]), one, one * 2, 1.0, 0.0, 10.0, 0.0, pixels, lines,
+                          fills) == (3, 0, 0)
+    assert (1, 10, 2, 20) in map(tuple, pixels[:3].tolist())
+
+
 def test_levels_refuse_runs_their_counts_do_not_add_up_to() -> None:
     from nicrig.gui import _levels
 
     x = np.arange(3, dtype=np.float64)
     state = np.array([0, 2, 1], np.int8)
-    lines, fills = np.empty((15, 4)), np.empty((3, 4))
+    pixels, lines, fills = np.empty((15, 4), np.int32), np.empty((15, 4)), np.empty((3, 4))
     one = np.ones(1)
-    assert _levels.levels(x, x + 1, state, np.array([3]), one, one * 2, 10.0, 0.0, lines, fills) == (4, 1)  # two levels, two sides, a fill
     with pytest.raises(ValueError, match="counts add up"):
-        _levels.levels(x, x + 1, state, np.array([2]), one, one * 2, 10.0, 0.0, lines, fills)
+        _levels.levels(x, x + 1, state, np.array([2]), one, one * 2, 10.0, 0.0, 10.0, 0.0, pixels, lines, fills)
     with pytest.raises(ValueError, match="room for 5 a run"):
-        _levels.levels(x, x + 1, state, np.array([3]), one, one * 2, 10.0, 0.0, lines[:14], fills)
+        _levels.levels(x, x + 1, state, np.array([3]), one, one * 2, 10.0, 0.0, 10.0, 0.0, pixels[:14], lines, fills)
