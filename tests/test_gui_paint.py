@@ -115,6 +115,27 @@ def test_no_room_between_dense_spans_leaves_no_group_to_name(gaps: list[float], 
     assert room_between(px0, px1, left, right_edge, room) or not nameable
 
 
+@settings(max_examples=50, deadline=None)
+@given(things=st.lists(st.tuples(st.floats(0, 400), st.floats(0, 40), st.booleans()), min_size=1, max_size=40),
+       gap=st.floats(0, 30))
+def test_groups_are_the_things_less_than_the_gap_apart_taken_in_order(things: list[tuple[float, float, bool]],
+                                                                     gap: float) -> None:
+    """:func:`groups` gives, from left to right, each run of things (by their lefts) whose next one starts within
+    ``gap`` pixels of the furthest right so far: its left, its furthest right, and whether every one is flagged."""
+    px0 = np.array([t[0] for t in things])
+    px1 = px0 + np.array([t[1] for t in things])
+    flag = np.array([t[2] for t in things])
+    expected: list[list] = []
+    for i in np.argsort(px0, kind="stable"):
+        if expected and px0[i] <= expected[-1][1] + gap:
+            expected[-1][1] = max(expected[-1][1], px1[i])
+            expected[-1][2] = expected[-1][2] and flag[i]
+        else:
+            expected.append([px0[i], px1[i], bool(flag[i])])
+    g0, g1, all_flagged = groups(px0, px1, flag, gap)
+    assert [[a, b, bool(f)] for a, b, f in zip(g0, g1, all_flagged)] == expected
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_dense_spans_filled_paint_what_each_outlined_alone_paints(qapp, seed: int) -> None:
     """Dense spans (runs of pixel columns of one style, the styles' layers over one another as the batch orders
