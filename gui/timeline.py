@@ -93,13 +93,18 @@ def paint_pixels(p: QtGui.QPainter, r: np.ndarray) -> None:
 
 
 def pixel_spans(to_px: QtGui.QTransform, x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                ) -> np.ndarray:
     """The device pixels an outlined rectangle ``[x0, x1] x [y0, y1]`` (item coordinates, ``to_px`` a scale and a
     shift to device pixels) covers with a 1-px cosmetic pen and its fill: from the pixel holding its left (top)
-    edge to the one holding its right (bottom) edge, both included, as the edges of filled rectangles (left, right,
-    top, bottom, in whole device pixels). Filling those paints what the outline and fill would, at a quarter of
-    the raster engine's cost: it strokes each rectangle's four sides alone."""
-    return (*pixel_edges(to_px.m11(), to_px.dx(), x0, x1), *pixel_edges(to_px.m22(), to_px.dy(), y0, y1))
+    edge to the one holding its right (bottom) edge, both included, as QRect's (:func:`paint_pixels`). Filling
+    those paints what the outline and fill would, at a small part of the raster engine's cost: it strokes each
+    rectangle's four sides alone, and fills a rectangle of fractional pixels by a slower path than whole ones."""
+    left, right = pixel_edges(to_px.m11(), to_px.dx(), x0, x1)
+    top, bottom = pixel_edges(to_px.m22(), to_px.dy(), y0, y1)
+    r = np.empty((len(left), 4), np.int32)
+    # beyond the device by far is clipped away wherever: kept within int32
+    r[:, 0], r[:, 1], r[:, 2], r[:, 3] = (np.clip(v, -(1 << 30), 1 << 30) for v in (left, top, right - 1, bottom - 1))
+    return r
 
 
 def pixel_edges(scale: float, shift: float, v0: np.ndarray, v1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -303,12 +308,12 @@ class Batch:
             x0, y0, x1, y1 = (np.concatenate([part[k] for part in parts]) for k in range(4))
             kind, _, style = layer.partition(":")
             if kind == "dense":  # outlined in its own colour, so even a sliver shows: filled with the outline's pixels
-                a, b, top, bottom = pixel_spans(p.transform(), x0, x1, y0, y1)
+                spans = pixel_spans(p.transform(), x0, x1, y0, y1)
                 p.save()
                 p.resetTransform()
                 p.setPen(QtCore.Qt.PenStyle.NoPen)
                 p.setBrush(_BRUSHES.get(style))
-                draw_rects(p, a, b, top, bottom)
+                paint_pixels(p, spans)
                 p.restore()
                 continue
             pen, brush = {"header": (QtCore.Qt.PenStyle.NoPen, LaneItem.HEADER),
