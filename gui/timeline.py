@@ -48,6 +48,8 @@ PAUSE_MS = 30
 #: Width (px) the cursor readout keeps, whatever its text.
 READOUT_WIDTH = 440
 MARKER_COLOUR = "#555555"
+#: Pixels beyond its name's width that a cursor or marker outside the view is kept in the view box within.
+LINE_NAME_MARGIN = 40
 #: Height (in lane heights) of the band below the lanes that holds the cursors' names.
 CURSOR_BAND = 0.9
 _BRUSHES = {name: QtGui.QBrush(QtGui.QColor(fill)) for name, (fill, _) in STYLES.items()}
@@ -871,6 +873,7 @@ class Timeline(QtWidgets.QWidget):
                 item.set_drawing(drawing, (t0, t1))
         self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
                                if item.lane.kind in ("logic", "vector"))
+        self.lines_near_view()
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
         # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted (those
         # of the view the next turn of the wheel shows, when this one's are too many), and that view's words
@@ -927,7 +930,23 @@ class Timeline(QtWidgets.QWidget):
             line.blockSignals(False)
         self._cursors_moved()
 
+    def lines_near_view(self) -> None:
+        """Keep in the view box only the cursors and markers that are in the view or whose names may reach into it:
+        pyqtgraph places every line's name again at every change of the view (some 2 ms a frame for two cursors
+        far outside it), and a line is put back when a view comes near it."""
+        t0, t1 = self.view_range()
+        per_px = (t1 - t0) / self.pixels()
+        for line in (*self.cursors, *self.marker_lines):
+            reach = (line.label.textItem.boundingRect().width() + LINE_NAME_MARGIN) * per_px
+            near = t0 - reach <= float(line.value()) <= t1 + reach
+            shown = line.parentItem() is not None
+            if near and not shown:
+                self.vb.addItem(line, ignoreBounds=True)
+            elif shown and not near and not line.moving:  # a line being dragged stays the mouse's
+                self.vb.removeItem(line)
+
     def _cursors_moved(self) -> None:
+        self.lines_near_view()
         a, b = self.cursor_positions()
         dt = b - a
         inv = f"1/Δt = {format_hz(1e9 / abs(dt))}" if dt else "1/Δt = -"
@@ -938,7 +957,8 @@ class Timeline(QtWidgets.QWidget):
 
     def set_markers(self, markers: list[tuple[str, float]]) -> None:
         for line in self.marker_lines:
-            self.vb.removeItem(line)
+            if line.parentItem() is not None:
+                self.vb.removeItem(line)
         self.marker_lines = []
         self.doc.session.markers = list(markers)
         for i, (name, t) in enumerate(markers):
@@ -949,6 +969,7 @@ class Timeline(QtWidgets.QWidget):
             line.sigPositionChangeFinished.connect(self._marker_moved)
             self.vb.addItem(line, ignoreBounds=True)
             self.marker_lines.append(line)
+        self.lines_near_view()
         self.markersChanged.emit()
 
     def _marker_moved(self) -> None:

@@ -150,6 +150,36 @@ def test_values_of_every_lane_at_the_cursors(window: MainWindow) -> None:
     assert cells["recv_pci: interrupts"].startswith("interrupt asserted")
 
 
+def test_cursors_and_markers_far_from_the_view_leave_it_until_a_view_comes_near(window: MainWindow) -> None:
+    """A cursor or marker far outside the view is taken out of the view box (pyqtgraph would place its name again at
+    every frame) and put back when a view comes near enough for its name to show; its time stays what it was."""
+    tl = window.timeline
+    lo, hi = window.doc.extent_ns()
+    a, b, m = lo + 0.1 * (hi - lo), lo + 0.2 * (hi - lo), lo + 0.15 * (hi - lo)
+    tl.set_cursors(a, b)
+    tl.add_marker("M", m)
+    lines = [*tl.cursors, *tl.marker_lines]
+    tl.vb.setXRange(lo + 0.6 * (hi - lo), lo + 0.7 * (hi - lo), padding=0)
+    assert all(line.parentItem() is None for line in lines)
+    assert tl.cursor_positions() == pytest.approx((a, b)) and tl.doc.session.markers == [("M", m)]
+    # B's name is right of its line: a view starting a few pixels after B shows it, so B is back
+    per_px = (tl.view_range()[1] - tl.view_range()[0]) / tl.pixels()
+    tl.vb.setXRange(b + 5 * per_px, b + 5 * per_px + 0.1 * (hi - lo), padding=0)
+    assert tl.cursors[1].parentItem() is not None and tl.cursors[0].parentItem() is None
+    tl.vb.setXRange(lo + 0.05 * (hi - lo), lo + 0.25 * (hi - lo), padding=0)
+    assert all(line.parentItem() is not None for line in lines)
+    t0, t1 = tl.view_range()
+    for line in lines:  # drawn where they are, their names beside them
+        x = tl.vb.mapViewToScene(QtCore.QPointF(line.value(), 0)).x()
+        name = line.label.sceneBoundingRect()
+        assert abs(name.center().x() - x) <= name.width()
+        assert t0 <= line.value() <= t1
+    tl.set_cursors(hi + (hi - lo), hi + 2 * (hi - lo))
+    assert all(line.parentItem() is None for line in tl.cursors)
+    tl.cursors_into_view()
+    assert all(line.parentItem() is not None for line in tl.cursors)
+
+
 def test_a_prepared_capture_reads_the_cursor_values_after_its_first_frame(window: MainWindow, qtbot,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Each value at the cursors is a read of stored samples or decoded rows: none is read before the first view
