@@ -130,8 +130,8 @@ setup(
             ["acquisition/sim/_scheduler.c"],
             extra_compile_args=["-O2", "-Wall"],
         ),
-        # The simulated rig's frames: the Internet checksum's sum, an IPv4 packet's frame with its FCS
-        # (acquisition/sim/ethernet.py internet_checksum, udp_frames).
+        # The simulated rig's frames: a UDP datagram with its checksum, an IPv4 packet's frame with its FCS
+        # (acquisition/sim/ethernet.py udp_frames).
         Extension(
             "nicrig.acquisition.sim._inet",
             ["acquisition/sim/_inet.c"],

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from nicrig.acquisition.capture import pack_bits, unpack_bits
+from nicrig.acquisition.sim import _inet
 from nicrig.acquisition.sim import ethernet as eth
 from nicrig.acquisition.sim.ethernet import (
     Frame,
@@ -471,15 +472,19 @@ def test_tshark_reads_the_frames(tmp_path: Path) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.one_of(st.binary(max_size=9100), st.integers(0, 9100).map(lambda n: b"\xff" * n),
-                      st.integers(0, 9100).map(bytes)))
-@example(data=b"")
-@example(data=b"\xff")
-@example(data=b"\x00\x01\xf2\x03\xf4\xf5\xf6\xf7")  # RFC 1071 1.2's example words
-def test_internet_checksum_is_scapys(data: bytes) -> None:
-    """Any length (odd ones padded), all-ones and all-zero data (the two zeros of ones' complement): the
-    number Scapy's checksum gives, from bytes and from a bytearray."""
-    assert eth.internet_checksum(data) == checksum(data) == eth.internet_checksum(bytearray(data))
+@given(prefix=st.binary(max_size=40).map(lambda b: b[:len(b) // 2 * 2]),
+       payload=st.one_of(st.binary(max_size=9100), st.integers(0, 9100).map(lambda n: b"\xff" * n),
+                         st.integers(0, 9100).map(bytes)))
+@example(prefix=b"", payload=b"")
+@example(prefix=b"", payload=b"\xff")
+@example(prefix=b"\x00\x01\xf2\x03", payload=b"\xf4\xf5\xf6\xf7")  # RFC 1071 1.2's example words
+def test_udp_datagram_checksum_is_scapys(prefix: bytes, payload: bytes) -> None:
+    """Any payload length (odd ones padded), all-ones and all-zero data (the two zeros of ones' complement) after
+    an even prefix: the checksum Scapy's checksum gives over prefix and payload (a computed 0 sent as all ones),
+    between the UDP head and the payload."""
+    got = _inet.udp_datagram(prefix, b"\x13\x89\x13\x89\x05\x80", payload)
+    assert got[:6] == b"\x13\x89\x13\x89\x05\x80" and got[8:] == payload
+    assert int.from_bytes(got[6:8], "big") == (checksum(prefix + payload) or 0xFFFF)
 
 
 def test_ip_identification_wraps_at_16_bits():

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from nicrig._h5shuffle import shuffle
-from nicrig.acquisition.sim import _pci_render
+from nicrig.acquisition.sim import _inet, _pci_render
 from nicrig.acquisition.sim._clock import Clock
 from nicrig.acquisition.sim._gmii_pack import pack
 from nicrig.gui._fold import fold
@@ -429,3 +429,14 @@ def test_bus_entry_points_refuse_what_is_not_of_the_bound_classes():
         "RuntimeError a Later is made by the Process that waits for it",
         "0 0",
     ], out
+
+
+@pytest.mark.parametrize("args", [
+    (b"\x00", b"\x00" * 6, b""),  # odd prefix: the payload's words would be summed misaligned
+    (b"", b"\x00" * 5, b""), (b"", b"\x00" * 8, b""),  # a UDP head is 6 bytes
+    (bytearray(2), b"\x00" * 6, b""), (b"", "abcdef", b""), (b"", b"\x00" * 6, None), (b"", b"\x00" * 6),
+])
+def test_udp_datagram_refuses_what_is_no_datagram(args: tuple) -> None:
+    """Only bytes, a 6-byte UDP head and an even prefix (its sum checked against Scapy's in test_ethernet_gmii)."""
+    with pytest.raises(REFUSED):
+        _inet.udp_datagram(*args)

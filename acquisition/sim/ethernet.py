@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from nicrig.acquisition.sim._inet import ipv4_frame, ones_complement_sum
+from nicrig.acquisition.sim._inet import ipv4_frame, udp_datagram
 
 from nicrig.udpmon.payload import header_seq
 
@@ -335,17 +335,6 @@ def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: i
     return template
 
 
-def internet_checksum(data: bytes | bytearray) -> int:
-    """The Internet checksum (RFC 1071) of ``data``, zero-padded to whole 16-bit words: the ones' complement
-    of the ones' complement sum of its big-endian words, as the number to pack big-endian.
-
-    Scapy's ``checksum`` gives the same number (RFC 1071 2(B): the sum does not depend on byte order) but sums
-    the words in a Python loop; the sum here is C's (``_inet.c``), once per simulated message over its
-    datagram (~1400 bytes) and once per frame over its IPv4 header.
-    """
-    return ~ones_complement_sum(data) & 0xFFFF
-
-
 def _udp_frame(fragment_: _UdpFragment, datagram: bytes, ip_id: int) -> bytes:
     """The bytes of ``fragment_``'s frame of ``datagram`` (its link and IPv4 headers with Identification ``ip_id``,
     modulo 2**16: the field is 16 bits and wraps, RFC 6864, and the Header Checksum, RFC 791; its part of the
@@ -355,9 +344,9 @@ def _udp_frame(fragment_: _UdpFragment, datagram: bytes, ip_id: int) -> bytes:
 
 def _udp_datagram(template: _UdpTemplate, payload: bytes) -> bytes:
     """UDP header and ``payload``; the checksum (RFC 768) covers the pseudo-header and the
-    whole datagram, and a computed 0 is sent as 0xFFFF (0 would mean "no checksum")."""
-    udp_checksum = internet_checksum(template.sum_prefix + payload) or 0xFFFF
-    return template.udp_head + _U16.pack(udp_checksum) + payload
+    whole datagram, and a computed 0 is sent as 0xFFFF (0 would mean "no checksum"). One C call
+    (``_inet.c``): the payload summed where it lies and copied once."""
+    return udp_datagram(template.sum_prefix, template.udp_head, payload)
 
 
 def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_ip: str,
