@@ -106,7 +106,27 @@ slot_ll(PyObject *obj, Py_ssize_t at, const char *name, long long *out)
     return v == NULL ? -1 : as_ll(v, out);
 }
 
-/* Call a bus record's clock method (a bound method in its slot) with one int; the int it returns. */
+/* _clock.c's Clock: its type, its at_or_after and time_of methods' C functions and what they compute */
+static struct {
+    PyTypeObject *type;
+    PyCFunction at_or_after_method, time_of_method;
+    int (*at_or_after)(PyObject *clock, PyObject *t_ps, long long *out);
+    int (*time_of)(PyObject *clock, long long clk, long long *out);
+} *clock_api;
+
+/* The Clock whose method `method` is (at_or_after or time_of, by `function`), or NULL: what is in a bus record's
+ * slot is then another callable, called as such. */
+static PyObject *
+bound_clock(PyObject *method, PyCFunction function)
+{
+    if (!PyCFunction_Check(method) || PyCFunction_GET_FUNCTION(method) != function)
+        return NULL;
+    PyObject *clock = PyCFunction_GET_SELF(method);
+    return clock != NULL && Py_TYPE(clock) == clock_api->type ? clock : NULL;
+}
+
+/* Call a bus record's clock method (a bound method in its slot) with one int; the int it returns. A Clock's
+ * own method (the usual case) is computed by _clock.c directly, with no call and no int made. */
 static int
 clock_call(PyObject *bus, Py_ssize_t at, const char *name, PyObject *arg, long long *out)
 {
@@ -114,12 +134,35 @@ clock_call(PyObject *bus, Py_ssize_t at, const char *name, PyObject *arg, long l
     if (method == NULL)
         return -1;
     Py_INCREF(method); /* owned while it runs: it may set the slot anew */
-    PyObject *r = PyObject_Vectorcall(method, &arg, 1, NULL);
+    int failed;
+    PyObject *clock = bound_clock(method, clock_api->at_or_after_method);
+    if (clock != NULL) {
+        failed = clock_api->at_or_after(clock, arg, out);
+    } else {
+        PyObject *r = PyObject_Vectorcall(method, &arg, 1, NULL);
+        failed = r == NULL ? -1 : as_ll(r, out);
+        Py_XDECREF(r);
+    }
     Py_DECREF(method);
-    if (r == NULL)
+    return failed;
+}
+
+/* The time (ps) of clock edge `clk` of a bus record: its time_of slot called, or, a Clock's own, computed as
+ * clock_call computes at_or_after. 0, or -1 with an exception set. */
+static int
+edge_time(PyObject *bus, long long clk, long long *out)
+{
+    PyObject *method = slot(bus, bus_time_of, "time_of");
+    if (method == NULL)
         return -1;
-    int failed = as_ll(r, out);
-    Py_DECREF(r);
+    PyObject *clock = bound_clock(method, clock_api->time_of_method);
+    if (clock != NULL)
+        return clock_api->time_of(clock, clk, out);
+    PyObject *arg = PyLong_FromLongLong(clk);
+    if (arg == NULL)
+        return -1;
+    int failed = clock_call(bus, bus_time_of, "time_of", arg, out);
+    Py_DECREF(arg);
     return failed;
 }
 
@@ -170,13 +213,8 @@ claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObje
     Py_XDECREF(txn_is_wide);
     if (failed)
         return NULL;
-    PyObject *last = PyLong_FromLongLong(start + busy);
-    if (last == NULL)
-        return NULL;
     long long end;
-    failed = clock_call(bus, bus_time_of, "time_of", last, &end) < 0;
-    Py_DECREF(last);
-    if (failed)
+    if (edge_time(bus, start + busy, &end) < 0)
         return NULL;
     long long now_ps;
     if (as_ll(now, &now_ps) < 0)
@@ -597,12 +635,7 @@ next_attempt_at(Access *self, long long *at)
     if (now == NULL || clock_call(self->bus, bus_at_or_after, "clock_at_or_after", now, &edge) < 0
         || slot_ll(self->bus, bus_free_clk, "free_clk", &free) < 0)
         return -1;
-    PyObject *first = PyLong_FromLongLong(edge > free ? edge : free);
-    if (first == NULL)
-        return -1;
-    int r = clock_call(self->bus, bus_time_of, "time_of", first, at);
-    Py_DECREF(first);
-    return r;
+    return edge_time(self->bus, edge > free ? edge : free, at);
 }
 
 /* Look whether the NIC accepts the access now, and put the attempt on the bus: refused (STOP#, "retry"), its
@@ -838,6 +871,12 @@ PyInit__bus(void)
         return NULL;
     Py_DECREF(scheduler);
     if ((scheduler_api = PyCapsule_Import("nicrig.acquisition.sim._scheduler._C_API", 0)) == NULL)
+        return NULL;
+    PyObject *clock = PyImport_ImportModule("nicrig.acquisition.sim._clock");
+    if (clock == NULL)
+        return NULL;
+    Py_DECREF(clock);
+    if ((clock_api = PyCapsule_Import("nicrig.acquisition.sim._clock._C_API", 0)) == NULL)
         return NULL;
     PyObject *events = PyImport_ImportModule("simpy.events");
     if (events == NULL)

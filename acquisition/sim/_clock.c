@@ -136,21 +136,24 @@ PyDoc_STRVAR(at_or_after_doc,
 "The division guesses within an edge or two; the edge is then stepped to the first whose time_of()\n"
 "is at or after t_ps. Edges before 0 do not exist: 0 for any earlier time.");
 
-static PyObject *
-Clock_at_or_after(Clock *self, PyObject *arg)
+/* at_or_after(t) into *out: 0, or -1 with an exception set. */
+static int
+at_or_after_ll(Clock *self, PyObject *arg, long long *out)
 {
     double t;
     if (time_arg(arg, &t) < 0)
-        return NULL;
-    if (t == self->asked_ps)
-        return PyLong_FromLongLong(self->answer);
+        return -1;
+    if (t == self->asked_ps) {
+        *out = self->answer;
+        return 0;
+    }
     /* The first edge whose rounded product reaches T = ceil(t) - phase lies where the product passes
      * T - 1/2: the steps below are then one or two whatever the period. (From (t - phase) / period they were
      * 1 / (2 * period): 5e11 of them for a 1e-12 ps period.) The steps make the answer exact either way. */
     double guess = ceil((ceil(t) - (double)self->phase_ps - 0.5) / self->period_ps);
     if (guess >= 4611686018427387904.0) { /* 2**62: the steps keep clk a long long */
         PyErr_SetString(PyExc_OverflowError, "at_or_after: the edge's number beyond 2**62");
-        return NULL;
+        return -1;
     }
     long long clk = guess > 0 ? (long long)guess : 0;
     while (clk > 0 && (double)edge_ps(self, clk - 1) >= t)
@@ -159,10 +162,31 @@ Clock_at_or_after(Clock *self, PyObject *arg)
         clk++;
     self->asked_ps = t;
     self->answer = clk;
-    return PyLong_FromLongLong(clk);
+    *out = clk;
+    return 0;
+}
+
+static PyObject *
+Clock_at_or_after(Clock *self, PyObject *arg)
+{
+    long long clk;
+    return at_or_after_ll(self, arg, &clk) < 0 ? NULL : PyLong_FromLongLong(clk);
 }
 
 PyDoc_STRVAR(time_of_doc, "time_of(clk) -> int\n\nTime (ps) of rising edge clk.");
+
+/* time_of(clk) into *out: 0, or -1 with an exception set. */
+static int
+time_of_ll(Clock *self, long long clk, long long *out)
+{
+    /* as time_range() and times_of() do: beyond, the conversion gave LLONG_MIN (time_of(2**62) < 0) */
+    if (!edge_in_range(self, clk)) {
+        PyErr_SetString(PyExc_OverflowError, "an edge time beyond 2**62 ps");
+        return -1;
+    }
+    *out = edge_ps(self, clk);
+    return 0;
+}
 
 static PyObject *
 Clock_time_of(Clock *self, PyObject *arg)
@@ -170,16 +194,11 @@ Clock_time_of(Clock *self, PyObject *arg)
     PyObject *index = PyNumber_Index(arg);
     if (index == NULL)
         return NULL;
-    long long clk = PyLong_AsLongLong(index);
+    long long clk = PyLong_AsLongLong(index), t;
     Py_DECREF(index);
     if (clk == -1 && PyErr_Occurred())
         return NULL;
-    /* as time_range() and times_of() do: beyond, the conversion gave LLONG_MIN (time_of(2**62) < 0) */
-    if (!edge_in_range(self, clk)) {
-        PyErr_SetString(PyExc_OverflowError, "an edge time beyond 2**62 ps");
-        return NULL;
-    }
-    return PyLong_FromLongLong(edge_ps(self, clk));
+    return time_of_ll(self, clk, &t) < 0 ? NULL : PyLong_FromLongLong(t);
 }
 
 /* An int64 buffer as NumPy exports one: 8-byte signed integers ("q", or "l" where long is 8 bytes),
@@ -359,6 +378,22 @@ static struct PyModuleDef clock_module = {
     .m_size = -1,
 };
 
+/* For _bus.c, whose bus claims ask a bus's clock twice each (~40 claims a simulated message): its bound methods
+ * at_or_after and time_of recognised by their C functions, and what they compute, reached without a Python call
+ * (the call, its argument's and its result's ints were ~450 instructions an answer). */
+static struct {
+    PyTypeObject *type;
+    PyCFunction at_or_after_method, time_of_method;
+    int (*at_or_after)(PyObject *clock, PyObject *t_ps, long long *out);
+    int (*time_of)(PyObject *clock, long long clk, long long *out);
+} c_api = {
+    &ClockType,
+    (PyCFunction)Clock_at_or_after,
+    (PyCFunction)Clock_time_of,
+    (int (*)(PyObject *, PyObject *, long long *))at_or_after_ll,
+    (int (*)(PyObject *, long long, long long *))time_of_ll,
+};
+
 PyMODINIT_FUNC
 PyInit__clock(void)
 {
@@ -370,6 +405,12 @@ PyInit__clock(void)
     Py_INCREF(&ClockType);
     if (PyModule_AddObject(m, "Clock", (PyObject *)&ClockType) < 0) {
         Py_DECREF(&ClockType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(&c_api, "nicrig.acquisition.sim._clock._C_API", NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
         Py_DECREF(m);
         return NULL;
     }
