@@ -168,20 +168,21 @@ edge_time(PyObject *bus, long long clk, long long *out)
 
 /* A bus claim: put txn on the bus as soon as it is free, at `now` (ps), busy `busy` clocks; its master
  * arbitrates for an idle bus when it is the NIC (is_nic), the host bridge is parked on it. Records txn and
- * its purpose (and where a 64-bit one is) on the bus; returns when txn ends (ps, a new reference), not before
- * now. */
-static PyObject *
-claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObject *now, int is_nic)
+ * its purpose (and where a 64-bit one is) on the bus; *delay: how long from now until txn ends (ps, 0 if it
+ * ends before). 0, or -1 with an exception set. */
+static int
+claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObject *now, int is_nic,
+         long long *delay)
 {
     long long start, free;
     if (clock_call(bus, bus_at_or_after, "clock_at_or_after", now, &start) < 0
         || slot_ll(bus, bus_free_clk, "free_clk", &free) < 0)
-        return NULL;
+        return -1;
     if (free <= start) {
         long long arbitration;
         if (is_nic) {
             if (slot_ll(bus, bus_arbitration_clocks, "arbitration_clocks", &arbitration) < 0)
-                return NULL;
+                return -1;
             start += arbitration;
         }
     } else {
@@ -211,15 +212,11 @@ claim_on(PyObject *bus, PyObject *txn, PyObject *purpose, long long busy, PyObje
     Py_XDECREF(purposes);
     Py_XDECREF(wide);
     Py_XDECREF(txn_is_wide);
-    if (failed)
-        return NULL;
-    long long end;
-    if (edge_time(bus, start + busy, &end) < 0)
-        return NULL;
-    long long now_ps;
-    if (as_ll(now, &now_ps) < 0)
-        return NULL;
-    return end > now_ps ? PyLong_FromLongLong(end) : Py_NewRef(now);
+    long long end, now_ps;
+    if (failed || edge_time(bus, start + busy, &end) < 0 || as_ll(now, &now_ps) < 0)
+        return -1;
+    *delay = end > now_ps ? end - now_ps : 0;
+    return 0;
 }
 
 /* One DMA's bursts (model.py's Host.dma starts them). step is the bound method queued for each wait, made
@@ -373,12 +370,11 @@ claim_now(PyObject *env, PyObject *bus, PyObject *txn, PyObject *purpose, long l
     if (txn == NULL)
         return NULL;
     PyObject *now = Py_XNewRef(slot(env, engine_now, "_now")); /* owned: the bus's clock calls may set env._now */
-    PyObject *end = now == NULL ? NULL : claim_on(bus, txn, purpose, busy, now, is_nic);
+    long long delay;
+    int failed = now == NULL || claim_on(bus, txn, purpose, busy, now, is_nic, &delay) < 0;
     Py_DECREF(txn);
-    PyObject *delay = end == NULL ? NULL : PyNumber_Subtract(end, now);
-    Py_XDECREF(end);
     Py_XDECREF(now);
-    return delay;
+    return failed ? NULL : PyLong_FromLongLong(delay);
 }
 
 /* A chain's step: a bound method of a module function on the chain object, the one entry each of its waits
