@@ -612,8 +612,10 @@ class Host:
                 and not self.tx_link.data and not self.tx_link.control and self.tx_link.free_ps <= self.env.now)
 
     # -- bus ------------------------------------------------------------------------------
-    def _csr_transaction(self, shape: CsrAccess) -> Process:
-        """One register access on the bus (host bridge is master), after its STOP# retries.
+    def _csr_transaction(self, shape: CsrAccess) -> Later:
+        """One register access on the bus (host bridge is master), after its STOP# retries, started now: its end,
+        which the calling process waits for and then tells :meth:`_csr_done` (a plain call, not a generator: the
+        ~5 accesses a simulated message each made one and resumed through it).
 
         A NIC refuses (retries, PCI 3.0 3.3.3.2.2) a write ``csr_retries``
         times, and any access that arrives within ``csr_recovery_ns`` of the
@@ -626,9 +628,12 @@ class Host:
         """
         # Each attempt and the host bridge's wait after a refused one are queued calls (_bus.c) at the moments
         # this process's waits for them were, so SimPy's order of events is kept without a step of it each.
-        yield _bus.register_access(self.env, self.bus, self, shape, self.nic.csr_retries if shape.is_write else 0,
-                                   not shape.is_write and bool(self.nic.csr_read_latency_ns),
-                                   self.csr_read_latency_ps, self.host_retry_ps)
+        return _bus.register_access(self.env, self.bus, self, shape, self.nic.csr_retries if shape.is_write else 0,
+                                    not shape.is_write and bool(self.nic.csr_read_latency_ns),
+                                    self.csr_read_latency_ps, self.host_retry_ps)
+
+    def _csr_done(self) -> None:
+        """A register access has just completed: the NIC refuses the next for ``csr_recovery_ns``."""
         if self.nic.csr_recovery_ns:
             self.csr_ready_ps = self.env.now + self.csr_recovery_ps
 
@@ -658,7 +663,8 @@ class Host:
                 yield self.posted_kick
                 continue
             shape, done = self.posted[0]
-            yield from self._csr_transaction(shape)
+            yield self._csr_transaction(shape)
+            self._csr_done()
             self.posted.popleft()
             if done is not None:
                 done()
@@ -681,7 +687,8 @@ class Host:
     def _csr_read(self, shape: CsrAccess, done: Callable[[], None] | None) -> Process:
         while self.posted:
             yield self.posted_idle
-        yield from self._csr_transaction(shape)
+        yield self._csr_transaction(shape)
+        self._csr_done()
         if done is not None:
             done()
 
