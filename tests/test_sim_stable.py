@@ -109,8 +109,8 @@ def simulate_case(case: str, folder: Path, **how: int) -> tuple[Path, dict[str, 
     names, recording, scenario = CASES[case]
     out = folder / f"{case}.h5"
     nic = replace(profiles.load("nic", names["nic"]), **NIC_CHANGES.get(case, {}))
-    run = simulate(Scenario(**scenario), profiles.load("bus", names["bus"]), nic, profiles.load("host", names["host"]),
-                   out, recording, **how)
+    run, _ = simulate(Scenario(**scenario), profiles.load("bus", names["bus"]), nic,
+                      profiles.load("host", names["host"]), out, recording, **how)
     return out, run.counters
 
 

@@ -73,32 +73,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace FILE.h5 if it exists (it is not replaced without)")
 
 
-def _summary(run: Any, path: str) -> dict[str, Any]:
-    """What the file holds: the recorded sources and their truth, and the results of the whole run."""
-    from nicrig.acquisition.capture import CaptureSet
-    from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
+def _summary(run: Any, stored: Any, path: str) -> dict[str, Any]:
+    """What the file holds: the recorded sources and their truth, and the results of the whole run; from what
+    :func:`simulate` noted as it stored them (``stored``), the file not read back."""
+    from nicrig.udpmon.results import RESULTS_GROUP
 
-    with CaptureSet.open(path) as cs:
-        sources = {n: {"samples": s.num_samples, "mode": s.mode, "duration_us": s.duration_ps / 1e6}
-                   for n, s in cs.sources.items()}
-        frames = cs.read_table("truth/probe/frames")
-        packets = cs.read_table("truth/packets")
-        transactions = {n: cs.table_info(f"truth/{n}/transactions")["rows"] for n in run.buses}
-        interrupts = cs.table_info("truth/interrupts")["rows"]
-        rf = cs.nested(ResultsFile, RESULTS_GROUP)
-        tables = {n: rf.table_info(n)["rows"] for n in rf.table_names()}
+    frames, packets = stored.tables["truth/probe/frames"], stored.tables["truth/packets"]
     pauses = frames[frames["kind"] == b"pause"]
     return {
         "output": path,
-        "sources": sources,
-        "transactions": transactions,
+        # in the file's order of sources (HDF5's, by name)
+        "sources": {n: stored.sources[n] for n in sorted(stored.sources)},
+        "transactions": {n: len(stored.tables[f"truth/{n}/transactions"]) for n in run.buses},
         "frames": int(len(frames)),
         "pause_frames": int(len(pauses)),
         "packets_sent": int(len(packets)),
         "packets_lost": int((packets["t_app_recv_ps"] < 0).sum()),
-        "interrupts": interrupts,
+        "interrupts": len(stored.tables["truth/interrupts"]),
         "counters": run.counters,
-        "results": {"group": RESULTS_GROUP, "tables": tables},
+        "results": {"group": RESULTS_GROUP, "tables": dict(stored.results)},
     }
 
 
@@ -176,11 +169,11 @@ def run(args: argparse.Namespace) -> int:
                                else bar.task(f"simulate: writing {name}", total, "clocks"))
             tasks[name](done)
 
-        result = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
-                          argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force,
-                          recv_host=recv_host, recv_bus=recv_bus)
+        result, stored = simulate(scenario, bus, nic, host, args.output, recording, progress, settings=settings,
+                                  argv=["nicrig", *args._argv], workers=args.workers or None, overwrite=args.force,
+                                  recv_host=recv_host, recv_bus=recv_bus)
 
-    summary = _summary(result, args.output)
+    summary = _summary(result, stored, args.output)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

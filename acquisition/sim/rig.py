@@ -24,7 +24,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -466,9 +466,9 @@ class _Renderer:
             self.pool.submit(self.shares.pop(0), partial(_final_task, self.final, self.jobs))
             waiting_for -= 1
 
-    def store(self, cs: CaptureSet) -> None:
+    def store(self, cs: CaptureSet, stored: Stored) -> None:
         """Store every source and its tables in ``cs``, each block as soon as its worker is done with it
-        (rendering here what no worker did: everything, with one worker)."""
+        (rendering here what no worker did: everything, with one worker), and note them in ``stored``."""
         sources, progress = self.final, self.progress
         assert sources is not None, "store() comes after finish()"
         for name in sources.names:
@@ -484,8 +484,21 @@ class _Renderer:
                 truth.append(block.truth)
                 if progress:
                     progress(name, c1, n_clocks)
+            stored.sources[name] = {"samples": w.num_samples, "mode": w.mode, "duration_us": w.duration_ps / 1e6}
             for table in self.job(_PROBE_TABLES) if name == "probe" else sources.tables(name, truth):
                 cs.write_table(table.path, table.rows, units=table.units, description=table.description)
+                stored.tables[table.path] = table.rows
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What :func:`simulate` stored in its capture set, noted as it stored it (so that a summary need not read
+    the file back): each source's samples, mode and duration (us); each table's rows, by path; the rows of each
+    of the results group's tables, by name."""
+
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tables: dict[str, np.ndarray] = field(default_factory=dict)
+    results: dict[str, int] = field(default_factory=dict)
 
 
 def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
@@ -567,9 +580,9 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
              recording: Recording = Recording(), progress: Progress | None = None, *,
              settings: Mapping[str, Any] | None = None, argv: Sequence[str] | None = None,
              workers: int | None = None, block_clocks: int = BLOCK_CLOCKS, overwrite: bool = True,
-             recv_host: HostProfile | None = None, recv_bus: BusProfile | None = None) -> RigRun:
-    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run. ``host`` and
-    ``bus`` are both hosts' unless ``recv_host`` and ``recv_bus`` give host B's.
+             recv_host: HostProfile | None = None, recv_bus: BusProfile | None = None) -> tuple[RigRun, Stored]:
+    """Simulate ``scenario`` and write the capture set ``out`` atomically; return the model's run and what was
+    stored. ``host`` and ``bus`` are both hosts' unless ``recv_host`` and ``recv_bus`` give host B's.
 
     ``settings`` (what the command line asked, beyond the scenario) and ``argv``
     go into the results' root attributes (``docs/formats.md``). ``workers``:
@@ -587,19 +600,22 @@ def simulate(scenario: Scenario, bus: BusProfile, nic: NicProfile, host: HostPro
             run = rig.run(checkpoint=renderer.checkpoints, every_ps=CHECKPOINT_PS)
             recorded = recorded_part(run, recording.messages)
             renderer.finish(recorded, {_MEASURED: partial(application.measure, run, scenario)})
-            renderer.store(cs)
-            _write_run(cs, run, recorded, renderer.job(_MEASURED), scenario, rig, recording, settings, argv)
-    return run
+            stored = Stored()
+            renderer.store(cs, stored)
+            _write_run(cs, run, recorded, renderer.job(_MEASURED), scenario, rig, recording, settings, argv, stored)
+    return run, stored
 
 
 def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: application.Measured, scenario: Scenario,
-               rig: Rig, recording: Recording, settings: Mapping[str, Any] | None, argv: Sequence[str] | None) -> None:
+               rig: Rig, recording: Recording, settings: Mapping[str, Any] | None, argv: Sequence[str] | None,
+               stored: Stored) -> None:
     """The run's tables beside the sources': messages, interrupts, the simulation's settings (each host's NIC as
-    its driver set it up), the applications' results (``measured``)."""
+    its driver set it up), the applications' results (``measured``); noted in ``stored``."""
     host, recv_host = rig.hosts
     nic, recv_nic = rig.nics
     send_bus, recv_bus = run.buses["send_pci"].profile, run.buses["recv_pci"].profile
-    cs.write_table("truth/packets", _packets_table(run),
+    stored.tables["truth/packets"] = packets = _packets_table(run)
+    cs.write_table("truth/packets", packets,
                    units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                           "size_bytes": "byte"},
                    description="every UDP message the applications sent; -1 = never (lost)")
@@ -608,6 +624,7 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
         irq[col][irq[col] >= 0] -= run.trigger_ps
     cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
                    description="interrupts of both hosts with the frames each service handled")
+    stored.tables["truth/interrupts"] = irq
     cs.attrs["simulation"] = json.dumps({
         "scenario": asdict(scenario), "bus": asdict(send_bus), "nic": asdict(nic),
         "host": asdict(host), "recording": asdict(recording), "counters": run.counters,
@@ -624,3 +641,4 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
                     **({"recv_host": recv_host.name} if recv_host is not host else {}),
                     "timeline": {"trigger_ns": run.trigger_ps / 1000,
                                  "recorded_until_ns": recorded.end_ps / 1000}})
+    stored.results.update((n, rf.table_info(n)["rows"]) for n in rf.table_names())
