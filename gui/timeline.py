@@ -668,12 +668,16 @@ class TimelinePlot(pg.PlotWidget):
 
     shown = QtCore.Signal()
     painted = QtCore.Signal()
+    #: the first frame is about to be painted (the window is laid out)
+    first = QtCore.Signal()
 
     def __init__(self, *args: object, **kwargs: object):
         super().__init__(*args, **kwargs)
         self.frames = 0
 
     def paintEvent(self, ev: QtGui.QPaintEvent) -> None:
+        if not self.frames:
+            self.first.emit()
         super().paintEvent(ev)
         self.frames += 1
         if self.frames == 1:
@@ -786,6 +790,10 @@ class Timeline(QtWidgets.QWidget):
         self.plot.painted.connect(lambda: self._ahead.start() if self._next_view is not None else None)
         self.vb.sigXRangeChanged.connect(lambda *_: self.redraw())
         self.vb.sigResized.connect(lambda *_: self.redraw())
+        # until its first frame the window is laid out, and the view resized several times: the lanes are drawn once,
+        # as that frame is painted, for the size it has
+        self._laid_out = False
+        self.plot.first.connect(self._first_frame)
         self.layout_lanes()
         self._init_view()
 
@@ -856,7 +864,8 @@ class Timeline(QtWidgets.QWidget):
     # -- drawing -----------------------------------------------------------------------------
     def redraw(self) -> None:
         """Recompute every visible lane for the current window (what zoom and pan cost)."""
-        if not self.isEnabled():  # disabled while a writer has the file
+        # disabled while a writer has the file; not laid out yet, drawn as the first frame is painted
+        if not self.isEnabled() or not self._laid_out:
             return
         t0, t1 = self.view_range()
         px = self.pixels()
@@ -884,6 +893,10 @@ class Timeline(QtWidgets.QWidget):
         # be found changed after the frame and painted again in a second one
         self.vb.updateMatrix()
         self.viewChanged.emit(t0, t1)
+
+    def _first_frame(self) -> None:
+        self._laid_out = True
+        self.redraw()
 
     def _drawing(self, item: LaneItem, t0: float, t1: float, px: int) -> LogicDrawing | BoxDrawing | None:
         lane = item.lane

@@ -209,6 +209,37 @@ def test_a_prepared_capture_reads_the_cursor_values_after_its_first_frame(window
     assert cells["send_pci: FRAME#"] in ("0", "1") and "loading" not in cells.values()
 
 
+def test_a_window_draws_its_lanes_once_for_the_size_of_its_first_frame(window: MainWindow, qtbot,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window is laid out before its first frame (the view resized several times): its lanes are drawn once,
+    as that frame is painted, at its final width, and that frame paints them (no second frame to catch up)."""
+    from nicrig.gui.timeline import LanesItem
+
+    drawn: list[tuple[int, int, int]] = []  # (frames painted, lanes, view's width) at each drawing of the lanes
+    painted: list[int] = []  # lanes each paint of the lanes had
+    show_lanes, paint = LanesItem.show_lanes, LanesItem.paint
+    opened: list[MainWindow] = []
+
+    def counted(self: LanesItem, items: list, *args: object) -> None:
+        tl = opened[0].timeline if opened else None
+        drawn.append((tl.plot.frames, len(items), tl.pixels()) if tl else (-1, len(items), 0))
+        show_lanes(self, items, *args)
+
+    monkeypatch.setattr(LanesItem, "show_lanes", counted)
+    monkeypatch.setattr(LanesItem, "paint", lambda self, p, *a: painted.append(len(self.items)) or paint(self, p, *a))
+    again = MainWindow([window.doc.path])
+    opened.append(again)
+    qtbot.addWidget(again)
+    again.resize(1400, 900)
+    again.show()
+    tl = again.timeline
+    qtbot.waitUntil(lambda: tl.plot.frames >= 1)
+    assert len(drawn) == 1 and drawn[0] == (0, len(tl.items), tl.pixels()) and len(tl.items) > 20
+    assert painted and painted[0] == len(tl.items)
+    assert tl.items[0].view == pytest.approx(tl.view_range())
+    assert tl.lanes_item.view == pytest.approx(tl.view_range())
+
+
 def test_measurements_come_from_the_bus_analysis_and_label_the_phases(window: MainWindow) -> None:
     lo, hi = window.doc.extent_ns()
     window.measurements.measure(lo, hi)
