@@ -342,6 +342,7 @@ class SourceData:
         self.pyramid = pyramid or Pyramid(source)
         self.cache = BlockCache(source, pyramid=self.pyramid)
         self._last: tuple[tuple[float, float, int], Columns] | None = None
+        self._values: dict[float, np.ndarray | None] = {}
         n = source.num_samples
         self.first_ps = int(self.cache.read(0, 1)[1][0]) if n else 0
         self.end_ps = int(self.cache.read(n - 1, n)[1][0]) if n else 0
@@ -395,7 +396,17 @@ class SourceData:
         return int((t1_ps - t0_ps) * (n - 1) / dur) + 1
 
     def value_at(self, t_ps: float) -> np.ndarray | None:
-        """The packed sample holding at ``t_ps`` (the last at or before it), or None outside the source."""
+        """The packed sample holding at ``t_ps`` (the last at or before it), or None outside the source (the
+        source's lanes at the two cursors ask for the same two samples: kept)."""
+        found = self._values.get(t_ps, self)
+        if found is not self:
+            return found
+        if len(self._values) >= 4:
+            self._values.clear()
+        self._values[t_ps] = found = self._value_at(t_ps)
+        return found
+
+    def _value_at(self, t_ps: float) -> np.ndarray | None:
         i = self.cache.sample_at(t_ps)
         if i < self.source.num_samples and self.cache.time_of(i) == int(np.ceil(t_ps)):
             return self.cache.read(i, i + 1)[0][0]

@@ -137,12 +137,18 @@ def test_clicking_a_row_zooms_to_it_and_the_cursor_selects_its_row(window: MainW
     assert events.view.selectionModel().selectedRows()[0].row() == 1
 
 
-def test_values_of_every_lane_at_the_cursors(window: MainWindow) -> None:
+def test_values_of_every_lane_at_the_cursors(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
     with CaptureSet.open(window.doc.path) as cs:
         irq = cs.read_table("decoded/recv_pci/irq")
     mid = float(irq["t_ns"][0] + irq["t_end_ns"][0]) / 2
     window.timeline.set_cursors(mid, mid + 1e6)
+    looked_up: list[tuple[str, float]] = []
+    for name, data in window.doc.data.items():
+        sample_at = data.cache.sample_at
+        monkeypatch.setattr(data.cache, "sample_at", lambda t, f=sample_at, n=name: looked_up.append((n, t)) or f(t))
     window.cursor_panel.refresh()
+    # a source's lanes at a cursor show one sample: looked up once
+    assert looked_up and len(looked_up) == len(set(looked_up)) <= 2 * len(window.doc.data)
     table = window.cursor_panel.values
     cells = {table.item(r, 0).text(): table.item(r, 1).text() for r in range(table.rowCount())}
     assert cells["recv_pci: INTA#"] == "0"  # asserted (active low)
