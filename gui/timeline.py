@@ -781,7 +781,7 @@ class Timeline(QtWidgets.QWidget):
             self.vb.addItem(line, ignoreBounds=True)
             line.sigPositionChanged.connect(self._cursors_moved)
         self.marker_lines: list[pg.InfiniteLine] = []
-        #: the last wheel turn: where (a fraction of the view's width) and by what factor it scaled the view
+        #: the wheel turn being drawn: where (a fraction of the view's width) and by what factor it scales the view
         self.zooming: tuple[float, float] | None = None
         # the view the next wheel turn in shows: its words are made in a pause after the last frame
         self._next_view: tuple[float, float] | None = None
@@ -886,8 +886,10 @@ class Timeline(QtWidgets.QWidget):
         self.lanes_item.show_lanes(self.items, self.total_height, (t0, t1))
         # labels of the rows a zoom in from here names: their stored chunks read while the frame is painted (those
         # of the view the next turn of the wheel shows, when this one's are too many), and that view's words
-        # chosen and laid out after it
-        self._next_view = zoomed(t0, t1, *self.zooming) if self.zooming and self.zooming[1] < 1 else None
+        # chosen and laid out after it; only after a wheel turn in (a drag, a key or a jump says nothing of the next
+        # view: their frames would make words for a view that does not come)
+        zooming, self.zooming = self.zooming, None
+        self._next_view = zoomed(t0, t1, *zooming) if zooming and zooming[1] < 1 else None
         self.doc.read_ahead(t0, t1, self._next_view)
         # the view's transform now, not when the frame is painted: moved there, the items it carries would
         # be found changed after the frame and painted again in a second one

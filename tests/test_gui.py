@@ -1109,7 +1109,7 @@ def test_a_wheel_turn_in_has_the_next_turns_words_made_before_it(window: MainWin
     """After a wheel turn zooming in, the window makes what the same turn again would show: the view predicted is
     the one that turn gives, and the words its frame writes (longer ones, its boxes being wider) were chosen and
     laid out once the frame before was painted, not within its own."""
-    from nicrig.gui.timeline import lane_words, zoomed
+    from nicrig.gui.timeline import lane_words
 
     doc, tl = window.doc, window.timeline
     table = next(t for t in doc.decoded.values() if t.decoder == "pci" and len(t))
@@ -1123,7 +1123,8 @@ def test_a_wheel_turn_in_has_the_next_turns_words_made_before_it(window: MainWin
     x = tl.plot.mapFromScene(tl.vb.mapViewToScene(QtCore.QPointF(t_mid, 0))).x()
     _wheel(vp, x, 2)
     t0, t1 = tl.view_range()
-    expected = zoomed(t0, t1, *tl.zooming)
+    expected = tl._next_view
+    assert expected is not None and expected[1] - expected[0] < t1 - t0
     qtbot.waitUntil(lambda: tl._next_view is None)  # the frame, then the idle turns after it
     laid = set(lane_words(vp.font())._laid)
     before = {text for item in tl.items if item.lane.kind == "decoded" for _, text in item.written}
@@ -1133,3 +1134,12 @@ def test_a_wheel_turn_in_has_the_next_turns_words_made_before_it(window: MainWin
     labels = {text for item in tl.items if item.lane.kind == "decoded" for _, text in item.written}
     assert labels - before  # words the turn before did not write
     assert labels <= laid
+    # a drag after the turns says nothing of the next view: none is made
+    from PySide6.QtTest import QTest
+
+    left, y = QtCore.Qt.MouseButton.LeftButton, vp.height() // 2
+    QTest.mousePress(vp, left, QtCore.Qt.KeyboardModifier.NoModifier, QtCore.QPoint(vp.width() // 2, y))
+    QTest.mouseMove(vp, QtCore.QPoint(vp.width() // 2 + 120, y))
+    QTest.mouseRelease(vp, left, QtCore.Qt.KeyboardModifier.NoModifier, QtCore.QPoint(vp.width() // 2 + 120, y))
+    assert tl.view_range()[0] < expected[0]
+    assert tl._next_view is None
