@@ -189,6 +189,9 @@ class CursorPanel(QtWidgets.QWidget):
         self._timer = QtCore.QTimer(self, singleShot=True, interval=60)
         self._timer.timeout.connect(self.refresh)
         timeline.cursorsChanged.connect(lambda *_: self._timer.start())
+        # read in a pause after the last frame: the values of a jump's cursors are not read within the next input's
+        # frame (a few ms of searches and reads)
+        timeline.plot.painted.connect(lambda: self._timer.start() if self._timer.isActive() else None)
         timeline.markersChanged.connect(self.refresh_markers)
         # each lane's value is a read of its own (a stored chunk of samples or of decoded rows): they are read once
         # the first view is painted, the lanes listed as loading until then

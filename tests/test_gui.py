@@ -146,6 +146,13 @@ def test_values_of_every_lane_at_the_cursors(window: MainWindow, monkeypatch: py
     for name, data in window.doc.data.items():
         sample_at = data.cache.sample_at
         monkeypatch.setattr(data.cache, "sample_at", lambda t, f=sample_at, n=name: looked_up.append((n, t)) or f(t))
+    panel = window.cursor_panel
+    assert panel._timer.isActive()  # read after a pause
+    started: list[int] = []
+    start = panel._timer.start
+    monkeypatch.setattr(panel._timer, "start", lambda: started.append(1) or start())
+    window.timeline.plot.grab()
+    assert started == [1] and panel._timer.isActive()  # the pause counted from the last frame
     window.cursor_panel.refresh()
     # a source's lanes at a cursor show one sample: looked up once
     assert looked_up and len(looked_up) == len(set(looked_up)) <= 2 * len(window.doc.data)
