@@ -242,5 +242,8 @@ class EventPanel(QtWidgets.QWidget):
         if k < 0:
             return None
         self.view.selectRow(k)
-        self.view.scrollTo(self.model.index(k, 0), QtWidgets.QAbstractItemView.ScrollHint.PositionAtCenter)
+        index = self.model.index(k, 0)
+        # a row in sight stays where it is (a clicked one under the pointer, the table not painted again whole)
+        if not self.view.viewport().rect().contains(self.view.visualRect(index)):
+            self.view.scrollTo(index, QtWidgets.QAbstractItemView.ScrollHint.PositionAtCenter)
         return k

@@ -135,6 +135,20 @@ def test_clicking_a_row_zooms_to_it_and_the_cursor_selects_its_row(window: MainW
     # moving cursor A highlights the row of the event at or before it
     window.timeline.set_cursors(float(events.events.t_ns[int(events.model.rows[1])]) + 0.5, t1)
     assert events.view.selectionModel().selectedRows()[0].row() == 1
+    # a row clicked stays under the pointer; one out of sight is brought into the middle
+    for box in events.kind_boxes.values():
+        box.setChecked(True)
+    view, bar = events.view, events.view.verticalScrollBar()
+    QtWidgets.QApplication.processEvents()  # the table laid out for its rows
+    assert bar.maximum() > 0  # more rows than the table shows
+    bar.setValue(bar.maximum())
+    k = view.rowAt(view.rowHeight(0) * 3 // 2)  # near the top: centred, it would scroll the table
+    rect = view.visualRect(events.model.index(k, 5))
+    qtbot.mouseClick(view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    assert bar.value() == bar.maximum() and view.selectionModel().selectedRows()[0].row() == k
+    last = len(events.model.rows) - 1
+    window.timeline.set_cursors(float(events.events.t_ns[int(events.model.rows[last])]) + 0.5, t1)
+    assert view.viewport().rect().contains(view.visualRect(events.model.index(last, 0)))
 
 
 def test_values_of_every_lane_at_the_cursors(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
