@@ -704,9 +704,9 @@ class MainWindow(QtWidgets.QMainWindow):
         """The views a click on each of a search's few events shows, made ready one at a time after the list is
         shown (each a few ms of the window's thread, while the user reads the list), their raw samples read on the
         read-ahead thread."""
-        self._timeline_do(lambda tl: tl.read_ahead_samples([around(t0, t1) for t0, t1 in spans]))
-        for t0, t1 in spans:
-            QtCore.QTimer.singleShot(0, self, lambda a=t0, b=t1: self._timeline_do(lambda tl: tl.warm(*around(a, b))))
+        views = [around(t0, t1) for t0, t1 in spans]
+        self._timeline_do(lambda tl: tl.read_ahead_samples(views))
+        self._timeline_do(lambda tl: tl.warm_found(views))
 
     def _timeline_do(self, what: Callable[[Timeline], None]) -> None:
         if self.timeline is not None:

@@ -12,6 +12,7 @@ kept in the session and can also be typed in the lanes panel.
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import math
 from collections import Counter
 
@@ -45,6 +46,10 @@ BACKGROUND = "#ffffff"
 #: A pause (ms) after the last frame long enough to make the words of the view the next wheel turn shows: a wheel
 #: spun faster is not held up by them.
 PAUSE_MS = 30
+#: Views whose drawings are kept made ahead (a search's few events).
+MADE_VIEWS = 8
+#: The longest a view made ahead waits for its raw samples being read ahead (s); the window's thread sleeps meanwhile.
+SAMPLES_WAIT_S = 0.02
 #: Width (px) the cursor readout keeps, whatever its text.
 READOUT_WIDTH = 440
 MARKER_COLOUR = "#555555"
@@ -785,6 +790,9 @@ class Timeline(QtWidgets.QWidget):
         self.zooming: tuple[float, float] | None = None
         # the view the next wheel turn in shows: its words are made in a pause after the last frame
         self._next_view: tuple[float, float] | None = None
+        #: the lanes' drawings made ahead for views about to be shown (the events a search found), by view: each
+        #: decoded lane's by its id, each source's logic lanes' by ("logic", source, their bits)
+        self._made: dict[tuple, dict[object, object]] = {}
         self._ahead = QtCore.QTimer(self, singleShot=True, interval=PAUSE_MS)
         self._ahead.timeout.connect(self._warm_next)
         self.plot.painted.connect(lambda: self._ahead.start() if self._next_view is not None else None)
@@ -832,6 +840,7 @@ class Timeline(QtWidgets.QWidget):
     def layout_lanes(self) -> None:
         """Place the visible lanes top to bottom and name them on the left axis."""
         self.items = []
+        self._made = {}  # made for the lanes as they were
         y = 0.0
         ticks = []
         for lane in self.doc.visible_lanes():
@@ -869,16 +878,15 @@ class Timeline(QtWidgets.QWidget):
             return
         t0, t1 = self.view_range()
         px = self.pixels()
-        channels: dict[str, list[LaneItem]] = {}  # the logic lanes of each source: drawn together
+        made = self._made.pop(self._view_key(t0, t1, px), {})
         for item in self.items:
-            if item.lane.kind == "logic":
-                channels.setdefault(item.lane.source, []).append(item)
-            else:
-                item.set_drawing(self._drawing(item, t0, t1, px), (t0, t1), self.doc.session.offset(item.lane.source))
-        for source, items in channels.items():
-            shift = self.doc.session.offset(source)
-            cols = self.doc.data[source].columns((t0 - shift) * 1000.0, (t1 - shift) * 1000.0, px)
-            for item, drawing in zip(items, logic_drawings(cols, [it.lane.bit for it in items], shift)):
+            if item.lane.kind != "logic":
+                drawing = made[item.lane.id] if item.lane.id in made else self._drawing(item, t0, t1, px)
+                item.set_drawing(drawing, (t0, t1), self.doc.session.offset(item.lane.source))
+        for source, items in self._channels().items():
+            key = ("logic", source, tuple(it.lane.bit for it in items))
+            drawings = made[key] if key in made else self._logic_drawings(source, items, t0, t1, px)
+            for item, drawing in zip(items, drawings):
                 item.set_drawing(drawing, (t0, t1))
         self.growing = not all(self.doc.data[item.lane.source].settled() for item in self.items
                                if item.lane.kind in ("logic", "vector"))
@@ -895,6 +903,23 @@ class Timeline(QtWidgets.QWidget):
         # be found changed after the frame and painted again in a second one
         self.vb.updateMatrix()
         self.viewChanged.emit(t0, t1)
+
+    def _channels(self) -> dict[str, list[LaneItem]]:
+        """The logic lanes of each source (drawn together, from one read of its samples)."""
+        channels: dict[str, list[LaneItem]] = {}
+        for item in self.items:
+            if item.lane.kind == "logic":
+                channels.setdefault(item.lane.source, []).append(item)
+        return channels
+
+    def _logic_drawings(self, source: str, items: list[LaneItem], t0: float, t1: float, px: int
+                        ) -> list[LogicDrawing]:
+        shift = self.doc.session.offset(source)
+        cols = self.doc.data[source].columns((t0 - shift) * 1000.0, (t1 - shift) * 1000.0, px)
+        return logic_drawings(cols, [it.lane.bit for it in items], shift)
+
+    def _view_key(self, t0: float, t1: float, px: int) -> tuple:
+        return t0, t1, px, tuple(sorted(self.doc.session.offsets_ns.items()))
 
     def _first_frame(self) -> None:
         self._laid_out = True
@@ -999,24 +1024,46 @@ class Timeline(QtWidgets.QWidget):
     def zoom_to(self, t0: float, t1: float, margin: float = 0.25) -> None:
         self.vb.setXRange(*around(t0, t1, margin), padding=0)
 
-    def warm(self, t0: float, t1: float) -> None:
+    def warm(self, t0: float, t1: float, samples: bool = False) -> None:
         """Make what the decoded lanes write in a view of ``[t0, t1]`` (ns): their boxes' labels read from the
         tables, chosen as the painter chooses them, measured and laid out, so that a jump there (an event chosen in
-        the table) paints at once instead of reading and laying out its words within the frame."""
+        the table) paints at once instead of reading and laying out its words within the frame. Their drawings are
+        kept for that view; with ``samples`` (read ahead for it), the logic lanes' too, when drawn from raw samples
+        (a view drawn from an overview still being built is drawn again as it grows)."""
         if not self.isEnabled() or t1 <= t0:
             return
         fm = lane_words(self.plot.viewport().font())
         now = self.vb.childTransform()  # the lanes' heights in pixels as painted now; the time axis, the view's
         sx = self.vb.width() / (t1 - t0)
         tr = QtGui.QTransform(sx, 0.0, 0.0, now.m22(), -sx * t0, now.dy())
+        px = self.pixels()
+        made: dict[object, object] = {}
         for item in self.items:
             if item.lane.kind != "decoded" or item.lane.boxes is None:
                 continue
             ahead = LaneItem(item.lane, item.y0, item.h)
             ahead._group_words = item._group_words  # the words of groups of boxes, made once for both
-            ahead.set_drawing(self._drawing(item, t0, t1, self.pixels()), (t0, t1),
-                              self.doc.session.offset(item.lane.source))
+            made[item.lane.id] = drawing = self._drawing(item, t0, t1, px)
+            ahead.set_drawing(drawing, (t0, t1), self.doc.session.offset(item.lane.source))
             ahead.label_boxes(tr, fm)
+        channels = self._channels() if samples else {}
+        reading = [f for f in (self.doc.data[s].cache.ahead.future for s in channels) if f is not None and not f.done()]
+        # the samples being read ahead for the view: a short wait (the window's thread asleep), else not drawn ahead
+        if not reading or not concurrent.futures.wait(reading, timeout=SAMPLES_WAIT_S).not_done:
+            for source, items in channels.items():
+                drawings = self._logic_drawings(source, items, t0, t1, px)
+                if self.doc.data[source].settled():
+                    made[("logic", source, tuple(it.lane.bit for it in items))] = drawings
+        while len(self._made) >= MADE_VIEWS:  # the oldest views made give way
+            del self._made[next(iter(self._made))]
+        self._made[self._view_key(t0, t1, px)] = made
+
+    def warm_found(self, views: list[tuple[float, float]]) -> None:
+        """Make ready the views ``[t0, t1]`` (ns) of a search's few events (:meth:`warm`, their samples read ahead
+        by :meth:`read_ahead_samples`), one at a time after the list is shown: a click on one then jumps to a view
+        drawn and named already."""
+        for view in views:
+            QtCore.QTimer.singleShot(0, self, lambda view=view: self.warm(*view, samples=True))
 
     def read_ahead_samples(self, views: list[tuple[float, float]]) -> None:
         """Read ahead, on the read-ahead thread, the raw samples the logic and vector lanes draw in the views

@@ -1012,6 +1012,7 @@ def test_a_search_finding_few_events_has_their_views_samples_read_ahead(window: 
     thread: the click's frame reads no sample from the file in the window's thread."""
     import threading
 
+    from nicrig.gui import timeline
     from nicrig.gui.overview import Kept, SampleReader
     from PySide6.QtTest import QTest
 
@@ -1025,6 +1026,7 @@ def test_a_search_finding_few_events_has_their_views_samples_read_ahead(window: 
 
         monkeypatch.setattr(SampleReader, name, counted)
     events, tl, doc = window.events, window.timeline, window.doc
+    monkeypatch.setattr(timeline, "SAMPLES_WAIT_S", 60.0)  # however slow this machine reads them
     tl.zoom_all()
     for data in doc.data.values():  # nothing kept yet: as far into a long capture
         data.cache._packed = Kept(data.cache._keep, data.cache.ahead)
@@ -1035,15 +1037,21 @@ def test_a_search_finding_few_events_has_their_views_samples_read_ahead(window: 
     QTest.keyClicks(events.search, " ".join(events.events.text(frame).split()[:4]))
     QTest.keyClick(events.search, QtCore.Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: not events.waiting and 1 <= len(events.model.rows) <= 4)
-    QtWidgets.QApplication.processEvents()
+    QtWidgets.QApplication.processEvents()  # the views made, once their samples are read ahead
     for data in doc.data.values():
         data.cache.ahead.wait()
     assert read_ahead
     read_here.clear()
+    from nicrig.gui.lanes import SourceData
+
+    columns = SourceData.columns
+    drawn_here: list[float] = []
+    monkeypatch.setattr(SourceData, "columns", lambda data, *a: drawn_here.append(a[0]) or columns(data, *a))
     k = events.model.rows.tolist().index(frame)
     rect = events.view.visualRect(events.model.index(k, 5))
     qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
     tl.plot.grab()  # the frame the click asked for
+    assert drawn_here == []  # its logic lanes drawn before the click
     v0, v1 = tl.view_range()
     assert v0 < events.events.t_ns[frame] and events.events.t_end_ns[frame] < v1
     assert any(d.settled() and d._last is not None and d._last[0][3] == -1 for d in doc.data.values())  # drawn raw
