@@ -675,29 +675,37 @@ class Host:
 
         Memory writes are posted (PCI 3.0 section 3.3.3.3): the CPU continues at once, so a write is queued
         here and nothing is left to wait for (no generator: most accesses are writes).
-        A read waits for the posted writes ahead of it, then for its own data.
+        A read waits for the posted writes ahead of it, then for its own data (:meth:`csr_sequence`).
         """
         shape = self._csr_shape(access)
         if shape.is_write:
             self.posted.append((shape, done))
             self.posted_kick.notify()
             return ()
-        return self._csr_read(shape, done)
-
-    def _csr_read(self, shape: CsrAccess, done: Callable[[], None] | None) -> Process:
-        while self.posted:
-            yield self.posted_idle
-        yield self._csr_transaction(shape)
-        self._csr_done()
-        if done is not None:
-            done()
+        return self.csr_sequence((access,), done)
 
     def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None) -> Process:
-        """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes."""
+        """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes.
+
+        A read is waited for here rather than in a generator of its own, which every resume of the waiting
+        process would pass through: first the posted writes ahead of it, then its transaction's end.
+        """
+        done = on_first
         for i, access in enumerate(accesses):
             if i:
+                done = None
                 yield self.csr_interval_ps
-            yield from self.csr(access, on_first if i == 0 else None)
+            shape = self._csr_shape(access)
+            if shape.is_write:
+                self.posted.append((shape, done))
+                self.posted_kick.notify()
+                continue
+            while self.posted:
+                yield self.posted_idle
+            yield self._csr_transaction(shape)
+            self._csr_done()
+            if done is not None:
+                done()
 
     def dma(self, write: bool, address: int, payload: bytes, purpose: str) -> Later:
         """NIC-mastered memory transfer, host bridge as target, started now: its end, which the calling process
