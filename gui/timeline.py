@@ -727,6 +727,56 @@ class TimelineViewBox(pg.ViewBox):
         super().mouseDragEvent(ev, axis)
 
 
+class CursorReadout(QtWidgets.QWidget):
+    """The cursors' times and their difference on one line, selectable and copyable, the difference in bold.
+
+    Read-only line edits, not a selectable label: such a label lays its text out as a document at every move of a
+    cursor (a few million instructions, a third of a frame's), a line edit as one line.
+    """
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.times, self.difference = QtWidgets.QLineEdit(), QtWidgets.QLineEdit()
+        bold = self.difference.font()
+        bold.setBold(True)
+        self.difference.setFont(bold)
+        layout = QtWidgets.QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        for field in (self.times, self.difference):
+            field.setReadOnly(True)
+            field.setFrame(False)
+            # read as a label's text: no field's background, and focus (for a copy) only when clicked
+            palette = field.palette()
+            palette.setColor(QtGui.QPalette.ColorRole.Base, QtCore.Qt.GlobalColor.transparent)
+            field.setPalette(palette)
+            field.setFocusPolicy(QtCore.Qt.FocusPolicy.ClickFocus)
+            layout.addWidget(field)
+        layout.addStretch(1)
+        self.setMinimumWidth(READOUT_WIDTH)
+
+    def show_cursors(self, a: float, b: float) -> None:
+        """Show cursor times ``a`` and ``b`` (ns), ``b - a`` and its inverse."""
+        dt = b - a
+        inv = f"1/Δt = {format_hz(1e9 / abs(dt))}" if dt else "1/Δt = -"
+        self._set(self.times, f"A = {format_ns(a, 7)}    B = {format_ns(b, 7)}")
+        self._set(self.difference, f"Δt = B - A = {format_ns(dt, 6)}    {inv}")
+
+    @staticmethod
+    def _set(field: QtWidgets.QLineEdit, text: str) -> None:
+        field.setText(text)
+        field.setCursorPosition(0)  # its start in sight when the window is narrower than the text
+        # as wide as the longest text it showed: the fields read as one line and stand still as the cursors move
+        # (and the window is not laid out again at each move)
+        width = field.fontMetrics().horizontalAdvance(text) + 2 * field.fontMetrics().averageCharWidth()
+        if width > field.width() or field.minimumWidth() == 0:
+            field.setFixedWidth(max(width, field.minimumWidth()))
+
+    def text(self) -> str:
+        """The readout as one line of plain text."""
+        return f"{self.times.text()}    {self.difference.text()}"
+
+
 class Timeline(QtWidgets.QWidget):
     """Lanes of every source on one shared time axis (ns, zero at the trigger)."""
 
@@ -738,11 +788,9 @@ class Timeline(QtWidgets.QWidget):
     def __init__(self, doc: Document, parent: QtWidgets.QWidget | None = None):
         super().__init__(parent)
         self.doc = doc
-        self.readout = QtWidgets.QLabel()
-        self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout = CursorReadout()
         # the readout's length follows the cursors: the window's width must not (a zoom would widen it)
         self.readout.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored, QtWidgets.QSizePolicy.Policy.Preferred)
-        self.readout.setMinimumWidth(READOUT_WIDTH)
         self.vb = TimelineViewBox(self)
         self.vb.invertY(True)
         self.vb.setMouseEnabled(x=True, y=False)
@@ -988,10 +1036,7 @@ class Timeline(QtWidgets.QWidget):
     def _cursors_moved(self) -> None:
         self.lines_near_view()
         a, b = self.cursor_positions()
-        dt = b - a
-        inv = f"1/Δt = {format_hz(1e9 / abs(dt))}" if dt else "1/Δt = -"
-        self.readout.setText(f"  A = {format_ns(a, 7)}    B = {format_ns(b, 7)}    "
-                             f"<b>Δt = B - A = {format_ns(dt, 6)}</b>    {inv}")
+        self.readout.show_cursors(a, b)
         self.doc.session.cursors_ns = (a, b)
         self.cursorsChanged.emit(a, b)
 

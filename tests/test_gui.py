@@ -105,6 +105,23 @@ def test_cursors_on_a_known_event_pair_give_the_truth_delta_t(window: MainWindow
     assert abs(dt - (t_recv - t_send)) <= 1.0  # decoded times are whole ns
     assert f"Δt = B - A = {format_ns(dt, 6)}" in window.timeline.readout.text()
     assert "1/Δt" in window.timeline.readout.text()
+    # the readout reads as one line of text, the difference in bold, each part shown whole, and a user selects
+    # and copies it but cannot edit it
+    from PySide6.QtTest import QTest
+
+    readout = window.timeline.readout
+    times, difference = readout.times, readout.difference
+    assert difference.font().bold() and not times.font().bold()
+    assert times.text() == f"A = {format_ns(first, 7)}    B = {format_ns(second, 7)}"
+    for field in (times, difference):
+        assert field.width() >= field.fontMetrics().horizontalAdvance(field.text())
+    assert times.geometry().right() < difference.geometry().left()
+    QTest.mouseDClick(difference, QtCore.Qt.MouseButton.LeftButton, pos=QtCore.QPoint(4, difference.height() // 2))
+    assert difference.selectedText() == "Δt"
+    QTest.keyClicks(difference, "x")
+    QTest.keyClick(difference, QtCore.Qt.Key.Key_A, QtCore.Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClick(difference, QtCore.Qt.Key.Key_C, QtCore.Qt.KeyboardModifier.ControlModifier)
+    assert QtWidgets.QApplication.clipboard().text() == difference.text() == readout.text().split("    ", 2)[2]
     # deskew the receiving bus by +250 ns: its events move with it, the truth pair is 250 ns further apart
     window.timeline.set_offset("recv_pci", 250.0)
     window._refresh_events()
