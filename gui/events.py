@@ -132,14 +132,62 @@ class EventModel(QtCore.QAbstractTableModel):
         i = int(self.rows[index.row()])
         col = index.column()
         if role == QtCore.Qt.ItemDataRole.DisplayRole:
+            # only the cell's own text: a row painted asks for each of its cells (a selected row, at each click)
+            if col == 0:
+                return format_ns(float(ev.t_ns[i]), 8)
+            if col == 1:
+                return format_ns(float(ev.t_end_ns[i] - ev.t_ns[i]))
+            if col == 4:
+                return KINDS[ev.kind[i]]
+            if col == 5:
+                return ev.text(i)
             lane = ev.lanes[int(ev.lane[i])]
-            return (format_ns(float(ev.t_ns[i]), 8), format_ns(float(ev.t_end_ns[i] - ev.t_ns[i])), lane.source,
-                    lane.title, KINDS[ev.kind[i]], ev.text(i))[col]
+            return lane.source if col == 2 else lane.title
         if role == QtCore.Qt.ItemDataRole.DecorationRole and col == 4:
             lane = ev.lanes[int(ev.lane[i])]
             style = STYLE_NAMES[int(lane.boxes.style[int(ev.row[i])])]  # type: ignore[union-attr]
             return QtGui.QColor(STYLES[style][0])
         return None
+
+
+class ColumnHeader(QtWidgets.QHeaderView):
+    """The table's column names, which do not follow its selection (marking no column for a selected row).
+
+    Qt's header paints again every column a selection spans, and the current cell's column, at each change of
+    them: for a row selected, the whole header, unchanged.
+    """
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(QtCore.Qt.Orientation.Horizontal, parent)
+        self.setHighlightSections(False)
+
+    def visualRegionForSelection(self, selection: QtCore.QItemSelection) -> QtGui.QRegion:
+        return QtGui.QRegion()
+
+    def currentChanged(self, current: QtCore.QModelIndex, previous: QtCore.QModelIndex) -> None:
+        pass
+
+
+class EventTable(QtWidgets.QTableView):
+    """The events' table; a change of its focus paints again the rows that show it, the selected and current ones.
+
+    Qt's item views paint the whole table and its header again when they gain or lose the focus (a click on a row
+    found by the search moves the focus from the search box), though only those rows' colours differ.
+    """
+
+    def focusInEvent(self, event: QtGui.QFocusEvent) -> None:
+        self._paint_focused_rows()
+
+    def focusOutEvent(self, event: QtGui.QFocusEvent) -> None:
+        self._paint_focused_rows()
+
+    def _paint_focused_rows(self) -> None:
+        rows = {index.row() for index in self.selectionModel().selectedRows()}
+        if self.currentIndex().isValid():
+            rows.add(self.currentIndex().row())
+        width = self.viewport().width()
+        for row in rows:
+            self.viewport().update(0, self.rowViewportPosition(row), width, self.rowHeight(row))
 
 
 class EventPanel(QtWidgets.QWidget):
@@ -160,7 +208,8 @@ class EventPanel(QtWidgets.QWidget):
         self._t_rows = events.t_ns
         #: a search waits for descriptions still being prepared
         self.waiting = False
-        self.view = QtWidgets.QTableView()
+        self.view = EventTable()
+        self.view.setHorizontalHeader(ColumnHeader(self.view))
         self.view.setModel(self.model)
         self.view.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.SingleSelection)

@@ -29,6 +29,7 @@ from nicrig.cli import main
 pytest.importorskip("pytestqt", reason="pytest-qt is not installed")
 from conftest import copy_capture, simulate_set
 from nicrig.gui.app import MainWindow, export_widget
+from nicrig.gui.events import KINDS
 from nicrig.gui.lanes import format_ns
 from PySide6 import QtCore, QtGui, QtWidgets
 
@@ -143,9 +144,32 @@ def test_clicking_a_row_zooms_to_it_and_the_cursor_selects_its_row(window: MainW
     k = 2
     i = int(events.model.rows[k])
     t0, t1 = events.events.t_ns[i], events.events.t_end_ns[i]
-    # a real mouse click on the row's cell
+    # a real mouse click on the row's cell, the focus in the search box: only that row is painted again, not the
+    # table's header (a whole row selected would mark every column) nor its other rows
     rect = events.view.visualRect(events.model.index(k, 5))
-    qtbot.mouseClick(events.view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    painted: list[tuple[QtCore.QObject, QtCore.QRect]] = []
+
+    class Paints(QtCore.QObject):
+        def eventFilter(self, watched: QtCore.QObject, event: QtCore.QEvent) -> bool:
+            painted.extend([(watched, event.rect())] if event.type() == QtCore.QEvent.Type.Paint else [])
+            return False
+
+    paints = Paints()
+    table = events.view
+    for widget in (table, table.viewport(), table.horizontalHeader(), table.horizontalHeader().viewport()):
+        widget.installEventFilter(paints)
+    events.search.setFocus()
+    QtWidgets.QApplication.processEvents()
+    painted.clear()
+    qtbot.mouseClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+    QtWidgets.QApplication.processEvents()
+    assert table.hasFocus() and table.selectionModel().selectedRows()[0].row() == k
+    row = QtCore.QRect(0, rect.top(), table.viewport().width(), rect.height())
+    assert painted and all(widget is table.viewport() and row.contains(r) for widget, r in painted)
+    lane = events.events.lanes[int(events.events.lane[i])]
+    assert [events.model.data(events.model.index(k, c)) for c in range(6)] == [
+        format_ns(float(t0), 8), format_ns(float(t1 - t0)), lane.source, lane.title, KINDS[events.events.kind[i]],
+        events.events.text(i)]
     v0, v1 = window.timeline.view_range()
     assert v0 < t0 and t1 < v1 and (v1 - v0) < 3 * max(t1 - t0, 10.0)
     assert window.timeline.cursor_positions() == pytest.approx((t0, t1))
