@@ -209,22 +209,35 @@ class CursorPanel(QtWidgets.QWidget):
         a, b = tl.cursor_positions()
         lanes = [item.lane for item in tl.items if item.lane.kind != "header"]
         self.values.setRowCount(len(lanes))
-        for r, lane in enumerate(lanes):
-            data = tl.doc.data.get(lane.source)
-            shift = tl.doc.session.offset(lane.source)
-            values = [lane.value_text(data, t, shift) for t in (a, b)] if reading else ["loading", "loading"]
-            cells = [f"{lane.source}: {lane.title}", *values]
-            for c, text in enumerate(cells):
-                # a cell's item is kept and only a changed text set: a new item per cell and move made the table
-                # model take every row out and in again (a frame's time for a few dozen lanes)
-                item = self.values.item(r, c)
-                if item is None:
-                    item = QtWidgets.QTableWidgetItem(text)
-                    item.setToolTip(text)
-                    self.values.setItem(r, c, item)
-                elif item.text() != text:
-                    item.setText(text)
-                    item.setToolTip(text)
+        model = self.values.model()
+        changed: list[tuple[int, int]] = []
+        # the cells told of as one change (the rows and columns that span them): a signal a cell had the value
+        # columns fit their values again, each over every row, before the next cell was set
+        blocked = model.blockSignals(True)
+        try:
+            for r, lane in enumerate(lanes):
+                data = tl.doc.data.get(lane.source)
+                shift = tl.doc.session.offset(lane.source)
+                values = [lane.value_text(data, t, shift) for t in (a, b)] if reading else ["loading", "loading"]
+                cells = [f"{lane.source}: {lane.title}", *values]
+                for c, text in enumerate(cells):
+                    # a cell's item is kept and only a changed text set: a new item per cell and move made the
+                    # table model take every row out and in again (a frame's time for a few dozen lanes)
+                    item = self.values.item(r, c)
+                    if item is None:
+                        item = QtWidgets.QTableWidgetItem(text)
+                        item.setToolTip(text)
+                        self.values.setItem(r, c, item)
+                        changed.append((r, c))
+                    elif item.text() != text:
+                        item.setText(text)
+                        item.setToolTip(text)
+                        changed.append((r, c))
+        finally:
+            model.blockSignals(blocked)
+        if changed:
+            rows, columns = zip(*changed)
+            model.dataChanged.emit(model.index(min(rows), min(columns)), model.index(max(rows), max(columns)))
         self.values_read = reading
 
     def settle(self) -> None:

@@ -216,6 +216,13 @@ def test_values_of_every_lane_at_the_cursors(window: MainWindow, monkeypatch: py
     assert cells["recv_pci: INTA#"] == "0"  # asserted (active low)
     assert cells["send_pci: FRAME#"] in ("0", "1")
     assert cells["recv_pci: interrupts"].startswith("interrupt asserted")
+    # the value columns as wide as their values, changed together
+    window.timeline.set_cursors(mid + 1e6, mid)
+    window.cursor_panel.refresh()
+    assert {table.item(r, 0).text(): table.item(r, 2).text() for r in range(table.rowCount())} == cells
+    for c in (1, 2):
+        texts = [table.item(r, c).text() for r in range(table.rowCount())]
+        assert table.columnWidth(c) >= max(table.fontMetrics().horizontalAdvance(t) for t in texts)
 
 
 def test_cursors_and_markers_far_from_the_view_leave_it_until_a_view_comes_near(window: MainWindow) -> None:
