@@ -176,6 +176,11 @@ class EventTable(QtWidgets.QTableView):
     """
 
     def focusInEvent(self, event: QtGui.QFocusEvent) -> None:
+        # as Qt's: the keyboard's focus starts at the first row (the arrow keys move on from it)
+        if event.reason() != QtCore.Qt.FocusReason.MouseFocusReason and not self.currentIndex().isValid() \
+                and self.model() is not None and self.model().rowCount():
+            self.selectionModel().setCurrentIndex(self.model().index(0, 0),
+                                                  QtCore.QItemSelectionModel.SelectionFlag.NoUpdate)
         self._paint_focused_rows()
 
     def focusOutEvent(self, event: QtGui.QFocusEvent) -> None:

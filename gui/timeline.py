@@ -731,7 +731,7 @@ class CursorReadout(QtWidgets.QWidget):
     """The cursors' times and their difference on one line, selectable and copyable, the difference in bold.
 
     Read-only line edits, not a selectable label: such a label lays its text out as a document at every move of a
-    cursor (a few million instructions, a third of a frame's), a line edit as one line.
+    cursor (some 4 M instructions, a sixth of a redraw's), a line edit as one line.
     """
 
     def __init__(self, parent: QtWidgets.QWidget | None = None):

@@ -190,6 +190,12 @@ def test_clicking_a_row_zooms_to_it_and_the_cursor_selects_its_row(window: MainW
     last = len(events.model.rows) - 1
     window.timeline.set_cursors(float(events.events.t_ns[int(events.model.rows[last])]) + 0.5, t1)
     assert view.viewport().rect().contains(view.visualRect(events.model.index(last, 0)))
+    # the keyboard's focus, given with no current row, starts at the first: the down arrow moves to the second
+    events.search.setFocus()
+    view.setCurrentIndex(QtCore.QModelIndex())
+    view.setFocus(QtCore.Qt.FocusReason.TabFocusReason)
+    qtbot.keyClick(view, QtCore.Qt.Key.Key_Down)
+    assert view.selectionModel().selectedRows()[0].row() == 1
 
 
 def test_values_of_every_lane_at_the_cursors(window: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
