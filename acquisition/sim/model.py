@@ -679,10 +679,14 @@ class Host:
         """
         shape = self._csr_shape(access)
         if shape.is_write:
-            self.posted.append((shape, done))
-            self.posted_kick.notify()
+            self._post(shape, done)
             return ()
         return self.csr_sequence((access,), done)
+
+    def _post(self, shape: CsrAccess, done: Callable[[], None] | None) -> None:
+        """Queue a posted register write for the bridge to put on the bus; ``done`` when it has."""
+        self.posted.append((shape, done))
+        self.posted_kick.notify()
 
     def csr_sequence(self, accesses: tuple[str, ...], on_first: Callable[[], None] | None = None) -> Process:
         """The CPU's register accesses, ``csr_interval_ns`` apart; ``on_first`` when the first completes.
@@ -697,8 +701,7 @@ class Host:
                 yield self.csr_interval_ps
             shape = self._csr_shape(access)
             if shape.is_write:
-                self.posted.append((shape, done))
-                self.posted_kick.notify()
+                self._post(shape, done)
                 continue
             while self.posted:
                 yield self.posted_idle
