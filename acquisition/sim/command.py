@@ -84,12 +84,12 @@ def _summary(run: Any, stored: Any, path: str) -> dict[str, Any]:
         "output": path,
         # in the file's order of sources (HDF5's, by name)
         "sources": {n: stored.sources[n] for n in sorted(stored.sources)},
-        "transactions": {n: len(stored.tables[f"truth/{n}/transactions"]) for n in run.buses},
+        "transactions": {n: stored.rows[f"truth/{n}/transactions"] for n in run.buses},
         "frames": int(len(frames)),
         "pause_frames": int(len(pauses)),
         "packets_sent": int(len(packets)),
         "packets_lost": int((packets["t_app_recv_ps"] < 0).sum()),
-        "interrupts": len(stored.tables["truth/interrupts"]),
+        "interrupts": stored.rows["truth/interrupts"],
         "counters": run.counters,
         "results": {"group": RESULTS_GROUP, "tables": dict(stored.results)},
     }

@@ -487,18 +487,30 @@ class _Renderer:
             stored.sources[name] = {"samples": w.num_samples, "mode": w.mode, "duration_us": w.duration_ps / 1e6}
             for table in self.job(_PROBE_TABLES) if name == "probe" else sources.tables(name, truth):
                 cs.write_table(table.path, table.rows, units=table.units, description=table.description)
-                stored.tables[table.path] = table.rows
+                stored.table(table.path, table.rows)
+
+
+#: The tables whose rows a run's summary reads (its frames and PAUSE frames, its messages sent and lost).
+SUMMARY_TABLES = ("truth/probe/frames", "truth/packets")
 
 
 @dataclass(frozen=True)
 class Stored:
     """What :func:`simulate` stored in its capture set, noted as it stored it (so that a summary need not read
-    the file back): each source's samples, mode and duration (us); each table's rows, by path; the rows of each
-    of the results group's tables, by name."""
+    the file back): each source's samples, mode and duration (us); how many rows each table has, by path, and the
+    rows of those the summary reads (:data:`SUMMARY_TABLES`; the others, a long run's transactions among them,
+    are not kept); how many rows each of the results group's tables has, by name."""
 
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
     tables: dict[str, np.ndarray] = field(default_factory=dict)
     results: dict[str, int] = field(default_factory=dict)
+
+    def table(self, path: str, rows: np.ndarray) -> None:
+        """Note table ``path``, stored with ``rows``."""
+        self.rows[path] = len(rows)
+        if path in SUMMARY_TABLES:
+            self.tables[path] = rows
 
 
 def _transaction_spans_ps(bus: BusRecord) -> tuple[np.ndarray, np.ndarray]:
@@ -614,7 +626,8 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
     host, recv_host = rig.hosts
     nic, recv_nic = rig.nics
     send_bus, recv_bus = run.buses["send_pci"].profile, run.buses["recv_pci"].profile
-    stored.tables["truth/packets"] = packets = _packets_table(run)
+    packets = _packets_table(run)
+    stored.table("truth/packets", packets)
     cs.write_table("truth/packets", packets,
                    units={"t_app_send_ps": "ps", "t_wire_start_ps": "ps", "t_app_recv_ps": "ps",
                           "size_bytes": "byte"},
@@ -624,7 +637,7 @@ def _write_run(cs: CaptureSet, run: RigRun, recorded: RigRun, measured: applicat
         irq[col][irq[col] >= 0] -= run.trigger_ps
     cs.write_table("truth/interrupts", irq, units={"t_assert_ps": "ps", "t_deassert_ps": "ps"},
                    description="interrupts of both hosts with the frames each service handled")
-    stored.tables["truth/interrupts"] = irq
+    stored.table("truth/interrupts", irq)
     cs.attrs["simulation"] = json.dumps({
         "scenario": asdict(scenario), "bus": asdict(send_bus), "nic": asdict(nic),
         "host": asdict(host), "recording": asdict(recording), "counters": run.counters,
