@@ -858,21 +858,29 @@ static struct PyModuleDef dma_module = {
     .m_methods = methods,
 };
 
+/* The C API another of the rig's extensions exports as its _C_API capsule (module: its dotted name). */
+static void *
+c_api_of(const char *module)
+{
+    /* PyCapsule_Import finds the capsule by attributes from the top package: the submodule imported first */
+    PyObject *imported = PyImport_ImportModule(module);
+    if (imported == NULL)
+        return NULL;
+    Py_DECREF(imported);
+    PyObject *name = PyUnicode_FromFormat("%s._C_API", module);
+    if (name == NULL)
+        return NULL;
+    const char *utf8 = PyUnicode_AsUTF8(name);
+    void *api = utf8 == NULL ? NULL : PyCapsule_Import(utf8, 0);
+    Py_DECREF(name);
+    return api;
+}
+
 PyMODINIT_FUNC
 PyInit__bus(void)
 {
-    /* PyCapsule_Import finds the capsule by attributes from the top package: the submodule imported first */
-    PyObject *scheduler = PyImport_ImportModule("nicrig.acquisition.sim._scheduler");
-    if (scheduler == NULL)
-        return NULL;
-    Py_DECREF(scheduler);
-    if ((scheduler_api = PyCapsule_Import("nicrig.acquisition.sim._scheduler._C_API", 0)) == NULL)
-        return NULL;
-    PyObject *clock = PyImport_ImportModule("nicrig.acquisition.sim._clock");
-    if (clock == NULL)
-        return NULL;
-    Py_DECREF(clock);
-    if ((clock_api = PyCapsule_Import("nicrig.acquisition.sim._clock._C_API", 0)) == NULL)
+    if ((scheduler_api = c_api_of("nicrig.acquisition.sim._scheduler")) == NULL
+        || (clock_api = c_api_of("nicrig.acquisition.sim._clock")) == NULL)
         return NULL;
     PyObject *events = PyImport_ImportModule("simpy.events");
     if (events == NULL)
