@@ -274,14 +274,18 @@ class _Rows:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _quiet_points(source: _Rows, q: _Quiet, start: int, stop: int, block: int = 1 << 18) -> Iterator[tuple[int, int]]:
+def _quiet_points(source: _Rows, q: _Quiet, start: int, stop: int, block: int = 1 << 18,
+                  whole: bool = True) -> Iterator[tuple[int, int]]:
     """Quiet stretches ``(first, end)`` of at least ``q.samples`` samples within ``[start, stop)``, in order.
 
     Reads start small and grow to ``block``: the planner mostly wants the first
-    stretch after a point, a few bus transactions away.
+    stretch after a point, a few bus transactions away. Without ``whole``, each
+    stretch comes as soon as its first ``q.samples`` are read, as ``(first, first
+    + q.samples)``: where one begins is known without reading a quiet line to
+    the end of its rest.
     """
     prev = None
-    run_start = start
+    run_start, told = start, start - 1  # told: the stretch already given in part (not whole)
     first, size = start, min(block, max(4096, 16 * q.samples))
     while first < stop:
         rows = np.asarray(source.read_packed(first, min(stop, first + size)))
@@ -294,11 +298,15 @@ def _quiet_points(source: _Rows, q: _Quiet, start: int, stop: int, block: int = 
         if idx.size:
             run_starts = np.concatenate([[run_start], idx[:-1] + 1])
             for k in np.flatnonzero(idx - run_starts >= q.samples):
-                yield int(run_starts[k]), int(idx[k])
+                if run_starts[k] != told:
+                    yield int(run_starts[k]), int(idx[k]) if whole else int(run_starts[k]) + q.samples
             run_start = int(idx[-1]) + 1
         first += len(rows)
-    if stop - run_start >= q.samples:
-        yield run_start, stop
+        if not whole and run_start != told and first - run_start >= q.samples:
+            told = run_start
+            yield run_start, run_start + q.samples
+    if stop - run_start >= q.samples and run_start != told:
+        yield run_start, stop if whole else run_start + q.samples
 
 
 def _next_quiet(source: _Rows, q: _Quiet, at: int) -> tuple[int, int] | None:
@@ -324,8 +332,30 @@ def _prev_quiet(source: _Rows, q: _Quiet, before: int) -> tuple[int, int] | None
         span *= 4
 
 
-def _middle(stretch: tuple[int, int] | None, default: int) -> int:
-    return (stretch[0] + stretch[1]) // 2 if stretch else default
+def _quiet_prefix(source: _Rows, q: _Quiet) -> int:
+    """How far from the source's start the line is quiet (0: busy from the start or soon after)."""
+    first = next(_quiet_points(source, q, 0, source.num_samples), None)
+    return first[1] if first is not None and first[0] == 0 else 0
+
+
+def _start_for(source: _Rows, q: _Quiet, cut: int, prefix: int) -> int:
+    """Where a stack decodes from for the rows after ``cut``: the middle of the quiet stretch before the burst
+    preceding the cut (rows such as linkactivity's gap need the pulse before them). On a line quiet from the
+    source's start up to the cut (``prefix``, :func:`_quiet_prefix`) that is the cut itself, as the search
+    back to the start would find at a cost that grows with every cut: a line that never moves (a stream's
+    return direction) would be read again from the start for every chunk."""
+    if cut <= prefix:
+        return cut
+    stretch = _prev_quiet(source, q, cut)
+    return (stretch[0] + stretch[1]) // 2 if stretch else 0
+
+
+def _stop_for(source: _Rows, q: _Quiet, cut: int) -> int:
+    """Where a stack that decoded up to ``cut`` may stop: half the shortest quiet stretch into the first quiet
+    stretch from the cut on, as its middle would if it were the shortest (a line that stays quiet is decoded a
+    few clocks past the cut, neither to the middle of all its quiet rest nor read to its end to find that)."""
+    first = next(_quiet_points(source, q, cut, source.num_samples, whole=False), None)
+    return source.num_samples if first is None else first[0] + q.samples // 2
 
 
 def plan_source(source: Source, stacks: Sequence[spec.Stack], chunk_samples: int,
@@ -362,8 +392,9 @@ def plan_source(source: Source, stacks: Sequence[spec.Stack], chunk_samples: int
         return whole
     # Per stack and cut: warm up over the burst before the cut (from the idle stretch before it), finish what
     # started before the cut (on to the first idle stretch after it).
-    starts = [[_middle(_prev_quiet(rows, r, c), 0) for c in cuts] for r in rules]
-    stops = [[_middle(_next_quiet(rows, r, c), n) for c in cuts] for r in rules]
+    prefixes = [_quiet_prefix(rows, r) for r in rules]
+    starts = [[_start_for(rows, r, c, prefix) for c in cuts] for r, prefix in zip(rules, prefixes)]
+    stops = [[_stop_for(rows, r, c) for c in cuts] for r in rules]
     bounds = [0] + cuts + [n]
     return [Chunk((bounds[k], bounds[k + 1]),
                   tuple((starts[i][k - 1] if k else 0, stops[i][k] if k < len(cuts) else n) for i in range(len(rules))))

@@ -64,6 +64,20 @@ def test_chunk_cuts_fall_between_transactions_where_naive_cuts_would_not(stream)
         assert start <= lo < hi <= stop
 
 
+def test_a_line_that_never_moves_is_not_decoded_again_for_every_chunk(stream):
+    """The stream's return direction carries nothing: its stack starts at each cut (nothing before it to warm
+    up over) and stops a few clocks after the next, so the chunks together read the source about once."""
+    with CaptureSet.open(stream) as cs:
+        source = cs.source("probe")
+        stacks = spec.auto_stacks(source)
+        rows = source.read_packed()
+        chunks = batch.plan_source(source, stacks, 3000)
+    rx_dv = (rows[:, source.channel_index("RX_DV") >> 3] >> (source.channel_index("RX_DV") & 7)) & 1
+    assert not rx_dv.any() and len(chunks) > 10
+    (rx,) = [i for i, s in enumerate(stacks) if s.calls[0].channels.get("en") == "RX_DV"]
+    assert sum(b - a for a, b in (c.spans[rx] for c in chunks)) < 1.1 * source.num_samples
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_chunked_decode_equals_a_single_pass(stream, single_pass, tmp_path, workers):
     path = _copy(stream, tmp_path / "chunked.h5")
