@@ -71,8 +71,8 @@ def _nicrig(*args: str) -> None:
 
 
 def make_capture(folder: Path, samples: float) -> tuple[Path, Path]:
-    """The decoded capture (simulated and decoded when not in ``folder`` yet) and the same capture without its
-    decoded tables (a second name of the file: its companion, which holds them, is not beside it)."""
+    """The decoded capture (simulated when not in ``folder`` yet, decoded unless up to date) and the same capture
+    without its decoded tables (a second name of the file: its companion, which holds them, is not beside it)."""
     out = folder / f"deep-{samples:.0e}.h5"
     if not out.exists():
         count = int(samples / SAMPLES_PER_US / SPACING_US)
@@ -81,9 +81,10 @@ def make_capture(folder: Path, samples: float) -> tuple[Path, Path]:
                 "--spacing-us", str(SPACING_US), "--count", str(count), "--rounds", "1", "--capture-count", "0",
                 "-o", str(out))
         print(f"simulated {out.name} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
-        t = time.perf_counter()
-        _nicrig("decode", str(out))
-        print(f"decoded in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    # Also for a capture kept from a run stopped while decoding: decode skips the tables already up to date.
+    t = time.perf_counter()
+    _nicrig("decode", str(out))
+    print(f"decoded in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     raw = folder / f"raw-{samples:.0e}.h5"
     if not raw.exists():
         os.link(out, raw)
