@@ -181,6 +181,20 @@ def simulate_set(folder: Path, name: str, *, nic: str = "intel-pro1000", bus: st
     return out
 
 
+def csr_addresses(nic: dict, accesses: Sequence[str]) -> list[int]:
+    """The bus addresses of a NIC's register ``accesses`` (``'w:0x0434'``), ``nic`` as a capture's ``simulation``
+    attribute records the profile."""
+    return [nic["bar0"][0] + int(a.split(":")[1], 16) for a in accesses]
+
+
+def isr_exit_forms(nic: dict) -> list[list[int]]:
+    """The addresses of the interrupt service's closing accesses in each form it takes by the causes it served
+    (``isr_exit_csr``'s tags), longest first; ``nic`` as :func:`csr_addresses` has it."""
+    profile = profiles.NicProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in nic.items()})
+    forms = {profile.isr_exit_for(rx, tx) for rx in (False, True) for tx in (False, True)}
+    return [csr_addresses(nic, f) for f in sorted(forms, key=len, reverse=True) if f]
+
+
 def as_written_by_older_nicrig(path: Path) -> None:
     """Rewrite ``path`` as nicrig wrote capture sets and results files before Fletcher32 and derived-table
     companions: the same groups, attributes and data, every dataset gzip level 1 + shuffle without a

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import csr_addresses, isr_exit_forms
 from nicrig.acquisition.capture import CaptureSet
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.profiles import E1000_TASKLET_REFILL
@@ -87,18 +88,19 @@ def truth_phases(table: np.ndarray, nic: dict) -> dict[str, list[tuple[float, fl
     each from its first attempt (a retry the target answered first included) to its last access's end; a
     refill's accesses for every descriptor it returns in one go are one refill."""
     csr = table[table["kind"] == b"csr"]
-    keys = [("send", "tx_csr"), ("service", "isr_entry_csr"), ("update", "isr_exit_csr")]
+    keys = [("send", "tx_csr"), ("service", "isr_entry_csr")]
     if nic.get("rx_refill") == "softirq":
         keys.append(("refill", "rx_refill_csr"))
-    wanted = {phase: [nic["bar0"][0] + int(a.split(":")[1], 16) for a in nic[key]] for phase, key in keys}
+    # each phase's sequences: the service's update in each form it takes by the causes it served
+    wanted = [(phase, csr_addresses(nic, nic[key])) for phase, key in keys]
+    wanted += [("update", form) for form in isr_exit_forms(nic)]
     # A looping service reads its cause register again after each pass: its update opens with those reads.
-    cause = nic["bar0"][0] + int(nic["isr_cause_csr"].split(":")[1], 16) if nic.get("isr_cause_csr") else None
+    cause = csr_addresses(nic, [nic["isr_cause_csr"]])[0] if nic.get("isr_cause_csr") else None
     done = np.flatnonzero(csr["termination"] != b"retry")
-    out: dict[str, list[tuple[float, float]]] = {p: [] for p in wanted}
+    out: dict[str, list[tuple[float, float]]] = {p: [] for p, _ in wanted}
     i = 0
     while i < len(done):
-        for phase in sorted(wanted, key=lambda p: -len(wanted[p])):
-            seq = wanted[phase]
+        for phase, seq in sorted(wanted, key=lambda w: -len(w[1])):
             rereads = 0
             while phase == "update" and cause is not None and i + rereads < len(done) \
                     and csr["address"][done[i + rereads]] == cause:
@@ -189,7 +191,8 @@ def test_with_ad_the_register_map_names_the_drivers_sequences(tmp_path, nic):
     # Recorded with AD and decoded: the capture's PCI device ID chooses the NIC's register map, which names
     # every register the driver's sequences access, from the decoded bus alone: a send rings the transmit tail
     # (its doorbell), a service opens with the access that clears INTA#, its update hands the receive ring back
-    # (the receive tail) inside the service, so nothing is a refill. The truth only checks the sequences found.
+    # (the receive tail) inside the service, so nothing is a refill; sk98lin's update after a sent frame alone
+    # clears the transmit queue's interrupt instead (its Q_CSR). The truth only checks the sequences found.
     path = tmp_path / "cap.h5"
     simulate(Scenario(kind="latency", size_bytes=1400, request_bytes=64, count=4), profiles.load("bus", "pci64-66"),
              profiles.load("nic", nic), profiles.load("host", "supermicro-370dle"), path, Recording(with_ad=True))
@@ -217,11 +220,45 @@ def test_with_ad_the_register_map_names_the_drivers_sequences(tmp_path, nic):
             elif c.role == "interrupt":
                 assert named[0] == SERVICE_OPENS[nic], named
             else:
-                assert any(written[r] and int(offsets[r]) in registers.receive_tail for r in rows), named
+                queues = registers.receive_tail | (registers.transmit_tail if nic == "sk9843" else frozenset())
+                assert any(written[r] and int(offsets[r]) in queues for r in rows), named
         truth = truth_phases(t[f"truth/{side}_pci/transactions"], sim["nic"])
         for phase, events in truth.items():
             assert [round(c.start_ns) for c in act.clusters_of_role(ROLES[phase])] == [round(a) for a, _ in events]
         assert len(truth["send"]) and len(truth["service"]) and len(truth["update"]), side
+
+
+def test_sk98lins_service_writes_each_queues_csr_only_for_its_own_cause(tmp_path):
+    # SkGeIsrOnePort clears the receive queue's interrupt (Q_R1's Q_CSR) only for a receive cause and the
+    # transmit queue's (Q_XA1's) only for a transmit cause. Transmit interrupts held back 100 us make the
+    # services of one capture take a received frame alone (the first), a received and a sent one, and a sent one
+    # alone (the last): the decoded bus (AD probed) shows each service's writes between its read of B0_SP_ISRC
+    # and its unmask, B0_IMSK; the truth says what each service took.
+    path = tmp_path / "cap.h5"
+    nic = replace(profiles.load("nic", "sk9843"), tx_int_delay_us=100.0)
+    simulate(Scenario(kind="latency", size_bytes=1400, count=4), profiles.load("bus", "pci64-66"), nic,
+             profiles.load("host", "supermicro-370dle"), path, Recording(with_ad=True))
+    decode_file(path)
+    with CaptureSet.open(path) as cs:
+        pcis = {side: cs.read_table(f"decoded/{side}_pci/pci") for side in ("send", "recv")}
+        served = cs.read_table("truth/interrupts")
+        registers = nic_registers.for_device(cs.source("send_pci").bus["device"])
+    assert registers is not None
+    kinds: Counter[tuple[bool, bool]] = Counter()
+    for side, pci in pcis.items():
+        pci = np.sort(pci[(pci["kind"] == b"csr") & (pci["termination"] != b"retry")], order="t_ns", kind="stable")
+        names = [registers.name(o) for o in registers.offsets(pci["address"])]
+        writes = np.isin(pci["command"], bus.WRITE_COMMANDS)
+        opens = [k for k, n in enumerate(names) if n == "B0_SP_ISRC"]
+        truth = served[served["host"] == side.encode()]
+        assert len(opens) == len(truth), side
+        for k, rx, tx in zip(opens, truth["rx_frames"], truth["tx_frames"]):
+            end = names.index("B0_IMSK", k)
+            queues = {names[j] for j in range(k, end) if writes[j] and names[j].endswith("Q_CSR")}
+            want = {name for name, cause in (("Q_R1 Q_CSR", rx), ("Q_XA1 Q_CSR", tx)) if cause}
+            assert queues == want, (side, k, rx, tx)
+            kinds[bool(rx), bool(tx)] += 1
+    assert kinds[True, False] and kinds[False, True] and kinds[True, True], kinds
 
 
 def _evidence(gaps_ns: list[list[float]]) -> bus._Evidence:

@@ -480,6 +480,9 @@ class Host:
         self.posted_idle = Signal(env)
         self.csr_ready_ps = 0
         self._csr_shapes: dict[str, CsrAccess] = {}
+        # The service's closing accesses by its causes (received frames, sent ones): a queue's register is written
+        # only by a service with that queue's cause, where the profile tags it so.
+        self.isr_exit = {(rx, tx): nic.isr_exit_for(rx, tx) for rx in (False, True) for tx in (False, True)}
         # The profiles' durations in model time, worked out once (each is asked for per frame or per burst).
         p = bus.profile
         self.bus_bytes, self.bus_wide = p.bytes_per_clock, p.width_bits == 64
@@ -490,7 +493,7 @@ class Host:
         self.csr_recovery_ps = round(nic.csr_recovery_ns * PS_PER_NS)
         self.irq_latency_ps = round(host.irq_latency_us * PS_PER_US)
         self.isr_ps = round(host.isr_us * PS_PER_US)
-        self.rx_handler_ps = round(host.rx_handler_us * PS_PER_US)
+        self.rx_handler_ps = round((host.rx_handler_us + nic.rx_driver_us) * PS_PER_US)
         self.tx_fetch_latency_ps = round(nic.tx_fetch_latency_ns * PS_PER_NS)
         self.tx_start_latency_ps = round(nic.tx_start_latency_ns * PS_PER_NS)
         self.tx_mac_latency_ps = round(nic.tx_mac_latency_ns * PS_PER_NS)
@@ -1011,18 +1014,22 @@ class Host:
     def _isr_loop(self) -> Process:
         """The interrupt service (Linux 2.4's non-NAPI drivers): read the cause (INTA# deasserts), clean the sent
         descriptors, hand each received frame to the stack (``rx_handler_us``: unmap, a new buffer, netif_rx into
-        the NET_RX backlog), update the NIC's registers and, with ``rx_refill = "service"``, give it the cleaned
-        receive descriptors back. A looping service (``isr_max_passes`` above 1: the e1000's e1000_intr) keeps
-        INTA# masked, walks the rings in passes and reads its cause register again after each, passing again
-        while a cause latched meanwhile; one still latched when it unmasks asserts INTA# at once."""
+        the NET_RX backlog), update the NIC's registers (those of the causes it served, by ``isr_exit_csr``'s
+        tags) and, with ``rx_refill = "service"``, give it the cleaned receive descriptors back. A looping
+        service (``isr_max_passes`` above 1: the e1000's e1000_intr) keeps INTA# masked, walks the rings in
+        passes and reads its cause register again after each, passing again while a cause latched meanwhile;
+        one still latched when it unmasks asserts INTA# at once. A service that masks with its first access
+        (``isr_masks``: sk98lin) takes the frames done when it runs: a cause latched meanwhile by frames it took
+        is cleared by its writes for its causes, one of frames it left asserts INTA# as it unmasks."""
         looping = self.nic.isr_max_passes > 1
+        masking = looping or self.nic.isr_masks
         while True:
             if not self.int_asserted:
                 yield self.int_event
             yield max(0, self.irq_latency_ps + self.noise.irq())
             with self.cpu.request(priority=INTERRUPT) as req:
                 yield req
-                self.int_masked = looping
+                self.int_masked = masking
                 yield from self.csr_sequence(self.nic.isr_entry_csr, on_first=self._deassert)
                 yield self.isr_ps
                 row = self.rig.interrupt_rows[self._row]
@@ -1050,11 +1057,14 @@ class Host:
                         break
                     self._cause_read()
                 row[3], row[4] = rx, freed
-                yield from self.csr_sequence(self.nic.isr_exit_csr)
-                if looping:
+                yield from self.csr_sequence(self.isr_exit[bool(rx), bool(freed)])
+                if masking:
                     self.int_masked = False
-                    if self.int_asserted:
+                    if self.int_asserted and (looping or self.tx_completed or self.rx_done):
                         self._assert_line()
+                    else:
+                        # The service's writes for its causes cleared what latched meanwhile of frames it took.
+                        self.int_asserted = False
                 if rx and self.nic.rx_refill == "softirq":
                     self.rx_cleaned += rx
                 elif rx:

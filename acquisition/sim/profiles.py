@@ -136,6 +136,11 @@ class NicProfile:
     #: Empty: one pass over the frames done when the service read the cause at its entry.
     isr_cause_csr: str = ""
     isr_max_passes: int = 1
+    #: The service's first access masks the NIC's interrupts until its last (sk98lin: reading B0_SP_ISRC masks,
+    #: writing B0_IMSK unmasks): a frame done meanwhile only latches its cause, which the service's writes for
+    #: the causes it served clear when it took that frame; a cause of frames it left asserts INTA# at the unmask.
+    #: A looping service (``isr_max_passes`` above 1) masks too.
+    isr_masks: bool = False
     #: When the driver's send makes its register accesses (``tx_csr``): ``every`` frame (a doorbell, the e1000's tail
     #: write); or only when the NIC holds none of the ring's descriptors (``idle``: sk98lin's XmitFrame gives its
     #: start command only when the previous descriptor is no longer the NIC's, whose queue otherwise reads the next
@@ -144,6 +149,9 @@ class NicProfile:
     #: The NIC's time from a start command to the descriptor fetch of a transmit queue that was idle, beyond
     #: ``tx_fetch_latency_ns`` (ns; with ``tx_start = "idle"``: descriptors the queue reads by itself go without it).
     tx_start_latency_ns: float = 0.0
+    #: CPU time (us) the driver's interrupt service spends per received frame beyond the host's ``rx_handler_us``:
+    #: a driver slower than those the host's costs are fitted to (a host's ``[nic.<name>]`` table sets it).
+    rx_driver_us: float = 0.0
 
     def check(self) -> None:
         _check_source(self.name, self.source)
@@ -164,11 +172,19 @@ class NicProfile:
         for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr, self.rx_refill_csr,
                     (self.isr_cause_csr,) if self.isr_cause_csr else ()):
             for access in seq:
-                op, _, reg = access.partition(":")
+                plain, _, cause = access.partition("@")
+                op, _, reg = plain.partition(":")
                 if op not in ("r", "w") or not reg:
                     raise UsageError(f"nic {self.name}: CSR access {access!r} must look like 'r:0x0008' or 'w:0x3818'")
-                if not 0 <= int(reg, 0) < self.bar0[1]:
+                try:
+                    offset = int(reg, 0)
+                except ValueError:
+                    raise UsageError(f"nic {self.name}: CSR access {access!r}: {reg!r} is no register offset") from None
+                if not 0 <= offset < self.bar0[1]:
                     raise UsageError(f"nic {self.name}: register {reg} outside BAR0 (size {self.bar0[1]:#x})")
+                if access != plain and (seq is not self.isr_exit_csr or cause not in SERVICE_CAUSES):
+                    raise UsageError(f"nic {self.name}: CSR access {access!r}: only isr_exit_csr's accesses may name "
+                                     f"the cause they belong to, as '{plain}@rx' or '{plain}@tx'")
         if not 1 <= self.devsel <= 3:
             raise UsageError(f"nic {self.name}: devsel must be 1 (fast), 2 (medium) or 3 (slow)")
         for f in ("dma_burst_bytes", "dma_read_burst_bytes"):
@@ -182,9 +198,9 @@ class NicProfile:
         if self.tx_ring < 2 or self.rx_ring < 2:
             raise UsageError(f"nic {self.name}: rings need at least 2 descriptors")
         if min(self.internal_ns_per_byte, self.rx_service_limit, self.csr_recovery_ns,
-               self.csr_read_latency_ns, self.tx_start_latency_ns) < 0:
+               self.csr_read_latency_ns, self.tx_start_latency_ns, self.rx_driver_us) < 0:
             raise UsageError(f"nic {self.name}: internal_ns_per_byte, rx_service_limit, csr_recovery_ns, "
-                             "csr_read_latency_ns and tx_start_latency_ns must not be negative")
+                             "csr_read_latency_ns, tx_start_latency_ns and rx_driver_us must not be negative")
         for f in ("tx_int_delay_us", "rx_int_delay_us", "tx_abs_int_delay_us", "rx_abs_int_delay_us"):
             if not 0 <= getattr(self, f) < 1e6:
                 raise UsageError(f"nic {self.name}: {f} must be 0 (off) to under a second")
@@ -194,6 +210,23 @@ class NicProfile:
         op, _, reg = access.partition(":")
         return op == "w", self.bar0[0] + int(reg, 0)
 
+    def isr_exit_for(self, rx: bool, tx: bool) -> tuple[str, ...]:
+        """The accesses ``isr_exit_csr`` makes at the end of a service that handled received frames (``rx``) and
+        sent ones (``tx``), without their cause tags: an access tagged ``@rx`` or ``@tx`` is made only by a service
+        with that cause (sk98lin's SkGeIsrOnePort writes a queue's Q_CSR only for its own cause), an untagged one
+        by every service."""
+        causes = {"rx": rx, "tx": tx}
+        out = []
+        for access in self.isr_exit_csr:
+            plain, _, cause = access.partition("@")
+            if not cause or causes[cause]:
+                out.append(plain)
+        return tuple(out)
+
+
+#: The causes an access of ``isr_exit_csr`` may be tagged with (``'w:0x0434@rx'``): a service's received frames, its
+#: sent ones.
+SERVICE_CAUSES = ("rx", "tx")
 
 #: The Intel PRO/1000's fields for the e1000 of 2002 (driver 4.1.7) under Linux 2.4: the ring refilled from a tasklet
 #: after the stack, one tail (RDT) write a descriptor, the service ending with the unmask (IMS). The built-in profile
