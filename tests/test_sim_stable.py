@@ -78,11 +78,11 @@ NIC_CHANGES = {
 EXERCISES = {"intel-stream-pause": ("recv_pause_sent", "recv_xon_sent")}
 DIGESTS = {
     "intel-stream-11us": "aac4610a4791b1a3cb2e5cf140603f1884b318b59e184c420cba7de3ed3dbe94",
-    "sk-latency-ad-32": "7b18f4035535e2a00fb5a087f27a4ee21fd4c776f2f7644f9c41f2308aa425d3",
+    "sk-latency-ad-32": "10328a2322791953e8c5d3d33e08a1259479402f38b87373a5fc24e92433429f",
     "alteon-stream-timing": "c7940c3c5b9de3d2470a0d949a3e5135d2aa78cb02756172db66fa3ae9e3262e",
     "intel-p4dp6-latency": "54f105ff30061e1a267dfdae4621fbd0549b635fe338b9e36e57255f801439e3",
     "intel-stream-pause": "f47e93bb8581b6b742d978b8f1c54339594439deed2338e0e8168f466e2b2658",
-    "sk-stream-64-retries": "fa7199a7c2741dc84cb5bba2fc80c1f89bc5e75c0411248ea76abd05bceaa4fd",
+    "sk-stream-64-retries": "0c60ca89c205ef3cfc5b008319ce08830156af96563e387026c899e4b5917ff7",
     "intel-p4dp6-stream": "be3042eb16f52625e49d20131dd30a47dda8a4aecbf37d28ee0cb4d6c10b7ecd",
     "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
 }
