@@ -7,6 +7,7 @@ where they need the model's bookkeeping (which transaction moved which frame).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -319,6 +320,22 @@ def test_every_builtin_profile_loads_and_a_bad_one_is_explained(tmp_path):
     bad.write_text("name = \n")
     with pytest.raises(UsageError, match="not valid TOML"):
         profiles.load("nic", str(bad))
+
+
+def test_a_service_access_tagged_with_a_cause_is_made_only_for_it_and_a_bad_tag_is_explained():
+    sk = profiles.load("nic", "sk9843")
+    assert sk.isr_exit_for(rx=True, tx=False) == ("w:0x0434", "r:0x0008", "w:0x000c")
+    assert sk.isr_exit_for(rx=False, tx=True) == ("w:0x06b4", "r:0x0008", "w:0x000c")
+    assert sk.isr_exit_for(rx=True, tx=True) == ("w:0x0434", "w:0x06b4", "r:0x0008", "w:0x000c")
+    assert sk.isr_exit_for(rx=False, tx=False) == ("r:0x0008", "w:0x000c")
+    # untagged, every service makes them all
+    e1000 = profiles.load("nic", "intel-pro1000")
+    assert {e1000.isr_exit_for(rx, tx) for rx in (False, True) for tx in (False, True)} == {e1000.isr_exit_csr}
+    for field, value, error in (("isr_exit_csr", ("w:0x0434@rc",), "'@rx' or '@tx'"),
+                                ("tx_csr", ("w:0x06b4@tx",), "only an access of isr_exit_csr"),
+                                ("isr_exit_csr", ("w:0x04zz",), "no register offset")):
+        with pytest.raises(UsageError, match=error):
+            dataclasses.replace(sk, **{field: value}).check()
 
 
 def test_cli_writes_a_capture_set_and_prints_json(tmp_path):

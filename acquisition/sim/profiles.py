@@ -169,8 +169,9 @@ class NicProfile:
                 or (self.isr_cause_csr and not self.isr_cause_csr.startswith("r:")):
             raise UsageError(f"nic {self.name}: a looping service needs isr_max_passes above 1 and the cause "
                              "register it reads (isr_cause_csr, 'r:...'); a single pass neither")
-        for seq in (self.tx_csr, self.isr_entry_csr, self.isr_exit_csr, self.rx_refill_csr,
-                    (self.isr_cause_csr,) if self.isr_cause_csr else ()):
+        for name, seq in (("tx_csr", self.tx_csr), ("isr_entry_csr", self.isr_entry_csr),
+                          ("isr_exit_csr", self.isr_exit_csr), ("rx_refill_csr", self.rx_refill_csr),
+                          ("isr_cause_csr", (self.isr_cause_csr,) if self.isr_cause_csr else ())):
             for access in seq:
                 plain, _, cause = access.partition("@")
                 op, _, reg = plain.partition(":")
@@ -182,9 +183,9 @@ class NicProfile:
                     raise UsageError(f"nic {self.name}: CSR access {access!r}: {reg!r} is no register offset") from None
                 if not 0 <= offset < self.bar0[1]:
                     raise UsageError(f"nic {self.name}: register {reg} outside BAR0 (size {self.bar0[1]:#x})")
-                if access != plain and (seq is not self.isr_exit_csr or cause not in SERVICE_CAUSES):
-                    raise UsageError(f"nic {self.name}: CSR access {access!r}: only isr_exit_csr's accesses may name "
-                                     f"the cause they belong to, as '{plain}@rx' or '{plain}@tx'")
+                if access != plain and (name != "isr_exit_csr" or cause not in SERVICE_CAUSES):
+                    raise UsageError(f"nic {self.name}: CSR access {access!r} of {name}: a cause, '@rx' or '@tx', may "
+                                     "tag only an access of isr_exit_csr")
         if not 1 <= self.devsel <= 3:
             raise UsageError(f"nic {self.name}: devsel must be 1 (fast), 2 (medium) or 3 (slow)")
         for f in ("dma_burst_bytes", "dma_read_burst_bytes"):
