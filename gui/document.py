@@ -77,7 +77,7 @@ class DecodedTable:
         self.text: np.ndarray | None = None
         self._chunks = StoredChunks(ds, str(path), f"table {name}")
         self.ahead = overview.ReadAhead()
-        self._kept = overview.Kept(KEPT_TABLE_CHUNKS, self.ahead)
+        self._kept = overview.Kept(KEPT_TABLE_CHUNKS)
 
     def __len__(self) -> int:
         return self._chunks.n
@@ -99,28 +99,27 @@ class DecodedTable:
         return self._kept.get(k, lambda: self._chunks.rows(k))[i - k * self._chunks.chunk_rows]
 
     def read_ahead(self, t0_ns: float, t1_ns: float, then: tuple[float, float] | None = None) -> None:
-        """Read the stored chunks of the rows overlapping ``[t0_ns, t1_ns]`` (view time, before deskew) on the
-        read-ahead thread, when they are at most ``READ_AHEAD_TABLE_CHUNKS`` and some are not kept: zoomed in from
+        """Read on the read-ahead thread the stored chunks of the rows overlapping the view expected next, ``then``
+        (a wheel turn in: the next turn alike names them), else those of the view ``[t0_ns, t1_ns]`` (view time,
+        before deskew), when they are at most ``READ_AHEAD_TABLE_CHUNKS`` and some are not kept: zoomed in from
         here, the boxes given room for their words take their rows from memory instead of inflating chunks within
-        the frame. When they are more, those of the view ``then`` (the one expected next, within this one)."""
+        the frame. After a wheel turn the rest of the view's rows are not read: the next turn names few of them, and
+        every reader's sample blocks queued after them on the one read-ahead thread would come later."""
         if self.arrays is None or self.ahead.busy():
             return
-        for view in ((t0_ns, t1_ns), then):
-            span = None if view is None else self._rows_in(*view, READ_AHEAD_TABLE_CHUNKS * self._chunks.chunk_rows)
-            if span is None:
-                continue
-            chunks = range(span[0] // self._chunks.chunk_rows, span[1] // self._chunks.chunk_rows + 1)
-            if len(chunks) <= READ_AHEAD_TABLE_CHUNKS:
-                missing = [k for k in chunks if k not in self._kept]
-                if missing:
-                    self.ahead.start(frozenset(missing), self._fill, missing)
-                return
+        span = self._rows_in(*(then or (t0_ns, t1_ns)), READ_AHEAD_TABLE_CHUNKS * self._chunks.chunk_rows)
+        if span is None:
+            return
+        chunks = range(span[0] // self._chunks.chunk_rows, span[1] // self._chunks.chunk_rows + 1)
+        missing = [k for k in chunks if k not in self._kept] if len(chunks) <= READ_AHEAD_TABLE_CHUNKS else []
+        if missing:
+            self.ahead.start(self._fill, missing)
 
     def _fill(self, chunks: list[int]) -> None:
         for k in chunks:
             if self.ahead.stopping:
                 return
-            self._kept.get(k, lambda k=k: self._chunks.rows(k), reading_ahead=True)
+            self._kept.fill(k, lambda k=k: self._chunks.rows(k))
 
     def _rows_in(self, t0_ns: float, t1_ns: float, most: int | None = None) -> tuple[int, int] | None:
         """The first and last row of the table whose boxes overlap ``[t0_ns, t1_ns]`` (view time, before deskew)

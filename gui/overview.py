@@ -231,18 +231,15 @@ class ReadAhead:
     def __init__(self) -> None:
         self.future: Future | None = None
         self.stopping = False
-        #: the pieces (keys of a :class:`Kept`) the running work reads
-        self.pending: frozenset = frozenset()
 
     def busy(self) -> bool:
         """Whether a piece is still running (or the reader is stopping): the next is not started then."""
         return self.stopping or (self.future is not None and not self.future.done())
 
-    def start(self, pending: frozenset, work: Callable[..., None], *args: object) -> None:
-        """Run ``work(*args)``, which reads the pieces ``pending``, on the read-ahead thread unless :meth:`busy`;
-        ``work`` returns early once :attr:`stopping`."""
+    def start(self, work: Callable[..., None], *args: object) -> None:
+        """Run ``work(*args)`` on the read-ahead thread unless :meth:`busy`; ``work`` returns early once
+        :attr:`stopping`."""
         if not self.busy():
-            self.pending = pending
             self.future = _read_ahead_thread().submit(work, *args)
 
     def wait(self) -> None:
@@ -261,33 +258,58 @@ class ReadAhead:
 
 class Kept:
     """Pieces of a file as read (sample blocks, table chunks), the most recently used ones kept, shared with the
-    read-ahead thread: a piece it is reading is waited for rather than read a second time."""
+    read-ahead thread, each read by one thread: the window's thread asking for a piece the read-ahead thread is
+    reading at that moment waits for that one read, and reads at once one it has not begun. The read-ahead thread
+    runs every reader's work in turn, at a lower priority: waiting until it came to a piece queued behind other
+    readers' would hold the window's frame for all of theirs."""
 
-    def __init__(self, keep: int, ahead: ReadAhead):
-        self.keep, self.ahead = keep, ahead
+    def __init__(self, keep: int):
+        self.keep = keep
         self._items: OrderedDict[int, np.ndarray] = OrderedDict()
+        #: the pieces being read, each with what is set once it is read (or its read failed)
+        self._reading: dict[int, threading.Event] = {}
         self._lock = threading.Lock()
 
     def __contains__(self, key: int) -> bool:
         with self._lock:
             return key in self._items
 
-    def get(self, key: int, read: Callable[[], np.ndarray], reading_ahead: bool = False) -> np.ndarray:
-        """Piece ``key``, read by ``read()`` unless kept (``reading_ahead``: asked by the read-ahead thread)."""
+    def get(self, key: int, read: Callable[[], np.ndarray]) -> np.ndarray:
+        """Piece ``key``, read by ``read()`` unless kept or being read on another thread (then that read's)."""
+        while True:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+                    return hit
+                other = self._reading.get(key)
+                if other is None:
+                    mine = self._reading[key] = threading.Event()
+                    break
+            other.wait()  # kept once it is set, unless that read failed: then read here, which meets the error
+        return self._read(key, read, mine)
+
+    def fill(self, key: int, read: Callable[[], np.ndarray]) -> None:
+        """Read piece ``key`` ahead by ``read()``, unless it is kept or being read."""
         with self._lock:
-            hit = self._items.get(key)
-            if hit is not None:
-                self._items.move_to_end(key)
-                return hit
-        if not reading_ahead and key in self.ahead.pending and self.ahead.busy():
-            self.ahead.wait()
-            return self.get(key, read, reading_ahead=True)
-        got = read()
-        with self._lock:
-            self._items[key] = got
-            while len(self._items) > self.keep:
-                self._items.popitem(last=False)
-        return got
+            if key in self._items or key in self._reading:
+                return
+            mine = self._reading[key] = threading.Event()
+        self._read(key, read, mine)
+
+    def _read(self, key: int, read: Callable[[], np.ndarray], claim: threading.Event) -> np.ndarray:
+        """``read()`` piece ``key``, which this thread has claimed (``claim``, set once done), and keep it."""
+        try:
+            got = read()
+            with self._lock:
+                self._items[key] = got
+                while len(self._items) > self.keep:
+                    self._items.popitem(last=False)
+            return got
+        finally:
+            with self._lock:
+                del self._reading[key]
+            claim.set()
 
 
 class BlockCache:
@@ -301,8 +323,8 @@ class BlockCache:
         self.block = DEFAULT_CHUNK_SAMPLES
         self._keep = blocks
         self.ahead = ReadAhead()
-        self._packed = Kept(blocks, self.ahead)
-        self._times = Kept(blocks, self.ahead)
+        self._packed = Kept(blocks)
+        self._times = Kept(blocks)
         self.pyramid = pyramid
 
     @property
@@ -311,13 +333,12 @@ class BlockCache:
         searches at once."""
         return None if self.pyramid is None else self.pyramid.level_one()[0]
 
-    def _get(self, kept: Kept, b: int, read: Callable[[int, int], np.ndarray], reading_ahead: bool = False
-             ) -> np.ndarray:
-        return kept.get(b, lambda: read(b * self.block, min((b + 1) * self.block, self.source.num_samples)),
-                        reading_ahead)
+    def _block(self, b: int, read: Callable[[int, int], np.ndarray]) -> Callable[[], np.ndarray]:
+        """What reads block ``b`` by ``read(start, stop)``."""
+        return lambda: read(b * self.block, min((b + 1) * self.block, self.source.num_samples))
 
     def _span(self, kept: Kept, read: Callable[[int, int], np.ndarray], start: int, stop: int) -> np.ndarray:
-        parts = [self._get(kept, b, read) for b in range(start // self.block, (stop - 1) // self.block + 1)]
+        parts = [kept.get(b, self._block(b, read)) for b in range(start // self.block, (stop - 1) // self.block + 1)]
         first = (start // self.block) * self.block
         joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
         return joined[start - first:stop - first]
@@ -342,14 +363,14 @@ class BlockCache:
             wanted.update(dict.fromkeys(range(first, last + 1)))
         missing = [b for b in wanted if b not in self._packed or b not in self._times]
         if missing and len(wanted) <= self._keep // 2:
-            self.ahead.start(frozenset(missing), self._fill, missing)
+            self.ahead.start(self._fill, missing)
 
     def _fill(self, blocks: list[int]) -> None:
         for b in blocks:
             if self.ahead.stopping:
                 return
-            self._get(self._packed, b, self.reader.packed, reading_ahead=True)
-            self._get(self._times, b, self.reader.times, reading_ahead=True)
+            self._packed.fill(b, self._block(b, self.reader.packed))
+            self._times.fill(b, self._block(b, self.reader.times))
 
     def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Packed samples and times (ps) of samples ``[start, stop)``."""

@@ -1083,8 +1083,8 @@ def test_a_search_finding_few_events_has_their_views_samples_read_ahead(window: 
     monkeypatch.setattr(timeline, "SAMPLES_WAIT_S", 60.0)  # however slow this machine reads them
     tl.zoom_all()
     for data in doc.data.values():  # nothing kept yet: as far into a long capture
-        data.cache._packed = Kept(data.cache._keep, data.cache.ahead)
-        data.cache._times = Kept(data.cache._keep, data.cache.ahead)
+        data.cache._packed = Kept(data.cache._keep)
+        data.cache._times = Kept(data.cache._keep)
     frame = next(i for i in range(len(events.events)) if events.events.text(i).startswith("UDP"))
     events.search.setFocus()
     events.search.selectAll()
@@ -1137,7 +1137,7 @@ def test_a_view_has_its_decoded_rows_read_ahead_for_their_labels(window: MainWin
     for limit, expect_read in ((0, False), (document.READ_AHEAD_TABLE_CHUNKS, True)):
         monkeypatch.setattr(document, "READ_AHEAD_TABLE_CHUNKS", limit)
         for t in doc.decoded.values():
-            t._kept = overview.Kept(document.KEPT_TABLE_CHUNKS, t.ahead)  # nothing kept yet
+            t._kept = overview.Kept(document.KEPT_TABLE_CHUNKS)  # nothing kept yet
         reads.clear()
         shift = doc.session.offset(table.source)
         tl.zoom_to(float(lane.t_ns[mid - 3]) + shift, float(lane.t_end_ns[mid + 3]) + shift)
@@ -1153,6 +1153,26 @@ def test_a_view_has_its_decoded_rows_read_ahead_for_their_labels(window: MainWin
     got = np.array([table.row(i) for i in range(first, last + 1)], dtype=stored.dtype)
     assert reads == []  # every row from memory
     np.testing.assert_array_equal(got, stored)
+
+
+def test_a_wheel_turn_in_reads_ahead_the_rows_of_the_view_it_expects_next(tmp_path: Path, monkeypatch) -> None:
+    """A redraw after a wheel turn in reads ahead the stored chunks of the rows the next turn alike shows, not
+    those of the whole view (most of which it does not show, and which every reader's sample blocks queued after
+    them on the one read-ahead thread would wait for); without a next view expected, the view's own."""
+    import h5py
+    from nicrig.gui import document, lanes
+    from nicrig.h5file import STORAGE
+
+    t = np.arange(0.0, 1000.0, 10.0)  # 100 rows, 4 a chunk: boxes of 5 ns every 10 ns
+    with h5py.File(tmp_path / "t.h5", "w") as f:
+        ds = f.create_dataset("rows", data=np.zeros(len(t), [("t_ns", "<i8")]), chunks=(4,), **STORAGE)
+        table = document.DecodedTable("decoded/s/irq", "s", "irq", ds, tmp_path / "t.h5")
+        table.arrays = [lanes._lane(t, t + 5, np.zeros(len(t), np.int8), np.zeros(len(t), "S12"))]
+        started: list[list[int]] = []
+        monkeypatch.setattr(table.ahead, "start", lambda work, chunks: started.append(chunks))
+        table.read_ahead(0.0, 1000.0, then=(400.0, 490.0))  # rows 40 to 48
+        table.read_ahead(0.0, 1000.0)
+        assert started == [[10, 11, 12], list(range(25))]
 
 
 def test_warming_a_view_lays_out_exactly_the_words_its_frame_writes(window: MainWindow) -> None:

@@ -166,7 +166,7 @@ def test_a_view_about_to_be_read_raw_has_its_samples_read_ahead(tmp_path: Path, 
         block = data.cache.block
         started: list[list[int]] = []
         few = BlockCache(src, blocks=6, pyramid=data.pyramid)
-        monkeypatch.setattr(few.ahead, "start", lambda pending, work, blocks: started.append(blocks))
+        monkeypatch.setattr(few.ahead, "start", lambda work, blocks: started.append(blocks))
         few.read_ahead((int(times[block + 10]), int(times[2 * block + 10])),
                        (int(times[2 * block + 20]), int(times[3 * block + 10])))
         assert started == [[1, 2, 3]]
@@ -452,20 +452,22 @@ def test_a_piece_being_read_ahead_is_waited_for_not_read_twice() -> None:
     from nicrig.gui.overview import Kept, ReadAhead
 
     ahead = ReadAhead()
-    kept = Kept(2, ahead)
+    kept = Kept(2)
     reads: list[tuple[int, str]] = []
-    go = threading.Event()
+    begun, go = threading.Event(), threading.Event()
 
     def read(key: int, by: str) -> np.ndarray:
         reads.append((key, by))
         return np.full(3, key)
 
-    def work() -> None:
+    def read_slowly() -> np.ndarray:
+        begun.set()
         go.wait()
-        kept.get(1, lambda: read(1, "ahead"), reading_ahead=True)
+        return read(1, "ahead")
 
-    ahead.start(frozenset({1}), work)
-    go.set()  # the work may not have begun: it is still on its way, so waited for
+    ahead.start(kept.fill, 1, read_slowly)
+    begun.wait()  # piece 1 is being read ahead
+    go.set()  # its read may not have ended: then waited for
     np.testing.assert_array_equal(kept.get(1, lambda: read(1, "window")), np.full(3, 1))
     kept.get(2, lambda: read(2, "window"))
     kept.get(1, lambda: read(1, "window"))  # kept: not read again, and now the most recent
@@ -473,8 +475,47 @@ def test_a_piece_being_read_ahead_is_waited_for_not_read_twice() -> None:
     assert reads == [(1, "ahead"), (2, "window"), (3, "window")]
     assert 1 in kept and 3 in kept and 2 not in kept
     ahead.stop()
-    ahead.start(frozenset({2}), work)  # stopped: nothing more is started
-    assert ahead.future.done()
+    ahead.start(kept.fill, 4, lambda: read(4, "ahead"))  # stopped: nothing more is started
+    assert ahead.future.done() and 4 not in kept
+
+
+def test_a_piece_queued_to_be_read_ahead_is_read_by_the_window_not_waited_for() -> None:
+    """The one read-ahead thread runs every reader's work in turn: a piece the window's thread needs that is queued
+    behind another reader's work is read at once by the window's thread (the read-ahead then finds it kept), and a
+    read ahead that failed is read again by the window, which meets the error."""
+    import threading
+
+    from nicrig.gui.overview import Kept, ReadAhead
+
+    other, mine = ReadAhead(), ReadAhead()
+    kept = Kept(4)
+    reads: list[tuple[int, str]] = []
+    go = threading.Event()
+
+    def read(key: int, by: str) -> np.ndarray:
+        reads.append((key, by))
+        return np.full(3, key)
+
+    def read_ahead() -> None:
+        for k in (1, 2):
+            kept.fill(k, lambda k=k: read(k, "ahead"))
+
+    # another reader's work holds the read-ahead thread (bounded only so that a window that waits fails, not hangs)
+    other.start(go.wait, 60.0)
+    mine.start(read_ahead)
+    np.testing.assert_array_equal(kept.get(1, lambda: read(1, "window")), np.full(3, 1))
+    go.set()
+    mine.wait()
+    assert reads == [(1, "window"), (2, "ahead")]
+
+    def damaged() -> np.ndarray:
+        raise OSError("damaged chunk")
+
+    mine.start(kept.fill, 5, damaged)
+    mine.wait()
+    assert 5 not in kept
+    with pytest.raises(OSError, match="damaged chunk"):
+        kept.get(5, damaged)
 
 
 def test_columns_when_the_last_edge_rounds_past_the_last_sample():
