@@ -32,7 +32,8 @@ also given over the floor's, and the baseline's over this version's.
 Run: ``.venv/bin/python bench/gui.py`` (``--samples 1e8,1e9``; ``--keep DIR`` to keep the captures
 and reuse them: the 1 G-sample one takes several minutes to simulate and decode and 470 MB).
 ``--baseline-python CLONE/.venv/bin/python`` measures the same cases with an earlier version (a clone
-with its own venv) in the same run and shows its medians in brackets.
+with its own venv) in the same run and shows its medians in brackets; ``--verbose`` also lists each session
+input's times in order (which wheel turn or drag is the worst).
 """
 
 from __future__ import annotations
@@ -492,6 +493,18 @@ def ratios(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]]
     return out
 
 
+def session_inputs(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]]) -> list[str]:
+    """Each session step's inputs in order, ``wall/CPU`` ms each, per case and version."""
+    out = []
+    for version, res in (("", results), (" (baseline)", before)):
+        for case, r in res.items():
+            for step, times in r.get("session", {}).get("steps", {}).items():
+                if step != "open":
+                    each = " ".join(f"{w * 1000:.0f}/{c * 1000:.0f}" for w, c in zip(times["wall"], times["cpu"]))
+                    out.append(f"{case}{version}, session: {step}, each input's wall/CPU (ms): {each}")
+    return out
+
+
 def _linked(folder: Path, tag: str, path: Path, decoded: bool) -> Path:
     """A second name of the capture (with its companion when ``decoded``): each version keeps its own cache."""
     from nicrig.companion import companion_path
@@ -519,6 +532,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=12, help="inputs per view of the redraw cases (12)")
     ap.add_argument("--baseline-python", help="the Python of another nicrig install (a clone of an earlier "
                                               "version with its own venv): its medians in brackets, same run")
+    ap.add_argument("--verbose", action="store_true",
+                    help="also each session input's wall and CPU time, in order (which turn or drag is the worst)")
     ap.add_argument("--case", type=Path, help=argparse.SUPPRESS)  # one case, in this process: JSON on stdout
     ap.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -554,6 +569,9 @@ def main() -> int:
               f"after: {' '.join(f'{v:.2f}' for v in load1)}")
         for line in table(results, before) + ratios(results, before):
             print(line)
+        if args.verbose:
+            for line in session_inputs(results, before):
+                print(line)
         sessions = [r["session"] for r in results.values() if "session" in r]
         if sessions:
             print(f"session search: {sessions[0]['search']!r} found {sessions[0]['found']} event(s)")
