@@ -33,7 +33,9 @@ Run: ``.venv/bin/python bench/gui.py`` (``--samples 1e8,1e9``; ``--keep DIR`` to
 and reuse them: the 1 G-sample one takes several minutes to simulate and decode and 470 MB).
 ``--baseline-python CLONE/.venv/bin/python`` measures the same cases with an earlier version (a clone
 with its own venv) in the same run and shows its medians in brackets; ``--verbose`` also lists each session
-input's times in order (which wheel turn or drag is the worst).
+input's times in order (which wheel turn or drag is the worst), with the time the GUI thread was blocked in it:
+its wall time less its CPU time and its wait for a CPU (Linux's schedstat), what it waited for besides the
+machine's load.
 """
 
 from __future__ import annotations
@@ -124,16 +126,27 @@ class Clock:
         for _ in range(3):
             self.app.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents)
 
-    def frame(self, send: Any, after_s: float = 0.0) -> tuple[float, float]:
-        """(wall s, GUI thread CPU s) from calling ``send()`` (which sends the input) to the frame it causes, sent
-        at least ``after_s`` after the previous frame."""
+    def frame(self, send: Any, after_s: float = 0.0) -> tuple[float, float, float]:
+        """(wall s, GUI thread CPU s, its wait for a CPU s: :func:`queued_s`) from calling ``send()`` (which sends
+        the input) to the frame it causes, sent at least ``after_s`` after the previous frame."""
         self.settle()
         time.sleep(after_s)
         before = self.frames.count
-        w0, c0 = time.perf_counter(), time.thread_time()
+        w0, c0, q0 = time.perf_counter(), time.thread_time(), queued_s()
         send()
         wait_until(self.app, lambda: self.frames.count != before, 60.0)
-        return time.perf_counter() - w0, time.thread_time() - c0
+        return time.perf_counter() - w0, time.thread_time() - c0, queued_s() - q0
+
+
+def queued_s() -> float:
+    """How long (s) the calling thread has waited, runnable, for a CPU (Linux's per-thread schedstat; 0 where there
+    is none): an input's wall time less its CPU time and this wait is the time its thread was blocked (on a lock,
+    another thread, or the event loop asleep until its next event: a few ms at times on an empty plot)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def wait_until(app: Any, done: Any, timeout_s: float = 1800.0) -> None:
@@ -279,8 +292,8 @@ def _redraws(app: Any, window: Any, steps: int) -> list[dict[str, Any]]:
             else:
                 send = (lambda: _wheel(tl.plot.viewport(), tl.plot.viewport().width() / 2, 1 if k % 8 == 3 else -1))
             times.append(clock.frame(send))
-        out.append({"view": "whole capture" if width is None else width, "wall": [t for t, _ in times],
-                    "cpu": [c for _, c in times]})
+        out.append({"view": "whole capture" if width is None else width, "wall": [t[0] for t in times],
+                    "cpu": [t[1] for t in times]})
     return out
 
 
@@ -292,11 +305,12 @@ def _session(app: Any, path: Path) -> dict[str, Any]:
     from PySide6 import QtCore
     from PySide6.QtTest import QTest
 
+    q0 = queued_s()
     window, wall, cpu = _open(app, path)
+    steps: dict[str, list[tuple[float, float, float]]] = {"open": [(wall, cpu, queued_s() - q0)]}
     window.wait_jobs()
     clock = Clock(app, window.frames)
     tl = window.timeline
-    steps: dict[str, list[tuple[float, float]]] = {"open": [(wall, cpu)]}
     tl.zoom_all()
     clock.settle()
     pci = next(ln for ln in window.doc.lanes if ln.id.endswith("/decoded/pci") and ln.boxes is not None)
@@ -330,11 +344,11 @@ def _session(app: Any, path: Path) -> dict[str, Any]:
         QTest.keyClicks(events.search, needle)
         QTest.keyClick(events.search, QtCore.Qt.Key.Key_Return)
 
-    w0, c0 = time.perf_counter(), time.thread_time()
+    w0, c0, q0 = time.perf_counter(), time.thread_time(), queued_s()
     search()
     wait_until(app, lambda: not events.count.text().startswith("searching") and not window.jobs)
     clock.settle()
-    steps["search an event"] = [(time.perf_counter() - w0, time.thread_time() - c0)]
+    steps["search an event"] = [(time.perf_counter() - w0, time.thread_time() - c0, queued_s() - q0)]
     found = len(events.model.rows)
 
     def click() -> None:
@@ -344,7 +358,8 @@ def _session(app: Any, path: Path) -> dict[str, Any]:
     steps["jump to it (click its row)"] = [clock.frame(click)]
     steps["zoom out (Ctrl+0)"] = [clock.frame(lambda: _key(tl.plot, QtCore.Qt.Key.Key_0, ctrl=True))]
     _close(app, window)
-    return {"steps": {k: {"wall": [t for t, _ in v], "cpu": [c for _, c in v]} for k, v in steps.items()},
+    return {"steps": {k: {"wall": [t[0] for t in v], "cpu": [t[1] for t in v], "queued": [t[2] for t in v]}
+                      for k, v in steps.items()},
             "search": needle, "found": found}
 
 
@@ -366,7 +381,7 @@ def _floor(app: Any, steps: int) -> dict[str, list[float]]:
     plot.close()
     plot.deleteLater()
     app.processEvents()
-    return {"wall": [t for t, _ in times], "cpu": [c for _, c in times]}
+    return {"wall": [t[0] for t in times], "cpu": [t[1] for t in times]}
 
 
 def run_case(path: Path, repeat: int, steps: int, session: bool) -> dict[str, Any]:
@@ -494,14 +509,16 @@ def ratios(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]]
 
 
 def session_inputs(results: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]]) -> list[str]:
-    """Each session step's inputs in order, ``wall/CPU`` ms each, per case and version."""
+    """Each session step's inputs in order, ``wall/CPU/blocked`` ms each (blocked: the wall time less the GUI
+    thread's CPU time and its wait for a CPU), per case and version."""
     out = []
     for version, res in (("", results), (" (baseline)", before)):
         for case, r in res.items():
             for step, times in r.get("session", {}).get("steps", {}).items():
                 if step != "open":
-                    each = " ".join(f"{w * 1000:.0f}/{c * 1000:.0f}" for w, c in zip(times["wall"], times["cpu"]))
-                    out.append(f"{case}{version}, session: {step}, each input's wall/CPU (ms): {each}")
+                    each = " ".join(f"{w * 1000:.0f}/{c * 1000:.0f}/{max(w - c - q, 0.0) * 1000:.0f}"
+                                    for w, c, q in zip(times["wall"], times["cpu"], times["queued"]))
+                    out.append(f"{case}{version}, session: {step}, each input's wall/CPU/blocked (ms): {each}")
     return out
 
 
@@ -533,7 +550,8 @@ def main() -> int:
     ap.add_argument("--baseline-python", help="the Python of another nicrig install (a clone of an earlier "
                                               "version with its own venv): its medians in brackets, same run")
     ap.add_argument("--verbose", action="store_true",
-                    help="also each session input's wall and CPU time, in order (which turn or drag is the worst)")
+                    help="also each session input's wall and CPU time and the time its thread was blocked, in order "
+                         "(which turn or drag is the worst, and why)")
     ap.add_argument("--case", type=Path, help=argparse.SUPPRESS)  # one case, in this process: JSON on stdout
     ap.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
