@@ -9,21 +9,25 @@ Byte order: ``Frame.data`` lists octets in the order they are transmitted; withi
 octet the least significant bit goes first (clause 3.3). The FCS octets are therefore
 the little-endian bytes of the reflected CRC-32 that :func:`zlib.crc32` returns.
 
-Ethernet, 802.1Q, IPv4 and UDP headers are built with Scapy so that nicrig and the
-decoders that check it do not share a hand-written header packer. For speed, UDP frames
-come from a template that Scapy builds once per flow shape (addresses, ports, payload
-length, MTU, VLAN); each packet then only patches the fields that change (payload, IP
-identification, the checksums, the FCS). MAC Control parameters (PAUSE, PFC) are packed
-here from the annex layouts, which the tests check against Scapy and Wireshark.
+UDP frames come from a template packed here once per flow shape (addresses, ports, payload
+length, MTU, VLAN): the 802.3 and 802.1Q headers, each fragment's IPv4 header (RFC 791) and
+the UDP header (RFC 768), laid out and fragmented byte for byte as Scapy builds
+``Ether / Dot1Q / IP / UDP`` and cuts it with ``fragment``; the tests build the same frames
+with Scapy and compare every byte, so that nicrig and the decoders that check it never
+rest on one hand-written header packer alone. Each packet then only patches the fields
+that change (payload, IP identification, the checksums, the FCS). MAC Control frames
+(PAUSE, PFC) are built with Scapy, their parameters packed here from the annex layouts,
+which the tests check against Scapy and Wireshark.
 
-Scapy is imported by the functions that build frames, not with this module: importing
-its ``inet`` layer costs about 0.3 s of CPU (a third of it reading the host's routing
-tables, which these functions skip), which every ``nicrig`` command that imports the
-simulator paid before doing anything.
+Scapy is imported by the functions that build MAC Control frames, not with this module:
+importing its ``inet`` layer costs about 0.2 s of CPU even without reading the host's
+routing tables (which those functions skip), which the simulator's UDP frames, needed
+before its model can start, no longer wait for.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -74,8 +78,18 @@ VLAN_TAG_BYTES = 4
 _PAUSE_PARAMS = struct.Struct("!HH")
 _PFC_PARAMS = struct.Struct("!HH8H")
 _U16 = struct.Struct("!H")
-#: Where the Header Checksum is in an IPv4 header (RFC 791): zero in a template's head, filled in per packet.
-_IP_CHECKSUM_AT = 10
+#: An IPv4 header without its addresses (RFC 791): version and IHL, TOS, Total Length, Identification, flags
+#: and Fragment Offset, TTL, Protocol, Header Checksum.
+_IPV4_HEADER = struct.Struct("!BBHHHBBH")
+#: Version 4, a header of five 32-bit words (no options).
+_IPV4_VERSION_IHL = 0x45
+#: The Time to Live Scapy (and Linux's default net.ipv4.ip_default_ttl) gives a datagram.
+_IPV4_TTL = 64
+_IPPROTO_UDP = 17
+#: The More Fragments flag in the flags and Fragment Offset word (RFC 791).
+_IP_MORE_FRAGMENTS = 0x2000
+#: A UDP header's source port, destination port and Length (RFC 768); its checksum follows.
+_UDP_PORTS_LENGTH = struct.Struct("!HHH")
 #: The Type field of IPv4 and of an 802.1Q tag, as the frame's bytes hold it.
 _IPV4_TYPE, _VLAN_TYPE = _U16.pack(ETHERTYPE_IPV4), _U16.pack(ETHERTYPE_VLAN)
 #: UDP templates kept; one per flow shape, so a few per simulated host pair and size.
@@ -253,9 +267,9 @@ def corrupt_fcs(frame: Frame) -> Frame:
 
 @dataclass(frozen=True, slots=True)
 class _UdpFragment:
-    """One frame of a UDP template: ``head`` is the link header and the IPv4 header as Scapy
-    built them, with Identification and Header Checksum zeroed (the IPv4 header starts at
-    ``ip_at``); the frame carries bytes ``start:end`` of the UDP datagram after it."""
+    """One frame of a UDP template: ``head`` is the link header and the IPv4 header, with
+    Identification and Header Checksum zero (the IPv4 header starts at ``ip_at``); the frame
+    carries bytes ``start:end`` of the UDP datagram after it."""
 
     head: bytes
     ip_at: int
@@ -290,49 +304,51 @@ class _UdpTemplate:
     fragments: tuple[_UdpFragment, ...]
 
 
+def _mac(address: str) -> bytes:
+    """The six octets of a MAC address written ``aa:bb:cc:dd:ee:ff``, in transmission order."""
+    octets = address.split(":")
+    if len(octets) != 6 or not all(len(o) == 2 for o in octets):
+        raise ValueError(f"MAC address {address!r}: six two-digit hex octets separated by ':'")
+    return bytes.fromhex("".join(octets))
+
+
+def _fragment_spans(datagram_len: int, mtu: int) -> list[tuple[int, int]]:
+    """Byte ranges ``[start, end)`` of a UDP datagram that its IPv4 fragments carry, cut as Scapy's
+    ``fragment(packet, fragsize=mtu - 20)`` cuts them: every fragment but the last carries the largest multiple
+    of 8 bytes (RFC 791 offsets count 8-byte units) that fits the MTU, and the last whatever is left, up to the
+    full ``mtu - 20`` bytes. One span when the datagram fits."""
+    room = mtu - IPV4_HEADER_BYTES
+    if datagram_len <= room:
+        return [(0, datagram_len)]
+    step = room - room % 8
+    whole = -(-(datagram_len - room) // step)  # fragments of ``step`` bytes before the last
+    return [(k * step, (k + 1) * step) for k in range(whole)] + [(whole * step, datagram_len)]
+
+
 @lru_cache(maxsize=_UDP_TEMPLATES)
 def _udp_template(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, sport: int, dport: int,
                   payload_len: int, mtu: int, vlan: int | None) -> _UdpTemplate:
-    """Build the frames of a zero payload of ``payload_len`` bytes with Scapy (fragmented by
-    Scapy's ``fragment`` when over ``mtu``) and keep their layout: every header byte, every
-    fragment's offset, flags and length come from Scapy, dissected back from its output."""
-    with _scapy_without_routes():
-        from scapy.layers.inet import IP, UDP, fragment
-        from scapy.layers.l2 import Dot1Q, Ether
-        from scapy.packet import Raw
-
-    link: list[Packet] = [Ether(dst=dst_mac, src=src_mac)]
+    """The frames' layout for a payload of ``payload_len`` bytes: the 802.3 header (an 802.1Q tag with
+    priority 0 when ``vlan`` is given), the IPv4 header of each fragment (RFC 791: version 4, a 20-byte header,
+    TOS 0, TTL 64, protocol 17, More Fragments on all but the last, offsets in 8-byte units), the UDP header
+    (RFC 768). Every byte is the one Scapy writes for ``Ether / [Dot1Q /] IP / UDP / Raw`` cut by its
+    ``fragment``; tests/test_ethernet_gmii.py checks them against Scapy's frames, built directly."""
+    datagram_len = UDP_HEADER_BYTES + payload_len
+    link = _mac(dst_mac) + _mac(src_mac)
     if vlan is not None:
-        link.append(Dot1Q(vlan=vlan))
-    packet = _stack(*link, IP(src=src_ip, dst=dst_ip, id=0), UDP(sport=sport, dport=dport),
-                    Raw(bytes(payload_len)))
-    if payload_len + IPV4_HEADER_BYTES + UDP_HEADER_BYTES > mtu:
-        packets = fragment(packet, fragsize=mtu - IPV4_HEADER_BYTES)
-    else:
-        packets = [packet]
-    datagram = bytes(packet[IP].payload)
+        link += _VLAN_TYPE + _U16.pack(vlan)
+    link += _IPV4_TYPE
+    addresses = ipaddress.IPv4Address(src_ip).packed + ipaddress.IPv4Address(dst_ip).packed
+    spans = _fragment_spans(datagram_len, mtu)
     fragments = []
-    for built in packets:
-        wire = bytes(built)
-        ip = Ether(wire)[IP]
-        ip_at, ip_hl = len(wire) - len(ip), ip.ihl * 4
-        start = ip.frag * 8
-        end = start + ip.len - ip_hl
-        head = bytearray(wire[:ip_at + ip_hl])
-        _U16.pack_into(head, ip_at + _IP_CHECKSUM_AT, 0)
-        fragment_ = _UdpFragment(bytes(head), ip_at, start, end)
-        if _udp_frame(fragment_, datagram, 0) != _finish(wire, "udp").data:
-            raise AssertionError(f"UDP template disagrees with Scapy's frame {wire.hex()}")
-        fragments.append(fragment_)
-    first = fragments[0]
-    addresses = first.head[first.ip_at + 12:first.ip_at + 20]
-    protocol = first.head[first.ip_at + 9:first.ip_at + 10]
-    udp_head = datagram[:6]
-    template = _UdpTemplate(udp_head, addresses + b"\x00" + protocol + udp_head[4:6] + udp_head + b"\x00\x00",
-                            tuple(fragments))
-    if _udp_datagram(template, bytes(payload_len)) != datagram:
-        raise AssertionError(f"UDP template's checksum disagrees with Scapy's datagram {datagram[:8].hex()}")
-    return template
+    for k, (start, end) in enumerate(spans):
+        flags_offset = (_IP_MORE_FRAGMENTS if k < len(spans) - 1 else 0) | start // 8
+        ip = _IPV4_HEADER.pack(_IPV4_VERSION_IHL, 0, IPV4_HEADER_BYTES + end - start, 0, flags_offset, _IPV4_TTL,
+                               _IPPROTO_UDP, 0) + addresses
+        fragments.append(_UdpFragment(link + ip, len(link), start, end))
+    udp_head = _UDP_PORTS_LENGTH.pack(sport, dport, datagram_len)
+    return _UdpTemplate(udp_head, addresses + b"\x00" + bytes([_IPPROTO_UDP]) + udp_head[4:6] + udp_head + b"\x00\x00",
+                        tuple(fragments))
 
 
 def _udp_frame(fragment_: _UdpFragment, datagram: bytes, ip_id: int) -> bytes:
@@ -359,9 +375,9 @@ def udp_frames(payload: bytes, *, src_mac: str, dst_mac: str, src_ip: str, dst_i
     header and so the nicrig header. Every fragment's Frame gets the header's ``seq`` (for
     bookkeeping), and ``kind`` "udp". Frames are padded to 64 bytes with the FCS.
 
-    The layout is Scapy's: a template built by Scapy once per flow shape (addresses, ports,
-    payload length, ``mtu``, ``vlan``; a bounded LRU cache keeps them) gives the headers and
-    the fragmentation, and each call patches in the payload, the IP identification, every
+    The layout is Scapy's: a template packed once per flow shape (addresses, ports, payload
+    length, ``mtu``, ``vlan``; a bounded LRU cache keeps them) gives the headers and the
+    fragmentation, and each call patches in the payload, the IP identification, every
     fragment's IP header checksum, the UDP checksum and the FCS. The frames are byte for byte
     those Scapy builds directly (the tests check it).
     """
