@@ -55,8 +55,10 @@ from nicrig.udpmon.results import RESULTS_GROUP, ResultsFile
 
 BLOCK_CLOCKS = 1 << 20
 #: How often (ps of simulated time) the model lets the renderer hand finished blocks to a worker: a block
-#: lasts 8 ms (the probe's 1 Mi clocks at 125 MHz) or more.
-CHECKPOINT_PS = 2_000_000_000
+#: lasts 8 ms (the probe's 1 Mi clocks at 125 MHz) or more, and a worker done with its blocks waits for the next
+#: checkpoint, ~10 ms of the model's CPU apart at this period on the saturated stream (a checkpoint costs a
+#: few microseconds when no worker is free).
+CHECKPOINT_PS = 500_000_000
 #: Blocks a worker is given at least while the model runs.
 WORKER_BLOCKS = 3
 #: The recording runs on this long after the last exchange it holds (us), as after the run's end.
@@ -367,18 +369,18 @@ class _Renderer:
     While the model runs (the whole run recorded), the blocks it can no longer change are rendered and
     compressed in a forked worker on another CPU (:mod:`forked`); once it has ended (:meth:`finish`), what
     is left, and the other work of the run's end (jobs: the probe's tables, the caller's), is shared among
-    ``workers`` of them, and this process stores what they send back (:meth:`store`, :meth:`job`). With
+    ``workers`` more, started at once, and this process stores what they send back (:meth:`store`, :meth:`job`). With
     one worker, everything is done here, when asked for. The capture set is the same either way.
     """
 
     def __init__(self, rig: Rig, sources: Callable[[RigRun], _Sources], recording: Recording, workers: int,
                  progress: Progress | None):
         self.rig, self.sources, self.workers, self.progress = rig, sources, workers, progress
-        self.pool = forked.ForkPool(workers) if workers > 1 else None
+        # The model's workers - 1 (it keeps a CPU) and, once it has ended, a share for each of the workers.
+        self.pool = forked.ForkPool(2 * workers - 1) if workers > 1 else None
         self.next_c0: dict[str, int] = {}
         self.final: _Sources | None = None  # the run as recorded, once the model has ended
         self.jobs: dict[str, Callable[[], Any]] = {}
-        self.shares: list[list[Hashable]] = []  # of the blocks and jobs left when the model ended (finish)
         # A recording cut short (fewer messages than the run sends, recorded_part) changes the blocks near its
         # end: those wait for the model's end. One of as many messages as the run sends or more is the whole run.
         sc = rig.scenario
@@ -427,7 +429,7 @@ class _Renderer:
     def finish(self, run: RigRun, jobs: Mapping[str, Callable[[], Any]] | None = None) -> None:
         """The model has ended with ``run`` (as recorded): share what is left to render, and ``jobs`` (work for
         the end of the run, by name, whose results :meth:`job` gives; pure, with picklable results), among the
-        workers. The shares that find a worker free start now; the others when :meth:`store` needs them."""
+        workers, each share in a worker of its own started now."""
         self.final = sources = self.sources(run)
         # The probe's tables need none of its blocks (the buses' are made of theirs).
         self.jobs = {_PROBE_TABLES: partial(sources.tables, "probe", []), **(jobs or {})}
@@ -437,9 +439,13 @@ class _Renderer:
         todo = [*self.jobs, *((name, c0, c1) for name in sources.names for c0, c1 in sources.blocks(name)
                               if c0 >= self.next_c0.get(name, 0))]
         # Dealt out in turn, each share in order: the jobs first, then the first blocks store() needs, which it
-        # writes (and a bus's table once its last block is in) while the workers go on with the rest.
-        self.shares = [share for k in range(self.workers) if (share := todo[k::self.workers])]
-        self._hand_out()
+        # writes (and a bus's table once its last block is in) while the workers go on with the rest. Every share
+        # starts now, beside the workers still rendering what they were handed while the model ran: the CPUs stay
+        # busy until all is done, however much those had left (a share that waited for one of them to end left a
+        # CPU idle meanwhile, up to the length of the last batch handed out).
+        for k in range(self.workers):
+            if share := todo[k::self.workers]:
+                self.pool.submit(share, partial(_final_task, sources, self.jobs))
 
     def job(self, name: str) -> Any:
         """The result of job ``name`` (:meth:`finish`): from the worker that has it (waiting for it), or made here."""
@@ -450,21 +456,9 @@ class _Renderer:
         return self._result(task, partial(_render_task, self.final, True, task))
 
     def _result(self, task: Hashable, here: Callable[[], Any]) -> Any:
-        if self.pool is None:
+        if self.pool is None or not self.pool.wait_for(task):  # no worker was given it
             return here()
-        self._hand_out()
-        while not self.pool.wait_for(task):
-            if not self.shares:  # no worker was given it
-                return here()
-            self._hand_out(1)  # its share waits for a worker to end
         return self.pool.pop(task)
-
-    def _hand_out(self, waiting_for: int = 0) -> None:
-        """Start the shares :meth:`finish` made that find a worker free, and (waiting for room) at least
-        ``waiting_for`` of them."""
-        while self.shares and (waiting_for > 0 or self.pool.running < self.workers):
-            self.pool.submit(self.shares.pop(0), partial(_final_task, self.final, self.jobs))
-            waiting_for -= 1
 
     def store(self, cs: CaptureSet, stored: Stored) -> None:
         """Store every source and its tables in ``cs``, each block as soon as its worker is done with it
