@@ -298,6 +298,13 @@ def test_back_to_back_with_one_idle_clock():
     assert sig["FRAME#"][idle] == sig["IRDY#"][idle] == 1
     assert sig["IRDY#"][idle - 1] == 0 and sig["FRAME#"][second_start] == 0
     assert r.truth()["ss"].tolist() == [3, second_start]
+    view = r.truth_view()  # the same rows, uncopied and unchangeable; truth() a copy to change
+    assert np.array_equal(view, r.truth()) and not view.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view["ss"][0] = 0
+    copy = r.truth()
+    copy["ss"][0] = 0
+    assert r.truth_view()["ss"][0] == 3
     with pytest.raises(ValueError, match="before the bus is idle"):
         PciRenderer([first, tx(second_start - 1, 0x7, 1)], width_bits=32, with_ad=False)
 

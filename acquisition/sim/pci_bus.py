@@ -949,7 +949,13 @@ class PciRenderer:
 
     def truth(self) -> np.ndarray:
         """One :data:`TRUTH_DTYPE` row per transaction, by start clock."""
-        return self._truth.copy()
+        return self.truth_view().copy()
+
+    def truth_view(self) -> np.ndarray:
+        """:meth:`truth` without the copy, read-only: for a caller that copies the rows it keeps."""
+        rows = self._truth.view()
+        rows.flags.writeable = False
+        return rows
 
     def render(self, c0: int, c1: int, *, samples_per_clock: int | None = None) -> np.ndarray:
         """Packed samples ``(samples, unitsize)`` uint8 for clocks ``[c0, c1)``.

@@ -285,12 +285,13 @@ class _Sources:
                                                    for a, b in bus.interrupts if a <= reach])
         # The block's own transactions (the last block's: all that are left), with their times (from the bus's
         # clock, not yet the trigger: the run may still be going) and what each was for.
-        truth = renderer.truth()
-        mine = (truth["ss"] >= c0) & ((truth["ss"] < c1) | (c1 == n_clocks))
-        truth = truth[mine]
-        clock = bus.clock
+        # The rows are in start order: those rows are one run of them, copied once (into the wider table).
+        rows = renderer.truth_view()
+        lo = int(np.searchsorted(rows["ss"], c0))
+        hi = len(rows) if c1 == n_clocks else int(np.searchsorted(rows["ss"], c1))
+        truth, clock = rows[lo:hi], bus.clock
         truth = _with_columns(truth, t_start_ps=_times_of(clock, truth["ss"]), t_end_ps=_times_of(clock, truth["es"]),
-                              purpose=np.array(bus.purposes[window], dtype="S20")[mine])
+                              purpose=np.array(bus.purposes[window][lo:hi], dtype="S20"))
         if rec.samples_per_clock is not None:
             return _Block(renderer.render(c0, c1, samples_per_clock=int(rec.samples_per_clock)), None, truth)
         return _Block(renderer.render(c0, c1), _block_times(clock, c0, c1), truth)
