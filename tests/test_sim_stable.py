@@ -43,7 +43,7 @@ from nicrig.acquisition.sim.model import (
 )
 from nicrig.acquisition.sim import _bus
 from nicrig.acquisition.sim.pci_bus import PciTransaction
-from nicrig.acquisition.sim.rig import Recording, _rows_concatenated, _with_columns, simulate
+from nicrig.acquisition.sim.rig import Recording, _JoinedRows, _rows_concatenated, _with_columns, simulate
 from nicrig.acquisition.sim.scheduler import Engine, after_timeout
 
 #: (name, profiles, recording, scenario) -> sha256 of the truth tables and the sources, in name order.
@@ -441,6 +441,20 @@ def test_tables_concatenated_as_rows_are_numpys_concatenation(align: bool):
         assert (whole[name] == expected[name]).all(), name
     with pytest.raises(TypeError, match="different dtypes"):
         _rows_concatenated([parts[0], np.zeros(2, dtype=[("ss", "<i8")])])
+
+
+def test_rows_joined_as_they_come_fill_the_table_they_were_counted_for():
+    """A bus's table is filled block by block into the rows its transactions were counted for: more rows than
+    counted, or fewer once all are in, is an error, not a table cut short or padded."""
+    dtype = np.dtype([("ss", "<i8"), ("kind", "S3")])
+    joined = _JoinedRows(5)
+    joined.add(np.array([(1, b"a"), (2, b"b")], dtype))
+    with pytest.raises(ValueError, match="2 rows joined into a table of 5"):
+        joined.joined()
+    joined.add(np.array([(3, b"c"), (4, b"d"), (5, b"e")], dtype)[::-1][::-1])
+    assert joined.joined()["ss"].tolist() == [1, 2, 3, 4, 5] and joined.joined()["kind"][4] == b"e"
+    with pytest.raises(ValueError, match="6 rows joined into a table of 5"):
+        joined.add(np.zeros(1, dtype))
 
 
 def test_the_run_freezes_what_it_made_at_each_checkpoint_and_thaws_it_after():
