@@ -312,8 +312,8 @@ class _Sources:
                                        interrupts=[(a, b if b >= 0 else pending_end)
                                                    for a, b in bus.interrupts if a <= reach])
         # The block's own transactions (the last block's: all that are left), with their times (from the bus's
-        # clock, not yet the trigger: the run may still be going) and what each was for.
-        # The rows are in start order: those rows are one run of them, copied once (into the wider table).
+        # clock, not yet the trigger: the run may still be going) and what each was for. The rows are in start
+        # order, so the block's are one run of them, copied once (into the wider table).
         rows = renderer.truth_view()
         lo = int(np.searchsorted(rows["ss"], c0))
         hi = len(rows) if c1 == n_clocks else int(np.searchsorted(rows["ss"], c1))
@@ -400,8 +400,9 @@ class _Renderer:
     While the model runs (the whole run recorded), the blocks it can no longer change are rendered and
     compressed in a forked worker on another CPU (:mod:`forked`); once it has ended (:meth:`finish`), what
     is left, and the other work of the run's end (jobs: the probe's tables, the caller's), is shared among
-    ``workers`` more, started at once, and this process stores what they send back (:meth:`store`, :meth:`job`). With
-    one worker, everything is done here, when asked for. The capture set is the same either way.
+    ``workers`` more, started at once, and this process stores what they send back (:meth:`store`,
+    :meth:`job`). With one worker, everything is done here, when asked for. The capture set is the same
+    either way.
     """
 
     def __init__(self, rig: Rig, sources: Callable[[RigRun], _Sources], recording: Recording, workers: int,
@@ -469,16 +470,13 @@ class _Renderer:
         # Handed out while the model ran: the whole blocks before next_c0 (the same in the run as recorded).
         left = {name: [(name, c0, c1) for c0, c1 in sources.blocks(name) if c0 >= self.next_c0.get(name, 0)]
                 for name in sources.names}
-        # In the order store() takes them: the buses' blocks (each bus's table written once its last is in), the
-        # jobs, then the probe's blocks. The jobs' results are needed last, but ahead of the blocks they held
-        # back those store() waited for, and behind every block they ended one share alone while the others
-        # idled (the caller's, ~0.3 s of CPU, held back the run's end); here they run while store() writes the
-        # buses' tables.
+        # In the order store() takes them: the buses' blocks, then the jobs, whose results it needs last (ahead
+        # of the blocks they held those back; behind all of them, one share ended alone with the caller's job,
+        # ~0.3 s of CPU, while the others idled), run while store() writes the buses' tables; then the probe's.
         todo = [*(task for name in run.buses for task in left[name]), *self.jobs, *left["probe"]]
-        # Dealt out in turn, each share in order. Every share starts now, beside the workers still rendering
-        # what they were handed while the model ran: the CPUs stay busy until all is done, however much those
-        # had left (a share that waited for one of them to end left a CPU idle meanwhile, up to the length of
-        # the last batch handed out).
+        # Dealt out in turn, each share in order, every share started now beside the workers still busy with
+        # what they were handed while the model ran, so that the CPUs stay busy to the end (a share waiting for
+        # one of them left a CPU idle meanwhile, up to the length of the last batch handed out).
         for k in range(self.workers):
             if share := todo[k::self.workers]:
                 self.pool.submit(share, partial(_final_task, sources, self.jobs))
