@@ -11,18 +11,18 @@ the little-endian bytes of the reflected CRC-32 that :func:`zlib.crc32` returns.
 
 UDP frames come from a template packed here once per flow shape (addresses, ports, payload
 length, MTU, VLAN): the 802.3 and 802.1Q headers, each fragment's IPv4 header (RFC 791) and
-the UDP header (RFC 768), laid out and fragmented byte for byte as Scapy builds
-``Ether / Dot1Q / IP / UDP`` and cuts it with ``fragment``; the tests build the same frames
-with Scapy and compare every byte, so that nicrig and the decoders that check it never
-rest on one hand-written header packer alone. Each packet then only patches the fields
-that change (payload, IP identification, the checksums, the FCS). MAC Control frames
-(PAUSE, PFC) are built with Scapy, their parameters packed here from the annex layouts,
-which the tests check against Scapy and Wireshark.
+the UDP header (RFC 768), laid out and fragmented as Scapy builds ``Ether / Dot1Q / IP /
+UDP`` and cuts it with ``fragment``. The tests build the same frames with Scapy and compare
+every byte, so that the headers the decoders are checked against are Scapy's, not only
+those of a packer written here. Each packet then only patches the fields that change
+(payload, IP identification, the checksums, the FCS). MAC Control frames (PAUSE, PFC) are
+built with Scapy, their parameters packed here from the annex layouts, which the tests
+check against Scapy and Wireshark.
 
 Scapy is imported by the functions that build MAC Control frames, not with this module:
-importing its ``inet`` layer costs about 0.2 s of CPU even without reading the host's
-routing tables (which those functions skip), which the simulator's UDP frames, needed
-before its model can start, no longer wait for.
+its import costs about 0.2 s of CPU even without reading the host's routing tables (which
+those functions skip), and UDP frames, which a simulation needs before its model can
+start, never wait for it.
 """
 
 from __future__ import annotations
