@@ -12,7 +12,7 @@ CPU seconds on this VM scatter by +-30% between identical runs; instruction coun
 one case under Valgrind, ``valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null
 python bench/model.py s2400 --no-hash``, before and after a change; the difference of two lengths
 (s2400 minus s600) is the cost of 1,800 frames without the imports. ``--checkpoints`` runs the model as
-``nicrig simulate`` does (a checkpoint every 2 ms of simulated time, nothing done at it).
+``nicrig simulate`` does (a checkpoint every ``rig.CHECKPOINT_PS`` of simulated time, nothing done at it).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import fingerprints
 import numpy as np
 from nicrig.acquisition.sim import profiles
 from nicrig.acquisition.sim.model import Point, Rig, RigRun, Scenario
+from nicrig.acquisition.sim.rig import CHECKPOINT_PS
 
 INTEL = ("intel-pro1000", "pci64-66", "supermicro-370dle")
 #: name -> ((nic, bus, host), scenario keywords)
@@ -87,7 +88,7 @@ def fingerprint(run: RigRun) -> str:
 def measure(case: str, *, hashed: bool, checkpoints: bool) -> dict:
     rig = rig_of(case)
     cpu = time.process_time()
-    run = rig.run(checkpoint=(lambda t_ps: None) if checkpoints else None, every_ps=2_000_000_000)
+    run = rig.run(checkpoint=(lambda t_ps: None) if checkpoints else None, every_ps=CHECKPOINT_PS)
     cpu = time.process_time() - cpu
     frames = len(run.probe_tx) + len(run.probe_rx)
     return {"case": case, "frames": frames, "cpu_s": round(cpu, 3),
