@@ -83,8 +83,8 @@ DIGESTS = {
     "intel-p4dp6-latency": "54f105ff30061e1a267dfdae4621fbd0549b635fe338b9e36e57255f801439e3",
     "intel-stream-pause": "f47e93bb8581b6b742d978b8f1c54339594439deed2338e0e8168f466e2b2658",
     "sk-stream-64-retries": "0c60ca89c205ef3cfc5b008319ce08830156af96563e387026c899e4b5917ff7",
-    "intel-p4dp6-stream": "be3042eb16f52625e49d20131dd30a47dda8a4aecbf37d28ee0cb4d6c10b7ecd",
-    "generic-pcix-schedule": "dd8129a3fbbbaeb1bca1419ee7cf116ebf021c212cf256d908dd02a92dc013ab",
+    "intel-p4dp6-stream": "fa565f9074102d2e3fdaac1deefdb207c5ee07b151ca2e554028e7d8537788d6",
+    "generic-pcix-schedule": "cd0f335b841b8d292b3c414dc30cb0f5e1e5377a931915af8acc53df2cbf0514",
 }
 
 
