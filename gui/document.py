@@ -78,6 +78,7 @@ class DecodedTable:
         self._chunks = StoredChunks(ds, str(path), f"table {name}")
         self.ahead = overview.ReadAhead()
         self._kept = overview.Kept(KEPT_TABLE_CHUNKS)
+        self._ahead_chunks = range(0)  # the chunks the piece read ahead last was asked for
 
     def __len__(self) -> int:
         return self._chunks.n
@@ -104,20 +105,27 @@ class DecodedTable:
         before deskew), when they are at most ``READ_AHEAD_TABLE_CHUNKS`` and some are not kept: zoomed in from
         here, the boxes given room for their words take their rows from memory instead of inflating chunks within
         the frame. After a wheel turn the rest of the view's rows are not read: the next turn names few of them, and
-        every reader's sample blocks queued after them on the one read-ahead thread would come later."""
-        if self.arrays is None or self.ahead.busy():
+        every reader's sample blocks queued after them on the one read-ahead thread would come later. For the same
+        reason the chunks still being read ahead for another view are left at the next chunk (a wheel spun on has
+        passed that view) and these read instead."""
+        if self.arrays is None:
             return
         span = self._rows_in(*(then or (t0_ns, t1_ns)), READ_AHEAD_TABLE_CHUNKS * self._chunks.chunk_rows)
         if span is None:
             return
         chunks = range(span[0] // self._chunks.chunk_rows, span[1] // self._chunks.chunk_rows + 1)
+        if self.ahead.busy() and chunks == self._ahead_chunks:
+            return
         missing = [k for k in chunks if k not in self._kept] if len(chunks) <= READ_AHEAD_TABLE_CHUNKS else []
         if missing:
-            self.ahead.start(self._fill, missing)
+            # the chunks of a view read ahead before and not coming any more are left: the pieces queued behind
+            # them (another table's, a source's sample blocks) would wait for them
+            self._ahead_chunks = chunks
+            self.ahead.replace(self._fill, missing)
 
     def _fill(self, chunks: list[int]) -> None:
         for k in chunks:
-            if self.ahead.stopping:
+            if self.ahead.dropped():
                 return
             self._kept.fill(k, lambda k=k: self._chunks.rows(k))
 

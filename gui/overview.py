@@ -226,11 +226,14 @@ def _read_ahead_thread() -> ThreadPoolExecutor:
 
 class ReadAhead:
     """One piece of reading ahead at a time on the read-ahead thread, for one reader; stopped before its file is
-    closed."""
+    closed. A piece asked for in place of the running one (:meth:`replace`) makes that one give up at its next
+    step: what it reads ahead is for a view no longer coming, and every reader's pieces queued behind it wait."""
 
     def __init__(self) -> None:
         self.future: Future | None = None
         self.stopping = False
+        self._asked = 0  # pieces asked for so far
+        self._running = 0  # which of them runs (the read-ahead thread runs one at a time)
 
     def busy(self) -> bool:
         """Whether a piece is still running (or the reader is stopping): the next is not started then."""
@@ -238,12 +241,31 @@ class ReadAhead:
 
     def start(self, work: Callable[..., None], *args: object) -> None:
         """Run ``work(*args)`` on the read-ahead thread unless :meth:`busy`; ``work`` returns early once
-        :attr:`stopping`."""
+        :meth:`dropped`."""
         if not self.busy():
-            self.future = _read_ahead_thread().submit(work, *args)
+            self.replace(work, *args)
+
+    def replace(self, work: Callable[..., None], *args: object) -> None:
+        """Run ``work(*args)`` on the read-ahead thread after the running piece, which gives up at its next step
+        (:meth:`dropped`); nothing once stopping."""
+        if self.stopping:
+            return
+        self._asked += 1
+        asked = self._asked
+
+        def run() -> None:
+            self._running = asked
+            work(*args)
+
+        self.future = _read_ahead_thread().submit(run)
+
+    def dropped(self) -> bool:
+        """Whether the running piece is to give up: the reader is stopping, or another piece was asked for."""
+        return self.stopping or self._running != self._asked
 
     def wait(self) -> None:
-        """Wait for the running piece (its errors are the window's own reads' to meet and report)."""
+        """Wait for the running piece and those asked for after it (its errors are the window's own reads' to meet
+        and report)."""
         if self.future is not None:
             try:
                 self.future.result()
@@ -367,7 +389,7 @@ class BlockCache:
 
     def _fill(self, blocks: list[int]) -> None:
         for b in blocks:
-            if self.ahead.stopping:
+            if self.ahead.dropped():
                 return
             self._packed.fill(b, self._block(b, self.reader.packed))
             self._times.fill(b, self._block(b, self.reader.times))

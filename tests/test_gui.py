@@ -3,6 +3,7 @@ measurements, results views, sessions, screenshots, and bad files."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 
@@ -10,7 +11,9 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -1155,24 +1158,60 @@ def test_a_view_has_its_decoded_rows_read_ahead_for_their_labels(window: MainWin
     np.testing.assert_array_equal(got, stored)
 
 
-def test_a_wheel_turn_in_reads_ahead_the_rows_of_the_view_it_expects_next(tmp_path: Path, monkeypatch) -> None:
-    """A redraw after a wheel turn in reads ahead the stored chunks of the rows the next turn alike shows, not
-    those of the whole view (most of which it does not show, and which every reader's sample blocks queued after
-    them on the one read-ahead thread would wait for); without a next view expected, the view's own."""
+@contextlib.contextmanager
+def small_table(tmp_path: Path) -> Iterator[Any]:
+    """A decoded table of 100 rows, 4 a stored chunk, as the view reads it: one lane of boxes of 5 ns every 10 ns."""
     import h5py
     from nicrig.gui import document, lanes
     from nicrig.h5file import STORAGE
 
-    t = np.arange(0.0, 1000.0, 10.0)  # 100 rows, 4 a chunk: boxes of 5 ns every 10 ns
+    t = np.arange(0.0, 1000.0, 10.0)
     with h5py.File(tmp_path / "t.h5", "w") as f:
         ds = f.create_dataset("rows", data=np.zeros(len(t), [("t_ns", "<i8")]), chunks=(4,), **STORAGE)
         table = document.DecodedTable("decoded/s/irq", "s", "irq", ds, tmp_path / "t.h5")
         table.arrays = [lanes._lane(t, t + 5, np.zeros(len(t), np.int8), np.zeros(len(t), "S12"))]
+        yield table
+
+
+def test_a_wheel_turn_in_reads_ahead_the_rows_of_the_view_it_expects_next(tmp_path: Path, monkeypatch) -> None:
+    """A redraw after a wheel turn in reads ahead the stored chunks of the rows the next turn alike shows, not
+    those of the whole view (most of which it does not show, and which every reader's sample blocks queued after
+    them on the one read-ahead thread would wait for); without a next view expected, the view's own."""
+    with small_table(tmp_path) as table:
         started: list[list[int]] = []
-        monkeypatch.setattr(table.ahead, "start", lambda work, chunks: started.append(chunks))
+        monkeypatch.setattr(table.ahead, "replace", lambda work, chunks: started.append(chunks))
         table.read_ahead(0.0, 1000.0, then=(400.0, 490.0))  # rows 40 to 48
         table.read_ahead(0.0, 1000.0)
         assert started == [[10, 11, 12], list(range(25))]
+
+
+def test_rows_read_ahead_for_a_view_no_longer_coming_give_way_to_the_next_views(tmp_path: Path, monkeypatch
+                                                                                 ) -> None:
+    """A wheel turn asking for the rows of another view than those still being read ahead has the earlier reading
+    stop at its next chunk and its own read instead: every reader's pieces queued behind a view passed by (a
+    source's sample blocks for the first view drawn from raw samples) would wait for it. Asked again for the same
+    rows, the reading goes on."""
+    import threading
+
+    with small_table(tmp_path) as table:
+        read, begun, go = [], threading.Event(), threading.Event()
+        original = table._chunks.rows
+
+        def held(k: int) -> np.ndarray:
+            read.append(k)
+            begun.set()
+            go.wait()  # the first chunk is being read while the next turns come
+            return original(k)
+
+        monkeypatch.setattr(table._chunks, "rows", held)
+        table.read_ahead(0.0, 1000.0, then=(400.0, 490.0))  # chunks 10 to 12
+        begun.wait()
+        table.read_ahead(0.0, 1000.0, then=(400.0, 490.0))  # the same rows: read on
+        table.read_ahead(0.0, 1000.0, then=(800.0, 890.0))  # chunks 20 to 22
+        go.set()
+        table.ahead.wait()
+        assert read == [10, 20, 21, 22]
+        table.ahead.stop()
 
 
 def test_warming_a_view_lays_out_exactly_the_words_its_frame_writes(window: MainWindow) -> None:
