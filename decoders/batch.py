@@ -309,11 +309,10 @@ def _quiet_points(source: _Rows, q: _Quiet, start: int, stop: int, block: int = 
         yield run_start, stop if whole else run_start + q.samples
 
 
-def _next_quiet(source: _Rows, q: _Quiet, at: int) -> tuple[int, int] | None:
-    """The first quiet stretch that starts at or after ``at``."""
-    for s, e in _quiet_points(source, q, at, source.num_samples):
-        return s, e
-    return None
+def _next_quiet(source: _Rows, q: _Quiet, at: int, whole: bool = True) -> tuple[int, int] | None:
+    """The first quiet stretch that starts at or after ``at`` (without ``whole``: its first ``q.samples``,
+    :func:`_quiet_points`)."""
+    return next(_quiet_points(source, q, at, source.num_samples, whole=whole), None)
 
 
 def _prev_quiet(source: _Rows, q: _Quiet, before: int) -> tuple[int, int] | None:
@@ -334,7 +333,7 @@ def _prev_quiet(source: _Rows, q: _Quiet, before: int) -> tuple[int, int] | None
 
 def _quiet_prefix(source: _Rows, q: _Quiet) -> int:
     """How far from the source's start the line is quiet (0: busy from the start or soon after)."""
-    first = next(_quiet_points(source, q, 0, source.num_samples), None)
+    first = _next_quiet(source, q, 0)
     return first[1] if first is not None and first[0] == 0 else 0
 
 
@@ -354,7 +353,7 @@ def _stop_for(source: _Rows, q: _Quiet, cut: int) -> int:
     """Where a stack that decoded up to ``cut`` may stop: half the shortest quiet stretch into the first quiet
     stretch from the cut on, as its middle would if it were the shortest (a line that stays quiet is decoded a
     few clocks past the cut, neither to the middle of all its quiet rest nor read to its end to find that)."""
-    first = next(_quiet_points(source, q, cut, source.num_samples, whole=False), None)
+    first = _next_quiet(source, q, cut, whole=False)
     return source.num_samples if first is None else first[0] + q.samples // 2
 
 
